@@ -1,0 +1,37 @@
+# Two commands for a newcomer: `make run` and `make test`. Both create .venv on first use.
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+HOST ?= 127.0.0.1
+PORT ?= 8000
+
+.PHONY: run test lint format bench clean
+
+$(BIN)/activate: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet -e '.[dev]'
+	touch $(BIN)/activate
+
+run: $(BIN)/activate
+	$(BIN)/uvicorn app.main:app --host $(HOST) --port $(PORT)
+
+# pytest exits 5 when it collected no tests: that is a failure here, not a pass.
+test: $(BIN)/activate
+	$(BIN)/ruff check app tests bench
+	$(BIN)/python -m pytest; rc=$$?; \
+	if [ $$rc -eq 5 ]; then echo "no tests were collected" >&2; exit 1; fi; exit $$rc
+
+lint: $(BIN)/activate
+	$(BIN)/ruff check app tests bench
+	$(BIN)/ruff format --check app tests bench
+
+format: $(BIN)/activate
+	$(BIN)/ruff format app tests bench
+	$(BIN)/ruff check --fix app tests bench
+
+bench: $(BIN)/activate
+	$(BIN)/python -m bench
+
+clean:
+	rm -rf $(VENV) data .pytest_cache
