@@ -1,0 +1,138 @@
+"""`ane-kernels`: the command line for the kernel compiler.
+
+    ane-kernels ops [--json]
+    ane-kernels compile OP --params '<json>' [--weights NAME=FILE.npy ...] [--random-weights SEED]
+                        [--format mlpackage|mil] [--target ios18|ios17] [--name NAME] -o OUT.zip
+    ane-kernels validate PATH
+
+Exit codes: 0 success, 1 an artifact is invalid, 2 a bad request (the message names the field).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import tempfile
+from pathlib import Path
+
+import numpy as np
+
+EXIT_INVALID = 1
+EXIT_USAGE = 2
+
+
+class CLIError(Exception):
+    """A user error: printed as `error: <message>` with exit code 2."""
+
+
+def _load_weights(pairs: list[str]) -> dict[str, np.ndarray]:
+    weights = {}
+    for pair in pairs:
+        name, sep, file = pair.partition("=")
+        if not sep or not name or not file:
+            raise CLIError(f"--weights expects NAME=FILE.npy, got {pair!r}")
+        try:
+            weights[name] = np.load(file, allow_pickle=False)
+        except (OSError, ValueError) as exc:
+            raise CLIError(f"weights.{name}: cannot read {file}: {exc}") from None
+    return weights
+
+
+def _cmd_ops(args) -> int:
+    from app.catalog_info import catalog
+
+    ops = catalog()
+    if args.json:
+        print(json.dumps(ops, indent=2))
+        return 0
+    for op in ops:
+        params = ", ".join(op["parameters"]["properties"])
+        print(f"{op['name']:<14} {op['summary']}\n{'':<14} params: {params}")
+    return 0
+
+
+def _cmd_compile(args) -> int:
+    from app.kernels import KernelSpecError, build_kernel
+    from app.packaging import write_kernel_zip
+
+    try:
+        params = json.loads(args.params)
+    except json.JSONDecodeError as exc:
+        raise CLIError(f"--params is not valid JSON: {exc}") from None
+    if not isinstance(params, dict):
+        raise CLIError("--params must be a JSON object")
+    try:
+        build = build_kernel(
+            args.op, params, _load_weights(args.weights), target=args.target, name=args.name,
+            random_seed=args.random_weights,
+        )  # fmt: skip
+    except KernelSpecError as exc:
+        raise CLIError(str(exc)) from None
+    out = Path(args.output)
+    # Write next to the destination and rename: an interrupted run leaves no partial zip behind.
+    fd, tmp = tempfile.mkstemp(prefix=f".{out.name}.", dir=out.parent if str(out.parent) else ".")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            write_kernel_zip(build, f, args.format)
+        os.replace(tmp, out)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    print(f"wrote {out} ({out.stat().st_size} bytes)")
+    return 0
+
+
+def _cmd_validate(args) -> int:
+    from app.validation import InvalidArtifact, validate
+
+    try:
+        report = validate(args.path)
+    except InvalidArtifact as exc:
+        print(f"invalid: {exc}", file=sys.stderr)
+        return EXIT_INVALID
+    print(f"valid {report.kind}: {report.ops} ops, {report.weights} weight blobs")
+    return 0
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="ane-kernels", description="Apple Neural Engine kernels on demand"
+    )
+    sub = p.add_subparsers(dest="command", required=True)
+
+    ops = sub.add_parser("ops", help="list the op catalog")
+    ops.add_argument("--json", action="store_true", help="machine-readable catalog")
+    ops.set_defaults(run=_cmd_ops)
+
+    comp = sub.add_parser("compile", help="build a kernel zip locally")
+    comp.add_argument("op")
+    comp.add_argument("--params", default="{}", help="the op's parameters as a JSON object")
+    comp.add_argument("--weights", action="append", default=[], metavar="NAME=FILE.npy")
+    comp.add_argument("--random-weights", type=int, metavar="SEED", help="draw missing weights")
+    comp.add_argument("--format", choices=["mlpackage", "mil"], default="mlpackage")
+    comp.add_argument("--target", choices=["ios18", "ios17"], default="ios18")
+    comp.add_argument("--name", help="model name (default: the op)")
+    comp.add_argument("-o", "--output", required=True, help="the zip to write")
+    comp.set_defaults(run=_cmd_compile)
+
+    val = sub.add_parser(
+        "validate", help="check a kernel zip or .mlpackage with coremltools' loader"
+    )
+    val.add_argument("path")
+    val.set_defaults(run=_cmd_validate)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    try:
+        return args.run(args)
+    except CLIError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+
+
+if __name__ == "__main__":
+    sys.exit(main())

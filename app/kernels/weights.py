@@ -1,0 +1,76 @@
+"""Checks user weights against a kernel's WeightSpecs, or draws seeded random ones.
+
+Large weights are checked in chunks so validating a 256 MiB tensor does not allocate another one.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import numpy as np
+
+from app.kernels.spec import KernelSpecError, WeightSpec
+from app.mil import DType
+
+FP16_MAX = 65504.0
+_CHUNK = 1 << 20  # elements per validation chunk
+
+
+def _check_values(name: str, array: np.ndarray, dtype: DType) -> None:
+    flat = array.reshape(-1)
+    for start in range(0, flat.size, _CHUNK):
+        chunk = flat[start : start + _CHUNK]
+        if not np.isfinite(chunk).all():
+            raise KernelSpecError(f"weights.{name}", "contains NaN or Inf")
+        if dtype is DType.FP16 and chunk.dtype != np.float16 and np.abs(chunk).max() > FP16_MAX:
+            raise KernelSpecError(
+                f"weights.{name}",
+                f"has values beyond ±{FP16_MAX:g}, the fp16 range it is stored in",
+            )
+
+
+def prepare_weights(
+    specs: list[WeightSpec], given: Mapping[str, np.ndarray]
+) -> dict[str, np.ndarray]:
+    """Validated weights in the shapes the program uses (views, not copies, where possible)."""
+    expected = {s.name: s for s in specs}
+    for name in given:
+        if name not in expected:
+            known = ", ".join(expected) or "none"
+            raise KernelSpecError(f"weights.{name}", f"unknown weight; this op takes: {known}")
+    out = {}
+    for spec in specs:
+        if spec.name not in given:
+            raise KernelSpecError(
+                f"weights.{spec.name}", f"missing weight of shape {list(spec.shape)}"
+            )
+        array = np.asarray(given[spec.name])
+        if array.dtype.kind not in "fiu" or array.dtype.itemsize > 8:
+            raise KernelSpecError(
+                f"weights.{spec.name}", f"dtype {array.dtype} is not a number type"
+            )
+        if array.shape != spec.shape and array.shape not in spec.also_accepts:
+            accepted = " or ".join(str(list(s)) for s in (spec.shape, *spec.also_accepts))
+            raise KernelSpecError(
+                f"weights.{spec.name}",
+                f"expected shape {accepted} ({spec.expr}), received {list(array.shape)}",
+            )
+        if array.dtype.kind != "f":
+            array = array.astype(np.float32)
+        elif array.dtype == np.float64:
+            array = array.astype(np.float32)  # the store only has fp16/fp32
+        _check_values(spec.name, array, spec.dtype)
+        out[spec.name] = np.ascontiguousarray(array).reshape(spec.shape)
+    return out
+
+
+def random_weights(specs: list[WeightSpec], seed: int) -> dict[str, np.ndarray]:
+    """Reproducible weights: the same seed gives the same tensors on every machine."""
+    rng = np.random.default_rng(seed)
+    out = {}
+    for spec in specs:
+        values = spec.init_offset + spec.init_scale * rng.standard_normal(
+            spec.shape, dtype=np.float32
+        )
+        out[spec.name] = values.astype(spec.dtype.numpy)
+    return out

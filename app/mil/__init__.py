@@ -1,0 +1,15 @@
+"""MIL program IR, builder with type inference, and the model.mil / protobuf emitters."""
+
+from app.mil.builder import Builder
+from app.mil.ir import IDENTIFIER, ConstValue, Function, MILBuildError, Operation, Program, Var
+from app.mil.ops import OPS
+from app.mil.proto import emit_proto
+from app.mil.targets import DEFAULT_TARGET, TARGETS, Target, get_target
+from app.mil.text import WEIGHT_PATH, emit_text, hex_float
+from app.mil.types import DType, StateType, TensorType
+
+__all__ = [
+    "DEFAULT_TARGET", "IDENTIFIER", "OPS", "TARGETS", "WEIGHT_PATH", "Builder", "ConstValue", "DType", "Function",
+    "MILBuildError", "Operation", "Program", "StateType", "Target", "TensorType", "Var", "emit_proto",
+    "emit_text", "get_target", "hex_float",
+]  # fmt: skip

@@ -1,0 +1,153 @@
+"""Builds programs op by op with type inference, so a wrong shape or dtype fails at build time.
+
+    b = Builder("ios18")
+    x = b.input("x", DType.FP16, (1, 64, 1, 16))
+    w = b.const("W", weights, DType.FP16)
+    y = b.op("conv", "y", x=x, weight=w, strides=[1, 1], pad_type="valid")
+    program = b.build([y])
+
+Plain Python values given as op arguments become named const ops (`<op>_<arg>`), the way
+coremltools serialises every parameter; a float literal takes the dtype of its tensor partner.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from app.mil.ir import (
+    IDENTIFIER,
+    ConstValue,
+    Function,
+    Input,
+    MILBuildError,
+    Operation,
+    Program,
+    Var,
+)
+from app.mil.ops import OPS, infer
+from app.mil.targets import Target, get_target
+from app.mil.types import DType, StateType, TensorType
+
+
+class Builder:
+    def __init__(self, target: str | Target = "ios18", function: str = "main"):
+        self.target = get_target(target)
+        self.function = function
+        self._inputs: list[Var] = []
+        self._ops: list[Operation] = []
+        self._names: set[str] = set()
+
+    # -- names ------------------------------------------------------------------------------
+    def _claim(self, name: str, what: str) -> str:
+        if not IDENTIFIER.match(name):
+            raise MILBuildError(
+                what, None, f"{name!r} is not an identifier ([A-Za-z_][A-Za-z0-9_@]*)"
+            )
+        if name in self._names:
+            raise MILBuildError(what, None, f"name {name!r} is already used in this function")
+        self._names.add(name)
+        return name
+
+    def unique(self, base: str) -> str:
+        """A fresh name derived from `base` (base, base_1, base_2, ...)."""
+        name, i = base, 0
+        while name in self._names:
+            i += 1
+            name = f"{base}_{i}"
+        return name
+
+    # -- parameters and constants -------------------------------------------------------------
+    def input(self, name: str, dtype: DType, shape: Sequence[int]) -> Var:
+        var = Var(self._claim(name, "input"), TensorType(dtype, _dims(shape, name)))
+        self._inputs.append(var)
+        return var
+
+    def state(self, name: str, dtype: DType, shape: Sequence[int]) -> Var:
+        if self.target.order < 18:
+            raise MILBuildError("state", name, f"states need ios18, not {self.target}")
+        var = Var(self._claim(name, "state"), StateType(TensorType(dtype, _dims(shape, name))))
+        self._inputs.append(var)
+        return var
+
+    def const(self, name: str, value, dtype: DType | None = None) -> Var:
+        value = _const_value(value, dtype, name)
+        op = Operation("const", self._claim(name, "const"), {}, [], value)
+        op.outputs.append(Var(op.name, value.type, op))
+        self._ops.append(op)
+        return op.outputs[0]
+
+    # -- ops ---------------------------------------------------------------------------------
+    def op(self, op_type: str, name: str, **args) -> Var | None:
+        """Adds an op and returns its output (None for ops without outputs, e.g. write_state)."""
+        inputs = self._bind(op_type, name, {k: v for k, v in args.items() if v is not None})
+        out_types = infer(op_type, name, inputs, self.target.order)
+        op = Operation(op_type, self._claim(name, op_type), inputs, [])
+        suffix = len(out_types) > 1
+        for i, t in enumerate(out_types):
+            out_name = self._claim(f"{name}_{i}", op_type) if suffix else name
+            op.outputs.append(Var(out_name, t, op))
+        self._ops.append(op)
+        return op.outputs[0] if len(op.outputs) == 1 else None
+
+    def _bind(self, op_type: str, name: str, args: dict) -> dict[str, Input]:
+        """Turns literal arguments into const ops; floats follow their partner tensor's dtype."""
+        opdef = OPS.get(op_type)
+        partner: dict[str, DType] = {}
+        if opdef is not None:
+            for arg, value in args.items():
+                spec = opdef.args.get(arg)
+                if isinstance(value, Var) and spec is not None and isinstance(spec.dtypes, str):
+                    partner.setdefault(spec.dtypes, value.tensor.dtype)
+        bound: dict[str, Input] = {}
+        for arg, value in args.items():
+            if isinstance(value, Var) or (
+                isinstance(value, tuple) and all(isinstance(v, Var) for v in value)
+            ):
+                bound[arg] = value
+            else:
+                spec = opdef.args.get(arg) if opdef else None
+                dtype = partner.get(spec.dtypes) if spec and isinstance(spec.dtypes, str) else None
+                bound[arg] = self.const(self.unique(f"{name}_{arg}"), value, dtype)
+        return bound
+
+    def build(self, outputs: Sequence[Var]) -> Program:
+        for out in outputs:
+            if out.op is None or out.op not in self._ops:
+                raise MILBuildError("return", out.name, "an output must be produced by an op")
+        fn = Function(self.function, list(self._inputs), list(self._ops), list(outputs))
+        return Program(self.target, {self.function: fn})
+
+
+def _dims(shape: Sequence[int], name: str) -> tuple[int, ...]:
+    dims = tuple(int(d) for d in shape)
+    if not 0 < len(dims) <= 5 or any(d < 1 for d in dims):
+        raise MILBuildError(
+            "input", name, f"shape {list(dims)} must have rank 1-5 and positive dims"
+        )
+    return dims
+
+
+def _const_value(value, dtype: DType | None, name: str) -> ConstValue:
+    if isinstance(value, str):
+        return ConstValue(value, TensorType(DType.STRING, ()))
+    if isinstance(value, ConstValue):
+        return value
+    if isinstance(value, bool | np.bool_):
+        dtype = dtype or DType.BOOL
+    elif isinstance(value, int | np.integer) and dtype is None:
+        dtype = DType.INT32
+    elif isinstance(value, list | tuple) and dtype is None:
+        array = np.asarray(value)
+        dtype = {"b": DType.BOOL, "i": DType.INT32, "u": DType.INT32}.get(
+            array.dtype.kind, DType.FP32
+        )
+    array = np.asarray(value)
+    if dtype is None:
+        dtype = DType.FP32 if array.dtype == np.float64 else DType.from_numpy(array.dtype)
+    if array.dtype.kind not in "biuf":
+        raise MILBuildError("const", name, f"cannot store a value of numpy dtype {array.dtype}")
+    if dtype is not DType.STRING and array.dtype != dtype.numpy and array.dtype.kind != "f":
+        array = array.astype(dtype.numpy)  # small int/bool literals; float weights convert lazily
+    return ConstValue(array, TensorType(dtype, tuple(array.shape)))

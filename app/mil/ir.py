@@ -1,0 +1,115 @@
+"""The program IR, mirroring MIL.proto: Program -> Function -> operations with typed, named outputs.
+
+Everything here is plain data. Building and checking happens in `builder`, spelling in `text` and
+`proto`; this module only says what a program is.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from app.mil.targets import Target
+from app.mil.types import DType, StateType, TensorType, ValueType
+
+IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_@]*\Z")
+
+# coremltools' rule for which consts live in the weight file rather than inline (load.py,
+# should_use_weight_file): at least 10 elements of a dtype the blob format stores.
+_BLOB_MIN_SIZE = 10
+_BLOB_DTYPES = {DType.FP16, DType.FP32, DType.UINT8, DType.INT8}
+_BLOB_DTYPES_IOS18 = _BLOB_DTYPES | {DType.INT16, DType.UINT16, DType.INT32, DType.UINT32}
+
+
+class MILBuildError(ValueError):
+    """A program that cannot be built: names the op (and argument) at fault."""
+
+    def __init__(self, op: str, arg: str | None, message: str):
+        self.op, self.arg, self.message = op, arg, message
+        where = f"op {op!r}" + (f", argument {arg!r}" if arg else "")
+        super().__init__(f"{where}: {message}")
+
+
+@dataclass(eq=False)
+class Var:
+    name: str
+    type: ValueType
+    op: Operation | None = None  # the producing op; None for function parameters
+
+    @property
+    def tensor(self) -> TensorType:
+        """The tensor type, for state vars the wrapped tensor."""
+        return self.type.tensor if isinstance(self.type, StateType) else self.type
+
+    def __repr__(self) -> str:
+        return f"Var({self.name}: {self.type})"
+
+
+@dataclass(frozen=True, eq=False)
+class ConstValue:
+    """A constant's value. `data` may be wider than `type` (fp32 data for an fp16 weight): it is
+    converted when stored, so large weights are never copied just to change precision."""
+
+    data: np.ndarray | str
+    type: TensorType
+
+    def stored(self) -> np.ndarray | str:
+        """The value as the program sees it, in the declared dtype."""
+        if isinstance(self.data, str):
+            return self.data
+        return (
+            np.asarray(self.data).astype(self.type.dtype.numpy, copy=False).reshape(self.type.shape)
+        )
+
+    def in_blob(self, target: Target) -> bool:
+        dtypes = _BLOB_DTYPES_IOS18 if target.order >= 18 else _BLOB_DTYPES
+        return self.type.dtype in dtypes and self.type.size >= _BLOB_MIN_SIZE
+
+
+Input = Var | tuple[Var, ...]
+
+
+@dataclass(eq=False)
+class Operation:
+    type: str
+    name: str
+    inputs: dict[str, Input]
+    outputs: list[Var]
+    value: ConstValue | None = None  # const ops only
+
+    @property
+    def output(self) -> Var:
+        (out,) = self.outputs
+        return out
+
+
+@dataclass(eq=False)
+class Function:
+    name: str
+    inputs: list[Var]
+    operations: list[Operation]
+    outputs: list[Var]
+
+    def consts(self) -> list[Operation]:
+        return [op for op in self.operations if op.type == "const"]
+
+
+@dataclass(eq=False)
+class Program:
+    target: Target
+    functions: dict[str, Function] = field(default_factory=dict)
+
+    @property
+    def main(self) -> Function:
+        return self.functions["main"]
+
+    def blob_consts(self) -> list[Operation]:
+        """Consts stored in weight.bin, in program order (which fixes their offsets)."""
+        return [
+            op
+            for fn in self.functions.values()
+            for op in fn.consts()
+            if op.value is not None and op.value.in_blob(self.target)
+        ]

@@ -1,0 +1,88 @@
+"""kernel.json: what a zip holds, for people and build farms (op, params, I/O, weight digests,
+toolchain versions)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Mapping
+from functools import cache
+from importlib.metadata import version
+from typing import Any
+
+import numpy as np
+
+from app import GENERATOR, __version__
+from app.mil import Program, Var
+
+_HASH_CHUNK = 1 << 24
+
+
+@cache
+def coremltools_version() -> str:
+    return version("coremltools")
+
+
+def build_info() -> dict[str, str]:
+    """The program's buildInfo attribute (model.mil header and protobuf)."""
+    return {f"{GENERATOR}-version": __version__, "coremltools-version": coremltools_version()}
+
+
+def tensor_digest(array: np.ndarray) -> str:
+    """sha256 of a tensor's canonical bytes (C order, little-endian, its own dtype)."""
+    array = np.ascontiguousarray(array)
+    if array.dtype.byteorder == ">":
+        array = array.astype(array.dtype.newbyteorder("<"))
+    flat = array.reshape(-1).view(np.uint8)
+    h = hashlib.sha256()
+    for start in range(0, flat.size, _HASH_CHUNK):
+        h.update(flat[start : start + _HASH_CHUNK])
+    return "sha256:" + h.hexdigest()
+
+
+def _io(var: Var) -> dict[str, Any]:
+    return {"name": var.name, "shape": list(var.tensor.shape), "dtype": var.tensor.dtype.value}
+
+
+def describe(
+    *,
+    op: str,
+    params: Mapping[str, Any],
+    name: str,
+    fmt: str,
+    program: Program,
+    weights: Mapping[str, np.ndarray],
+    stored: Mapping[str, str],
+    digests: Mapping[str, str] | None = None,
+    extra: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
+    main = program.main
+    digests = digests or {}
+    return {
+        "op": op,
+        "name": name,
+        "params": dict(params),
+        "format": fmt,
+        "target": program.target.name,
+        "specification_version": program.target.spec_version,
+        "opset": program.target.opset,
+        "inputs": [_io(v) for v in main.inputs if v.type == v.tensor],
+        "states": [_io(v) for v in main.inputs if v.type != v.tensor],
+        "outputs": [_io(v) for v in main.outputs],
+        "weights": {
+            key: {
+                "shape": list(array.shape),
+                "dtype": str(array.dtype),
+                "stored_dtype": stored[key],
+                "sha256": digests.get(key) or tensor_digest(array),
+            }
+            for key, array in sorted(weights.items())
+        },
+        "generator": {"name": GENERATOR, "version": __version__},
+        "coremltools_version": coremltools_version(),
+        **(extra or {}),
+    }
+
+
+def to_json(data: Mapping[str, Any]) -> bytes:
+    return (json.dumps(data, indent=2, sort_keys=True) + "\n").encode()

@@ -1,0 +1,17 @@
+"""Lays out a program's blob-backed consts in one weight.bin (the ANE compiler refuses more than
+16 weight files, so every tensor shares one); identical tensors are stored once."""
+
+from __future__ import annotations
+
+from app.blob import BlobDType, BlobWriter
+from app.mil import Program
+
+
+def plan_weights(program: Program) -> tuple[BlobWriter, dict[str, int]]:
+    """The writer (nothing written yet) and each blob const's metadata offset, by const name."""
+    writer = BlobWriter()
+    offsets = {}
+    for op in program.blob_consts():
+        assert op.value is not None and not isinstance(op.value.data, str)
+        offsets[op.name] = writer.add(op.value.data, BlobDType[op.value.type.dtype.name])
+    return writer, offsets

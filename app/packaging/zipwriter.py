@@ -1,0 +1,65 @@
+"""Deterministic zips: sorted entries, fixed timestamps and modes, explicit directory entries.
+
+The same entries always give the same bytes, which is what makes artifact digests and ETags honest.
+Large payloads are streamed into their entry (stored, not deflated: fp16 weights barely compress
+and deflating 256 MiB would dominate the build time).
+"""
+
+from __future__ import annotations
+
+import zipfile
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import BinaryIO
+
+FIXED_TIME = (1980, 1, 1, 0, 0, 0)
+_FILE_MODE = 0o100644 << 16
+_DIR_MODE = (0o040755 << 16) | 0x10  # S_IFDIR|755, plus the MS-DOS directory flag
+
+
+@dataclass(frozen=True)
+class Entry:
+    path: str
+    data: bytes | None = None
+    stream: Callable[[BinaryIO], int] | None = None  # writes exactly `size` bytes
+    size: int = 0
+    compress: bool = True
+
+
+def _info(path: str, mode: int, compress: bool) -> zipfile.ZipInfo:
+    info = zipfile.ZipInfo(path, FIXED_TIME)
+    info.external_attr = mode
+    info.create_system = 3  # unix, so the modes above are honoured by unzip
+    info.compress_type = zipfile.ZIP_DEFLATED if compress else zipfile.ZIP_STORED
+    return info
+
+
+def _directories(paths: Iterable[str]) -> set[str]:
+    dirs = set()
+    for path in paths:
+        parts = path.rstrip("/").split("/")[:-1]
+        dirs.update("/".join(parts[: i + 1]) + "/" for i in range(len(parts)))
+    return dirs
+
+
+def write_zip(f: BinaryIO, entries: Iterable[Entry], empty_dirs: Iterable[str] = ()) -> None:
+    entries = sorted(entries, key=lambda e: e.path)
+    dirs = _directories([e.path for e in entries]) | {d.rstrip("/") + "/" for d in empty_dirs}
+    dirs |= _directories(dirs)
+    items: list[tuple[str, Entry | None]] = [(d, None) for d in dirs] + [
+        (e.path, e) for e in entries
+    ]
+    with zipfile.ZipFile(f, "w") as zf:
+        for path, entry in sorted(items, key=lambda item: item[0]):
+            if entry is None:
+                zf.writestr(_info(path, _DIR_MODE, False), b"")
+            elif entry.data is not None:
+                zf.writestr(_info(path, _FILE_MODE, entry.compress), entry.data, compresslevel=6)
+            else:
+                assert entry.stream is not None
+                info = _info(path, _FILE_MODE, False)
+                info.file_size = entry.size
+                with zf.open(info, "w", force_zip64=entry.size >= 1 << 31) as out:
+                    written = entry.stream(out)
+                if written != entry.size:
+                    raise RuntimeError(f"{path}: wrote {written} bytes, planned {entry.size}")

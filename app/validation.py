@@ -1,0 +1,192 @@
+"""Structural validation of kernel artifacts with coremltools' own loader, plus the checks it skips.
+
+coremltools' milproto loader re-creates every op through its builder (input checks + type
+inference) and reads every blob; it does not compare the model description with the program nor a
+const's declared type with its value, so those are checked here too.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import re
+import tempfile
+import zipfile
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from app.blob import BlobFormatError, BlobReader
+from app.mil import TARGETS
+
+
+class InvalidArtifact(ValueError):
+    """The artifact is not valid; the message says why."""
+
+
+@dataclass
+class Report:
+    kind: str  # "mlpackage" or "mil"
+    path: str
+    ops: int = 0
+    weights: int = 0
+    notes: list[str] = field(default_factory=list)
+
+
+@contextlib.contextmanager
+def _opened(path: Path) -> Iterator[Path]:
+    """A directory holding the artifact: the path itself, or a zip extracted to a temp dir."""
+    if path.is_dir():
+        yield path
+        return
+    if not zipfile.is_zipfile(path):
+        raise InvalidArtifact(f"{path} is neither a directory nor a zip file")
+    with tempfile.TemporaryDirectory(prefix="ane-validate-") as tmp, zipfile.ZipFile(path) as zf:
+        for name in zf.namelist():
+            if name.startswith("/") or ".." in Path(name).parts:
+                raise InvalidArtifact(f"unsafe path in zip: {name}")
+        zf.extractall(tmp)
+        yield Path(tmp)
+
+
+def validate(path: str | Path) -> Report:
+    path = Path(path)
+    if not path.exists():
+        raise InvalidArtifact(f"{path} does not exist")
+    with _opened(path) as root:
+        packages = [root] if root.suffix == ".mlpackage" else sorted(root.glob("*.mlpackage"))
+        if packages:
+            return _validate_mlpackage(packages[0], str(path))
+        if (root / "model.mil").is_file():
+            return _validate_mil(root, str(path))
+    raise InvalidArtifact(f"{path} holds neither an .mlpackage nor a model.mil")
+
+
+def _quiet_import():
+    # coremltools prints "Failed to load ..." lines on Linux at import; keep CLI output clean.
+    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+        import coremltools as ct
+        from coremltools.converters.mil.frontend.milproto.load import load
+    return ct, load
+
+
+def _validate_mlpackage(pkg: Path, shown: str) -> Report:
+    ct, milproto_load = _quiet_import()
+    try:
+        model = ct.models.MLModel(str(pkg), skip_model_load=True)
+    except Exception as exc:
+        raise InvalidArtifact(f"not a loadable package: {exc}") from None
+    spec = model.get_spec()
+    if spec.WhichOneof("Type") != "mlProgram":
+        raise InvalidArtifact("the model is not an ML Program")
+    target = next(
+        (t for t in TARGETS.values() if t.spec_version == spec.specificationVersion), None
+    )
+    if target is None:
+        raise InvalidArtifact(f"unsupported specificationVersion {spec.specificationVersion}")
+    weights_dir = Path(model.weights_dir)
+    report = Report("mlpackage", shown)
+    if (weights_dir / "weight.bin").exists():
+        report.weights = _check_blob(weights_dir / "weight.bin")
+    for fn_name, fn in spec.mlProgram.functions.items():
+        if fn.opset != target.opset:
+            raise InvalidArtifact(
+                f"function {fn_name}: opset {fn.opset!r}, expected {target.opset!r}"
+            )
+        for op in fn.block_specializations[fn.opset].operations:
+            if "name" not in op.attributes:
+                raise InvalidArtifact(f"an op of type {op.type} has no name attribute")
+            if op.type == "const" and op.outputs[0].type != op.attributes["val"].type:
+                raise InvalidArtifact(
+                    f"const {op.outputs[0].name}: output type differs from its value"
+                )
+    try:
+        with contextlib.redirect_stdout(io.StringIO()):
+            prog = milproto_load(spec, specification_version=spec.specificationVersion,
+                                 file_weights_dir=str(weights_dir))  # fmt: skip
+            prog._check_early_error_out_for_invalid_program()
+    except Exception as exc:  # the loader raises many types; all mean "invalid"
+        raise InvalidArtifact(
+            f"coremltools rejected the program: {type(exc).__name__}: {exc}"
+        ) from None
+    main = prog.functions["main"]
+    _check_description(spec.description, main)
+    report.ops = len(main.operations)
+    return report
+
+
+def _check_description(description, main) -> None:
+    from coremltools.converters.mil.mil import types
+
+    def check(features, vars_, what: str) -> None:
+        if [f.name for f in features] != [v.name for v in vars_]:
+            raise InvalidArtifact(
+                f"description {what} {[f.name for f in features]} != program {what}"
+            )
+        for feature, var in zip(features, vars_, strict=True):
+            kind = feature.type.WhichOneof("Type")
+            array = (
+                feature.type.stateType.arrayType
+                if kind == "stateType"
+                else feature.type.multiArrayType
+            )
+            var_type = var.sym_type.wrapped_type() if types.is_state(var.sym_type) else var.sym_type
+            if tuple(array.shape) != tuple(var_type.get_shape()):
+                raise InvalidArtifact(
+                    f"{what} {var.name}: description shape {list(array.shape)} != program"
+                )
+            dtype = types.builtin_to_string(var_type.get_primitive())
+            if _FEATURE_DTYPES.get(array.dataType) != dtype:
+                raise InvalidArtifact(
+                    f"{what} {var.name}: description dtype != program dtype {dtype}"
+                )
+
+    inputs = [v for v in main.inputs.values() if not _is_state(v)]
+    states = [v for v in main.inputs.values() if _is_state(v)]
+    check(description.input, inputs, "input")
+    check(description.state, states, "state")
+    check(description.output, main.outputs, "output")
+
+
+def _is_state(var) -> bool:
+    from coremltools.converters.mil.mil import types
+
+    return types.is_state(var.sym_type)
+
+
+_FEATURE_DTYPES = {65552: "fp16", 65568: "fp32", 131104: "int32", 131080: "int8"}
+_BLOBFILE = re.compile(r'BLOBFILE\(path = (?:string|tensor<string, \[\]>)\("([^"]+)"\), '
+                       r"offset = (?:uint64|tensor<uint64, \[\]>)\((\d+)\)\)")  # fmt: skip
+
+
+def _check_blob(path: Path) -> int:
+    try:
+        return len(BlobReader(str(path)).check())
+    except BlobFormatError as exc:
+        raise InvalidArtifact(f"{path.name}: {exc}") from None
+
+
+def _validate_mil(root: Path, shown: str) -> Report:
+    text = (root / "model.mil").read_text()
+    if not re.match(r"program\(1\.[0-9]\)\n\[buildInfo = dict<", text):
+        raise InvalidArtifact("model.mil does not start with program(...) and a buildInfo line")
+    report = Report("mil", shown, ops=text.count(")[name = "))
+    blob_path = root / "weights" / "weight.bin"
+    refs = _BLOBFILE.findall(text)
+    if refs and not blob_path.exists():
+        raise InvalidArtifact("model.mil references weights/weight.bin, which is missing")
+    if blob_path.exists():
+        report.weights = _check_blob(blob_path)
+        offsets = {e.metadata_offset for e in BlobReader(str(blob_path)).entries()}
+        for file, offset in refs:
+            if file != "@model_path/weights/weight.bin":
+                raise InvalidArtifact(
+                    f"BLOBFILE path {file!r} is not @model_path/weights/weight.bin"
+                )
+            if int(offset) not in offsets:
+                raise InvalidArtifact(f"BLOBFILE offset {offset} is not a blob entry in weight.bin")
+    kernel_json = root / "kernel.json"
+    if kernel_json.exists():
+        json.loads(kernel_json.read_text())
+    return report
