@@ -65,9 +65,13 @@ def _cmd_compile(args) -> int:
         raise CLIError("--params must be a JSON object")
     try:
         build = build_kernel(
-            args.op, params, _load_weights(args.weights), target=args.target, name=args.name,
+            args.op,
+            params,
+            _load_weights(args.weights),
+            target=args.target,
+            name=args.name,
             random_seed=args.random_weights,
-        )  # fmt: skip
+        )
     except KernelSpecError as exc:
         raise CLIError(str(exc)) from None
     out = Path(args.output)

@@ -103,8 +103,11 @@ def _validate_mlpackage(pkg: Path, shown: str) -> Report:
                 )
     try:
         with contextlib.redirect_stdout(io.StringIO()):
-            prog = milproto_load(spec, specification_version=spec.specificationVersion,
-                                 file_weights_dir=str(weights_dir))  # fmt: skip
+            prog = milproto_load(
+                spec,
+                specification_version=spec.specificationVersion,
+                file_weights_dir=str(weights_dir),
+            )
             prog._check_early_error_out_for_invalid_program()
     except Exception as exc:  # the loader raises many types; all mean "invalid"
         raise InvalidArtifact(
@@ -156,8 +159,10 @@ def _is_state(var) -> bool:
 
 
 _FEATURE_DTYPES = {65552: "fp16", 65568: "fp32", 131104: "int32", 131080: "int8"}
-_BLOBFILE = re.compile(r'BLOBFILE\(path = (?:string|tensor<string, \[\]>)\("([^"]+)"\), '
-                       r"offset = (?:uint64|tensor<uint64, \[\]>)\((\d+)\)\)")  # fmt: skip
+_BLOBFILE = re.compile(
+    r'BLOBFILE\(path = (?:string|tensor<string, \[\]>)\("([^"]+)"\), '
+    r"offset = (?:uint64|tensor<uint64, \[\]>)\((\d+)\)\)"
+)
 
 
 def _check_blob(path: Path) -> int:

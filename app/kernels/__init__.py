@@ -41,6 +41,13 @@ def compile_kernel(
 
 
 __all__ = [
-    "KERNELS", "Kernel", "KernelBuild", "KernelSpecError", "WeightSpec", "build_kernel",
-    "compile_kernel", "get_kernel", "parse_params",
-]  # fmt: skip
+    "KERNELS",
+    "Kernel",
+    "KernelBuild",
+    "KernelSpecError",
+    "WeightSpec",
+    "build_kernel",
+    "compile_kernel",
+    "get_kernel",
+    "parse_params",
+]

@@ -18,10 +18,17 @@ from app.schemas import OpParams
 KERNELS: dict[str, Kernel] = {
     k.name: k
     for k in (
-        conv.KERNEL, matmul.KERNEL, identity.KERNEL, scale.KERNEL, rmsnorm.KERNEL, sdpa.KERNEL,
-        gqa_expand.KERNEL, state.READ, state.UPDATE,
+        conv.KERNEL,
+        matmul.KERNEL,
+        identity.KERNEL,
+        scale.KERNEL,
+        rmsnorm.KERNEL,
+        sdpa.KERNEL,
+        gqa_expand.KERNEL,
+        state.READ,
+        state.UPDATE,
     )
-}  # fmt: skip
+}
 
 
 @dataclass(frozen=True)

@@ -14,10 +14,14 @@ def weights(p: ConvParams) -> list[WeightSpec]:
     dtype = DType(p.weight_dtype)
     specs = [
         WeightSpec(
-            "weight", (p.out_channels, p.in_channels, 1, 1), "[out_channels, in_channels, 1, 1]", dtype,
-            also_accepts=((p.out_channels, p.in_channels),), init_scale=p.in_channels**-0.5,
+            "weight",
+            (p.out_channels, p.in_channels, 1, 1),
+            "[out_channels, in_channels, 1, 1]",
+            dtype,
+            also_accepts=((p.out_channels, p.in_channels),),
+            init_scale=p.in_channels**-0.5,
         )
-    ]  # fmt: skip
+    ]
     if p.bias:
         specs.append(WeightSpec("bias", (p.out_channels,), "[out_channels]", dtype, init_scale=0.1))
     return specs
@@ -41,7 +45,7 @@ KERNEL = Kernel(
     weight_docs=(
         WeightDoc("weight", "[out_channels, in_channels] or [out_channels, in_channels, 1, 1]"),
         WeightDoc("bias", "[out_channels]", "when bias is true"),
-    ),  # fmt: skip
+    ),
     inputs={"x": "[1, in_channels, 1, spatial] io_dtype"},
     outputs={"y": "[1, out_channels, 1, spatial] io_dtype"},
 )

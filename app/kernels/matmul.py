@@ -15,10 +15,14 @@ def weights(p: MatmulParams) -> list[WeightSpec]:
         return []
     return [
         WeightSpec(
-            "weight", (p.out_features, p.in_features, 1, 1), "[out_features, in_features, 1, 1]", FP16,
-            also_accepts=((p.out_features, p.in_features),), init_scale=p.in_features**-0.5,
+            "weight",
+            (p.out_features, p.in_features, 1, 1),
+            "[out_features, in_features, 1, 1]",
+            FP16,
+            also_accepts=((p.out_features, p.in_features),),
+            init_scale=p.in_features**-0.5,
         )
-    ]  # fmt: skip
+    ]
 
 
 def build(b: Builder, p: MatmulParams, w: dict[str, np.ndarray]):
@@ -52,7 +56,7 @@ KERNEL = Kernel(
             "[out_features, in_features] or [out_features, in_features, 1, 1]",
             "when dynamic is false",
         ),
-    ),  # fmt: skip
+    ),
     inputs={
         "x": "[1, in_features, 1, tokens] io_dtype",
         "w": "[out_features, in_features] io_dtype (dynamic only)",

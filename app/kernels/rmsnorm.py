@@ -23,17 +23,26 @@ from app.schemas import RMSNormParams
 def weights(p: RMSNormParams) -> list[WeightSpec]:
     return [
         WeightSpec(
-            "weight", (1, p.channels, 1, 1), "[channels]", FP16,
-            also_accepts=((p.channels,),), init_scale=0.1, init_offset=1.0,
+            "weight",
+            (1, p.channels, 1, 1),
+            "[channels]",
+            FP16,
+            also_accepts=((p.channels,),),
+            init_scale=0.1,
+            init_offset=1.0,
         )
-    ]  # fmt: skip
+    ]
 
 
 def build(b: Builder, p: RMSNormParams, w: dict[str, np.ndarray]):
     x = b.input("x", FP16, (1, p.channels, 1, p.spatial))
     axes, keep = b.const("axes", [1]), b.const("keep_dims", True)
-    m = b.op("maximum", "m", x=b.op("reduce_max", "max_abs", x=b.op("abs", "abs_x", x=x),
-                                    axes=axes, keep_dims=keep), y=1.0)  # fmt: skip
+    m = b.op(
+        "maximum",
+        "m",
+        x=b.op("reduce_max", "max_abs", x=b.op("abs", "abs_x", x=x), axes=axes, keep_dims=keep),
+        y=1.0,
+    )
     xn = b.op("real_div", "x_scaled", x=x, y=m)
     if p.variant == "safe":
         mean_sq = b.op(
@@ -44,8 +53,16 @@ def build(b: Builder, p: RMSNormParams, w: dict[str, np.ndarray]):
         mean_sq = b.op(
             "square", "mean_sq", x=b.op("mul", "rms_scaled", x=norm, y=1 / math.sqrt(p.channels))
         )
-    eps_term = b.op("square", "eps_scaled", x=b.op("real_div", "sqrt_eps_scaled", x=b.const(
-        "sqrt_eps", np.float16(math.sqrt(p.eps)), FP16), y=m))  # fmt: skip
+    eps_term = b.op(
+        "square",
+        "eps_scaled",
+        x=b.op(
+            "real_div",
+            "sqrt_eps_scaled",
+            x=b.const("sqrt_eps", np.float16(math.sqrt(p.eps)), FP16),
+            y=m,
+        ),
+    )
     rms = b.op(
         "mul",
         "rms",

@@ -13,10 +13,15 @@ from app.schemas import ScaleParams
 def weights(p: ScaleParams) -> list[WeightSpec]:
     return [
         WeightSpec(
-            "scale", (p.channels, 1, 1, 1), "[channels]", FP16,
-            also_accepts=((p.channels,), (1, p.channels, 1, 1)), init_scale=0.5, init_offset=1.0,
+            "scale",
+            (p.channels, 1, 1, 1),
+            "[channels]",
+            FP16,
+            also_accepts=((p.channels,), (1, p.channels, 1, 1)),
+            init_scale=0.5,
+            init_offset=1.0,
         )
-    ]  # fmt: skip
+    ]
 
 
 def build(b: Builder, p: ScaleParams, w: dict[str, np.ndarray]):

@@ -57,6 +57,6 @@ KERNEL = Kernel(
         "q": "[1, n_heads, seq_len, head_dim] fp16",
         "k": "[1, n_heads, kv_seq_len, head_dim] fp16",
         "v": "[1, n_heads, kv_seq_len, head_dim] fp16",
-    },  # fmt: skip
+    },
     outputs={"y": "[1, n_heads, seq_len, head_dim] fp16"},
 )

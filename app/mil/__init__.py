@@ -9,7 +9,24 @@ from app.mil.text import WEIGHT_PATH, emit_text, hex_float
 from app.mil.types import DType, StateType, TensorType
 
 __all__ = [
-    "DEFAULT_TARGET", "IDENTIFIER", "OPS", "TARGETS", "WEIGHT_PATH", "Builder", "ConstValue", "DType", "Function",
-    "MILBuildError", "Operation", "Program", "StateType", "Target", "TensorType", "Var", "emit_proto",
-    "emit_text", "get_target", "hex_float",
-]  # fmt: skip
+    "DEFAULT_TARGET",
+    "IDENTIFIER",
+    "OPS",
+    "TARGETS",
+    "WEIGHT_PATH",
+    "Builder",
+    "ConstValue",
+    "DType",
+    "Function",
+    "MILBuildError",
+    "Operation",
+    "Program",
+    "StateType",
+    "Target",
+    "TensorType",
+    "Var",
+    "emit_proto",
+    "emit_text",
+    "get_target",
+    "hex_float",
+]

@@ -289,8 +289,11 @@ def _declare(*defs: OpDef) -> dict[str, OpDef]:
 _T = {"T": FLOATS}
 _X = {"x": Arg("T")}
 _XY = {"x": Arg("T"), "y": Arg("T")}
-_REDUCE = {"x": Arg("T"), "axes": Arg(INT, optional=True, const=True),
-           "keep_dims": Arg(BOOL, optional=True, const=True)}  # fmt: skip
+_REDUCE = {
+    "x": Arg("T"),
+    "axes": Arg(INT, optional=True, const=True),
+    "keep_dims": Arg(BOOL, optional=True, const=True),
+}
 _NUM = {"T": NUMERIC}
 
 OPS: dict[str, OpDef] = _declare(
@@ -309,7 +312,7 @@ OPS: dict[str, OpDef] = _declare(
         },
         _conv,
         {"T": FLOATS, "U": FLOATS},
-    ),  # fmt: skip
+    ),
     OpDef(
         "matmul",
         {
@@ -320,7 +323,7 @@ OPS: dict[str, OpDef] = _declare(
         },
         _matmul,
         _NUM,
-    ),  # fmt: skip
+    ),
     *(
         OpDef(name, _XY, _elementwise, _NUM)
         for name in ("add", "sub", "mul", "real_div", "maximum", "minimum")
@@ -343,12 +346,12 @@ OPS: dict[str, OpDef] = _declare(
             "interleave": Arg(BOOL, optional=True, const=True),
         },
         _concat,
-    ),  # fmt: skip
+    ),
     OpDef(
         "slice_by_size",
         {"x": Arg(ANY_TENSOR), "begin": Arg(INT, const=True), "size": Arg(INT, const=True)},
         _slice_by_size,
-    ),  # fmt: skip
+    ),
     OpDef("expand_dims", {"x": Arg(ANY_TENSOR), "axes": Arg(INT, const=True)}, _expand_dims),
     OpDef("squeeze", {"x": Arg(ANY_TENSOR), "axes": Arg(INT, optional=True, const=True)}, _squeeze),
     OpDef(
@@ -362,7 +365,7 @@ OPS: dict[str, OpDef] = _declare(
         _sdpa,
         _T,
         since=18,
-    ),  # fmt: skip
+    ),
     OpDef("read_state", {"input": Arg(FLOATS, state=True)}, _read_state, since=18),
     OpDef(
         "write_state",

@@ -13,9 +13,20 @@ import numpy as np
 
 # MIL.proto DataType enum values (see the MIL.proto seed); feature types from FeatureTypes.proto.
 _PROTO = {
-    "bool": 1, "string": 2, "fp16": 10, "fp32": 11, "fp64": 12, "int8": 21, "int16": 22,
-    "int32": 23, "int64": 24, "uint8": 31, "uint16": 32, "uint32": 33, "uint64": 34,
-}  # fmt: skip
+    "bool": 1,
+    "string": 2,
+    "fp16": 10,
+    "fp32": 11,
+    "fp64": 12,
+    "int8": 21,
+    "int16": 22,
+    "int32": 23,
+    "int64": 24,
+    "uint8": 31,
+    "uint16": 32,
+    "uint32": 33,
+    "uint64": 34,
+}
 _FEATURE = {"fp16": 65552, "fp32": 65568, "int32": 131104, "int8": 131080}
 
 

@@ -6,6 +6,13 @@ from app.packaging.weights import plan_weights
 from app.packaging.zipwriter import Entry, write_zip
 
 __all__ = [
-    "FORMATS", "Entry", "build_info", "coremltools_version", "manifest", "plan_weights",
-    "tensor_digest", "write_kernel_zip", "write_zip",
-]  # fmt: skip
+    "FORMATS",
+    "Entry",
+    "build_info",
+    "coremltools_version",
+    "manifest",
+    "plan_weights",
+    "tensor_digest",
+    "write_kernel_zip",
+    "write_zip",
+]

@@ -52,7 +52,7 @@ def manifest(model_bytes: bytes) -> bytes:
                 "name": "weights",
                 "path": "com.apple.CoreML/weights",
             },
-        },  # fmt: skip
+        },
         "rootModelIdentifier": model_id,
     }
     return json.dumps(data, indent=4, sort_keys=True).encode()
@@ -80,9 +80,16 @@ def write_kernel_zip(
         op.name: op.value.type.dtype.value for op in program.main.consts() if op.value is not None
     }
     description = describe(
-        op=build.kernel.name, params=build.params.model_dump(mode="json"), name=build.name, fmt=fmt,
-        program=program, weights=build.weights, stored=stored, digests=digests, extra=extra_description,
-    )  # fmt: skip
+        op=build.kernel.name,
+        params=build.params.model_dump(mode="json"),
+        name=build.name,
+        fmt=fmt,
+        program=program,
+        weights=build.weights,
+        stored=stored,
+        digests=digests,
+        extra=extra_description,
+    )
     weights_entry = Entry("", stream=writer.write, size=writer.nbytes, compress=False)
     entries = [Entry("kernel.json", to_json(description)), *extra_entries]
     empty_dirs = []
@@ -94,8 +101,10 @@ def write_kernel_zip(
         metadata = {"com.github.apple.coremltools.version": info["coremltools-version"]}
         model = emit_proto(program, offsets, info, metadata)
         model_bytes = model.SerializeToString(deterministic=True)
-        entries += [Entry(f"{root}/Manifest.json", manifest(model_bytes)),
-                    Entry(f"{root}/{DATA_DIR}/model.mlmodel", model_bytes)]  # fmt: skip
+        entries += [
+            Entry(f"{root}/Manifest.json", manifest(model_bytes)),
+            Entry(f"{root}/{DATA_DIR}/model.mlmodel", model_bytes),
+        ]
         if len(writer):
             entries.append(_at(weights_entry, f"{root}/{DATA_DIR}/weights/weight.bin"))
         else:

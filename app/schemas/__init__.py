@@ -15,6 +15,15 @@ from app.schemas.params import (
 )
 
 __all__ = [
-    "PARAMS", "ConvParams", "GQAExpandParams", "IdentityParams", "MatmulParams", "OpParams",
-    "RMSNormParams", "ReadStateParams", "SDPAParams", "ScaleParams", "UpdateStateParams",
-]  # fmt: skip
+    "PARAMS",
+    "ConvParams",
+    "GQAExpandParams",
+    "IdentityParams",
+    "MatmulParams",
+    "OpParams",
+    "RMSNormParams",
+    "ReadStateParams",
+    "SDPAParams",
+    "ScaleParams",
+    "UpdateStateParams",
+]
