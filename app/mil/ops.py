@@ -215,7 +215,9 @@ def _concat(call: Call) -> list[TensorType]:
     (axis,) = call.axes("axis", first.rank)
     interleave = call.const("interleave", False)
     for v in values[1:]:
-        same_rest = all(a == b for i, (a, b) in enumerate(zip(v.shape, first.shape)) if i != axis)
+        same_rest = all(
+            a == b for i, (a, b) in enumerate(zip(v.shape, first.shape, strict=False)) if i != axis
+        )
         if v.rank != first.rank or v.dtype != first.dtype or not same_rest:
             raise call.fail("values", f"{v} does not concatenate with {first} on axis {axis}")
         if interleave and v.shape != first.shape:
