@@ -34,9 +34,10 @@ def _uuid(*parts: bytes) -> str:
     return str(uuid.UUID(bytes=digest[:16], version=4)).upper()
 
 
-def manifest(model_bytes: bytes) -> bytes:
-    model_id = _uuid(b"model.mlmodel", model_bytes)
-    weights_id = _uuid(b"weights", model_bytes)
+def manifest(model_bytes: bytes, weights_key: bytes) -> bytes:
+    """Manifest.json; `weights_key` identifies the weight contents (their digests)."""
+    model_id = _uuid(b"model.mlmodel", model_bytes, weights_key)
+    weights_id = _uuid(b"weights", model_bytes, weights_key)
     data = {
         "fileFormatVersion": "1.0.0",
         "itemInfoEntries": {
@@ -102,7 +103,7 @@ def write_kernel_zip(
         model = emit_proto(program, offsets, info, metadata)
         model_bytes = model.SerializeToString(deterministic=True)
         entries += [
-            Entry(f"{root}/Manifest.json", manifest(model_bytes)),
+            Entry(f"{root}/Manifest.json", manifest(model_bytes, to_json(description["weights"]))),
             Entry(f"{root}/{DATA_DIR}/model.mlmodel", model_bytes),
         ]
         if len(writer):

@@ -1,0 +1,102 @@
+"""The `ane-kernels` command line, run as a real process."""
+
+import json
+import subprocess
+import sys
+import zipfile
+
+import numpy as np
+import pytest
+
+from app.kernels import KERNELS
+
+
+def run(*args, cwd=None):
+    return subprocess.run(
+        [sys.executable, "-m", "app.cli", *args], capture_output=True, text=True, cwd=cwd
+    )
+
+
+def test_ops_lists_the_catalog():
+    out = run("ops")
+    assert out.returncode == 0
+    for name in KERNELS:
+        assert name in out.stdout
+    ops = json.loads(run("ops", "--json").stdout)
+    assert [o["name"] for o in ops] == list(KERNELS)
+    conv = ops[0]
+    assert conv["parameters"]["required"] == ["in_channels", "out_channels", "spatial"]
+    assert [w["name"] for w in conv["weights"]] == ["weight", "bias"]
+    assert conv["inputs"][0]["name"] == "x" and conv["outputs"][0]["name"] == "y"
+
+
+def test_compile_with_weight_files_then_validate(tmp_path):
+    w = np.random.default_rng(0).standard_normal((8, 4)).astype(np.float32)
+    np.save(tmp_path / "w.npy", w)
+    out = tmp_path / "conv.zip"
+    params = '{"in_channels": 4, "out_channels": 8, "spatial": 3}'
+    done = run(
+        "compile",
+        "conv",
+        "--params",
+        params,
+        "--weights",
+        f"weight={tmp_path / 'w.npy'}",
+        "-o",
+        str(out),
+    )
+    assert done.returncode == 0, done.stderr
+    assert "conv.mlpackage/Manifest.json" in zipfile.ZipFile(out).namelist()
+    check = run("validate", str(out))
+    assert check.returncode == 0, check.stderr
+    assert check.stdout.startswith("valid mlpackage")
+
+
+@pytest.mark.parametrize("fmt", ["mlpackage", "mil"])
+def test_random_weights_and_formats(tmp_path, fmt):
+    out = tmp_path / "n.zip"
+    params = '{"channels": 64, "spatial": 8}'
+    done = run("compile", "rmsnorm", "--params", params, "--random-weights", "5", "--format", fmt,
+               "--target", "ios17", "--name", "norm", "-o", str(out))  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert json.loads(zipfile.ZipFile(out).read("kernel.json"))["target"] == "ios17"
+    assert run("validate", str(out)).returncode == 0
+
+
+def test_validate_reports_invalid_packages(tmp_path):
+    out = tmp_path / "c.zip"
+    run("compile", "identity", "--params", '{"channels": 16, "spatial": 2}', "-o", str(out))
+    broken = tmp_path / "broken.zip"
+    with zipfile.ZipFile(out) as src, zipfile.ZipFile(broken, "w") as dst:
+        for item in src.infolist():
+            data = src.read(item)
+            if item.filename.endswith("weight.bin"):
+                data = data[:100]  # truncated weights
+            dst.writestr(item, data)
+    bad = run("validate", str(broken))
+    assert bad.returncode == 1
+    assert "invalid:" in bad.stderr and "weight.bin" in bad.stderr
+    missing = run("validate", str(tmp_path / "nope.zip"))
+    assert missing.returncode == 1 and "does not exist" in missing.stderr
+    garbage = tmp_path / "g.zip"
+    garbage.write_bytes(b"PK not really")
+    assert run("validate", str(garbage)).returncode == 1
+
+
+def test_validate_catches_a_description_that_lies(tmp_path):
+    from coremltools.proto import Model_pb2
+
+    out = tmp_path / "c.zip"
+    run("compile", "identity", "--params", '{"channels": 16, "spatial": 2}', "-o", str(out))
+    lying = tmp_path / "lying.zip"
+    model_path = "identity.mlpackage/Data/com.apple.CoreML/model.mlmodel"
+    with zipfile.ZipFile(out) as src, zipfile.ZipFile(lying, "w") as dst:
+        for item in src.infolist():
+            data = src.read(item)
+            if item.filename == model_path:
+                spec = Model_pb2.Model.FromString(data)
+                spec.description.output[0].type.multiArrayType.shape[1] = 32
+                data = spec.SerializeToString()
+            dst.writestr(item, data)
+    bad = run("validate", str(lying))
+    assert bad.returncode == 1 and "description shape" in bad.stderr

@@ -1,0 +1,182 @@
+"""Zip layout, kernel.json, manifest, protobuf shape, and byte-for-byte determinism."""
+
+import hashlib
+import io
+import json
+import zipfile
+
+import numpy as np
+from coremltools.proto import MIL_pb2, Model_pb2
+
+from app.blob import BlobReader
+from app.kernels import build_kernel, compile_kernel
+from app.packaging import write_kernel_zip
+
+CONV = {"in_channels": 16, "out_channels": 32, "spatial": 4, "bias": True}
+
+
+def _zip(data: bytes) -> zipfile.ZipFile:
+    return zipfile.ZipFile(io.BytesIO(data))
+
+
+def _weights(seed=3):
+    rng = np.random.default_rng(seed)
+    return {
+        "weight": rng.standard_normal((32, 16), dtype=np.float32),
+        "bias": np.arange(32, dtype=np.float32),
+    }
+
+
+def test_mlpackage_layout_and_kernel_json():
+    zf = _zip(compile_kernel("conv", CONV, _weights(), name="proj"))
+    files = [n for n in zf.namelist() if not n.endswith("/")]
+    assert files == sorted(files)
+    assert set(files) == {
+        "kernel.json",
+        "proj.mlpackage/Manifest.json",
+        "proj.mlpackage/Data/com.apple.CoreML/model.mlmodel",
+        "proj.mlpackage/Data/com.apple.CoreML/weights/weight.bin",
+    }
+    assert "proj.mlpackage/Data/com.apple.CoreML/weights/" in zf.namelist()
+    info = json.loads(zf.read("kernel.json"))
+    assert info["op"] == "conv" and info["name"] == "proj" and info["target"] == "ios18"
+    assert info["params"] == {**CONV, "io_dtype": "fp16", "weight_dtype": "fp16"}
+    assert info["inputs"] == [{"name": "x", "shape": [1, 16, 1, 4], "dtype": "fp16"}]
+    assert info["outputs"] == [{"name": "y", "shape": [1, 32, 1, 4], "dtype": "fp16"}]
+    w = np.ascontiguousarray(_weights()["weight"])
+    assert (
+        info["weights"]["weight"]["sha256"] == "sha256:" + hashlib.sha256(w.tobytes()).hexdigest()
+    )
+    assert info["weights"]["weight"]["stored_dtype"] == "fp16"
+    assert info["generator"]["name"] == "ane-kernels" and info["coremltools_version"]
+
+
+def test_weights_are_stored_as_fp16_at_the_referenced_offsets(tmp_path):
+    zf = _zip(compile_kernel("conv", CONV, _weights()))
+    spec = Model_pb2.Model.FromString(zf.read("conv.mlpackage/Data/com.apple.CoreML/model.mlmodel"))
+    blob = BlobReader(zf.read("conv.mlpackage/Data/com.apple.CoreML/weights/weight.bin"))
+    ops = {
+        op.outputs[0].name: op
+        for op in spec.mlProgram.functions["main"].block_specializations["CoreML8"].operations
+        if op.outputs
+    }
+    offset = ops["weight"].attributes["val"].blobFileValue.offset
+    stored = blob.read(offset).reshape(32, 16)
+    np.testing.assert_array_equal(stored, _weights()["weight"].astype(np.float16))
+    bias = blob.read(ops["bias"].attributes["val"].blobFileValue.offset)
+    np.testing.assert_array_equal(bias, np.arange(32, dtype=np.float16))
+    assert (
+        ops["weight"].attributes["val"].blobFileValue.fileName == "@model_path/weights/weight.bin"
+    )
+
+
+def test_protobuf_shape_matches_what_coremltools_emits():
+    zf = _zip(compile_kernel("rmsnorm", {"channels": 8, "spatial": 4}, random_seed=0))
+    spec = Model_pb2.Model.FromString(
+        zf.read("rmsnorm.mlpackage/Data/com.apple.CoreML/model.mlmodel")
+    )
+    assert spec.specificationVersion == 9 and spec.mlProgram.version == 1
+    fn = spec.mlProgram.functions["main"]
+    assert fn.opset == "CoreML8" and list(fn.block_specializations) == ["CoreML8"]
+    block = fn.block_specializations["CoreML8"]
+    assert list(block.outputs) == ["y"]
+    for op in block.operations:
+        assert op.attributes["name"].immediateValue.tensor.strings.values
+        for arg in op.inputs.values():  # parameters are bound by name to const ops, never inline
+            assert all(binding.name and not binding.HasField("value") for binding in arg.arguments)
+    build_info = spec.mlProgram.attributes["buildInfo"]
+    keys = [
+        kv.key.immediateValue.tensor.strings.values[0]
+        for kv in build_info.immediateValue.dictionary.values
+    ]
+    assert "coremltools-version" in keys
+    assert build_info.type.dictionaryType.keyType.tensorType.dataType == MIL_pb2.DataType.STRING
+    (inp,) = spec.description.input
+    assert (
+        list(inp.type.multiArrayType.shape) == [1, 8, 1, 4]
+        and inp.type.multiArrayType.dataType == 65552
+    )
+
+
+def test_state_package_has_state_description_and_empty_weights_dir():
+    zf = _zip(compile_kernel("update_state", {"state_name": "kv", "shape": [1, 4, 8]}))
+    names = zf.namelist()
+    assert "update_state.mlpackage/Data/com.apple.CoreML/weights/" in names
+    assert not any(n.endswith("weight.bin") for n in names)
+    spec = Model_pb2.Model.FromString(
+        zf.read("update_state.mlpackage/Data/com.apple.CoreML/model.mlmodel")
+    )
+    (state,) = spec.description.state
+    assert state.name == "kv" and list(state.type.stateType.arrayType.shape) == [1, 4, 8]
+    assert [i.name for i in spec.description.input] == ["value"]
+
+
+def test_mil_bundle_layout():
+    zf = _zip(compile_kernel("conv", CONV, _weights(), format="mil"))
+    assert sorted(n for n in zf.namelist() if not n.endswith("/")) == [
+        "kernel.json",
+        "model.mil",
+        "weights/weight.bin",
+    ]
+    text = zf.read("model.mil").decode()
+    assert text.startswith("program(1.3)\n") and "offset = uint64(64)" in text
+
+
+def test_same_request_same_bytes():
+    a = compile_kernel("conv", CONV, _weights())
+    b = compile_kernel("conv", CONV, _weights())
+    assert a == b
+    assert compile_kernel(
+        "sdpa", {"n_heads": 2, "head_dim": 8, "seq_len": 4, "causal": True}, format="mil"
+    ) == (
+        compile_kernel(
+            "sdpa", {"n_heads": 2, "head_dim": 8, "seq_len": 4, "causal": True}, format="mil"
+        )
+    )
+    assert compile_kernel("conv", CONV, _weights(seed=4)) != a
+    for info in _zip(a).infolist():
+        assert info.date_time == (1980, 1, 1, 0, 0, 0)
+
+
+def test_manifest_ids_derive_from_content():
+    m1 = json.loads(
+        _zip(compile_kernel("conv", CONV, _weights())).read("conv.mlpackage/Manifest.json")
+    )
+    m2 = json.loads(
+        _zip(compile_kernel("conv", CONV, _weights(seed=9))).read("conv.mlpackage/Manifest.json")
+    )
+    assert m1["rootModelIdentifier"] in m1["itemInfoEntries"]
+    assert m1["rootModelIdentifier"] != m2["rootModelIdentifier"]
+    paths = sorted(e["path"] for e in m1["itemInfoEntries"].values())
+    assert paths == ["com.apple.CoreML/model.mlmodel", "com.apple.CoreML/weights"]
+
+
+def _blob_entries(build) -> int:
+    out = io.BytesIO()
+    write_kernel_zip(build, out, "mil")
+    return len(BlobReader(_zip(out.getvalue()).read("weights/weight.bin")).entries())
+
+
+def test_identical_tensors_share_one_blob_entry():
+    # in_channels=1 makes weight [16, 1, 1, 1] and bias [16] the same 16 values: stored once.
+    params = {"in_channels": 1, "out_channels": 16, "spatial": 2, "bias": True}
+    same = np.linspace(-1, 1, 16, dtype=np.float32)
+    assert (
+        _blob_entries(build_kernel("conv", params, {"weight": same.reshape(16, 1), "bias": same}))
+        == 1
+    )
+    assert (
+        _blob_entries(
+            build_kernel("conv", params, {"weight": same.reshape(16, 1), "bias": same[::-1].copy()})
+        )
+        == 2
+    )
+
+
+def test_fp32_weights_stay_fp32_when_asked():
+    params = {"in_channels": 8, "out_channels": 8, "spatial": 2, "weight_dtype": "fp32"}
+    w = np.random.default_rng(0).standard_normal((8, 8)).astype(np.float32)
+    zf = _zip(compile_kernel("conv", params, {"weight": w}, format="mil"))
+    blob = BlobReader(zf.read("weights/weight.bin"))
+    np.testing.assert_array_equal(blob.read(64).reshape(8, 8), w)
+    assert "tensor<fp32, [8, 8, 1, 1]> weight" in zf.read("model.mil").decode()
