@@ -1,0 +1,237 @@
+"""Blob Storage v2 writer: plan every offset first, stream the bytes afterwards.
+
+Planning first lets the MIL text / Model protobuf (which embed ``BLOBFILE(offset=...)``) be built
+before the weight file exists, and the file can then be streamed into any destination, including a
+non-seekable zip entry. Arrays are referenced, not copied: do not mutate them between ``add`` and
+``write``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import secrets
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import BinaryIO
+
+import numpy as np
+
+from .dtypes import (
+    STORAGE_NP_DTYPE,
+    BlobDType,
+    blob_dtype_for,
+    is_subbyte,
+    packed_size,
+    source_is_compatible,
+)
+from .format import ALIGNMENT, BlobEntry, pack_header, pack_metadata, round_up
+
+DEFAULT_CHUNK_BYTES = 8 << 20
+# Dedup candidates almost always differ in their first bytes; compare a small prefix first so a
+# model with many same-shape weights costs a few KiB per pair, not a full pass.
+_FIRST_COMPARE_BYTES = 4096
+_ZEROS = bytes(ALIGNMENT)
+
+
+@dataclass(frozen=True)
+class _ArraySource:
+    array: np.ndarray
+    store: np.dtype  # little-endian storage dtype; conversion happens chunk by chunk
+
+    @property
+    def width(self) -> int:
+        # Bytes per element of the larger of source and stored form: bounds every temporary.
+        return max(self.array.dtype.itemsize, self.store.itemsize)
+
+    def chunks(
+        self, chunk_bytes: int, first_bytes: int | None = None, width: int | None = None
+    ) -> Iterator[np.ndarray]:
+        a = self.array
+        n = a.size
+        width = width or self.width
+        per = max(1, chunk_bytes // width)
+        step = per if first_bytes is None else max(1, min(per, first_bytes // width))
+        # C-contiguous: slicing the flat view costs nothing. Otherwise a.flat[...] copies just one
+        # chunk in C order instead of materialising the whole array.
+        flat = a.reshape(-1) if a.flags.c_contiguous else None
+        start = 0
+        while start < n:
+            stop = min(n, start + step)
+            part = flat[start:stop] if flat is not None else a.flat[start:stop]
+            # Overflow to inf is the intended fp16 semantics, not an error worth a warning.
+            with np.errstate(over="ignore", invalid="ignore"):
+                out = part.astype(self.store, copy=False)
+            yield out.view(np.uint8)
+            start, step = stop, per
+
+    def same_memory(self, other: _ArraySource) -> bool:
+        a, b = self.array, other.array
+        return (
+            a is b
+            or (
+                a.dtype == b.dtype
+                and a.shape == b.shape
+                and a.strides == b.strides
+                and a.__array_interface__["data"][0] == b.__array_interface__["data"][0]
+            )
+        ) and self.store == other.store
+
+
+@dataclass(frozen=True)
+class _RawSource:
+    data: memoryview
+
+    width = 1
+
+    def chunks(
+        self, chunk_bytes: int, first_bytes: int | None = None, width: int | None = None
+    ) -> Iterator[memoryview]:
+        step = chunk_bytes if first_bytes is None else min(chunk_bytes, first_bytes)
+        for start in range(0, len(self.data), step):
+            yield self.data[start : start + step]
+            step = chunk_bytes
+
+
+_Source = _ArraySource | _RawSource
+
+
+def _equal_contents(x: _Source, y: _Source, chunk_bytes: int) -> bool:
+    if isinstance(x, _ArraySource) and isinstance(y, _ArraySource) and x.same_memory(y):
+        return True
+    # Same stored dtype and size, hence the same element count; a common width gives both sides
+    # the same chunk boundaries (a float32 source converted to fp16 vs a float16 source).
+    width = max(x.width, y.width)
+    for cx, cy in zip(
+        x.chunks(chunk_bytes, _FIRST_COMPARE_BYTES, width),
+        y.chunks(chunk_bytes, _FIRST_COMPARE_BYTES, width),
+        strict=True,
+    ):
+        # array_equal on uint8 views: memcmp-like speed, one bool temp bounded by chunk_bytes.
+        if not np.array_equal(np.frombuffer(cx, np.uint8), np.frombuffer(cy, np.uint8)):
+            return False
+    return True
+
+
+def _write_all(f: BinaryIO, buf: bytes | memoryview | np.ndarray) -> int:
+    mv = memoryview(buf).cast("B")
+    total = len(mv)
+    while mv:
+        n = f.write(mv)
+        # Buffered and zip streams write everything; raw files may write less and report it.
+        if n is None or n >= len(mv):
+            break
+        mv = mv[n:]
+    return total
+
+
+class BlobWriter:
+    """Plans a weight file first, writes it afterwards (see module docstring)."""
+
+    def __init__(self, chunk_bytes: int = DEFAULT_CHUNK_BYTES) -> None:
+        if chunk_bytes < 16:
+            raise ValueError("chunk_bytes must be at least 16")
+        self._chunk_bytes = chunk_bytes
+        self._entries: list[BlobEntry] = []
+        self._sources: list[_Source] = []
+        self._by_key: dict[tuple[BlobDType, int, int], list[int]] = {}
+        self._end = ALIGNMENT  # end of the header
+
+    def add(self, array: np.ndarray, dtype: BlobDType | None = None) -> int:
+        """Register one tensor; return its metadata offset (the BLOBFILE / BlobFileValue offset)."""
+        a = np.asarray(array)
+        dt = blob_dtype_for(a.dtype) if dtype is None else BlobDType(dtype)
+        if is_subbyte(dt):
+            raise TypeError(f"{dt.name} is a sub-byte type: pack it and use add_packed()")
+        if not source_is_compatible(a.dtype, dt):
+            raise TypeError(f"cannot store a {a.dtype} array as {dt.name}")
+        store = STORAGE_NP_DTYPE[dt]
+        return self._plan(dt, a.size * store.itemsize, 0, _ArraySource(a, store))
+
+    def add_packed(self, data: bytes, dtype: BlobDType, n_elements: int) -> int:
+        """Register already packed sub-byte data (INT4, UINT1..UINT6) holding ``n_elements`` values."""
+        dt = BlobDType(dtype)
+        if not is_subbyte(dt):
+            raise TypeError(f"add_packed() is for sub-byte types, not {dt.name}: use add()")
+        if n_elements < 0:
+            raise ValueError("n_elements must be >= 0")
+        size, padding = packed_size(dt, n_elements)
+        mv = memoryview(data).cast("B")
+        if len(mv) != size:
+            raise ValueError(f"{n_elements} {dt.name} values pack into {size} bytes, got {len(mv)}")
+        return self._plan(dt, size, padding, _RawSource(mv.toreadonly()))
+
+    def _plan(self, dtype: BlobDType, size: int, padding: int, source: _Source) -> int:
+        key = (dtype, size, padding)
+        candidates = self._by_key.setdefault(key, [])
+        for idx in candidates:
+            if _equal_contents(self._sources[idx], source, self._chunk_bytes):
+                return self._entries[idx].metadata_offset
+        meta = round_up(self._end)
+        entry = BlobEntry(meta, dtype, size, meta + ALIGNMENT, padding)
+        candidates.append(len(self._entries))
+        self._entries.append(entry)
+        self._sources.append(source)
+        self._end = entry.data_end
+        return meta
+
+    @property
+    def nbytes(self) -> int:
+        """Size of the file ``write()`` produces (no padding after the last payload)."""
+        return self._end
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def entries(self) -> list[BlobEntry]:
+        """The planned entries, in file order."""
+        return list(self._entries)
+
+    def write(self, f: BinaryIO) -> int:
+        """Stream the file to a writable binary object without seeking; return bytes written."""
+        pos = _write_all(f, pack_header(len(self._entries)))
+        for entry, source in zip(self._entries, self._sources, strict=True):
+            gap = entry.metadata_offset - pos
+            pos += _write_all(f, _ZEROS[:gap]) if gap else 0
+            pos += _write_all(
+                f,
+                pack_metadata(
+                    entry.dtype, entry.size_in_bytes, entry.data_offset, entry.padding_bits
+                ),
+            )
+            for chunk in source.chunks(self._chunk_bytes):
+                pos += _write_all(f, chunk)
+            if pos != entry.data_end:  # only possible if an array was resized/replaced after add()
+                raise RuntimeError(
+                    f"entry at {entry.metadata_offset} wrote up to {pos}, planned {entry.data_end}"
+                )
+        return pos
+
+    def write_to_path(self, path: str | os.PathLike[str], *, fsync: bool = False) -> None:
+        """Write atomically: a temp file in the same directory, then ``os.replace``.
+
+        On any error the temp file is removed and an existing file at ``path`` is left untouched.
+        """
+        target = os.path.abspath(os.fspath(path))
+        tmp = os.path.join(
+            os.path.dirname(target), f".{os.path.basename(target)}.{secrets.token_hex(6)}.tmp"
+        )
+        # os.open with 0o666 so the final file gets the usual umask-derived mode (mkstemp uses 0600).
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0), 0o666)
+        try:
+            f = os.fdopen(fd, "wb")
+        except BaseException:
+            os.close(fd)
+            os.unlink(tmp)
+            raise
+        try:
+            with f:
+                self.write(f)
+                if fsync:
+                    f.flush()
+                    os.fsync(f.fileno())
+            os.replace(tmp, target)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+            raise
