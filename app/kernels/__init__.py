@@ -7,6 +7,7 @@ zip_bytes = compile_kernel("conv", {"in_channels": 64, "out_channels": 64, "spat
 
 from __future__ import annotations
 
+import io
 import tempfile
 from collections.abc import Mapping
 from typing import Any
@@ -15,6 +16,8 @@ import numpy as np
 
 from app.kernels.catalog import KERNELS, KernelBuild, build_kernel, get_kernel, parse_params
 from app.kernels.spec import Kernel, KernelSpecError, WeightSpec
+
+IN_MEMORY_BYTES = 16 << 20
 
 
 def compile_kernel(
@@ -33,7 +36,12 @@ def compile_kernel(
     if format not in FORMATS:
         raise KernelSpecError("format", f"unknown format {format!r}; one of {', '.join(FORMATS)}")
     build = build_kernel(op, params, weights, target=target, name=name, random_seed=random_seed)
-    # A temporary file rather than BytesIO: a growing buffer would briefly hold the zip twice.
+    # Small zips are built in memory; large ones go through a temporary file, because a growing
+    # in-memory buffer would briefly hold a big zip twice.
+    if sum(w.nbytes for w in build.weights.values()) < IN_MEMORY_BYTES:
+        buffer = io.BytesIO()
+        write_kernel_zip(build, buffer, format)
+        return buffer.getvalue()
     with tempfile.TemporaryFile() as f:
         write_kernel_zip(build, f, format)
         f.seek(0)

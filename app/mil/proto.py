@@ -8,6 +8,7 @@ carry a BlobFileValue whose offset is the blob's metadata offset, and the progra
 from __future__ import annotations
 
 from collections.abc import Mapping
+from functools import cache
 
 import numpy as np
 from coremltools.proto import MIL_pb2 as pb
@@ -18,7 +19,9 @@ from app.mil.text import WEIGHT_PATH
 from app.mil.types import DType, StateType, TensorType, ValueType
 
 
+@cache
 def _tensor_type(t: TensorType) -> pb.ValueType:
+    """Cached: programs repeat a few types many times. Callers copy it into their messages."""
     vt = pb.ValueType()
     vt.tensorType.dataType = t.dtype.proto
     vt.tensorType.rank = t.rank
@@ -35,13 +38,14 @@ def _value_type(t: ValueType) -> pb.ValueType:
     return _tensor_type(t)
 
 
-def _immediate(t: TensorType, value) -> pb.Value:
-    """An inline value, using the TensorValue field coremltools reads for each dtype."""
-    val = pb.Value(type=_tensor_type(t))
+def _set_immediate(val: pb.Value, t: TensorType, value) -> None:
+    """Fill `val` with an inline value, in the TensorValue field coremltools reads for each dtype.
+    (Messages are filled in place throughout: copying nested protobuf messages dominates otherwise.)"""
+    val.type.CopyFrom(_tensor_type(t))
     tv = val.immediateValue.tensor
     if t.dtype is DType.STRING:
         tv.strings.values.append(str(value))
-        return val
+        return
     array = np.asarray(value, dtype=t.dtype.numpy).reshape(-1)
     if t.dtype in (DType.FP16, DType.INT8, DType.UINT8):
         tv.bytes.values = array.tobytes()
@@ -55,47 +59,42 @@ def _immediate(t: TensorType, value) -> pb.Value:
         tv.longInts.values.extend(int(i) for i in array)
     else:
         tv.ints.values.extend(int(i) for i in array)
-    return val
 
 
-def _string(text: str) -> pb.Value:
-    return _immediate(TensorType(DType.STRING, ()), text)
+_STRING = TensorType(DType.STRING, ())
 
 
-def _const_value(value: ConstValue, offset: int | None) -> pb.Value:
+def _set_const(val: pb.Value, value: ConstValue, offset: int | None) -> None:
     if offset is None:
-        return _immediate(value.type, value.stored())
-    return pb.Value(
-        type=_tensor_type(value.type),
-        blobFileValue=pb.Value.BlobFileValue(fileName=WEIGHT_PATH, offset=offset),
-    )
+        _set_immediate(val, value.type, value.stored())
+        return
+    val.type.CopyFrom(_tensor_type(value.type))
+    val.blobFileValue.fileName = WEIGHT_PATH
+    val.blobFileValue.offset = offset
 
 
-def _operation(op: Operation, offsets: Mapping[str, int]) -> pb.Operation:
-    out = pb.Operation(type=op.type)
+def _set_operation(out: pb.Operation, op: Operation, offsets: Mapping[str, int]) -> None:
+    out.type = op.type
     for arg in sorted(op.inputs):
         value = op.inputs[arg]
+        bindings = out.inputs[arg].arguments
         for var in value if isinstance(value, tuple) else (value,):
-            out.inputs[arg].arguments.add().name = var.name
+            bindings.add().name = var.name
     for var in op.outputs:
         out.outputs.add(name=var.name, type=_value_type(var.type))
-    out.attributes["name"].CopyFrom(_string(op.name))
+    _set_immediate(out.attributes["name"], _STRING, op.name)
     if op.value is not None:
-        out.attributes["val"].CopyFrom(_const_value(op.value, offsets.get(op.name)))
-    return out
+        _set_const(out.attributes["val"], op.value, offsets.get(op.name))
 
 
-def _build_info(build_info: Mapping[str, str]) -> pb.Value:
-    string_type = pb.ValueType()
-    string_type.tensorType.dataType = pb.DataType.STRING
-    val = pb.Value()
+def _set_build_info(val: pb.Value, build_info: Mapping[str, str]) -> None:
+    string_type = _tensor_type(_STRING)
     val.type.dictionaryType.keyType.CopyFrom(string_type)
     val.type.dictionaryType.valueType.CopyFrom(string_type)
     for k, v in sorted(build_info.items()):
         pair = val.immediateValue.dictionary.values.add()
-        pair.key.CopyFrom(_string(k))
-        pair.value.CopyFrom(_string(v))
-    return val
+        _set_immediate(pair.key, _STRING, k)
+        _set_immediate(pair.value, _STRING, v)
 
 
 def _feature(var: Var, description) -> None:
@@ -139,6 +138,7 @@ def emit_proto(
             fpb.inputs.add(name=var.name, type=_value_type(var.type))
         block = fpb.block_specializations[opset]
         block.outputs.extend(v.name for v in fn.outputs)
-        block.operations.extend(_operation(op, offsets) for op in fn.operations)
-    mlp.attributes["buildInfo"].CopyFrom(_build_info(build_info))
+        for op in fn.operations:
+            _set_operation(block.operations.add(), op, offsets)
+    _set_build_info(mlp.attributes["buildInfo"], build_info)
     return model

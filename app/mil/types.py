@@ -6,6 +6,7 @@ feature type), so the text emitter, the proto emitter and the weight writer can 
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from enum import Enum
 
@@ -84,6 +85,13 @@ class DType(Enum):
         raise TypeError(f"numpy dtype {dtype} has no MIL equivalent")
 
 
+_NUMPY = {
+    d: np.dtype(object)
+    if d is DType.STRING
+    else np.dtype({"fp16": "float16", "fp32": "float32", "fp64": "float64"}.get(d.value, d.value))
+    for d in DType
+}
+
 FLOATS = frozenset({DType.FP16, DType.FP32})
 NUMERIC = frozenset({DType.FP16, DType.FP32, DType.INT32})
 
@@ -101,7 +109,7 @@ class TensorType:
 
     @property
     def size(self) -> int:
-        return int(np.prod(self.shape, dtype=np.int64))
+        return math.prod(self.shape)
 
     def __str__(self) -> str:
         return f"tensor<{self.dtype.value}, [{', '.join(map(str, self.shape))}]>"

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
-import json
 import uuid
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any, BinaryIO
@@ -56,7 +55,7 @@ def manifest(model_bytes: bytes, weights_key: bytes) -> bytes:
         },
         "rootModelIdentifier": model_id,
     }
-    return json.dumps(data, indent=4, sort_keys=True).encode()
+    return to_json(data)
 
 
 def write_kernel_zip(

@@ -4,13 +4,13 @@ toolchain versions)."""
 from __future__ import annotations
 
 import hashlib
-import json
 from collections.abc import Mapping
 from functools import cache
 from importlib.metadata import version
 from typing import Any
 
 import numpy as np
+import orjson
 
 from app import GENERATOR, __version__
 from app.mil import Program, Var
@@ -85,4 +85,7 @@ def describe(
 
 
 def to_json(data: Mapping[str, Any]) -> bytes:
-    return (json.dumps(data, indent=2, sort_keys=True) + "\n").encode()
+    """Stable, human-readable JSON (sorted keys, 2-space indent, trailing newline)."""
+    return orjson.dumps(
+        data, option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS | orjson.OPT_APPEND_NEWLINE
+    )

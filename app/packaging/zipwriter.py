@@ -1,6 +1,7 @@
 """Deterministic zips: sorted entries, fixed timestamps and modes, explicit directory entries.
 
-The same entries always give the same bytes, which is what makes artifact digests and ETags honest.
+Directory entries are written only for directories that would otherwise be lost (empty ones);
+unzip tools create parents on their own. The same entries always give the same bytes, which is what makes artifact digests and ETags honest.
 Large payloads are streamed into their entry (stored, not deflated: fp16 weights barely compress
 and deflating 256 MiB would dominate the build time).
 """
@@ -13,6 +14,9 @@ from dataclasses import dataclass
 from typing import BinaryIO
 
 FIXED_TIME = (1980, 1, 1, 0, 0, 0)
+_DEFLATE_MIN = (
+    4096  # smaller entries are stored: deflating a few hundred bytes costs more than it saves
+)
 _FILE_MODE = 0o100644 << 16
 _DIR_MODE = (0o040755 << 16) | 0x10  # S_IFDIR|755, plus the MS-DOS directory flag
 
@@ -34,18 +38,9 @@ def _info(path: str, mode: int, compress: bool) -> zipfile.ZipInfo:
     return info
 
 
-def _directories(paths: Iterable[str]) -> set[str]:
-    dirs = set()
-    for path in paths:
-        parts = path.rstrip("/").split("/")[:-1]
-        dirs.update("/".join(parts[: i + 1]) + "/" for i in range(len(parts)))
-    return dirs
-
-
 def write_zip(f: BinaryIO, entries: Iterable[Entry], empty_dirs: Iterable[str] = ()) -> None:
     entries = sorted(entries, key=lambda e: e.path)
-    dirs = _directories([e.path for e in entries]) | {d.rstrip("/") + "/" for d in empty_dirs}
-    dirs |= _directories(dirs)
+    dirs = {d.rstrip("/") + "/" for d in empty_dirs}
     items: list[tuple[str, Entry | None]] = [(d, None) for d in dirs] + [
         (e.path, e) for e in entries
     ]
@@ -54,7 +49,8 @@ def write_zip(f: BinaryIO, entries: Iterable[Entry], empty_dirs: Iterable[str] =
             if entry is None:
                 zf.writestr(_info(path, _DIR_MODE, False), b"")
             elif entry.data is not None:
-                zf.writestr(_info(path, _FILE_MODE, entry.compress), entry.data, compresslevel=6)
+                compress = entry.compress and len(entry.data) >= _DEFLATE_MIN
+                zf.writestr(_info(path, _FILE_MODE, compress), entry.data, compresslevel=6)
             else:
                 assert entry.stream is not None
                 info = _info(path, _FILE_MODE, False)

@@ -1,0 +1,500 @@
+"""Reads `model.mil` text (both the iOS18 and the iOS17 spelling) back into the IR.
+
+Every op is re-created through the `Builder`, so its types are inferred again and compared with
+the types the text declares: a text whose declared shapes disagree with what the ops compute is
+rejected, naming the line. BLOBFILE consts come back as the values stored in `weight.bin` at the
+given offset, read with the dtype and shape the text declares, so a wrong offset or dtype is caught
+(as an error when the entry does not fit, as a wrong answer when it fits another tensor).
+
+`Assembler` is the part shared with readers of other spellings (the protobuf loader): it takes
+declarations one by one and rebuilds the program with the builder.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from app.blob import BlobDType, BlobFormatError, BlobReader
+from app.mil.builder import Builder
+from app.mil.ir import ConstValue, Function, MILBuildError, Program, Var
+from app.mil.ops import OPS
+from app.mil.targets import TARGETS, Target
+from app.mil.text import WEIGHT_PATH
+from app.mil.types import DType, StateType, TensorType, ValueType
+
+WeightSource = str | os.PathLike[str] | bytes | BlobReader | None
+
+
+class MILParseError(ValueError):
+    """Text (or a protobuf program) that does not describe a valid program; says where."""
+
+    def __init__(self, where: str, message: str):
+        self.where, self.message = where, message
+        super().__init__(f"{where}: {message}")
+
+
+@dataclass
+class ParsedProgram:
+    program: Program
+    offsets: dict[str, int]  # blob-backed const name -> metadata offset, as the text gives them
+    build_info: dict[str, str] = field(default_factory=dict)
+
+
+def _reader(weights: WeightSource) -> BlobReader | None:
+    if weights is None or isinstance(weights, BlobReader):
+        return weights
+    try:
+        return BlobReader(weights)
+    except (OSError, BlobFormatError) as exc:
+        raise MILParseError("weight.bin", str(exc)) from None
+
+
+class Assembler:
+    """Rebuilds one function with the builder from declarations, checking declared types."""
+
+    def __init__(self, target: Target, function: str, weights: BlobReader | None):
+        self.builder = Builder(target, function)
+        self.weights = weights
+        self.vars: dict[str, Var] = {}
+        self.offsets: dict[str, int] = {}
+
+    def param(self, where: str, name: str, vtype: ValueType) -> None:
+        try:
+            if isinstance(vtype, StateType):
+                var = self.builder.state(name, vtype.tensor.dtype, vtype.tensor.shape)
+            else:
+                var = self.builder.input(name, vtype.dtype, vtype.shape)
+        except MILBuildError as exc:
+            raise MILParseError(where, str(exc)) from None
+        self.vars[name] = var
+
+    def const(self, where: str, name: str, declared: ValueType, value: ConstValue) -> None:
+        if value.type != declared:
+            raise MILParseError(
+                where, f"const {name!r} is declared {declared} but holds {value.type}"
+            )
+        try:
+            self.vars[name] = self.builder.const(name, value)
+        except MILBuildError as exc:
+            raise MILParseError(where, str(exc)) from None
+
+    def blob(self, where: str, name: str, declared: ValueType, path: str, offset: int) -> None:
+        if not isinstance(declared, TensorType) or declared.dtype.name not in BlobDType.__members__:
+            raise MILParseError(where, f"{declared} cannot be stored in weight.bin")
+        if path != WEIGHT_PATH:
+            raise MILParseError(where, f"BLOBFILE path {path!r} is not {WEIGHT_PATH!r}")
+        if self.weights is None:
+            raise MILParseError(where, f"const {name!r} is in weight.bin, but none was given")
+        try:
+            data = self.weights.read(offset, BlobDType[declared.dtype.name], declared.shape)
+        except BlobFormatError as exc:
+            raise MILParseError(where, f"const {name!r}: {exc}") from None
+        self.const(where, name, declared, ConstValue(np.array(data), declared))
+        self.offsets[name] = offset
+
+    def op(
+        self,
+        where: str,
+        op_type: str,
+        name: str,
+        args: dict[str, str | tuple[str, ...]],
+        outputs: list[tuple[str, ValueType]],
+    ) -> None:
+        opdef = OPS.get(op_type)
+        if opdef is None:
+            raise MILParseError(where, f"unknown op type {op_type!r}")
+        bound: dict[str, Var | tuple[Var, ...]] = {}
+        for arg, ref in args.items():
+            spec = opdef.args.get(arg)
+            if spec is not None and spec.variadic and isinstance(ref, str):
+                ref = (ref,)  # a one-element tuple may be spelled without parentheses
+            bound[arg] = (
+                tuple(self._var(where, r) for r in ref)
+                if isinstance(ref, tuple)
+                else (self._var(where, ref))
+            )
+        try:
+            out = self.builder.op(op_type, name, **bound)
+        except MILBuildError as exc:
+            raise MILParseError(where, str(exc)) from None
+        produced = out.op.outputs if out is not None and out.op is not None else []
+        if [v.name for v in produced] != [n for n, _ in outputs]:
+            raise MILParseError(
+                where,
+                f"{op_type} {name!r} declares outputs {[n for n, _ in outputs]}, the builder names "
+                f"them {[v.name for v in produced]} (output names must follow the op name)",
+            )
+        for var, (out_name, declared) in zip(produced, outputs, strict=True):
+            if var.type != declared:
+                raise MILParseError(
+                    where, f"{out_name!r} is declared {declared} but {op_type} gives {var.type}"
+                )
+            self.vars[out_name] = var
+
+    def _var(self, where: str, name: str) -> Var:
+        try:
+            return self.vars[name]
+        except KeyError:
+            raise MILParseError(where, f"{name!r} is not defined before its use") from None
+
+    def finish(self, where: str, outputs: list[str]) -> Function:
+        try:
+            program = self.builder.build([self._var(where, n) for n in outputs])
+        except MILBuildError as exc:
+            raise MILParseError(where, str(exc)) from None
+        return program.functions[self.builder.function]
+
+
+# -- text -------------------------------------------------------------------------------------
+
+_TOKEN = re.compile(
+    r"""(?P<ws>\s+)
+      | (?P<string>"(?:[^"\\]|\\.)*")
+      | (?P<number>-?0[xX][0-9a-fA-F]+(?:\.[0-9a-fA-F]*)?[pP][+-]?\d+
+                  | -?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?)
+      | (?P<name>[A-Za-z_][A-Za-z0-9_@]*)
+      | (?P<arrow>->)
+      | (?P<punct>[()\[\]{}<>,=;?])""",
+    re.VERBOSE,
+)
+
+
+@dataclass(frozen=True)
+class _Tok:
+    kind: str
+    text: str
+    line: int
+
+
+def _tokens(text: str) -> Iterator[_Tok]:
+    pos, line = 0, 1
+    while pos < len(text):
+        m = _TOKEN.match(text, pos)
+        if m is None:
+            raise MILParseError(f"line {line}", f"unexpected character {text[pos]!r}")
+        if m.lastgroup != "ws":
+            yield _Tok(m.lastgroup or "", m.group(), line)
+        line += m.group().count("\n")
+        pos = m.end()
+    yield _Tok("end", "", line)
+
+
+class _Parser:
+    def __init__(self, text: str, weights: BlobReader | None):
+        self.toks = list(_tokens(text))
+        self.i = 0
+        self.weights = weights
+
+    # -- token helpers --------------------------------------------------------------------------
+    @property
+    def tok(self) -> _Tok:
+        return self.toks[self.i]
+
+    @property
+    def where(self) -> str:
+        return f"line {self.tok.line}"
+
+    def fail(self, message: str) -> MILParseError:
+        shown = repr(self.tok.text) if self.tok.kind != "end" else "the end of the text"
+        return MILParseError(self.where, f"{message}, found {shown}")
+
+    def next(self) -> _Tok:
+        tok = self.tok
+        self.i += 1
+        return tok
+
+    def expect(self, text: str) -> None:
+        if self.tok.text != text or self.tok.kind in ("string", "end"):
+            raise self.fail(f"expected {text!r}")
+        self.i += 1
+
+    def accept(self, text: str) -> bool:
+        if self.tok.text == text and self.tok.kind not in ("string", "end"):
+            self.i += 1
+            return True
+        return False
+
+    def name(self) -> str:
+        if self.tok.kind != "name":
+            raise self.fail("expected a name")
+        return self.next().text
+
+    def string(self) -> str:
+        if self.tok.kind != "string":
+            raise self.fail("expected a string literal")
+        return re.sub(r"\\(.)", r"\1", self.next().text[1:-1])
+
+    def number(self) -> float | int:
+        if self.tok.kind != "number":
+            raise self.fail("expected a number")
+        text = self.next().text
+        if "x" in text.lower():
+            return float.fromhex(text)
+        return float(text) if any(c in text for c in ".eE") else int(text)
+
+    # -- types and literals -----------------------------------------------------------------------
+    def dtype(self) -> DType:
+        text = self.name()
+        try:
+            return DType(text)
+        except ValueError:
+            raise MILParseError(self.where, f"unknown dtype {text!r}") from None
+
+    def vtype(self) -> ValueType:
+        if self.accept("state"):
+            self.expect("<")
+            inner = self.vtype()
+            self.expect(">")
+            if not isinstance(inner, TensorType):
+                raise MILParseError(self.where, "a state must wrap a tensor")
+            return StateType(inner)
+        if self.accept("tensor"):
+            self.expect("<")
+            dtype = self.dtype()
+            self.expect(",")
+            self.expect("[")
+            dims: list[int] = []
+            while not self.accept("]"):
+                if dims:
+                    self.expect(",")
+                if self.tok.text == "?":
+                    raise self.fail("unknown dimensions are not supported")
+                dims.append(int(self.number()))
+            self.expect(">")
+            return TensorType(dtype, tuple(dims))
+        return TensorType(self.dtype(), ())  # iOS18 bare scalar
+
+    def element(self, dtype: DType):
+        if dtype is DType.STRING:
+            return self.string()
+        if dtype is DType.BOOL:
+            word = self.name()
+            if word not in ("true", "false"):
+                raise MILParseError(self.where, f"expected true or false, found {word!r}")
+            return word == "true"
+        value = self.number()
+        if dtype.is_int and not isinstance(value, int):
+            raise MILParseError(self.where, f"{value} is not an integer ({dtype.value})")
+        return value
+
+    def value(self, name: str, declared: ValueType, asm: Assembler) -> None:
+        """`T(literal)` or `T(BLOBFILE(path = ..., offset = ...))`, added to `asm` as const `name`."""
+        where = self.where
+        vtype = self.vtype()
+        if not isinstance(vtype, TensorType):
+            raise MILParseError(where, "a const cannot hold a state")
+        self.expect("(")
+        if self.accept("BLOBFILE"):
+            self.expect("(")
+            self.expect("path")
+            self.expect("=")
+            path = self.scalar(DType.STRING)
+            self.expect(",")
+            self.expect("offset")
+            self.expect("=")
+            offset = self.scalar(DType.UINT64)
+            self.expect(")")
+            self.expect(")")
+            if vtype != declared:
+                raise MILParseError(
+                    where, f"const {name!r} is declared {declared}, value is {vtype}"
+                )
+            asm.blob(where, name, vtype, path, offset)
+            return
+        if vtype.shape:
+            self.expect("[")
+            items = []
+            while not self.accept("]"):
+                if items:
+                    self.expect(",")
+                items.append(self.element(vtype.dtype))
+            if len(items) != vtype.size:
+                raise MILParseError(where, f"{vtype} needs {vtype.size} values, got {len(items)}")
+            data = np.asarray(items, dtype=vtype.dtype.numpy).reshape(vtype.shape)
+        else:
+            item = self.element(vtype.dtype)
+            data = item if vtype.dtype is DType.STRING else np.asarray(item, vtype.dtype.numpy)
+        self.expect(")")
+        asm.const(where, name, declared, ConstValue(data, vtype))
+
+    def scalar(self, dtype: DType):
+        """A scalar literal in either spelling: `uint64(64)` or `tensor<uint64, []>(64)`."""
+        vtype = self.vtype()
+        if vtype != TensorType(dtype, ()):
+            raise MILParseError(self.where, f"expected a {dtype.value} scalar, found {vtype}")
+        self.expect("(")
+        item = self.element(dtype)
+        self.expect(")")
+        return item
+
+    # -- program structure ------------------------------------------------------------------------
+    def program(self) -> ParsedProgram:
+        self.expect("program")
+        self.expect("(")
+        version_where = self.where
+        version = self.next().text
+        self.expect(")")
+        info = self.build_info() if self.tok.text == "[" else {}
+        self.expect("{")
+        functions: dict[str, Function] = {}
+        offsets: dict[str, int] = {}
+        target: Target | None = None
+        while not self.accept("}"):
+            fn, fn_target, fn_offsets = self.function()
+            if target is not None and fn_target != target:
+                raise MILParseError(
+                    self.where, f"function {fn.name} targets {fn_target}, not {target}"
+                )
+            if fn.name in functions:
+                raise MILParseError(self.where, f"function {fn.name!r} is defined twice")
+            target, functions[fn.name] = fn_target, fn
+            offsets.update(fn_offsets)
+        if self.tok.kind != "end":
+            raise self.fail("expected the end of the text")
+        if target is None:
+            raise MILParseError(self.where, "the program has no function")
+        if version != target.program_version:
+            raise MILParseError(
+                version_where,
+                f"program({version}) does not match {target} (program({target.program_version}))",
+            )
+        return ParsedProgram(Program(target, functions), offsets, info)
+
+    def build_info(self) -> dict[str, str]:
+        self.expect("[")
+        self.expect("buildInfo")
+        self.expect("=")
+        self.expect("dict")
+        self.expect("<")
+        key = self.vtype()
+        self.expect(",")
+        val = self.vtype()
+        self.expect(">")
+        if key != TensorType(DType.STRING, ()) or val != key:
+            raise MILParseError(self.where, "buildInfo must be a dict of strings")
+        self.expect("(")
+        self.expect("{")
+        info: dict[str, str] = {}
+        while not self.accept("}"):
+            if info:
+                self.expect(",")
+            self.expect("{")
+            k = self.string()
+            self.expect(",")
+            info[k] = self.string()
+            self.expect("}")
+        self.expect(")")
+        self.expect("]")
+        return info
+
+    def function(self) -> tuple[Function, Target, dict[str, int]]:
+        self.expect("func")
+        fn_name = self.name()
+        self.expect("<")
+        where = self.where
+        opset = self.name()
+        self.expect(">")
+        if opset not in TARGETS:
+            raise MILParseError(where, f"unsupported target {opset!r}; one of {', '.join(TARGETS)}")
+        asm = Assembler(TARGETS[opset], fn_name, self.weights)
+        self.expect("(")
+        while not self.accept(")"):
+            if asm.vars:
+                self.expect(",")
+            where = self.where
+            vtype = self.vtype()
+            asm.param(where, self.name(), vtype)
+        self.expect("{")
+        while not self.accept("}"):
+            self.statement(asm)
+        self.expect("->")
+        self.expect("(")
+        where = self.where
+        outputs: list[str] = []
+        while not self.accept(")"):
+            if outputs:
+                self.expect(",")
+            outputs.append(self.name())
+        self.expect(";")
+        return asm.finish(where, outputs), TARGETS[opset], asm.offsets
+
+    def statement(self, asm: Assembler) -> None:
+        where = self.where
+        outputs: list[tuple[str, ValueType]] = []
+        if (
+            self.toks[self.i + 1].text != "("
+        ):  # `T a, T b = op(...)`; an output-less op starts `op(`
+            while True:
+                vtype = self.vtype()
+                outputs.append((self.name(), vtype))
+                if not self.accept(","):
+                    break
+            self.expect("=")
+        op_type = self.name()
+        self.expect("(")
+        args: dict[str, str | tuple[str, ...]] = {}
+        while not self.accept(")"):
+            if args:
+                self.expect(",")
+            arg = self.name()
+            self.expect("=")
+            if arg in args:
+                raise MILParseError(self.where, f"argument {arg!r} is given twice")
+            args[arg] = self.reference()
+        self.expect("[")
+        attrs: set[str] = set()
+        op_name = val_declared = None
+        while not self.accept("]"):
+            if attrs:
+                self.expect(",")
+            attr = self.name()
+            self.expect("=")
+            if attr in attrs:
+                raise MILParseError(self.where, f"attribute {attr!r} is given twice")
+            attrs.add(attr)
+            if attr == "name":
+                op_name = self.scalar(DType.STRING)
+            elif attr == "val" and op_type == "const":
+                if len(outputs) != 1:
+                    raise MILParseError(where, "a const has exactly one output")
+                val_declared = outputs[0]
+                self.value(outputs[0][0], outputs[0][1], asm)
+            else:
+                raise self.fail(f"unsupported attribute {attr!r}")
+        self.expect(";")
+        if op_name is None:
+            raise MILParseError(where, f"{op_type} has no name attribute")
+        if op_type == "const":
+            if val_declared is None or args:
+                raise MILParseError(
+                    where, f"const {op_name!r} needs a val attribute and no arguments"
+                )
+            if op_name != val_declared[0]:
+                raise MILParseError(where, f"const {op_name!r} is bound to {val_declared[0]!r}")
+            return
+        asm.op(where, op_type, op_name, args, outputs)
+
+    def reference(self) -> str | tuple[str, ...]:
+        if not self.accept("("):
+            if self.tok.kind != "name":
+                raise self.fail(
+                    "expected a variable name (inline literal arguments are not supported)"
+                )
+            return self.name()
+        refs: list[str] = []
+        while not self.accept(")"):
+            if refs:
+                self.expect(",")
+            refs.append(self.name())
+        return tuple(refs)
+
+
+def parse_text(text: str, weights: WeightSource = None) -> ParsedProgram:
+    """Parse model.mil text; `weights` is weight.bin (a path, its bytes, or a BlobReader), needed
+    when the text has BLOBFILE consts."""
+    return _Parser(text, _reader(weights)).program()
