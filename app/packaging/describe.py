@@ -3,7 +3,6 @@ toolchain versions)."""
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Mapping
 from functools import cache
 from importlib.metadata import version
@@ -13,9 +12,8 @@ import numpy as np
 import orjson
 
 from app import GENERATOR, __version__
+from app.digest import tensor_digest
 from app.mil import Program, Var
-
-_HASH_CHUNK = 1 << 24
 
 
 @cache
@@ -26,18 +24,6 @@ def coremltools_version() -> str:
 def build_info() -> dict[str, str]:
     """The program's buildInfo attribute (model.mil header and protobuf)."""
     return {f"{GENERATOR}-version": __version__, "coremltools-version": coremltools_version()}
-
-
-def tensor_digest(array: np.ndarray) -> str:
-    """sha256 of a tensor's canonical bytes (C order, little-endian, its own dtype)."""
-    array = np.ascontiguousarray(array)
-    if array.dtype.byteorder == ">":
-        array = array.astype(array.dtype.newbyteorder("<"))
-    flat = array.reshape(-1).view(np.uint8)
-    h = hashlib.sha256()
-    for start in range(0, flat.size, _HASH_CHUNK):
-        h.update(flat[start : start + _HASH_CHUNK])
-    return "sha256:" + h.hexdigest()
 
 
 def _io(var: Var) -> dict[str, Any]:
