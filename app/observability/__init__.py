@@ -1,0 +1,1 @@
+"""Metrics and structured access logs."""
