@@ -1,0 +1,1 @@
+"""Content-addressed artifact storage, cache keys and single-flight."""

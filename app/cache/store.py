@@ -1,0 +1,232 @@
+"""A content-addressed file store on disk: atomic publish, LRU eviction by bytes, digest checks.
+
+Each entry is a data file plus a small JSON sidecar, both published by rename so a reader never
+sees half a file. The sidecar records the sha256 of a byte range of the data file (the whole zip
+for an artifact, the tensor region for an uploaded weight). No fsync: an entry torn by a crash
+fails its digest check on first read and is dropped, which is all a cache needs.
+
+Checking a digest costs a pass over the file, so it is done once per file version: the store
+remembers (inode, size, mtime) of every entry it has verified or written itself, and a file
+changed behind its back (different stat) is verified again. The LRU clock is the file's atime,
+set explicitly on every hit, so the order survives restarts; mtime is left alone for the check.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import logging
+import os
+import threading
+import time
+import uuid
+from collections import OrderedDict
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+log = logging.getLogger("ane.cache")
+_HASH_CHUNK = 1 << 22
+
+
+@dataclass(frozen=True)
+class StoredEntry:
+    key: str
+    path: Path  # the data file
+    meta: dict[str, Any]  # sidecar: digest, offset, length, size, plus the owner's fields
+
+    @property
+    def size(self) -> int:
+        return int(self.meta["size"])
+
+    @property
+    def digest(self) -> str:
+        return str(self.meta["digest"])
+
+
+def _signature(st: os.stat_result) -> tuple[int, int, int]:
+    return st.st_ino, st.st_size, st.st_mtime_ns
+
+
+def sha256_range(path: Path, offset: int = 0, length: int | None = None) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        f.seek(offset)
+        remaining = length if length is not None else -1
+        while remaining:
+            chunk = f.read(_HASH_CHUNK if remaining < 0 else min(_HASH_CHUNK, remaining))
+            if not chunk:
+                break
+            h.update(chunk)
+            remaining -= len(chunk) if remaining > 0 else 0
+    return "sha256:" + h.hexdigest()
+
+
+class ContentStore:
+    def __init__(
+        self,
+        root: Path,
+        max_bytes: int,
+        suffix: str,
+        on_evict: Callable[[int], None] = lambda n: None,
+        on_corrupt: Callable[[], None] = lambda: None,
+    ):
+        self.root = root
+        self.max_bytes = max_bytes
+        self.suffix = suffix
+        self._on_evict, self._on_corrupt = on_evict, on_corrupt
+        self._lock = threading.Lock()
+        self._lru: OrderedDict[str, int] = OrderedDict()  # key -> bytes on disk, oldest first
+        self._verified: dict[str, tuple[int, int, int]] = {}
+        self._meta: dict[str, dict[str, Any]] = {}
+        self.tmp_dir = root / "tmp"
+        self.tmp_dir.mkdir(parents=True, exist_ok=True)
+        self._scan()
+
+    # -- layout --------------------------------------------------------------------------------
+    def data_path(self, key: str) -> Path:
+        return self.root / key[:2] / f"{key}{self.suffix}"
+
+    def meta_path(self, key: str) -> Path:
+        return self.root / key[:2] / f"{key}.json"
+
+    def temp_path(self) -> Path:
+        return self.tmp_dir / f"{uuid.uuid4().hex}.part"
+
+    @property
+    def total_bytes(self) -> int:
+        return sum(self._lru.values())
+
+    def __contains__(self, key: str) -> bool:
+        return key in self._lru
+
+    def __len__(self) -> int:
+        return len(self._lru)
+
+    def _scan(self) -> None:
+        """Rebuild the index from disk: oldest access first; drop temp files and orphans."""
+        for stale in self.tmp_dir.iterdir():
+            stale.unlink(missing_ok=True)
+        found = []
+        for meta_path in self.root.glob("??/*.json"):
+            key = meta_path.stem
+            data = self.data_path(key)
+            try:
+                st = data.stat()
+                meta = json.loads(meta_path.read_text())
+            except (OSError, ValueError):
+                self._remove(key)
+                continue
+            found.append((st.st_atime_ns, key, st.st_size + meta_path.stat().st_size, meta))
+        for _, key, size, meta in sorted(found):
+            self._lru[key] = size
+            self._meta[key] = meta
+        for orphan in self.root.glob(f"??/*{self.suffix}"):
+            if orphan.name.removesuffix(self.suffix) not in self._lru:
+                orphan.unlink(missing_ok=True)
+
+    # -- reading -------------------------------------------------------------------------------
+    def lookup(self, key: str) -> StoredEntry | bool | None:
+        """The entry if present and already verified; True if present but it needs `verify`
+        (a pass over the file: call it off the event loop); None if absent."""
+        meta = self._meta.get(key)
+        if meta is None:
+            return None
+        path = self.data_path(key)
+        try:
+            st = path.stat()
+        except OSError:
+            self._forget(key)
+            return None
+        if self._verified.get(key) != _signature(st):
+            return True
+        self._touch(key, path, st)
+        return StoredEntry(key, path, meta)
+
+    def verify(self, key: str) -> StoredEntry | None:
+        """Check an entry's digest; a corrupted entry is removed (and counted) and None returned."""
+        meta = self._meta.get(key)
+        if meta is None:
+            return None
+        path = self.data_path(key)
+        try:
+            st = path.stat()
+            ok = st.st_size == meta["size"] and (
+                sha256_range(path, meta.get("offset", 0), meta.get("length")) == meta["digest"]
+            )
+        except OSError:
+            ok = False
+        if not ok:
+            log.warning("corrupted cache entry removed", extra={"key": key, "path": str(path)})
+            self._on_corrupt()
+            self._remove(key)
+            return None
+        self._verified[key] = _signature(st)
+        self._touch(key, path, st)
+        return StoredEntry(key, path, meta)
+
+    def get(self, key: str) -> StoredEntry | None:
+        found = self.lookup(key)
+        return self.verify(key) if found is True else found  # type: ignore[return-value]
+
+    def _touch(self, key: str, path: Path, st: os.stat_result) -> None:
+        with self._lock:
+            if key in self._lru:
+                self._lru.move_to_end(key)
+        with contextlib.suppress(OSError):
+            os.utime(path, ns=(time.time_ns(), st.st_mtime_ns))
+
+    # -- writing -------------------------------------------------------------------------------
+    def publish(self, key: str, src: Path, meta: dict[str, Any]) -> StoredEntry:
+        """Move `src` (a file in tmp_dir, fully written) into the store under `key`.
+
+        `meta` must hold `digest` (sha256 of [offset, offset+length) of the file, default the
+        whole file); the caller computed it while or after writing, so it is trusted here.
+        """
+        st = src.stat()
+        meta = {"offset": 0, "length": st.st_size, **meta, "size": st.st_size}
+        data, meta_path = self.data_path(key), self.meta_path(key)
+        data.parent.mkdir(exist_ok=True)
+        meta_tmp = self.temp_path()
+        meta_tmp.write_text(json.dumps(meta, sort_keys=True))
+        os.replace(src, data)  # data first: a sidecar never points at a missing file
+        os.replace(meta_tmp, meta_path)
+        with self._lock:
+            self._meta[key] = meta
+            self._verified[key] = _signature(data.stat())
+            self._lru[key] = st.st_size + len(json.dumps(meta, sort_keys=True))
+            self._lru.move_to_end(key)
+            victims = self._victims(keep=key)
+        for victim in victims:
+            self._remove(victim)
+        if victims:
+            self._on_evict(len(victims))
+        return StoredEntry(key, data, meta)
+
+    def _victims(self, keep: str) -> list[str]:
+        total = sum(self._lru.values())
+        victims = []
+        for key, size in self._lru.items():
+            if total <= self.max_bytes:
+                break
+            if key != keep:
+                victims.append(key)
+                total -= size
+        return victims
+
+    def _forget(self, key: str) -> None:
+        with self._lock:
+            self._lru.pop(key, None)
+            self._meta.pop(key, None)
+            self._verified.pop(key, None)
+
+    def _remove(self, key: str) -> None:
+        self._forget(key)
+        # Sidecar first: without it the data file is an orphan nobody reads.
+        self.meta_path(key).unlink(missing_ok=True)
+        self.data_path(key).unlink(missing_ok=True)
+
+    def discard(self, key: str) -> None:
+        self._remove(key)
