@@ -1,0 +1,88 @@
+"""The ASGI app: `uvicorn app.main:app` (or `make run`).
+
+`create_app` wires settings, storage, the worker pool and the routers; the module-level `app`
+uses settings from the environment (ANE_*) and no compiler.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+from fastapi import FastAPI
+from fastapi_offline import FastAPIOffline
+
+from app import __version__
+from app.observability import logs
+from app.observability.access import AccessMiddleware
+from app.routers import blobs, kernels, ops, system
+from app.schemas.requests import KERNEL_REQUEST_ADAPTER, Problem
+from app.service.compiler import Compiler
+from app.service.context import Services
+from app.service.problems import install_handlers
+from app.settings import Settings
+
+DESCRIPTION = """
+Apple Neural Engine kernels on demand: pick an op from `GET /v1/ops`, send its parameters and
+weights to `POST /v1/kernels/{op}`, get back a zipped `.mlpackage` (or a `model.mil` bundle).
+
+* Weights travel inline (small JSON lists), as multipart file parts (.npy, safetensors, raw
+  bytes), or as digests of tensors uploaded once to `POST /v1/blobs`.
+* The same request always gives the same bytes; `ETag` is the artifact digest, so
+  `If-None-Match` answers 304 and `X-Cache` says whether the artifact was built for you.
+* Every error is `application/problem+json` naming the field at fault.
+"""
+
+
+def create_app(settings: Settings | None = None, compiler: Compiler | None = None) -> FastAPI:
+    settings = settings or Settings()
+    logs.configure(settings.log_level)
+    svc = Services.create(settings, compiler)
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        yield
+        svc.pool.shutdown()
+
+    app = FastAPIOffline(
+        title="ANE Kernel Service",
+        version=__version__,
+        description=DESCRIPTION,
+        lifespan=lifespan,
+        static_url="/static/docs",  # Swagger UI and ReDoc assets, served by this app
+        swagger_ui_parameters={"defaultModelsExpandDepth": 0, "displayRequestDuration": True},
+    )
+    app.state.services = svc
+    install_handlers(app)
+    for module in (ops, kernels, blobs, system):
+        app.include_router(module.router)
+    app.add_middleware(AccessMiddleware, metrics=svc.metrics)
+    _extend_openapi(app)
+    return app
+
+
+def _extend_openapi(app: FastAPI) -> None:
+    """Register the schemas the hand-parsed request bodies refer to (kernel request union,
+    problem document): FastAPI only collects models it parses itself."""
+    generate = app.openapi
+
+    def openapi() -> dict[str, Any]:
+        if app.openapi_schema:
+            return app.openapi_schema
+        schema = generate()
+        ref = "#/components/schemas/{model}"
+        union = KERNEL_REQUEST_ADAPTER.json_schema(ref_template=ref)
+        components = schema.setdefault("components", {}).setdefault("schemas", {})
+        components.update(union.pop("$defs", {}))
+        components["KernelRequest"] = union
+        problem = Problem.model_json_schema(ref_template=ref)
+        components.update(problem.pop("$defs", {}))
+        components["Problem"] = problem
+        app.openapi_schema = schema
+        return schema
+
+    app.openapi = openapi  # type: ignore[method-assign]
+
+
+app = create_app()

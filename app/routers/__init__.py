@@ -1,0 +1,1 @@
+"""HTTP routers: thin layers that parse, authorise and map results to responses."""

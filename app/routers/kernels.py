@@ -1,0 +1,199 @@
+"""POST /v1/kernels and /v1/kernels/{op}: a kernel request in, a zip out (cached, single-flight)."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+import anyio
+from fastapi import APIRouter, Depends, Path, Query, Request, Response
+from fastapi.responses import StreamingResponse
+
+from app.kernels import KERNELS
+from app.routers.responses import problems
+from app.service.auth import require_api_key
+from app.service.context import Services, services
+from app.service.intake import read_job
+from app.service.kernels import MEDIA_TYPE, Artifact
+
+router = APIRouter(prefix="/v1", tags=["kernels"], dependencies=[Depends(require_api_key)])
+
+_SMALL = 1 << 20  # artifacts up to this size are sent in one piece
+_CHUNK = 1 << 20
+
+CONV_EXAMPLE = {
+    "op": "conv",
+    "in_channels": 2,
+    "out_channels": 2,
+    "spatial": 4,
+    "weights": {"weight": [[1.0, 0.0], [0.0, 1.0]]},
+}
+EXAMPLES = {
+    "conv_inline": {
+        "summary": "conv with inline weights",
+        "value": CONV_EXAMPLE,
+    },
+    "conv_mil_ios17": {
+        "summary": "conv with bias as a MIL bundle for iOS 17",
+        "value": {
+            **CONV_EXAMPLE,
+            "bias": True,
+            "format": "mil",
+            "target": "ios17",
+            "name": "proj",
+            "weights": {"weight": [[0.5, 0.0], [0.0, 0.5]], "bias": [0.1, -0.1]},
+        },
+    },
+    "sdpa": {
+        "summary": "causal attention (no weights)",
+        "value": {"op": "sdpa", "n_heads": 2, "head_dim": 8, "seq_len": 4, "causal": True},
+    },
+    "rmsnorm_blob": {
+        "summary": "rmsnorm with a weight uploaded to /v1/blobs",
+        "value": {
+            "op": "rmsnorm",
+            "channels": 4,
+            "spatial": 8,
+            "weights": {"weight": "sha256:" + "0" * 64},
+        },
+    },
+}
+MULTIPART_SCHEMA = {
+    "type": "object",
+    "required": ["spec"],
+    "properties": {
+        "spec": {
+            "type": "string",
+            "description": "the JSON kernel request (as for application/json)",
+            "example": '{"op": "conv", "in_channels": 2, "out_channels": 2, "spatial": 4}',
+        },
+    },
+    "additionalProperties": {
+        "type": "string",
+        "format": "binary",
+        "description": "one part per weight, named after it: .npy, safetensors, or raw "
+        "little-endian bytes (dtype and shape from spec.weights.<name> or the op's defaults)",
+    },
+}
+
+
+def _request_body(ref: str) -> dict[str, Any]:
+    return {
+        "requestBody": {
+            "required": True,
+            "content": {
+                "application/json": {
+                    "schema": {"$ref": f"#/components/schemas/{ref}"},
+                    "examples": EXAMPLES,
+                },
+                "multipart/form-data": {"schema": MULTIPART_SCHEMA},
+            },
+        }
+    }
+
+
+_RESPONSES: dict[int | str, dict[str, Any]] = {
+    200: {
+        "description": "The zipped artifact. `X-Cache` says whether this request built it.",
+        "content": {MEDIA_TYPE: {"schema": {"type": "string", "format": "binary"}}},
+        "headers": {
+            "ETag": {"description": "the artifact digest", "schema": {"type": "string"}},
+            "X-Cache": {"schema": {"type": "string", "enum": ["hit", "miss"]}},
+        },
+    },
+    304: {"description": "Not modified: If-None-Match matched the artifact digest"},
+    **problems(400, 401, 404, 413, 415, 422, 503),
+}
+BypassQuery = Annotated[
+    bool, Query(description="build again even if cached (same as `bypass_cache` in the body)")
+]
+OpPath = Annotated[
+    str,
+    Path(
+        description="a catalog op (GET /v1/ops)",
+        examples=["conv"],
+        json_schema_extra={"enum": list(KERNELS)},
+    ),
+]
+
+
+@router.post(
+    "/kernels/{op}",
+    summary="Build a kernel (op in the path)",
+    response_class=Response,
+    responses=_RESPONSES,
+    openapi_extra=_request_body("KernelRequest"),
+)
+async def build_kernel_for_op(
+    op: OpPath,
+    request: Request,
+    bypass_cache: BypassQuery = False,
+    svc: Services = Depends(services),
+) -> Response:
+    return await _serve(request, svc, op, bypass_cache)
+
+
+@router.post(
+    "/kernels",
+    summary="Build a kernel (op in the body)",
+    response_class=Response,
+    responses=_RESPONSES,
+    openapi_extra=_request_body("KernelRequest"),
+)
+async def build_kernel(
+    request: Request,
+    bypass_cache: BypassQuery = False,
+    svc: Services = Depends(services),
+) -> Response:
+    return await _serve(request, svc, None, bypass_cache)
+
+
+async def _serve(request: Request, svc: Services, op: str | None, bypass: bool) -> Response:
+    if op is not None:
+        request.state.op = op
+    job, body = await read_job(request, svc, op, bypass)
+    request.state.op = job.op
+    try:
+        artifact = await svc.kernels.artifact(job)
+        try:
+            response = _respond(artifact, request)
+        except FileNotFoundError:  # evicted between lookup and open: build it again
+            artifact = await svc.kernels.artifact(job)
+            response = _respond(artifact, request)
+    finally:
+        if body is not None:
+            body.cleanup()  # parts already moved into the blob store are gone; this is the rest
+    request.state.cache = "miss" if artifact.built else "hit"
+    return response
+
+
+def _matches(if_none_match: str | None, etag: str) -> bool:
+    if not if_none_match:
+        return False
+    tags = [t.strip().removeprefix("W/") for t in if_none_match.split(",")]
+    return "*" in tags or etag in tags or etag.strip('"') in tags
+
+
+def _respond(artifact: Artifact, request: Request) -> Response:
+    headers = {
+        "ETag": artifact.etag,
+        "X-Cache": "miss" if artifact.built else "hit",
+        "Cache-Control": "no-cache",  # revalidate with If-None-Match; the ETag is the content
+    }
+    if _matches(request.headers.get("if-none-match"), artifact.etag):
+        return Response(status_code=304, headers=headers)
+    headers["Content-Disposition"] = f'attachment; filename="{artifact.filename}"'
+    size = artifact.entry.size
+    f = open(artifact.entry.path, "rb")  # noqa: SIM115 - held open so eviction cannot race
+    if size <= _SMALL:
+        with f:
+            return Response(f.read(), media_type=MEDIA_TYPE, headers=headers)
+    headers["Content-Length"] = str(size)
+    return StreamingResponse(_chunks(f), media_type=MEDIA_TYPE, headers=headers)
+
+
+async def _chunks(f):
+    try:
+        while chunk := await anyio.to_thread.run_sync(f.read, _CHUNK):
+            yield chunk
+    finally:
+        f.close()
