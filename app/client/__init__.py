@@ -1,0 +1,17 @@
+"""Python client for the ANE Kernel Service (sync and async, httpx)."""
+
+from app.client.client import AsyncClient, AsyncJob, Client, Job
+from app.client.errors import (
+    APIError,
+    InvalidRequest,
+    NotFound,
+    PayloadTooLarge,
+    ServerError,
+    Unauthorized,
+    Unavailable,
+)
+
+__all__ = [
+    "APIError", "AsyncClient", "AsyncJob", "Client", "InvalidRequest", "Job", "NotFound",
+    "PayloadTooLarge", "ServerError", "Unauthorized", "Unavailable",
+]  # fmt: skip

@@ -1,0 +1,291 @@
+"""Python clients for the service: `Client` (sync) and `AsyncClient`, one API written once.
+
+    from app.client import Client
+    with Client("http://127.0.0.1:8000") as c:
+        zip_bytes = c.compile("conv", {"in_channels": 64, "out_channels": 64, "spatial": 16},
+                              {"weight": w})
+        job = c.submit("conv", {...}, {"weight": w}, format="mlmodelc")
+        job.wait(progress=print).download("conv.zip")
+
+Every method of `AsyncClient` and `AsyncJob` returns an awaitable. Weights are uploaded once
+(`HEAD /v1/blobs/{digest}` first) and referenced by digest. 429 and 503 answers are retried,
+honouring `Retry-After`, until `max_retry_wait` seconds have been spent waiting.
+"""
+
+from __future__ import annotations
+
+import abc
+import asyncio
+import dataclasses
+import os
+import tempfile
+import time
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+import httpx
+import numpy as np
+
+from app.client import flows
+from app.client.errors import error_from_response
+from app.client.flows import Call, Sleep
+
+RETRY_STATUSES = (429, 503)
+DEFAULT_RETRY_AFTER = 1.0
+
+
+def _retry_after(response: httpx.Response) -> float:
+    try:
+        return max(0.0, float(response.headers.get("retry-after", DEFAULT_RETRY_AFTER)))
+    except ValueError:  # an HTTP date: not worth parsing for a short back-off
+        return DEFAULT_RETRY_AFTER
+
+
+def _temp_beside(path: Path):
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    return os.fdopen(fd, "wb"), Path(tmp)
+
+
+class _API(abc.ABC):
+    """The operations; `_drive` (sync or async) runs each flow."""
+
+    def __init__(self, base_url: str | None = None, *, api_key: str | None = None, timeout: float = 300.0,
+                 max_retry_wait: float = 60.0, poll_interval: float = 0.5):  # fmt: skip
+        self.base_url = (
+            base_url or os.environ.get("ANE_SERVER") or "http://127.0.0.1:8000"
+        ).rstrip("/")
+        key = api_key or os.environ.get("ANE_API_KEY")
+        self.headers = {"authorization": f"Bearer {key}"} if key else {}
+        self.timeout, self.max_retry_wait, self.poll_interval = (
+            timeout,
+            max_retry_wait,
+            poll_interval,
+        )
+
+    @abc.abstractmethod
+    def _drive(self, flow: flows.Flow):
+        """Run a flow to its end: a result (sync) or an awaitable of it (async)."""
+
+    def _request(self, call: Call) -> httpx.Request:
+        headers = {**self.headers, **call.headers}
+        content = call.content() if call.content is not None else None
+        return httpx.Request(call.method, self.base_url + call.path, params=call.params, json=call.json,
+                             content=content, headers=headers)  # fmt: skip
+
+    def _retry_delay(self, response: httpx.Response, waited: float) -> float | None:
+        """Seconds to wait before retrying, or None when the answer is final."""
+        if response.status_code not in RETRY_STATUSES:
+            return None
+        delay = _retry_after(response)
+        return delay if waited + delay <= self.max_retry_wait else None
+
+    # -- operations ---------------------------------------------------------------------------
+    def compile(self, op: str, params: Mapping[str, Any], weights: Mapping[str, np.ndarray] | None = None, *,
+                format: str = "mlpackage", target: str = "ios18", name: str | None = None, verify: bool = False,
+                bypass_cache: bool = False, save_to: str | os.PathLike | None = None):  # fmt: skip
+        """The kernel's zip as bytes, or written to `save_to` (returning that path)."""
+        options = {"format": format, "target": target, "name": name,
+                   "verify": verify or None, "bypass_cache": bypass_cache or None}  # fmt: skip
+        path = Path(save_to) if save_to is not None else None
+        return self._drive(flows.compile(op, params, weights, path, self.poll_interval, **options))
+
+    def upload(self, array: np.ndarray):
+        """Send a tensor unless the service has it already; returns `sha256:<hex>`."""
+        return self._drive(flows.upload(array))
+
+    def submit(self, op: str, params: Mapping[str, Any], weights: Mapping[str, np.ndarray] | None = None, *,
+               format: str = "mlpackage", target: str = "ios18", name: str | None = None, verify: bool = False):  # fmt: skip
+        """Queue a build job; returns a Job (AsyncJob for the async client)."""
+        return self._drive(self._submit_flow(op, params, weights, format, target, name, verify))
+
+    def _submit_flow(self, op, params, weights, format, target, name, verify) -> flows.Flow:
+        options = {"format": format, "target": target, "name": name, "verify": verify or None}
+        body = flows.request_body(op, params, (yield from flows.upload_all(weights)), **options)
+        return self._job((yield from flows.submit([body])))
+
+    def job(self, job_id: str):
+        return self._drive(self._wrap(flows.get_job(job_id)))
+
+    def jobs(self, state: str | None = None, limit: int = 50):
+        params = {"limit": limit, **({"state": state} if state else {})}
+        return self._drive(flows.simple("GET", "/v1/jobs", params))
+
+    def cancel(self, job_id: str):
+        return self._drive(flows.simple("DELETE", f"/v1/jobs/{job_id}", ok=(200, 202)))
+
+    def ops(self):
+        return self._drive(flows.simple("GET", "/v1/ops"))
+
+    def info(self):
+        return self._drive(flows.simple("GET", "/v1/info"))
+
+    def workers(self):
+        return self._drive(flows.simple("GET", "/v1/workers"))
+
+    def _wrap(self, flow: flows.Flow) -> flows.Flow:
+        return self._job((yield from flow))
+
+    def _job(self, data: dict):
+        return (AsyncJob if isinstance(self, AsyncClient) else Job)(self, data)
+
+
+class Job:
+    """A build job on the service; `data` is its last known JSON."""
+
+    def __init__(self, client: _API, data: dict):
+        self.client, self.data = client, data
+
+    @property
+    def id(self) -> str:
+        return self.data["id"]
+
+    @property
+    def state(self) -> str:
+        return self.data.get("state", "queued")
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.id!r}, state={self.state!r})"
+
+    def _update(self, flow: flows.Flow) -> flows.Flow:
+        self.data = yield from flow
+        return self
+
+    def refresh(self):
+        return self.client._drive(self._update(flows.get_job(self.id)))
+
+    def wait(self, *, progress: Callable[[dict], None] | None = None, timeout: float | None = None):
+        """Poll until succeeded, failed or cancelled; returns the job itself."""
+        return self.client._drive(
+            self._update(flows.wait(self.id, self.client.poll_interval, timeout, progress))
+        )
+
+    def download(self, path: str | os.PathLike):
+        return self.client._drive(flows.artifact(self.data, Path(path)))
+
+    def cancel(self):
+        return self.client._drive(
+            self._update(flows.simple("DELETE", f"/v1/jobs/{self.id}", ok=(200, 202)))
+        )
+
+
+class AsyncJob(Job):
+    """A Job whose methods return awaitables."""
+
+
+class Client(_API):
+    def __init__(self, base_url: str | None = None, **kwargs: Any):
+        super().__init__(base_url, **kwargs)
+        self._http = httpx.Client(timeout=self.timeout)
+
+    def __enter__(self) -> Client:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self._http.close()
+
+    def _send(self, call: Call) -> httpx.Response:
+        waited = 0.0
+        while True:
+            response = self._http.send(self._request(call), stream=call.save_to is not None)
+            if response.status_code in call.ok:
+                if call.save_to is not None and response.status_code == 200:
+                    out, tmp = _temp_beside(call.save_to)
+                    try:
+                        with out:
+                            for chunk in response.iter_bytes(1 << 20):
+                                out.write(chunk)
+                        os.replace(tmp, call.save_to)
+                    finally:
+                        tmp.unlink(missing_ok=True)
+                        response.close()
+                else:
+                    response.read()
+                return response
+            response.read()
+            delay = self._retry_delay(response, waited)
+            if delay is None:
+                raise error_from_response(response)
+            time.sleep(delay)
+            waited += delay
+
+    def _drive(self, flow: flows.Flow):
+        try:
+            step = next(flow)
+            while True:
+                if isinstance(step, Sleep):
+                    time.sleep(step.seconds)
+                    step = flow.send(None)
+                else:
+                    step = flow.send(self._send(step))
+        except StopIteration as done:
+            return done.value
+
+
+class AsyncClient(_API):
+    def __init__(self, base_url: str | None = None, **kwargs: Any):
+        super().__init__(base_url, **kwargs)
+        self._http = httpx.AsyncClient(timeout=self.timeout)
+
+    async def __aenter__(self) -> AsyncClient:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        await self._http.aclose()
+
+    def _request(self, call: Call) -> httpx.Request:
+        if call.content is None:
+            return super()._request(call)
+        make = call.content  # httpx's async client streams only async iterables
+
+        async def chunks():
+            for chunk in make():
+                yield chunk
+
+        return super()._request(dataclasses.replace(call, content=lambda: chunks()))
+
+    async def _send(self, call: Call) -> httpx.Response:
+        waited = 0.0
+        while True:
+            response = await self._http.send(self._request(call), stream=call.save_to is not None)
+            if response.status_code in call.ok:
+                if call.save_to is not None and response.status_code == 200:
+                    out, tmp = _temp_beside(call.save_to)
+                    try:
+                        with out:
+                            async for chunk in response.aiter_bytes(1 << 20):
+                                out.write(chunk)
+                        os.replace(tmp, call.save_to)
+                    finally:
+                        tmp.unlink(missing_ok=True)
+                        await response.aclose()
+                else:
+                    await response.aread()
+                return response
+            await response.aread()
+            delay = self._retry_delay(response, waited)
+            if delay is None:
+                raise error_from_response(response)
+            await asyncio.sleep(delay)
+            waited += delay
+
+    async def _drive(self, flow: flows.Flow):
+        try:
+            step = next(flow)
+            while True:
+                if isinstance(step, Sleep):
+                    await asyncio.sleep(step.seconds)
+                    step = flow.send(None)
+                else:
+                    step = flow.send(await self._send(step))
+        except StopIteration as done:
+            return done.value
+
+
+__all__ = ["AsyncClient", "AsyncJob", "Client", "Job"]
