@@ -3,6 +3,7 @@
 from app.mil.builder import Builder
 from app.mil.ir import IDENTIFIER, ConstValue, Function, MILBuildError, Operation, Program, Var
 from app.mil.ops import OPS
+from app.mil.parser import MILParseError, ParsedProgram, parse_text
 from app.mil.proto import emit_proto
 from app.mil.targets import DEFAULT_TARGET, TARGETS, Target, get_target
 from app.mil.text import WEIGHT_PATH, emit_text, hex_float
@@ -19,7 +20,9 @@ __all__ = [
     "DType",
     "Function",
     "MILBuildError",
+    "MILParseError",
     "Operation",
+    "ParsedProgram",
     "Program",
     "StateType",
     "Target",
@@ -29,4 +32,5 @@ __all__ = [
     "emit_text",
     "get_target",
     "hex_float",
+    "parse_text",
 ]
