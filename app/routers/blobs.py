@@ -56,7 +56,7 @@ def _shape(text: str | None) -> tuple[int, ...] | None:
             422,
             f"shape {text!r} must be comma-separated positive integers, e.g. 64,64",
             title="Invalid request",
-            field="shape",
+            field="query.shape",
         )
     return tuple(int(d) for d in text.strip("[] ").split(","))
 
@@ -91,7 +91,7 @@ async def upload_blob(
             422,
             f"dtype {dtype!r} is not one of {', '.join(NUMPY_DTYPES)}",
             title="Invalid request",
-            field="dtype",
+            field="query.dtype",
         )
     raw_shape = _shape(shape)
     settings = svc.settings
@@ -163,7 +163,7 @@ async def has_blob(digest: DigestPath, svc: Services = Depends(services)) -> Res
 async def get_blob(digest: DigestPath, svc: Services = Depends(services)) -> BlobInfo:
     tensor = await asyncio.to_thread(svc.blobs.get, digest)
     if tensor is None:
-        raise Problem(404, f"no blob {digest}", title="Unknown blob", field="digest")
+        raise Problem(404, f"no blob {digest}", title="Unknown blob", field="path.digest")
     return BlobInfo(
         digest=tensor.digest, dtype=tensor.dtype.name, shape=list(tensor.shape), bytes=tensor.nbytes
     )
