@@ -2,8 +2,10 @@
 
     ane-kernels ops [--json]
     ane-kernels compile OP --params '<json>' [--weights NAME=FILE.npy ...] [--random-weights SEED]
-                        [--format mlpackage|mil] [--target ios18|ios17] [--name NAME] -o OUT.zip
+                        [--format mlpackage|mil] [--target ios18|ios17] [--name NAME] [--verify]
+                        -o OUT.zip
     ane-kernels validate PATH
+    ane-kernels run ZIP [--input NAME=FILE.npy ...] [--random-inputs SEED] --output-dir DIR
 
 Exit codes: 0 success, 1 an artifact is invalid, 2 a bad request (the message names the field).
 """
@@ -74,17 +76,62 @@ def _cmd_compile(args) -> int:
         )
     except KernelSpecError as exc:
         raise CLIError(str(exc)) from None
+    report, extra = _verification(build) if args.verify else (None, [])
     out = Path(args.output)
     # Write next to the destination and rename: an interrupted run leaves no partial zip behind.
     fd, tmp = tempfile.mkstemp(prefix=f".{out.name}.", dir=out.parent if str(out.parent) else ".")
     try:
         with os.fdopen(fd, "wb") as f:
-            write_kernel_zip(build, f, args.format)
+            write_kernel_zip(build, f, args.format, extra_entries=extra)
         os.replace(tmp, out)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
     print(f"wrote {out} ({out.stat().st_size} bytes)")
+    if report is not None and not report["passed"]:
+        checked = {**report["outputs"], **report["states"]}
+        failed = {k: v for k, v in checked.items() if not v["passed"]}
+        print(f"verification failed (see verification.json): {json.dumps(failed)}", file=sys.stderr)
+        return EXIT_INVALID
+    return 0
+
+
+def _verification(build) -> tuple[dict, list]:
+    """compile --verify: the reference report and its zip entry (a too-large kernel is exit 2)."""
+    from app.kernels import KernelSpecError
+    from app.reference.verify import report_entry, verify_build
+
+    try:
+        report = verify_build(build)
+    except KernelSpecError as exc:
+        raise CLIError(str(exc)) from None
+    return report, [report_entry(report)]
+
+
+def _cmd_run(args) -> int:
+    """Run a kernel zip with the numerical reference; outputs go to DIR/<name>.npy."""
+    import contextlib
+    import io
+
+    # coremltools prints "Failed to load ..." lines at import on Linux; keep the output clean.
+    with contextlib.redirect_stderr(io.StringIO()):
+        from app.reference import ExecutionError
+        from app.reference.load import ArtifactError
+        from app.reference.run import read_input_files, run_artifact
+
+    try:
+        inputs = read_input_files(args.input)
+        result, written = run_artifact(args.zip, inputs, args.output_dir, seed=args.random_inputs)
+    except ExecutionError as exc:
+        raise CLIError(str(exc)) from None
+    except ArtifactError as exc:
+        print(f"invalid: {exc}", file=sys.stderr)
+        return EXIT_INVALID
+    for path in written:
+        array = np.load(path)
+        print(f"wrote {path} {list(array.shape)} {array.dtype}")
+    for a in result.anomalies:
+        print(f"warning: {a.op} produced {a.count} {a.kind} value(s) in {a.dtype}", file=sys.stderr)
     return 0
 
 
@@ -119,7 +166,17 @@ def parser() -> argparse.ArgumentParser:
     comp.add_argument("--target", choices=["ios18", "ios17"], default="ios18")
     comp.add_argument("--name", help="model name (default: the op)")
     comp.add_argument("-o", "--output", required=True, help="the zip to write")
+    comp.add_argument(
+        "--verify", action="store_true", help="add verification.json (numerical reference check)"
+    )
     comp.set_defaults(run=_cmd_compile)
+
+    run = sub.add_parser("run", help="execute a kernel zip with the numerical reference")
+    run.add_argument("zip", help="a kernel zip (mlpackage or mil format) or its unzipped directory")
+    run.add_argument("--input", action="append", default=[], metavar="NAME=FILE.npy")
+    run.add_argument("--random-inputs", type=int, metavar="SEED", help="draw inputs not given")
+    run.add_argument("--output-dir", required=True, help="where to write <output>.npy")
+    run.set_defaults(run=_cmd_run)
 
     val = sub.add_parser(
         "validate", help="check a kernel zip or .mlpackage with coremltools' loader"

@@ -45,19 +45,31 @@ class ParsedProgram:
     build_info: dict[str, str] = field(default_factory=dict)
 
 
-def _reader(weights: WeightSource) -> BlobReader | None:
-    if weights is None or isinstance(weights, BlobReader):
-        return weights
-    try:
-        return BlobReader(weights)
-    except (OSError, BlobFormatError) as exc:
-        raise MILParseError("weight.bin", str(exc)) from None
+class WeightFile:
+    """weight.bin, opened on first use (text without BLOBFILE consts needs none)."""
+
+    def __init__(self, source: WeightSource):
+        self.source = source
+        self.reader = source if isinstance(source, BlobReader) else None
+
+    def read(self, where: str, name: str, offset: int, t: TensorType) -> np.ndarray:
+        if self.source is None:
+            raise MILParseError(where, f"const {name!r} is in weight.bin, but none was given")
+        if self.reader is None:
+            try:
+                self.reader = BlobReader(self.source)  # type: ignore[arg-type]
+            except (OSError, BlobFormatError) as exc:
+                raise MILParseError("weight.bin", str(exc)) from None
+        try:
+            return np.array(self.reader.read(offset, BlobDType[t.dtype.name], t.shape))
+        except BlobFormatError as exc:
+            raise MILParseError(where, f"const {name!r}: {exc}") from None
 
 
 class Assembler:
     """Rebuilds one function with the builder from declarations, checking declared types."""
 
-    def __init__(self, target: Target, function: str, weights: BlobReader | None):
+    def __init__(self, target: Target, function: str, weights: WeightFile):
         self.builder = Builder(target, function)
         self.weights = weights
         self.vars: dict[str, Var] = {}
@@ -88,13 +100,8 @@ class Assembler:
             raise MILParseError(where, f"{declared} cannot be stored in weight.bin")
         if path != WEIGHT_PATH:
             raise MILParseError(where, f"BLOBFILE path {path!r} is not {WEIGHT_PATH!r}")
-        if self.weights is None:
-            raise MILParseError(where, f"const {name!r} is in weight.bin, but none was given")
-        try:
-            data = self.weights.read(offset, BlobDType[declared.dtype.name], declared.shape)
-        except BlobFormatError as exc:
-            raise MILParseError(where, f"const {name!r}: {exc}") from None
-        self.const(where, name, declared, ConstValue(np.array(data), declared))
+        data = self.weights.read(where, name, offset, declared)
+        self.const(where, name, declared, ConstValue(data, declared))
         self.offsets[name] = offset
 
     def op(
@@ -185,7 +192,7 @@ def _tokens(text: str) -> Iterator[_Tok]:
 
 
 class _Parser:
-    def __init__(self, text: str, weights: BlobReader | None):
+    def __init__(self, text: str, weights: WeightFile):
         self.toks = list(_tokens(text))
         self.i = 0
         self.weights = weights
@@ -497,4 +504,4 @@ class _Parser:
 def parse_text(text: str, weights: WeightSource = None) -> ParsedProgram:
     """Parse model.mil text; `weights` is weight.bin (a path, its bytes, or a BlobReader), needed
     when the text has BLOBFILE consts."""
-    return _Parser(text, _reader(weights)).program()
+    return _Parser(text, WeightFile(weights)).program()

@@ -102,9 +102,13 @@ def verify_build(build: KernelBuild, seed: int = 0) -> dict[str, Any]:
     }
 
 
-def verification_entry(build: KernelBuild, seed: int = 0) -> Entry:
-    """verification.json for `write_kernel_zip(..., extra_entries=[...])`."""
-    report = verify_build(build, seed)
+def report_entry(report: dict[str, Any]) -> Entry:
+    """A verify_build report as the zip entry verification.json."""
     return Entry(
         "verification.json", (json.dumps(report, indent=2, sort_keys=True) + "\n").encode()
     )
+
+
+def verification_entry(build: KernelBuild, seed: int = 0) -> Entry:
+    """verification.json for `write_kernel_zip(..., extra_entries=[...])`."""
+    return report_entry(verify_build(build, seed))
