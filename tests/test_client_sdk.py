@@ -1,0 +1,102 @@
+"""The Python client against a real uvicorn server: byte-identical to local builds, uploads once,
+typed errors, retries on 503 with Retry-After."""
+
+import asyncio
+import threading
+
+import httpx
+import numpy as np
+import pytest
+from conftest import uvicorn_server
+from http_support import metric, weight_arrays
+
+from app.client import AsyncClient, Client, InvalidRequest, NotFound, Unavailable
+from app.kernels import compile_kernel
+
+CONV = {"in_channels": 32, "out_channels": 16, "spatial": 8, "bias": True}
+
+
+def test_remote_compile_equals_local_compile(server, tmp_path):
+    weights = weight_arrays("conv", CONV, seed=11)
+    local = compile_kernel("conv", CONV, weights, name="proj")
+    with Client(server.url) as c:
+        assert c.compile("conv", CONV, weights, name="proj") == local
+        saved = c.compile(
+            "conv", CONV, weights, name="proj", format="mil", save_to=tmp_path / "p.zip"
+        )
+    assert saved.read_bytes() == compile_kernel("conv", CONV, weights, name="proj", format="mil")
+
+
+def test_async_client_matches(server):
+    weights = weight_arrays("rmsnorm", {"channels": 64, "spatial": 4}, seed=2)
+
+    async def go():
+        async with AsyncClient(server.url) as c:
+            ops = await c.ops()
+            data = await c.compile(
+                "rmsnorm", {"channels": 64, "spatial": 4}, weights, target="ios17"
+            )
+            return ops, data
+
+    ops, data = asyncio.run(go())
+    assert "rmsnorm" in [o["name"] for o in ops]
+    assert data == compile_kernel(
+        "rmsnorm", {"channels": 64, "spatial": 4}, weights, target="ios17"
+    )
+
+
+def test_upload_sends_nothing_the_server_has(server, client):
+    array = np.random.default_rng(99).standard_normal((64, 64)).astype(np.float32)
+    before = metric(client, "ane_http_requests_total", route="/v1/blobs", method="POST")
+    with Client(server.url) as c:
+        first = c.upload(array)
+        second = c.upload(array.copy())
+    assert first == second and first.startswith("sha256:")
+    assert metric(client, "ane_http_requests_total", route="/v1/blobs", method="POST") == before + 1
+
+
+def test_errors_are_typed(server):
+    with Client(server.url) as c:
+        with pytest.raises(InvalidRequest) as bad:
+            c.compile("conv", {**CONV, "spatial": 0}, weight_arrays("conv", CONV))
+        assert bad.value.status == 422 and bad.value.field and "spatial" in bad.value.field
+        with pytest.raises(NotFound) as missing:
+            c.compile("nonsense", {})
+        assert missing.value.status == 404
+        with pytest.raises(Unavailable):  # no compiler on this machine: 503 after the retry budget
+            Client(server.url, max_retry_wait=0).compile(
+                "identity", {"channels": 4, "spatial": 1}, format="mlmodelc"
+            )
+
+
+def test_retries_503_with_retry_after_until_served(tmp_path):
+    # One worker and no backlog: concurrent builds beyond the first are refused with 503 +
+    # Retry-After, and every client still ends up with its zip by retrying.
+    with uvicorn_server(
+        tmp_path / "data", workers="1", max_backlog="0", retry_after_seconds="1"
+    ) as url:
+        params = {"in_channels": 2048, "out_channels": 2048, "spatial": 8}
+        results, errors = {}, []
+        together = threading.Barrier(6)
+
+        def fetch(i: int) -> None:
+            try:
+                weights = weight_arrays("conv", params, seed=i)
+                with Client(url, max_retry_wait=120) as c:
+                    c.upload(weights["weight"])
+                    together.wait()  # every build request arrives at once
+                    results[i] = c.compile("conv", params, weights)
+            except Exception as exc:  # collected and asserted below
+                errors.append(exc)
+
+        threads = [threading.Thread(target=fetch, args=(i,)) for i in range(6)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert not errors, errors
+        assert len(results) == 6 and len(set(results.values())) == 6
+        with httpx.Client(base_url=url) as plain:
+            assert (
+                metric(plain, "ane_http_requests_total", status="503") >= 1
+            )  # retries really happened
