@@ -18,6 +18,7 @@ from app.observability import logs
 from app.observability.access import AccessMiddleware
 from app.routers import blobs, kernels, ops, system
 from app.schemas.requests import KERNEL_REQUEST_ADAPTER, Problem
+from app.service.auth import add_security
 from app.service.compiler import Compiler
 from app.service.context import Services
 from app.service.problems import install_handlers
@@ -79,6 +80,8 @@ def _extend_openapi(app: FastAPI) -> None:
         problem = Problem.model_json_schema(ref_template=ref)
         components.update(problem.pop("$defs", {}))
         components["Problem"] = problem
+        if app.state.services.settings.api_key_set:
+            add_security(schema)
         app.openapi_schema = schema
         return schema
 

@@ -148,7 +148,11 @@ def _store(
 @router.head(
     "/blobs/{digest}",
     summary="Is this blob stored?",
-    responses={200: {"description": "Stored"}, 404: {"description": "Not stored"}},
+    responses={
+        200: {"description": "Stored"},
+        404: {"description": "Not stored"},
+        **problems(401, 422),
+    },
 )
 async def has_blob(digest: DigestPath, svc: Services = Depends(services)) -> Response:
     return Response(status_code=200 if digest in svc.blobs else 404)

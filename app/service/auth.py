@@ -1,36 +1,49 @@
-"""Optional API keys: `Authorization: Bearer <key>` against ANE_API_KEYS (off when empty)."""
+"""Optional API keys: `Authorization: Bearer <key>` against ANE_API_KEYS (off when empty).
+
+The OpenAPI document declares the bearer scheme only when keys are configured (see
+app/main.py), so the docs describe the service as it runs.
+"""
 
 from __future__ import annotations
 
 import hmac
 
 from fastapi import Depends, Request
-from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from app.service.context import Services, services
 from app.service.problems import Problem
 
-# auto_error=False: a missing header becomes our own 401 problem, not FastAPI's 403.
-_bearer = HTTPBearer(auto_error=False, description="required when ANE_API_KEYS is set")
+SCHEME = "bearer"
+_CHALLENGE = {"WWW-Authenticate": 'Bearer realm="ane-kernels"'}
 
 
-def require_api_key(
-    request: Request,
-    credentials: HTTPAuthorizationCredentials | None = Depends(_bearer),
-    svc: Services = Depends(services),
-) -> None:
+def require_api_key(request: Request, svc: Services = Depends(services)) -> None:
     keys = svc.settings.api_key_set
     if not keys:
         return
-    challenge = {"WWW-Authenticate": 'Bearer realm="ane-kernels"'}
-    if credentials is None:
+    scheme, _, token = request.headers.get("authorization", "").partition(" ")
+    if scheme.lower() != "bearer" or not token.strip():
         raise Problem(
             401,
             "this service needs an API key: send `Authorization: Bearer <key>`",
             title="Unauthorized",
-            headers=challenge,
+            headers=_CHALLENGE,
         )
-    given = credentials.credentials.encode()
+    given = token.strip().encode()
     # Compare against every key in constant time, so timing says nothing about which is close.
     if not any(hmac.compare_digest(given, key.encode()) for key in keys):
-        raise Problem(401, "the API key is not valid", title="Unauthorized", headers=challenge)
+        raise Problem(401, "the API key is not valid", title="Unauthorized", headers=_CHALLENGE)
+
+
+def add_security(schema: dict, protected_prefix: str = "/v1/", open_paths=("/v1/info",)) -> None:
+    """Declare bearer auth on the protected operations of an OpenAPI document."""
+    components = schema.setdefault("components", {})
+    components.setdefault("securitySchemes", {})[SCHEME] = {
+        "type": "http",
+        "scheme": "bearer",
+        "description": "one of the keys in ANE_API_KEYS",
+    }
+    for path, item in schema.get("paths", {}).items():
+        if path.startswith(protected_prefix) and path not in open_paths:
+            for operation in item.values():
+                operation["security"] = [{SCHEME: []}]
