@@ -6,6 +6,7 @@
                         -o OUT.zip
     ane-kernels validate PATH
     ane-kernels run ZIP [--input NAME=FILE.npy ...] [--random-inputs SEED] --output-dir DIR
+    ane-kernels worker --queue ane-macos|ane-linux [--redis-url URL] [--burst]
 
 Exit codes: 0 success, 1 an artifact is invalid, 2 a bad request (the message names the field).
 """
@@ -147,6 +148,19 @@ def _cmd_validate(args) -> int:
     return 0
 
 
+def _cmd_worker(args) -> int:
+    from app.jobs import JobSettings
+    from app.jobs.worker import build_worker
+
+    overrides = {"redis_url": args.redis_url} if args.redis_url else {}
+    try:
+        worker = build_worker(args.queue, JobSettings(**overrides), burst=args.burst)
+    except ValueError as exc:
+        raise CLIError(str(exc)) from None
+    worker.run()
+    return 0
+
+
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="ane-kernels", description="Apple Neural Engine kernels on demand"
@@ -183,6 +197,17 @@ def parser() -> argparse.ArgumentParser:
     )
     val.add_argument("path")
     val.set_defaults(run=_cmd_validate)
+
+    work = sub.add_parser("worker", help="run jobs from the farm's queue (arq on Redis)")
+    work.add_argument(
+        "--queue",
+        required=True,
+        choices=["ane-macos", "ane-linux"],
+        help="ane-macos: compile jobs (needs Xcode); ane-linux: generation and packaging",
+    )
+    work.add_argument("--redis-url", help="default: ANE_REDIS_URL")
+    work.add_argument("--burst", action="store_true", help="exit once the queue is empty")
+    work.set_defaults(run=_cmd_worker)
     return p
 
 

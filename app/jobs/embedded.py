@@ -1,0 +1,138 @@
+"""The embedded engine: jobs run by asyncio tasks inside the API process, records in memory.
+
+The default (no Redis, nothing else to start): `make run` on a fresh machine serves every format
+its own compiler allows. Records do not survive a restart; set ANE_REDIS_URL for that.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import platform
+import shutil
+import time
+from pathlib import Path
+
+from app.compile import Compiler
+from app.jobs.artifacts import SharedArtifacts
+from app.jobs.config import JobSettings
+from app.jobs.engine import JobEngine
+from app.jobs.model import Job, JobError, JobSpec, WorkerInfo
+from app.jobs.pipeline import Runtime, Transient, fail, give_up, note_retry, run_job
+from app.jobs.records import MemoryRecords
+from app.service.problems import Problem
+
+log = logging.getLogger("ane.jobs")
+
+
+class EmbeddedEngine(JobEngine):
+    name = "embedded"
+
+    def __init__(
+        self,
+        settings: JobSettings,
+        artifacts: SharedArtifacts,
+        blobs,
+        compiler: Compiler | None,
+        workdir: Path,
+    ):
+        super().__init__(settings, artifacts)
+        self.records = MemoryRecords(settings.job_keep_s)
+        self.worker_id = f"{platform.node()}:{os.getpid()}:embedded"
+        self.runtime = Runtime(
+            settings, self.records, artifacts, blobs, compiler, self.worker_id, workdir
+        )
+        self._queue: asyncio.Queue[tuple[str, int]] = asyncio.Queue()
+        self._running: dict[str, asyncio.Task] = {}
+        self._tasks: list[asyncio.Task] = []
+        self._started_at = time.time()
+        self._finished = 0
+
+    async def start(self) -> None:
+        shutil.rmtree(self.runtime.workdir, ignore_errors=True)
+        self.runtime.workdir.mkdir(parents=True, exist_ok=True)
+        self._tasks = [
+            asyncio.create_task(self._loop(), name=f"ane-job-worker-{i}")
+            for i in range(self.settings.embedded_workers)
+        ]
+
+    async def close(self) -> None:
+        for task in [*self._tasks, *self._running.values()]:
+            task.cancel()
+        await asyncio.gather(*self._tasks, *self._running.values(), return_exceptions=True)
+        self._tasks.clear()
+
+    def check(self, spec: JobSpec) -> None:
+        if spec.format == "mlmodelc" and self.runtime.compiler is None:
+            raise Problem(
+                503,
+                "format mlmodelc needs a Core ML compiler and this service has none (no xcrun; "
+                "ANE_COMPILER); run it on a Mac, or set ANE_REDIS_URL and add a macOS worker",
+                title="Compiler unavailable",
+                field="format",
+            )
+
+    async def _dispatch(self, job: Job) -> None:
+        await self._queue.put((job.id, job.run))
+
+    async def _stop(self, job: Job) -> None:
+        task = self._running.get(job.id)
+        if task is not None:
+            task.cancel()  # a queued job is skipped when its turn comes: its record says cancelled
+
+    async def _loop(self) -> None:
+        while True:
+            job_id, run = await self._queue.get()
+            task = asyncio.create_task(self._attempts(job_id, run))
+            self._running[job_id] = task
+            try:
+                await asyncio.shield(task)
+            except asyncio.CancelledError:
+                if not task.cancelled():  # the engine is closing, not the job being cancelled
+                    task.cancel()
+                    raise
+            finally:
+                self._running.pop(job_id, None)
+                self._finished += 1
+
+    async def _attempts(self, job_id: str, run: int) -> None:
+        rt, attempt = self.runtime, 1
+        while True:
+            try:
+                await run_job(rt, job_id, run, attempt)
+                return
+            except Transient as exc:
+                if attempt >= self.settings.job_max_tries:
+                    await give_up(rt, job_id, run, attempt, str(exc))
+                    return
+                await note_retry(rt, job_id, run, str(exc))
+                await asyncio.sleep(self.settings.backoff(attempt))
+                attempt += 1
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:  # a bug must not leave the record running forever
+                log.exception("job crashed", extra={"job": job_id})
+                with contextlib.suppress(Exception):
+                    message = f"{type(exc).__name__}: {exc}"
+                    await fail(rt, job_id, run, JobError(kind="internal", message=message))
+                return
+
+    async def workers(self) -> list[WorkerInfo]:
+        compiler = self.runtime.compiler
+        return [
+            WorkerInfo(
+                id=self.worker_id,
+                queue="embedded",
+                platform=platform.system().lower(),
+                hostname=platform.node(),
+                pid=os.getpid(),
+                compiler=compiler.name if compiler else None,
+                toolchain=await compiler.toolchain() if compiler else None,
+                started_at=self._started_at,
+                last_seen=time.time(),
+                running=len(self._running),
+                finished=self._finished,
+            )
+        ]
