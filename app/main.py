@@ -11,12 +11,11 @@ from contextlib import asynccontextmanager
 from typing import Any
 
 from fastapi import FastAPI
-from fastapi_offline import FastAPIOffline
 
 from app import __version__
 from app.observability import logs
 from app.observability.access import AccessMiddleware
-from app.routers import blobs, kernels, ops, system
+from app.routers import blobs, docs, kernels, ops, system
 from app.schemas.requests import KERNEL_REQUEST_ADAPTER, Problem
 from app.service.auth import add_security
 from app.service.compiler import Compiler
@@ -46,18 +45,19 @@ def create_app(settings: Settings | None = None, compiler: Compiler | None = Non
         yield
         svc.pool.shutdown()
 
-    app = FastAPIOffline(
+    app = FastAPI(
         title="ANE Kernel Service",
         version=__version__,
         description=DESCRIPTION,
         lifespan=lifespan,
-        static_url="/static/docs",  # Swagger UI and ReDoc assets, served by this app
-        swagger_ui_parameters={"defaultModelsExpandDepth": 0, "displayRequestDuration": True},
+        docs_url=None,  # app/routers/docs.py serves both pages with local assets
+        redoc_url=None,
     )
     app.state.services = svc
     install_handlers(app)
     for module in (ops, kernels, blobs, system):
         app.include_router(module.router)
+    docs.install(app)
     app.add_middleware(AccessMiddleware, metrics=svc.metrics)
     _extend_openapi(app)
     return app
