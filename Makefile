@@ -17,7 +17,12 @@ run: $(BIN)/activate
 	$(BIN)/uvicorn app.main:app --host $(HOST) --port $(PORT)
 
 # pytest exits 5 when it collected no tests: that is a failure here, not a pass.
+# The docs-page test drives Debian's chromium; install it when we can (root) and it is missing.
 test: $(BIN)/activate
+	@if [ ! -x /usr/bin/chromium ] && [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+		echo "installing chromium for the /docs browser test"; \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; \
+	fi
 	$(BIN)/ruff check app tests bench
 	$(BIN)/python -m pytest; rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "no tests were collected" >&2; exit 1; fi; exit $$rc
