@@ -14,8 +14,9 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 import numpy as np
 
@@ -28,6 +29,7 @@ from app.mil.text import WEIGHT_PATH
 from app.mil.types import DType, StateType, TensorType, ValueType
 
 WeightSource = str | os.PathLike[str] | bytes | BlobReader | None
+T = TypeVar("T")
 
 
 class MILParseError(ValueError):
@@ -215,16 +217,26 @@ class _Parser:
         self.i += 1
         return tok
 
-    def expect(self, text: str) -> None:
-        if self.tok.text != text or self.tok.kind in ("string", "end"):
-            raise self.fail(f"expected {text!r}")
-        self.i += 1
+    def expect(self, *texts: str) -> None:
+        for text in texts:
+            if self.tok.text != text or self.tok.kind in ("string", "end"):
+                raise self.fail(f"expected {text!r}")
+            self.i += 1
 
     def accept(self, text: str) -> bool:
         if self.tok.text == text and self.tok.kind not in ("string", "end"):
             self.i += 1
             return True
         return False
+
+    def items(self, close: str, parse: Callable[[], T]) -> list[T]:
+        """Comma-separated `parse()` results up to the `close` token."""
+        out: list[T] = []
+        while not self.accept(close):
+            if out:
+                self.expect(",")
+            out.append(parse())
+        return out
 
     def name(self) -> str:
         if self.tok.kind != "name":
@@ -263,18 +275,19 @@ class _Parser:
         if self.accept("tensor"):
             self.expect("<")
             dtype = self.dtype()
-            self.expect(",")
-            self.expect("[")
-            dims: list[int] = []
-            while not self.accept("]"):
-                if dims:
-                    self.expect(",")
-                if self.tok.text == "?":
-                    raise self.fail("unknown dimensions are not supported")
-                dims.append(int(self.number()))
+            self.expect(",", "[")
+            dims = self.items("]", self.dim)
             self.expect(">")
             return TensorType(dtype, tuple(dims))
         return TensorType(self.dtype(), ())  # iOS18 bare scalar
+
+    def dim(self) -> int:
+        if self.tok.text == "?":
+            raise self.fail("unknown dimensions are not supported")
+        value = self.number()
+        if not isinstance(value, int):
+            raise self.fail("expected an integer dimension")
+        return value
 
     def element(self, dtype: DType):
         if dtype is DType.STRING:
@@ -297,16 +310,11 @@ class _Parser:
             raise MILParseError(where, "a const cannot hold a state")
         self.expect("(")
         if self.accept("BLOBFILE"):
-            self.expect("(")
-            self.expect("path")
-            self.expect("=")
+            self.expect("(", "path", "=")
             path = self.scalar(DType.STRING)
-            self.expect(",")
-            self.expect("offset")
-            self.expect("=")
+            self.expect(",", "offset", "=")
             offset = self.scalar(DType.UINT64)
-            self.expect(")")
-            self.expect(")")
+            self.expect(")", ")")
             if vtype != declared:
                 raise MILParseError(
                     where, f"const {name!r} is declared {declared}, value is {vtype}"
@@ -315,11 +323,7 @@ class _Parser:
             return
         if vtype.shape:
             self.expect("[")
-            items = []
-            while not self.accept("]"):
-                if items:
-                    self.expect(",")
-                items.append(self.element(vtype.dtype))
+            items = self.items("]", lambda: self.element(vtype.dtype))
             if len(items) != vtype.size:
                 raise MILParseError(where, f"{vtype} needs {vtype.size} values, got {len(items)}")
             data = np.asarray(items, dtype=vtype.dtype.numpy).reshape(vtype.shape)
@@ -341,8 +345,7 @@ class _Parser:
 
     # -- program structure ------------------------------------------------------------------------
     def program(self) -> ParsedProgram:
-        self.expect("program")
-        self.expect("(")
+        self.expect("program", "(")
         version_where = self.where
         version = self.next().text
         self.expect(")")
@@ -373,31 +376,25 @@ class _Parser:
         return ParsedProgram(Program(target, functions), offsets, info)
 
     def build_info(self) -> dict[str, str]:
-        self.expect("[")
-        self.expect("buildInfo")
-        self.expect("=")
-        self.expect("dict")
-        self.expect("<")
+        self.expect("[", "buildInfo", "=", "dict", "<")
         key = self.vtype()
         self.expect(",")
         val = self.vtype()
         self.expect(">")
         if key != TensorType(DType.STRING, ()) or val != key:
             raise MILParseError(self.where, "buildInfo must be a dict of strings")
-        self.expect("(")
+        self.expect("(", "{")
+        pairs = self.items("}", self.string_pair)
+        self.expect(")", "]")
+        return dict(pairs)
+
+    def string_pair(self) -> tuple[str, str]:
         self.expect("{")
-        info: dict[str, str] = {}
-        while not self.accept("}"):
-            if info:
-                self.expect(",")
-            self.expect("{")
-            k = self.string()
-            self.expect(",")
-            info[k] = self.string()
-            self.expect("}")
-        self.expect(")")
-        self.expect("]")
-        return info
+        key = self.string()
+        self.expect(",")
+        value = self.string()
+        self.expect("}")
+        return key, value
 
     def function(self) -> tuple[Function, Target, dict[str, int]]:
         self.expect("func")
@@ -410,32 +407,26 @@ class _Parser:
             raise MILParseError(where, f"unsupported target {opset!r}; one of {', '.join(TARGETS)}")
         asm = Assembler(TARGETS[opset], fn_name, self.weights)
         self.expect("(")
-        while not self.accept(")"):
-            if asm.vars:
-                self.expect(",")
-            where = self.where
-            vtype = self.vtype()
-            asm.param(where, self.name(), vtype)
+        self.items(")", lambda: self.param(asm))
         self.expect("{")
         while not self.accept("}"):
             self.statement(asm)
-        self.expect("->")
-        self.expect("(")
+        self.expect("->", "(")
         where = self.where
-        outputs: list[str] = []
-        while not self.accept(")"):
-            if outputs:
-                self.expect(",")
-            outputs.append(self.name())
+        outputs = self.items(")", self.name)
         self.expect(";")
         return asm.finish(where, outputs), TARGETS[opset], asm.offsets
+
+    def param(self, asm: Assembler) -> None:
+        where = self.where
+        vtype = self.vtype()
+        asm.param(where, self.name(), vtype)
 
     def statement(self, asm: Assembler) -> None:
         where = self.where
         outputs: list[tuple[str, ValueType]] = []
-        if (
-            self.toks[self.i + 1].text != "("
-        ):  # `T a, T b = op(...)`; an output-less op starts `op(`
+        # `T a, T b = op(...)`; an op without outputs starts `op(`
+        if self.toks[self.i + 1].text != "(":
             while True:
                 vtype = self.vtype()
                 outputs.append((self.name(), vtype))
@@ -445,14 +436,10 @@ class _Parser:
         op_type = self.name()
         self.expect("(")
         args: dict[str, str | tuple[str, ...]] = {}
-        while not self.accept(")"):
-            if args:
-                self.expect(",")
-            arg = self.name()
-            self.expect("=")
+        for arg, ref in self.items(")", self.argument):
             if arg in args:
-                raise MILParseError(self.where, f"argument {arg!r} is given twice")
-            args[arg] = self.reference()
+                raise MILParseError(where, f"argument {arg!r} is given twice")
+            args[arg] = ref
         self.expect("[")
         attrs: set[str] = set()
         op_name = val_declared = None
@@ -486,19 +473,15 @@ class _Parser:
             return
         asm.op(where, op_type, op_name, args, outputs)
 
-    def reference(self) -> str | tuple[str, ...]:
-        if not self.accept("("):
-            if self.tok.kind != "name":
-                raise self.fail(
-                    "expected a variable name (inline literal arguments are not supported)"
-                )
-            return self.name()
-        refs: list[str] = []
-        while not self.accept(")"):
-            if refs:
-                self.expect(",")
-            refs.append(self.name())
-        return tuple(refs)
+    def argument(self) -> tuple[str, str | tuple[str, ...]]:
+        """`name = var` or `name = (var, var, ...)`."""
+        arg = self.name()
+        self.expect("=")
+        if self.accept("("):
+            return arg, tuple(self.items(")", self.name))
+        if self.tok.kind != "name":
+            raise self.fail("expected a variable name (inline literal arguments are not supported)")
+        return arg, self.name()
 
 
 def parse_text(text: str, weights: WeightSource = None) -> ParsedProgram:
