@@ -120,9 +120,14 @@ def test_rmsnorm_spelling_avoids_the_known_rejections():
 
 
 def test_sdpa_spelling_has_no_scale_argument():
+    # The op divides by √head_dim itself: the default scale needs no multiply...
     text = _text(build_kernel("sdpa", {"n_heads": 2, "head_dim": 16, "seq_len": 4}, random_seed=0))
+    assert "scaled_dot_product_attention(key = k, query = q, value = v)" in text
+    assert "mul(" not in text and "scale =" not in text
+    # ...and another scale multiplies Q by scale·√head_dim (0.5·4 = 2).
+    text = _text(build_kernel("sdpa", {"n_heads": 2, "head_dim": 16, "seq_len": 4, "scale": 0.5}))
+    assert 'fp16 q_scaled_y = const()[name = string("q_scaled_y"), val = fp16(0x1p+1)];' in text
     assert "scaled_dot_product_attention(key = k, query = q_scaled, value = v)" in text
-    assert 'fp16 q_scaled_y = const()[name = string("q_scaled_y"), val = fp16(0x1p-2)];' in text
     assert "mul(x = q, y = q_scaled_y)" in text and "scale =" not in text
     causal = _text(
         build_kernel(

@@ -289,16 +289,8 @@ def test_causal_queries_are_the_last_positions():
         assert abs(weights[i].sum() - 1) < 4e-3
 
 
-# The iOS18 scaled_dot_product_attention op divides Q·Kᵀ by sqrt(head_dim) itself (coremltools'
-# op definition), and the kernel also multiplies Q by the scale first: the non-causal program
-# computes softmax(Q·Kᵀ·scale/sqrt(d))·V. Strict: this turns into a failure once the kernel is fixed.
-SDPA_DOUBLE_SCALE = pytest.mark.xfail(
-    strict=True,
-    reason="kernel bug: non-causal sdpa scales twice (Q·scale, then the op's own 1/sqrt(d))",
-)
-
-
-@SDPA_DOUBLE_SCALE
+# The iOS18 op divides Q·Kᵀ by sqrt(head_dim) itself (coremltools' definition); the kernel
+# compensates, so the program computes softmax(Q·Kᵀ·scale)·V for any scale.
 @pytest.mark.parametrize(
     ("heads", "d", "seq", "kv", "scale"),
     [(2, 16, 4, 4, None), (1, 8, 3, 6, 0.5), (2, 4, 5, 2, 1.0)],

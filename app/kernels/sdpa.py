@@ -1,7 +1,10 @@
 """sdpa: softmax(Q·Kᵀ·scale)·V on [1, heads, seq, head_dim].
 
-The iOS18 op has no `scale` argument (passing one makes the ANE compiler reject the program), so
-Q is multiplied by the scale first. The ANE ignores attn_mask, so causal attention is spelled out:
+The iOS18 op has no `scale` argument (passing one makes the ANE compiler reject the program) and
+always divides Q·Kᵀ by √head_dim itself, so a requested scale is applied by multiplying Q by
+scale·√head_dim first; the default scale (1/√head_dim) needs no multiply at all. Causal attention
+spells the scale out in full, because it does not use the op. The ANE ignores attn_mask, so causal
+attention is spelled out:
 matmul(transpose_y) → add a mask const → softmax → matmul. Queries are the last seq_len of the
 kv_seq_len positions, as when decoding with a KV cache.
 """
@@ -33,9 +36,11 @@ def build(b: Builder, p: SDPAParams, w: dict[str, np.ndarray]):
     k = b.input("k", FP16, (1, h, p.kv_len, d))
     v = b.input("v", FP16, (1, h, p.kv_len, d))
     scale = p.scale if p.scale is not None else 1 / math.sqrt(d)
-    qs = b.op("mul", "q_scaled", x=q, y=scale)
     if not p.causal:
+        q_pre = scale * math.sqrt(d)  # undoes the op's own 1/√head_dim
+        qs = q if math.isclose(q_pre, 1.0, rel_tol=1e-12) else b.op("mul", "q_scaled", x=q, y=q_pre)
         return [b.op("scaled_dot_product_attention", "y", query=qs, key=k, value=v)]
+    qs = b.op("mul", "q_scaled", x=q, y=scale)
     if p.seq_len * p.kv_len > MAX_MASK_ELEMENTS:
         raise KernelSpecError(
             "params.seq_len", f"a causal mask of {p.seq_len}×{p.kv_len} is too large"
