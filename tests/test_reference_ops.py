@@ -264,10 +264,13 @@ def sdpa_case(rng, heads, d, seq, kv, causal, scale=None):
     seq=st.integers(1, 8),
     extra=st.integers(0, 8),
     scale=st.sampled_from([None, 0.25, 1.0]),
+    causal=st.booleans(),
     seed=st.integers(0, 2**16),
 )
-def test_causal_sdpa_is_masked_softmax_attention(heads, d, seq, extra, scale, seed):
-    result, exact = sdpa_case(np.random.default_rng(seed), heads, d, seq, seq + extra, True, scale)
+def test_sdpa_is_softmax_attention(heads, d, seq, extra, scale, causal, seed):
+    """Causal (kv_seq_len >= seq_len) or not (kv_seq_len = seq_len + extra here as well)."""
+    rng = np.random.default_rng(seed)
+    result, exact = sdpa_case(rng, heads, d, seq, seq + extra, causal, scale)
     assert rel_error(result.outputs["y"], exact) <= TOL["sdpa"]
 
 

@@ -55,7 +55,7 @@ def sweep(n: int = 60, seed: int = 123) -> dict[str, float]:
             int(rng.choice([4, 16, 64, 128])),
             int(rng.integers(1, 64)),
         )
-        attn = {"n_heads": heads, "head_dim": dim, "seq_len": seq, "causal": True}
+        attn = {"n_heads": heads, "head_dim": dim, "seq_len": seq, "causal": i % 2 == 0}
         record("sdpa", {**attn, "kv_seq_len": seq + int(rng.integers(0, 64))}, i=i)
     return worst
 
