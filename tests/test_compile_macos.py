@@ -69,7 +69,9 @@ def test_placement_report_counts_every_op(tmp_path):
     assert any(o["op"] == "conv" for o in placement["ops"])
 
 
-@pytest.mark.skipif(not coremltools_can_compile(), reason="needs macOS with coremltools built against Core ML")
+@pytest.mark.skipif(
+    not coremltools_can_compile(), reason="needs macOS with coremltools built against Core ML"
+)
 def test_coremltools_backend_compiles(tmp_path):
     result = asyncio.run(compile_kernel_zip(conv(), CoreMLToolsCompiler(), tmp_path, 300))
     with zipfile.ZipFile(result.zip_path) as zf:

@@ -90,9 +90,11 @@ class EmbeddedEngine(JobEngine):
             try:
                 await asyncio.shield(task)
             except asyncio.CancelledError:
-                if not task.cancelled():  # the engine is closing, not the job being cancelled
+                current = asyncio.current_task()
+                if current is not None and current.cancelling():  # the engine is closing
                     task.cancel()
                     raise
+                # otherwise only the job was cancelled: take the next one
             finally:
                 self._running.pop(job_id, None)
                 self._finished += 1
