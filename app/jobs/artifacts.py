@@ -9,6 +9,7 @@ against the digest in the job record once per file version, then serves it.
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 from typing import Any
@@ -60,21 +61,34 @@ class SharedArtifacts:
         return path
 
     def _adopt(self, key: str) -> StoredEntry | None:
-        """An entry another process published (absent from this process's index)."""
-        import json
+        return foreign_entry(self.cache, key)
 
+
+_checked: dict[Path, tuple[int, int, int]] = {}
+
+
+def foreign_entry(store: ContentStore, key: str) -> StoredEntry | None:
+    """An entry another process published into a shared store (absent from this process's
+    index): read its sidecar and check the data against the digest it records, once per file
+    version. Blocking."""
+    path = store.data_path(key)
+    try:
+        meta = json.loads(store.meta_path(key).read_text())
+        st = path.stat()
+    except (OSError, ValueError):
+        return None
+    signature = (st.st_ino, st.st_size, st.st_mtime_ns)
+    if _checked.get(path) != signature:
         try:
-            meta = json.loads(self.cache.meta_path(key).read_text())
-        except (OSError, ValueError):
+            ok = st.st_size == meta["size"] and meta["digest"] == sha256_range(
+                path, meta.get("offset", 0), meta.get("length")
+            )
+        except (OSError, KeyError):
+            ok = False
+        if not ok:
             return None
-        ref = ArtifactRef(
-            key=key,
-            digest=meta.get("digest", ""),
-            size=int(meta.get("size", -1)),
-            filename=meta.get("filename", ""),
-        )
-        path = self.path(ref)
-        return StoredEntry(key, path, meta) if path is not None else None
+        _checked[path] = signature
+    return StoredEntry(key, path, meta)
 
 
 def _ref(entry: StoredEntry) -> ArtifactRef:

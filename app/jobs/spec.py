@@ -97,7 +97,7 @@ def resolve_weights(spec: JobSpec, blobs: BlobStore) -> dict[str, np.ndarray]:
                 raise KernelSpecError(field, "inline values do not match their digest")
             arrays[name] = array
             continue
-        tensor = blobs.get(ref.digest)
+        tensor = blobs.get(ref.digest) or _uploaded_elsewhere(blobs, ref.digest)
         if tensor is None:
             raise KernelSpecError(
                 field,
@@ -106,3 +106,13 @@ def resolve_weights(spec: JobSpec, blobs: BlobStore) -> dict[str, np.ndarray]:
             )
         arrays[name] = tensor.array()
     return arrays
+
+
+def _uploaded_elsewhere(blobs: BlobStore, digest: str):
+    """A blob the API (another process) stored after this worker indexed the blob store."""
+    from app.jobs.artifacts import foreign_entry
+    from app.uploads.blobstore import _tensor, digest_hex
+
+    key = digest_hex(digest)
+    entry = foreign_entry(blobs.store, key) if key else None
+    return _tensor(entry) if entry is not None else None
