@@ -25,6 +25,7 @@ from app.cache.store import ContentStore
 from app.jobs import JobSettings, JobState, make_spec
 from app.jobs.arq_engine import ArqEngine
 from app.jobs.artifacts import SharedArtifacts
+from app.kernels import compile_kernel
 
 COMPILE_TIMEOUT_S = 3
 CONTROLS = {
@@ -249,6 +250,41 @@ def test_workers_heartbeat_with_queue_platform_and_toolchain(farm):
     assert mac.pid == farm.workers["ane-macos"].pid and mac.platform == "linux"
     assert mac.compiler == "xcrun" and mac.toolchain["xcode"].startswith("Xcode 16.0")
     assert linux.compiler is None and linux.toolchain is None
+
+
+def test_a_weight_uploaded_after_the_workers_started_is_found_by_digest(farm):
+    from app.jobs.model import WeightRef
+    from app.uploads.blobstore import BlobStore
+    from app.uploads.tensors import sniff
+
+    blobs = BlobStore(farm.data_dir / "blobs", 1 << 30)  # the API's view of the shared volume
+    w = np.random.default_rng(7).standard_normal((8, 4)).astype(np.float32)
+    spool = blobs.new_spool_path()
+    with open(spool, "wb") as f:
+        np.save(f, w)
+    tensor = blobs.put(sniff(spool, "weights.weight"))
+    ref = WeightRef(digest=tensor.digest, dtype="float32", shape=[8, 4])
+    uploaded = conv_spec("uploaded", fmt="mil").model_copy(update={"weights": {"weight": ref}})
+    missing_ref = ref.model_copy(update={"digest": "sha256:" + "0" * 64})
+    missing = uploaded.model_copy(update={"weights": {"weight": missing_ref}})
+
+    async def scenario():
+        async with farm.engine() as api:
+            ok = await api.wait((await api.submit(uploaded)).id, 60)
+            bad = await api.wait((await api.submit(missing)).id, 60)
+            return ok, (await api.artifact_path(ok)).read_bytes(), bad
+
+    ok, data, bad = asyncio.run(scenario())
+    assert ok.state == JobState.succeeded, ok.error
+    # the same bytes as the same kernel with the weight sent inline
+    inline = make_spec("conv", {"in_channels": 4, "out_channels": 8, "spatial": 2},
+                       {"weight": w}, format="mil", name="uploaded")  # fmt: skip
+    assert uploaded.key() == inline.key()
+    assert data == compile_kernel(
+        "conv", inline.params, {"weight": w}, format="mil", name="uploaded"
+    )
+    assert bad.state == JobState.failed and bad.error.field == "weights.weight"
+    assert "not in the blob store" in bad.error.message
 
 
 def test_finished_jobs_expire_after_the_keep_time(farm):
