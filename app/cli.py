@@ -6,7 +6,7 @@
                         -o OUT.zip
     ane-kernels validate PATH
     ane-kernels run ZIP [--input NAME=FILE.npy ...] [--random-inputs SEED] --output-dir DIR
-    ane-kernels worker --queue ane-macos|ane-linux [--redis-url URL] [--burst]
+    ane-kernels worker --queue ane-macos|ane-linux [--redis-url URL] [--burst] [--check]
 
 Exit codes: 0 success, 1 an artifact is invalid, 2 a bad request (the message names the field).
 """
@@ -150,9 +150,11 @@ def _cmd_validate(args) -> int:
 
 def _cmd_worker(args) -> int:
     from app.jobs import JobSettings
-    from app.jobs.worker import build_worker
+    from app.jobs.worker import build_worker, healthy
 
     overrides = {"redis_url": args.redis_url} if args.redis_url else {}
+    if args.check:
+        return 0 if healthy(args.queue, JobSettings(**overrides)) else EXIT_INVALID
     try:
         worker = build_worker(args.queue, JobSettings(**overrides), burst=args.burst)
     except ValueError as exc:
@@ -207,6 +209,9 @@ def parser() -> argparse.ArgumentParser:
     )
     work.add_argument("--redis-url", help="default: ANE_REDIS_URL")
     work.add_argument("--burst", action="store_true", help="exit once the queue is empty")
+    work.add_argument(
+        "--check", action="store_true", help="exit 0 if this host's worker is heartbeating, else 1"
+    )
     work.set_defaults(run=_cmd_worker)
     return p
 

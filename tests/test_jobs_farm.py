@@ -7,6 +7,7 @@ compiler itself. Its per-model controls make some kernels slow or failing by nam
 
 import asyncio
 import contextlib
+import subprocess
 import zipfile
 
 import numpy as np
@@ -297,3 +298,16 @@ def test_finished_jobs_expire_after_the_keep_time(farm):
     job, ttl = asyncio.run(scenario())
     assert job.state == JobState.succeeded
     assert 0 < ttl <= KEEP_S
+
+
+def test_worker_check_reports_this_hosts_heartbeat(farm):
+    from jobs_support import WORKER_BIN, free_port
+
+    def check(url):
+        return subprocess.run(
+            [str(WORKER_BIN), "worker", "--queue", "ane-linux", "--check", "--redis-url", url],
+            capture_output=True,
+        ).returncode
+
+    assert check(farm.url) == 0
+    assert check(f"redis://127.0.0.1:{free_port()}/0") == 1  # no Redis there: not healthy

@@ -186,6 +186,27 @@ def build_worker(queue: str, settings: JobSettings | None = None, burst: bool = 
     )
 
 
+def healthy(queue: str, settings: JobSettings | None = None) -> bool:
+    """Whether a worker for `queue` on this host has a live heartbeat (container healthchecks,
+    launchd watchdogs): `ane-kernels worker --queue Q --check`."""
+    import redis
+
+    settings = settings or JobSettings()
+    if not settings.redis_url:
+        return False
+    client = redis.Redis.from_url(settings.redis_url, socket_timeout=5)
+    try:
+        for key in client.scan_iter(match=f"{WORKER}{platform.node()}:*"):
+            raw = client.get(key)
+            if raw and WorkerInfo.model_validate_json(raw).queue == queue:
+                return True
+        return False
+    except redis.RedisError:
+        return False
+    finally:
+        client.close()
+
+
 def run_worker(queue: str, settings: JobSettings | None = None, burst: bool = False) -> None:
     """Run until SIGINT/SIGTERM (or, with `burst`, until the queue is empty)."""
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")

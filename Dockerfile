@@ -1,0 +1,34 @@
+# The API and the Linux worker (generation and packaging). macOS workers run natively on Macs
+# (see the README, "Build farm and macOS workers"): Core ML's compiler does not run in Linux.
+FROM python:3.11-slim
+
+ENV PYTHONDONTWRITEBYTECODE=1 \
+    PYTHONUNBUFFERED=1 \
+    PIP_NO_CACHE_DIR=1 \
+    PIP_DISABLE_PIP_VERSION_CHECK=1 \
+    ANE_DATA_DIR=/data
+
+RUN useradd --create-home --uid 10001 ane \
+    && mkdir -p /data \
+    && chown ane:ane /data
+
+WORKDIR /srv
+# Dependencies first, so editing the code does not reinstall them.
+COPY pyproject.toml README.md ./
+RUN mkdir app && touch app/__init__.py \
+    && pip install . \
+    && pip uninstall --yes ane-kernel-service \
+    && rm -rf app
+COPY app ./app
+RUN pip install --no-deps .
+
+USER ane
+VOLUME ["/data"]
+EXPOSE 8000
+
+# /healthz answers while the process serves requests. The worker service in docker-compose.yml
+# replaces this with `ane-kernels worker --check` (its heartbeat in Redis).
+HEALTHCHECK --interval=30s --timeout=5s --start-period=30s --retries=3 \
+    CMD ["python", "-c", "import sys, urllib.request; sys.exit(urllib.request.urlopen('http://127.0.0.1:8000/healthz', timeout=4).status != 200)"]
+
+CMD ["uvicorn", "app.main:app", "--host", "0.0.0.0", "--port", "8000"]
