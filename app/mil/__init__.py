@@ -1,9 +1,10 @@
 """MIL program IR, builder with type inference, and the model.mil / protobuf emitters."""
 
+from app.mil.assemble import MILParseError, ParsedProgram
 from app.mil.builder import Builder
 from app.mil.ir import IDENTIFIER, ConstValue, Function, MILBuildError, Operation, Program, Var
 from app.mil.ops import OPS
-from app.mil.parser import MILParseError, ParsedProgram, parse_text
+from app.mil.parser import parse_text
 from app.mil.proto import emit_proto
 from app.mil.targets import DEFAULT_TARGET, TARGETS, Target, get_target
 from app.mil.text import WEIGHT_PATH, emit_text, hex_float

@@ -6,157 +6,24 @@ rejected, naming the line. BLOBFILE consts come back as the values stored in `we
 given offset, read with the dtype and shape the text declares, so a wrong offset or dtype is caught
 (as an error when the entry does not fit, as a wrong answer when it fits another tensor).
 
-`Assembler` is the part shared with readers of other spellings (the protobuf loader): it takes
-declarations one by one and rebuilds the program with the builder.
+The rebuilding itself (`Assembler`) lives in `app.mil.assemble`, shared with the protobuf loader.
 """
 
 from __future__ import annotations
 
-import os
 import re
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TypeVar
 
 import numpy as np
 
-from app.blob import BlobDType, BlobFormatError, BlobReader
-from app.mil.builder import Builder
-from app.mil.ir import ConstValue, Function, MILBuildError, Program, Var
-from app.mil.ops import OPS
+from app.mil.assemble import Assembler, MILParseError, ParsedProgram, WeightFile, WeightSource
+from app.mil.ir import ConstValue, Function, Program
 from app.mil.targets import TARGETS, Target
-from app.mil.text import WEIGHT_PATH
 from app.mil.types import DType, StateType, TensorType, ValueType
 
-WeightSource = str | os.PathLike[str] | bytes | BlobReader | None
 T = TypeVar("T")
-
-
-class MILParseError(ValueError):
-    """Text (or a protobuf program) that does not describe a valid program; says where."""
-
-    def __init__(self, where: str, message: str):
-        self.where, self.message = where, message
-        super().__init__(f"{where}: {message}")
-
-
-@dataclass
-class ParsedProgram:
-    program: Program
-    offsets: dict[str, int]  # blob-backed const name -> metadata offset, as the text gives them
-    build_info: dict[str, str] = field(default_factory=dict)
-
-
-class WeightFile:
-    """weight.bin, opened on first use (text without BLOBFILE consts needs none)."""
-
-    def __init__(self, source: WeightSource):
-        self.source = source
-        self.reader = source if isinstance(source, BlobReader) else None
-
-    def read(self, where: str, name: str, offset: int, t: TensorType) -> np.ndarray:
-        if self.source is None:
-            raise MILParseError(where, f"const {name!r} is in weight.bin, but none was given")
-        if self.reader is None:
-            try:
-                self.reader = BlobReader(self.source)  # type: ignore[arg-type]
-            except (OSError, BlobFormatError) as exc:
-                raise MILParseError("weight.bin", str(exc)) from None
-        try:
-            return np.array(self.reader.read(offset, BlobDType[t.dtype.name], t.shape))
-        except BlobFormatError as exc:
-            raise MILParseError(where, f"const {name!r}: {exc}") from None
-
-
-class Assembler:
-    """Rebuilds one function with the builder from declarations, checking declared types."""
-
-    def __init__(self, target: Target, function: str, weights: WeightFile):
-        self.builder = Builder(target, function)
-        self.weights = weights
-        self.vars: dict[str, Var] = {}
-        self.offsets: dict[str, int] = {}
-
-    def param(self, where: str, name: str, vtype: ValueType) -> None:
-        try:
-            if isinstance(vtype, StateType):
-                var = self.builder.state(name, vtype.tensor.dtype, vtype.tensor.shape)
-            else:
-                var = self.builder.input(name, vtype.dtype, vtype.shape)
-        except MILBuildError as exc:
-            raise MILParseError(where, str(exc)) from None
-        self.vars[name] = var
-
-    def const(self, where: str, name: str, declared: ValueType, value: ConstValue) -> None:
-        if value.type != declared:
-            raise MILParseError(
-                where, f"const {name!r} is declared {declared} but holds {value.type}"
-            )
-        try:
-            self.vars[name] = self.builder.const(name, value)
-        except MILBuildError as exc:
-            raise MILParseError(where, str(exc)) from None
-
-    def blob(self, where: str, name: str, declared: ValueType, path: str, offset: int) -> None:
-        if not isinstance(declared, TensorType) or declared.dtype.name not in BlobDType.__members__:
-            raise MILParseError(where, f"{declared} cannot be stored in weight.bin")
-        if path != WEIGHT_PATH:
-            raise MILParseError(where, f"BLOBFILE path {path!r} is not {WEIGHT_PATH!r}")
-        data = self.weights.read(where, name, offset, declared)
-        self.const(where, name, declared, ConstValue(data, declared))
-        self.offsets[name] = offset
-
-    def op(
-        self,
-        where: str,
-        op_type: str,
-        name: str,
-        args: dict[str, str | tuple[str, ...]],
-        outputs: list[tuple[str, ValueType]],
-    ) -> None:
-        opdef = OPS.get(op_type)
-        if opdef is None:
-            raise MILParseError(where, f"unknown op type {op_type!r}")
-        bound: dict[str, Var | tuple[Var, ...]] = {}
-        for arg, ref in args.items():
-            spec = opdef.args.get(arg)
-            if spec is not None and spec.variadic and isinstance(ref, str):
-                ref = (ref,)  # a one-element tuple may be spelled without parentheses
-            bound[arg] = (
-                tuple(self._var(where, r) for r in ref)
-                if isinstance(ref, tuple)
-                else (self._var(where, ref))
-            )
-        try:
-            out = self.builder.op(op_type, name, **bound)
-        except MILBuildError as exc:
-            raise MILParseError(where, str(exc)) from None
-        produced = out.op.outputs if out is not None and out.op is not None else []
-        if [v.name for v in produced] != [n for n, _ in outputs]:
-            raise MILParseError(
-                where,
-                f"{op_type} {name!r} declares outputs {[n for n, _ in outputs]}, the builder names "
-                f"them {[v.name for v in produced]} (output names must follow the op name)",
-            )
-        for var, (out_name, declared) in zip(produced, outputs, strict=True):
-            if var.type != declared:
-                raise MILParseError(
-                    where, f"{out_name!r} is declared {declared} but {op_type} gives {var.type}"
-                )
-            self.vars[out_name] = var
-
-    def _var(self, where: str, name: str) -> Var:
-        try:
-            return self.vars[name]
-        except KeyError:
-            raise MILParseError(where, f"{name!r} is not defined before its use") from None
-
-    def finish(self, where: str, outputs: list[str]) -> Function:
-        try:
-            program = self.builder.build([self._var(where, n) for n in outputs])
-        except MILBuildError as exc:
-            raise MILParseError(where, str(exc)) from None
-        return program.functions[self.builder.function]
 
 
 # -- text -------------------------------------------------------------------------------------

@@ -21,7 +21,7 @@ import numpy as np
 
 from app.blob import BlobDType, BlobFormatError, BlobReader
 from app.mil import Function, Program, StateType, TensorType, Var
-from app.mil.parser import WeightSource
+from app.mil.assemble import WeightSource
 from app.reference.ops import TABLE, Args
 
 

@@ -3,7 +3,7 @@ bundle, each with the weight.bin beside it.
 
 Reading the artifact itself (not kernel.json's recipe) is the point: a package whose protobuf or
 weight offsets are wrong rebuilds into a program that fails here or computes a wrong answer.
-Ops are re-created through the builder (`app.mil.parser.Assembler`), so types are checked again.
+Ops are re-created through the builder (`app.mil.assemble.Assembler`), so types are checked again.
 """
 
 from __future__ import annotations
@@ -17,7 +17,8 @@ from coremltools.proto import MIL_pb2 as pb
 from coremltools.proto import Model_pb2
 
 from app.mil import TARGETS, ConstValue, DType, Function, Program, StateType, TensorType
-from app.mil.parser import Assembler, MILParseError, WeightFile, WeightSource, parse_text
+from app.mil.assemble import Assembler, MILParseError, WeightFile, WeightSource
+from app.mil.parser import parse_text
 from app.mil.types import ValueType
 
 MODEL_PATH = "Data/com.apple.CoreML/model.mlmodel"
