@@ -64,6 +64,39 @@ def sha256_range(path: Path, offset: int = 0, length: int | None = None) -> str:
     return "sha256:" + h.hexdigest()
 
 
+def data_path(root: Path, suffix: str, key: str) -> Path:
+    return root / key[:2] / f"{key}{suffix}"
+
+
+def meta_path(root: Path, key: str) -> Path:
+    return root / key[:2] / f"{key}.json"
+
+
+@dataclass(frozen=True)
+class Published:
+    """An entry put in place on disk by `publish_files`, ready for `ContentStore.adopt`."""
+
+    key: str
+    meta: dict[str, Any]
+    signature: tuple[int, int, int]
+    disk_bytes: int
+
+
+def publish_files(root: Path, suffix: str, key: str, src: Path, meta: dict[str, Any]) -> Published:
+    """The disk half of publishing: sidecar to a temp file, then both renamed into place (data
+    first: a sidecar never points at a missing file). Safe to run in a worker process."""
+    st = src.stat()
+    meta = {"offset": 0, "length": st.st_size, **meta, "size": st.st_size}
+    data, sidecar = data_path(root, suffix, key), meta_path(root, key)
+    data.parent.mkdir(exist_ok=True)
+    text = json.dumps(meta, sort_keys=True)
+    tmp = root / "tmp" / f"{uuid.uuid4().hex}.meta"
+    tmp.write_text(text)
+    os.replace(src, data)
+    os.replace(tmp, sidecar)
+    return Published(key, meta, _signature(data.stat()), st.st_size + len(text))
+
+
 class ContentStore:
     def __init__(
         self,
@@ -79,6 +112,7 @@ class ContentStore:
         self._on_evict, self._on_corrupt = on_evict, on_corrupt
         self._lock = threading.Lock()
         self._lru: OrderedDict[str, int] = OrderedDict()  # key -> bytes on disk, oldest first
+        self._total = 0  # sum of _lru's values, kept as entries come and go
         self._verified: dict[str, tuple[int, int, int]] = {}
         self._meta: dict[str, dict[str, Any]] = {}
         self.tmp_dir = root / "tmp"
@@ -87,17 +121,17 @@ class ContentStore:
 
     # -- layout --------------------------------------------------------------------------------
     def data_path(self, key: str) -> Path:
-        return self.root / key[:2] / f"{key}{self.suffix}"
+        return data_path(self.root, self.suffix, key)
 
     def meta_path(self, key: str) -> Path:
-        return self.root / key[:2] / f"{key}.json"
+        return meta_path(self.root, key)
 
     def temp_path(self) -> Path:
         return self.tmp_dir / f"{uuid.uuid4().hex}.part"
 
     @property
     def total_bytes(self) -> int:
-        return sum(self._lru.values())
+        return self._total
 
     def __contains__(self, key: str) -> bool:
         return key in self._lru
@@ -123,6 +157,7 @@ class ContentStore:
         for _, key, size, meta in sorted(found):
             self._lru[key] = size
             self._meta[key] = meta
+        self._total = sum(self._lru.values())
         for orphan in self.root.glob(f"??/*{self.suffix}"):
             if orphan.name.removesuffix(self.suffix) not in self._lru:
                 orphan.unlink(missing_ok=True)
@@ -185,30 +220,28 @@ class ContentStore:
         `meta` must hold `digest` (sha256 of [offset, offset+length) of the file, default the
         whole file); the caller computed it while or after writing, so it is trusted here.
         """
-        st = src.stat()
-        meta = {"offset": 0, "length": st.st_size, **meta, "size": st.st_size}
-        data, meta_path = self.data_path(key), self.meta_path(key)
-        data.parent.mkdir(exist_ok=True)
-        meta_tmp = self.temp_path()
-        meta_tmp.write_text(json.dumps(meta, sort_keys=True))
-        os.replace(src, data)  # data first: a sidecar never points at a missing file
-        os.replace(meta_tmp, meta_path)
+        return self.adopt(publish_files(self.root, self.suffix, key, src, meta))
+
+    def adopt(self, published: Published) -> StoredEntry:
+        """Index an entry whose files `publish_files` put in place (possibly in another
+        process); evicts the least recently used entries beyond the size bound."""
+        key = published.key
         with self._lock:
-            self._meta[key] = meta
-            self._verified[key] = _signature(data.stat())
-            self._lru[key] = st.st_size + len(json.dumps(meta, sort_keys=True))
+            self._meta[key] = published.meta
+            self._verified[key] = published.signature
+            self._total += published.disk_bytes - self._lru.get(key, 0)
+            self._lru[key] = published.disk_bytes
             self._lru.move_to_end(key)
             victims = self._victims(keep=key)
         for victim in victims:
             self._remove(victim)
         if victims:
             self._on_evict(len(victims))
-        return StoredEntry(key, data, meta)
+        return StoredEntry(key, self.data_path(key), published.meta)
 
     def _victims(self, keep: str) -> list[str]:
-        total = sum(self._lru.values())
-        victims = []
-        for key, size in self._lru.items():
+        total, victims = self._total, []
+        for key, size in self._lru.items():  # oldest first; stops as soon as it fits
             if total <= self.max_bytes:
                 break
             if key != keep:
@@ -218,7 +251,7 @@ class ContentStore:
 
     def _forget(self, key: str) -> None:
         with self._lock:
-            self._lru.pop(key, None)
+            self._total -= self._lru.pop(key, 0)
             self._meta.pop(key, None)
             self._verified.pop(key, None)
 
