@@ -16,6 +16,7 @@ from python_multipart.multipart import MultipartParser, MultipartState, parse_op
 from starlette.requests import Request
 
 from app.service.problems import Problem
+from app.uploads.hashing import StreamHasher
 
 
 def too_large(what: str, limit: int, field: str | None = None) -> Problem:
@@ -49,8 +50,11 @@ async def read_small_body(request: Request, limit: int, what: str = "the JSON bo
     return b"".join(chunks)
 
 
-async def spool_body(request: Request, dest: Path, limit: int, what: str) -> int:
-    """Stream the raw body into `dest`; returns its size. The caller removes `dest` on error."""
+async def spool_body(
+    request: Request, dest: Path, limit: int, what: str, hasher: StreamHasher | None = None
+) -> int:
+    """Stream the raw body into `dest` (and `hasher`); returns its size. The caller removes
+    `dest` on error."""
     declared = _declared_length(request)
     if declared is not None and declared > limit:
         raise too_large(what, limit)
@@ -61,6 +65,8 @@ async def spool_body(request: Request, dest: Path, limit: int, what: str) -> int
             if size > limit:
                 raise too_large(what, limit)
             f.write(chunk)
+            if hasher is not None:
+                hasher.feed(chunk)
     return size
 
 
@@ -71,6 +77,7 @@ class SpooledPart:
     size: int = 0
     filename: str | None = None
     content_type: str | None = None
+    hasher: StreamHasher | None = None  # the tensor's digest, computed while it arrived
 
 
 @dataclass
@@ -80,6 +87,8 @@ class MultipartBody:
 
     def cleanup(self) -> None:
         for part in self.files.values():
+            if part.hasher is not None:
+                part.hasher.close()
             part.path.unlink(missing_ok=True)
 
 
@@ -150,6 +159,7 @@ class _Collector:
             self.buffer = bytearray()
         else:
             part.path = self.new_path()
+            part.hasher = StreamHasher(name)
             self.body.files[name] = part  # registered first, so cleanup finds it on error
             self.file = open(part.path, "wb")  # noqa: SIM115 - closed in on_part_end / close
 
@@ -165,8 +175,11 @@ class _Collector:
                 raise too_large(
                     f"weight part {self.part.name!r}", self.limits.file_bytes, self.part.name
                 )
-            assert self.file is not None
-            self.file.write(data[start:end])
+            assert self.file is not None and self.part.hasher is not None
+            # A view, not a copy, of the immutable chunk (the hasher holds on to it).
+            chunk = memoryview(data)[start:end] if isinstance(data, bytes) else data[start:end]
+            self.file.write(chunk)
+            self.part.hasher.feed(chunk)
 
     def on_part_end(self) -> None:
         assert self.part is not None

@@ -186,6 +186,11 @@ def _safetensors(f, path: Path, field: str, tensor_name: str | None) -> TensorFi
     return tensor
 
 
-def with_digest(tensor: TensorFile) -> TensorFile:
-    """Hash the tensor's canonical bytes (a streamed pass over its range of the file)."""
+def with_digest(tensor: TensorFile, streamed: tuple[int, int, str] | None = None) -> TensorFile:
+    """Hash the tensor's canonical bytes (a pass over its range of the file), unless the digest
+    `streamed` while the file arrived covers exactly that range."""
+    if tensor.digest:
+        return tensor
+    if streamed is not None and streamed[:2] == (tensor.offset, tensor.nbytes):
+        return replace(tensor, digest=streamed[2])
     return replace(tensor, digest=sha256_range(tensor.path, tensor.offset, tensor.nbytes))
