@@ -15,6 +15,7 @@ from app.service.auth import require_api_key
 from app.service.context import Services, services
 from app.service.intake import MULTIPART, media_type, unsupported_media
 from app.service.problems import Problem
+from app.uploads.hashing import StreamHasher
 from app.uploads.spool import MultipartLimits, spool_body, spool_multipart
 from app.uploads.tensors import TensorFile, sniff, with_digest
 
@@ -109,20 +110,23 @@ async def upload_blob(
                     title="Invalid upload",
                     field="file",
                 )
-            path = body.files["file"].path
+            path, hasher = body.files["file"].path, body.files["file"].hasher
         except BaseException:
             body.cleanup()
             raise
     elif kind in RAW_TYPES or not kind:
-        path = svc.spool_path()
+        path, hasher = svc.spool_path(), StreamHasher()
         try:
-            await spool_body(request, path, settings.max_weight_bytes, "the uploaded tensor")
+            await spool_body(
+                request, path, settings.max_weight_bytes, "the uploaded tensor", hasher
+            )
         except BaseException:
+            hasher.close()
             path.unlink(missing_ok=True)
             raise
     else:
         raise unsupported_media(kind, [MULTIPART, *RAW_TYPES])
-    existed, tensor = await asyncio.to_thread(_store, svc, path, dtype, raw_shape)
+    existed, tensor = await asyncio.to_thread(_store, svc, path, hasher, dtype, raw_shape)
     if existed:
         response.status_code = 200
     return BlobInfo(
@@ -134,13 +138,20 @@ async def upload_blob(
 
 
 def _store(
-    svc: Services, path: FilePath, dtype: str | None, shape: tuple[int, ...] | None
+    svc: Services,
+    path: FilePath,
+    hasher: StreamHasher | None,
+    dtype: str | None,
+    shape: tuple[int, ...] | None,
 ) -> tuple[bool, TensorFile]:
     try:
-        tensor = with_digest(sniff(path, "file", raw_dtype=dtype, raw_shape=shape))
+        tensor = sniff(path, "file", raw_dtype=dtype, raw_shape=shape)
+        tensor = with_digest(tensor, hasher.result() if hasher is not None else None)
         existed = tensor.digest in svc.blobs
         return existed, svc.blobs.put(tensor)
     except BaseException:
+        if hasher is not None:
+            hasher.close()
         path.unlink(missing_ok=True)
         raise
 

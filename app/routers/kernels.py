@@ -12,7 +12,7 @@ from app.kernels import KERNELS
 from app.routers.responses import problems
 from app.service.auth import require_api_key
 from app.service.context import Services, services
-from app.service.intake import read_job
+from app.service.intake import job_from_json, read_request
 from app.service.kernels import MEDIA_TYPE, Artifact
 
 router = APIRouter(prefix="/v1", tags=["kernels"], dependencies=[Depends(require_api_key)])
@@ -150,18 +150,27 @@ async def build_kernel(
 async def _serve(request: Request, svc: Services, op: str | None, bypass: bool) -> Response:
     if op is not None:
         request.state.op = op
-    job, body = await read_job(request, svc, op, bypass)
-    request.state.op = job.op
+    intake = await read_request(request, svc, op, bypass)
     try:
-        artifact = await svc.kernels.artifact(job)
+        if intake.artifact is not None:
+            artifact = intake.artifact
+        else:
+            assert intake.job is not None
+            request.state.op = intake.job.op
+            artifact = await svc.kernels.artifact(intake.job, intake.fingerprint)
+        request.state.op = artifact.op
         try:
             response = _respond(artifact, request)
-        except FileNotFoundError:  # evicted between lookup and open: build it again
+        except FileNotFoundError:  # evicted between lookup and open: the long way, once more
+            job = intake.job
+            if job is None:  # a memo hit: parse the body kept for this
+                assert intake.raw is not None
+                job = await job_from_json(intake.raw, svc, op, bypass)
             artifact = await svc.kernels.artifact(job)
             response = _respond(artifact, request)
     finally:
-        if body is not None:
-            body.cleanup()  # parts already moved into the blob store are gone; this is the rest
+        if intake.body is not None:
+            intake.body.cleanup()  # parts already moved into the blob store are gone already
     request.state.cache = "miss" if artifact.built else "hit"
     return response
 
@@ -182,6 +191,8 @@ def _respond(artifact: Artifact, request: Request) -> Response:
     if _matches(request.headers.get("if-none-match"), artifact.etag):
         return Response(status_code=304, headers=headers)
     headers["Content-Disposition"] = f'attachment; filename="{artifact.filename}"'
+    if artifact.content is not None:
+        return Response(artifact.content, media_type=MEDIA_TYPE, headers=headers)
     size = artifact.entry.size
     f = open(artifact.entry.path, "rb")  # noqa: SIM115 - held open so eviction cannot race
     if size <= _SMALL:

@@ -17,7 +17,7 @@ SCHEME = "bearer"
 _CHALLENGE = {"WWW-Authenticate": 'Bearer realm="ane-kernels"'}
 
 
-def require_api_key(request: Request, svc: Services = Depends(services)) -> None:
+async def require_api_key(request: Request, svc: Services = Depends(services)) -> None:
     keys = svc.settings.api_key_set
     if not keys:
         return

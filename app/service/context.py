@@ -59,5 +59,5 @@ class Services:
         return self.blobs.new_spool_path()
 
 
-def services(request: Request) -> Services:
+async def services(request: Request) -> Services:
     return request.app.state.services

@@ -7,12 +7,14 @@ stays a page long; every failure is a `Problem` naming the field at fault.
 from __future__ import annotations
 
 import asyncio
-import json
+from dataclasses import dataclass
 from typing import Any
 
+import pydantic_core
 from pydantic import BaseModel, ValidationError
 from starlette.requests import Request
 
+from app.cache.memo import fingerprint_of
 from app.schemas.requests import (
     KERNEL_REQUEST_ADAPTER,
     REQUEST_MODELS,
@@ -21,7 +23,7 @@ from app.schemas.requests import (
     split_request,
 )
 from app.service.context import Services
-from app.service.kernels import KernelJob
+from app.service.kernels import Artifact, KernelJob
 from app.service.problems import Problem, from_validation_errors
 from app.service.weights import (
     ResolvedWeight,
@@ -58,8 +60,8 @@ def unknown_op(op: str) -> Problem:
 
 def _parse_json(raw: bytes, what: str) -> Any:
     try:
-        return json.loads(raw)
-    except (ValueError, UnicodeDecodeError) as exc:
+        return pydantic_core.from_json(raw)  # jiter: several times faster than json.loads
+    except ValueError as exc:
         raise Problem(400, f"{what} is not valid JSON: {exc}", title="Malformed JSON") from None
 
 
@@ -108,42 +110,54 @@ def _validation_problem(errors: list[Any], skip: int) -> Problem:
     return from_validation_errors(merged)
 
 
-async def read_job(request: Request, svc: Services, path_op: str | None, bypass: bool):
-    """Returns (job, multipart body or None); the caller cleans up the body's spool files."""
+@dataclass
+class Intake:
+    """What the wire gave: a job to run, or an artifact found by the request's exact bytes."""
+
+    job: KernelJob | None = None
+    body: MultipartBody | None = None  # spooled parts; the caller cleans them up
+    fingerprint: str | None = None  # of a JSON body, for the memo of exact requests
+    artifact: Artifact | None = None
+    raw: bytes | None = None  # the JSON body, kept for a retry after a memo hit
+
+
+async def job_from_json(raw: bytes, svc: Services, path_op: str | None, bypass: bool) -> KernelJob:
+    return await _job(_validate(_parse_json(raw, "the body"), path_op), None, svc, bypass)
+
+
+async def read_request(
+    request: Request, svc: Services, path_op: str | None, bypass: bool
+) -> Intake:
     if path_op is not None and path_op not in REQUEST_MODELS:
         raise unknown_op(path_op)
     kind = media_type(request)
     settings = svc.settings
-    body: MultipartBody | None = None
     if kind in JSON_TYPES:
         raw = await read_small_body(request, settings.max_json_bytes)
-        req = _validate(_parse_json(raw, "the body"), path_op)
-    elif kind == MULTIPART:
-        limits = MultipartLimits(
-            settings.max_json_bytes, settings.max_weight_bytes, settings.max_body_bytes
-        )
-        body = await spool_multipart(request, limits, {"spec"}, svc.spool_path)
-        try:
-            if "spec" not in body.fields:
-                raise Problem(
-                    422,
-                    "a multipart kernel request needs a `spec` part holding the JSON request",
-                    title="Missing spec part",
-                    field="spec",
-                )
-            req = _validate(_parse_json(body.fields["spec"], "the spec part"), path_op)
-        except BaseException:
-            body.cleanup()
-            raise
-    else:
+        fingerprint = None if bypass else fingerprint_of(path_op, raw)
+        if fingerprint is not None and (hit := svc.kernels.remembered(fingerprint)):
+            return Intake(fingerprint=fingerprint, artifact=hit, raw=raw)
+        job = await job_from_json(raw, svc, path_op, bypass)
+        return Intake(job, fingerprint=fingerprint, raw=raw)
+    if kind != MULTIPART:
         raise unsupported_media(kind, ["application/json", MULTIPART])
+    limits = MultipartLimits(
+        settings.max_json_bytes, settings.max_weight_bytes, settings.max_body_bytes
+    )
+    body = await spool_multipart(request, limits, {"spec"}, svc.spool_path)
     try:
-        job = await _job(req, body, svc, bypass)
+        if "spec" not in body.fields:
+            raise Problem(
+                422,
+                "a multipart kernel request needs a `spec` part holding the JSON request",
+                title="Missing spec part",
+                field="spec",
+            )
+        req = _validate(_parse_json(body.fields["spec"], "the spec part"), path_op)
+        return Intake(await _job(req, body, svc, bypass), body)
     except BaseException:
-        if body is not None:
-            body.cleanup()
+        body.cleanup()
         raise
-    return job, body
 
 
 async def _job(

@@ -11,21 +11,20 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from app.cache.keys import artifact_key
+from app.cache.memo import RequestMemo
 from app.cache.singleflight import SingleFlight
 from app.cache.store import ContentStore, StoredEntry, sha256_range
-from app.kernels import KernelBuild, build_kernel
 from app.observability.metrics import Metrics
-from app.packaging import write_kernel_zip
 from app.service.compiler import Compiler, available_formats
 from app.service.pool import BuildPool
 from app.service.problems import Problem
 from app.service.weights import ResolvedWeight
+from app.service.worker import BuildFailure, BuildRequest, PublishTo, build_artifact
 
 MEDIA_TYPE = "application/zip"
 _EXTENSIONS = {"mlpackage": "mlpackage.zip", "mil": "mil.zip", "mlmodelc": "mlmodelc.zip"}
@@ -60,6 +59,8 @@ class KernelJob:
 class Artifact:
     entry: StoredEntry
     built: bool  # this request's build produced it (X-Cache: miss)
+    op: str
+    content: bytes | None = None  # the zip, when a small one is already in memory
 
     @property
     def etag(self) -> str:
@@ -81,7 +82,8 @@ class KernelService:
     ):
         self.cache, self.pool, self.metrics, self.compiler = cache, pool, metrics, compiler
         self.max_artifact_bytes = max_artifact_bytes
-        self._flights: SingleFlight[tuple[StoredEntry, bool]] = SingleFlight()
+        self._flights: SingleFlight[tuple[StoredEntry, bool, bytes | None]] = SingleFlight()
+        self.memo = RequestMemo()
 
     def check_format(self, fmt: str) -> None:
         if fmt == "mlmodelc" and self.compiler is None:
@@ -95,78 +97,100 @@ class KernelService:
                 available_formats=formats,
             )
 
-    async def artifact(self, job: KernelJob) -> Artifact:
+    def remembered(self, fingerprint: str) -> Artifact | None:
+        """The cached artifact of a request seen before with exactly these bytes, if its
+        entry is present and verified; anything else goes the long way."""
+        found = self.memo.get(fingerprint)
+        if found is None:
+            return None
+        op, key = found
+        entry = self.cache.lookup(key)
+        if not isinstance(entry, StoredEntry):
+            self.memo.forget(fingerprint)
+            return None
+        self.metrics.cache_hits.labels(op).inc()
+        return Artifact(entry, built=False, op=op)
+
+    async def artifact(self, job: KernelJob, fingerprint: str | None = None) -> Artifact:
+        artifact = await self._artifact(job)
+        if fingerprint is not None and not job.bypass_cache:
+            self.memo.put(fingerprint, job.op, artifact.entry.key)
+        return artifact
+
+    async def _artifact(self, job: KernelJob) -> Artifact:
         self.check_format(job.fmt)
         key = job.key()
         if not job.bypass_cache:
             found = self.cache.lookup(key)
             if isinstance(found, StoredEntry):
                 self.metrics.cache_hits.labels(job.op).inc()
-                return Artifact(found, built=False)
+                return Artifact(found, built=False, op=job.op)
 
-        async def flight() -> tuple[StoredEntry, bool]:
+        async def flight() -> tuple[StoredEntry, bool, bytes | None]:
             if not job.bypass_cache:
                 entry = await asyncio.to_thread(self.cache.get, key)  # verifies the digest
                 if entry is not None:
-                    return entry, False
-            return await self.pool.run(self._build, job, key), True
+                    return entry, False, None
+            entry, content = await self._build(job, key)
+            return entry, True, content
 
         if job.bypass_cache:  # a forced rebuild does not join someone else's build
-            entry, built = await flight()
+            entry, built, content = await flight()
             leader = True
         else:
-            (entry, built), leader = await self._flights.do(key, flight)
+            (entry, built, content), leader = await self._flights.do(key, flight)
         miss = built and leader
         (self.metrics.cache_misses if miss else self.metrics.cache_hits).labels(job.op).inc()
-        return Artifact(entry, built=miss)
+        return Artifact(entry, built=miss, op=job.op, content=content)
 
-    def _build(self, job: KernelJob, key: str) -> StoredEntry:
-        """Runs in a worker thread."""
-        start = time.perf_counter()
+    async def _build(self, job: KernelJob, key: str) -> tuple[StoredEntry, bytes | None]:
         self.metrics.builds.labels(job.op).inc()
-        arrays = {name: w.array() for name, w in job.weights.items()}
-        build = build_kernel(
-            job.op, job.params, arrays, target=job.target, name=job.name
-        )  # KernelSpecError -> 422 at the handler
-        self._check_size(build)
-        # A digest is reusable only when the packager keeps the uploaded bytes as they are
-        # (float32/float16); it converts other dtypes and must hash the converted tensor.
-        digests = {n: w.digest for n, w in job.weights.items() if w.dtype in ("float16", "float32")}
-        tmp = self.cache.temp_path()
-        try:
-            package_fmt = "mlpackage" if job.fmt == "mlmodelc" else job.fmt
-            with open(tmp, "wb") as f:
-                write_kernel_zip(build, f, package_fmt, digests=digests)
-            if job.fmt == "mlmodelc":
-                tmp = self._compile(tmp)
-            meta = {
-                "digest": sha256_range(tmp),
-                "filename": f"{job.model_name}.{_EXTENSIONS[job.fmt]}",
-                "op": job.op,
-                "format": job.fmt,
-            }
-            entry = self.cache.publish(key, tmp, meta)
-        except BaseException:
-            tmp.unlink(missing_ok=True)
-            raise
-        self.metrics.build_seconds.labels(job.op).observe(time.perf_counter() - start)
-        self.metrics.cache_bytes.set(self.cache.total_bytes)
-        return entry
-
-    def _check_size(self, build: KernelBuild) -> None:
-        weight_bytes = sum(
-            op.value.data.size * op.value.type.dtype.numpy.itemsize
-            for op in build.program.blob_consts()
-            if op.value is not None and not isinstance(op.value.data, str)
+        meta = {
+            "filename": f"{job.model_name}.{_EXTENSIONS[job.fmt]}",
+            "op": job.op,
+            "format": job.fmt,
+        }
+        compile_after = job.fmt == "mlmodelc"
+        request = BuildRequest(
+            job.op,
+            job.params,
+            job.weights,
+            "mlpackage" if compile_after else job.fmt,
+            job.target,
+            job.name,
+            self.cache.temp_path(),
+            self.max_artifact_bytes,
+            None if compile_after else PublishTo(self.cache.root, self.cache.suffix, key, meta),
         )
-        if weight_bytes > self.max_artifact_bytes:
+        result = await self.pool.run(build_artifact, request)
+        if isinstance(result, BuildFailure):
             raise Problem(
-                413,
-                f"this kernel's weights take {weight_bytes} bytes, over the limit of "
-                f"{self.max_artifact_bytes} bytes per artifact",
-                title="Artifact too large",
-                limit=self.max_artifact_bytes,
+                result.status,
+                result.detail,
+                title=result.title,
+                field=result.field,
+                errors=[{"field": result.field, "message": result.detail}]
+                if result.field
+                else None,
+                **(result.extra or {}),
             )
+        if result.published is not None:
+            entry = self.cache.adopt(result.published)
+            content = result.content
+        else:
+            entry = await asyncio.to_thread(self._compile_and_publish, result.path, key, meta)
+            content = None
+        self.metrics.build_seconds.labels(job.op).observe(result.seconds)
+        self.metrics.cache_bytes.set(self.cache.total_bytes)
+        return entry, content
+
+    def _compile_and_publish(self, package: Path, key: str, meta: dict) -> StoredEntry:
+        path = self._compile(package)
+        try:
+            return self.cache.publish(key, path, {**meta, "digest": sha256_range(path)})
+        except BaseException:
+            path.unlink(missing_ok=True)
+            raise
 
     def _compile(self, package: Path) -> Path:
         assert self.compiler is not None

@@ -18,7 +18,7 @@ from app.schemas.requests import RawWeight
 from app.service.problems import Problem
 from app.uploads.blobstore import BlobStore
 from app.uploads.spool import SpooledPart
-from app.uploads.tensors import TensorFile, sniff
+from app.uploads.tensors import TensorFile, sniff, with_digest
 
 
 @dataclass(frozen=True)
@@ -89,7 +89,8 @@ def part_tensor(
         dtype = raw.dtype or dtype
         shape = tuple(raw.shape) if raw.shape else shape
     tensor = sniff(part.path, field, tensor_name=part.name, raw_dtype=dtype, raw_shape=shape)
-    return _resolved(blobs.put(tensor))
+    streamed = part.hasher.result() if part.hasher is not None else None
+    return _resolved(blobs.put(with_digest(tensor, streamed)))
 
 
 def _raw_defaults(
