@@ -10,7 +10,6 @@ from __future__ import annotations
 import contextlib
 import io
 import json
-import re
 import tempfile
 import zipfile
 from collections.abc import Iterator
@@ -159,10 +158,6 @@ def _is_state(var) -> bool:
 
 
 _FEATURE_DTYPES = {65552: "fp16", 65568: "fp32", 131104: "int32", 131080: "int8"}
-_BLOBFILE = re.compile(
-    r'BLOBFILE\(path = (?:string|tensor<string, \[\]>)\("([^"]+)"\), '
-    r"offset = (?:uint64|tensor<uint64, \[\]>)\((\d+)\)\)"
-)
 
 
 def _check_blob(path: Path) -> int:
@@ -173,25 +168,25 @@ def _check_blob(path: Path) -> int:
 
 
 def _validate_mil(root: Path, shown: str) -> Report:
-    text = (root / "model.mil").read_text()
-    if not re.match(r"program\(1\.[0-9]\)\n\[buildInfo = dict<", text):
-        raise InvalidArtifact("model.mil does not start with program(...) and a buildInfo line")
-    report = Report("mil", shown, ops=text.count(")[name = "))
+    """Checks the weight file, then parses model.mil back through the builder (every op's types
+    re-inferred and compared with the declared ones, every BLOBFILE read at its offset)."""
+    from app.mil import MILParseError, parse_text
+
     blob_path = root / "weights" / "weight.bin"
-    refs = _BLOBFILE.findall(text)
-    if refs and not blob_path.exists():
-        raise InvalidArtifact("model.mil references weights/weight.bin, which is missing")
+    report = Report("mil", shown)
     if blob_path.exists():
         report.weights = _check_blob(blob_path)
-        offsets = {e.metadata_offset for e in BlobReader(str(blob_path)).entries()}
-        for file, offset in refs:
-            if file != "@model_path/weights/weight.bin":
-                raise InvalidArtifact(
-                    f"BLOBFILE path {file!r} is not @model_path/weights/weight.bin"
-                )
-            if int(offset) not in offsets:
-                raise InvalidArtifact(f"BLOBFILE offset {offset} is not a blob entry in weight.bin")
+    try:
+        parsed = parse_text(
+            (root / "model.mil").read_text(), blob_path if blob_path.exists() else None
+        )
+    except (MILParseError, UnicodeDecodeError) as exc:
+        raise InvalidArtifact(f"model.mil: {exc}") from None
+    report.ops = sum(len(fn.operations) for fn in parsed.program.functions.values())
     kernel_json = root / "kernel.json"
     if kernel_json.exists():
-        json.loads(kernel_json.read_text())
+        try:
+            json.loads(kernel_json.read_text())
+        except ValueError as exc:
+            raise InvalidArtifact(f"kernel.json is not JSON: {exc}") from None
     return report

@@ -100,3 +100,21 @@ def test_validate_catches_a_description_that_lies(tmp_path):
             dst.writestr(item, data)
     bad = run("validate", str(lying))
     assert bad.returncode == 1 and "description shape" in bad.stderr
+
+
+def test_validate_parses_mil_bundles(tmp_path):
+    out = tmp_path / "c.zip"
+    run("compile", "conv", "--params", '{"in_channels": 16, "out_channels": 8, "spatial": 2}',
+        "--random-weights", "0", "--format", "mil", "-o", str(out))  # fmt: skip
+    assert run("validate", str(out)).returncode == 0
+    wrong = tmp_path / "wrong.zip"
+    with zipfile.ZipFile(out) as src, zipfile.ZipFile(wrong, "w") as dst:
+        for item in src.infolist():
+            data = src.read(item)
+            if item.filename == "model.mil":  # a declared output shape the op does not produce
+                data = data.replace(
+                    b"tensor<fp16, [1, 8, 1, 2]> y", b"tensor<fp16, [1, 9, 1, 2]> y"
+                )
+            dst.writestr(item, data)
+    bad = run("validate", str(wrong))
+    assert bad.returncode == 1 and "declared tensor<fp16, [1, 9, 1, 2]>" in bad.stderr
