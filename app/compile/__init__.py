@@ -10,7 +10,12 @@ from app.compile.base import (
     CompilerUnavailable,
     CompileTimeout,
 )
-from app.compile.kernel import CompiledKernel, compile_kernel_zip
+from app.compile.kernel import (
+    CompiledKernel,
+    PackageZipCompiler,
+    compile_kernel_zip,
+    compile_package_zip,
+)
 from app.compile.placement import placement_report, summarize
 from app.compile.select import CHOICES, select_compiler
 
@@ -24,7 +29,9 @@ __all__ = [
     "CompilerCrashed",
     "CompilerError",
     "CompilerUnavailable",
+    "PackageZipCompiler",
     "compile_kernel_zip",
+    "compile_package_zip",
     "placement_report",
     "select_compiler",
     "summarize",

@@ -11,15 +11,19 @@ mlmodelc zip:   <name>.mlmodelc/...      (what the compiler wrote: model.mil, co
 from __future__ import annotations
 
 import asyncio
+import json
+import os
 import shutil
+import tempfile
 import zipfile
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, BinaryIO
 
-from app.compile.base import Compiler
+from app.compile.base import CompileFailure, Compiler
 from app.compile.placement import placement_report
+from app.mil import get_target
 from app.packaging import Entry, write_kernel_zip, write_zip
 from app.packaging.describe import to_json
 
@@ -59,23 +63,71 @@ async def compile_kernel_zip(
 ) -> CompiledKernel:
     """Compile `build` with `compiler` inside `workdir` (which the caller owns and removes)."""
     package, description = await asyncio.to_thread(write_package, build, workdir)
+    return await _compile(package, description, compiler, workdir, timeout_s, on_compiling)
+
+
+async def compile_package_zip(
+    package_zip: Path, compiler: Compiler, workdir: Path, timeout_s: float
+) -> CompiledKernel:
+    """The same from a zipped .mlpackage as `write_kernel_zip` makes it (kernel.json beside
+    `<name>.mlpackage/`)."""
+
+    def unpack() -> tuple[Path, dict[str, Any]]:
+        with zipfile.ZipFile(package_zip) as zf:
+            zf.extractall(workdir / "src")
+        description = json.loads((workdir / "src" / "kernel.json").read_text())
+        return workdir / "src" / f"{description['name']}.mlpackage", description
+
+    package, description = await asyncio.to_thread(unpack)
+    return await _compile(package, description, compiler, workdir, timeout_s, None)
+
+
+async def _compile(
+    package: Path,
+    description: dict[str, Any],
+    compiler: Compiler,
+    workdir: Path,
+    timeout_s: float,
+    on_compiling: Callable[[], Any] | None,
+) -> CompiledKernel:
     if on_compiling is not None:
         await on_compiling()
     outdir = workdir / "out"
     outdir.mkdir()
-    result = await compiler.compile(package, outdir, build.target, timeout_s)
+    result = await compiler.compile(package, outdir, get_target(description["target"]), timeout_s)
     placement = await asyncio.to_thread(placement_report, result.mlmodelc)
     description = {
         **description,
         "format": "mlmodelc",
         "compiler": {"backend": compiler.name, "toolchain": result.toolchain},
     }
-    zip_path = workdir / f"{build.name}.mlmodelc.zip"
+    name = description["name"]
+    zip_path = workdir / f"{name}.mlmodelc.zip"
     await asyncio.to_thread(
-        _write_zip, zip_path, result.mlmodelc, build.name, description, result.log, placement
+        _write_zip, zip_path, result.mlmodelc, name, description, result.log, placement
     )
     shutil.rmtree(package.parent, ignore_errors=True)
     return CompiledKernel(zip_path, description, placement, result.toolchain, result.log)
+
+
+class PackageZipCompiler:
+    """The synchronous path's compiler seam (app/service/compiler.py): a zipped .mlpackage in,
+    the zipped .mlmodelc out at `dest`; a compile failure is a ValueError with the compiler's
+    message. Blocking: call it from a worker thread, not the event loop."""
+
+    def __init__(self, compiler: Compiler, timeout_s: float = 300.0):
+        self.backend, self.timeout_s = compiler, timeout_s
+        self.name = compiler.name
+
+    def compile(self, mlpackage_zip: Path, dest: Path) -> None:
+        with tempfile.TemporaryDirectory(dir=dest.parent) as tmp:
+            try:
+                compiled = asyncio.run(
+                    compile_package_zip(mlpackage_zip, self.backend, Path(tmp), self.timeout_s)
+                )
+            except CompileFailure as exc:
+                raise ValueError(exc.message) from None
+            os.replace(compiled.zip_path, dest)
 
 
 def _write_zip(
