@@ -87,9 +87,9 @@ KERNEL_REQUEST_ADAPTER: TypeAdapter[Any] = TypeAdapter(KernelRequest)
 
 def split_request(req: BaseModel) -> tuple[str, dict[str, Any], KernelOptions]:
     """(op, params, options) of a validated request."""
-    data = req.model_dump()
-    op = data.pop("op")
-    params = {k: v for k, v in data.items() if k not in OPTION_FIELDS}
+    # Only the params are dumped: dumping the weights would copy every inline number.
+    params = req.model_dump(mode="json", exclude=set(OPTION_FIELDS))
+    op = req.op  # type: ignore[attr-defined]
     options = KernelOptions.model_construct(
         **{k: getattr(req, k) for k in KernelOptions.model_fields}
     )
