@@ -4,7 +4,9 @@ zip coremltools' loader accepts; weight encodings; blobs; ETag/304; cache; singl
 from __future__ import annotations
 
 import asyncio
+import io
 import json
+import zipfile
 
 import httpx
 import numpy as np
@@ -225,3 +227,19 @@ def test_info_ready_and_metrics(client):
                  "ane_builds_in_flight"):  # fmt: skip
         assert name in text, name
     assert 'route="/v1/kernels/{op}"' in text and 'op="identity"' in text
+
+
+def test_verify_adds_verification_json(client, tmp_path):
+    params = {"in_channels": 8, "out_channels": 4, "spatial": 3}
+    w = weight_arrays("conv", params, seed=30)
+    body = {**params, "weights": {k: v.tolist() for k, v in w.items()}}
+    plain = client.post("/v1/kernels/conv", json=body)
+    verified = client.post("/v1/kernels/conv", json={**body, "verify": True})
+    assert plain.status_code == verified.status_code == 200, verified.text
+    assert "verification.json" not in zip_names(plain.content)
+    assert "verification.json" in zip_names(verified.content)
+    assert plain.headers["etag"] != verified.headers["etag"]  # verify is part of the cache key
+    with zipfile.ZipFile(io.BytesIO(verified.content)) as zf:
+        report = json.loads(zf.read("verification.json"))
+    assert report["op"] == "conv" and report["passed"] is True
+    _check_zip(tmp_path, verified.content)

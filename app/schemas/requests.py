@@ -62,6 +62,11 @@ class KernelOptions(BaseModel):
     )
     weights: dict[str, WeightValue] = Field(default_factory=dict)
     bypass_cache: bool = Field(False, description="build again even if the artifact is cached")
+    verify: bool = Field(
+        False,
+        description="add verification.json: the kernel run by the reference executor on seeded "
+        "random inputs, compared with its op's float64 definition",
+    )
 
 
 def _request_model(op: str, params: type[OpParams]) -> type[BaseModel]:

@@ -174,6 +174,7 @@ async def _job(
         options.target,
         options.name,
         bypass_cache=bypass or options.bypass_cache,
+        verify=options.verify,
     )
 
 

@@ -39,6 +39,7 @@ class KernelJob:
     target: str
     name: str | None
     bypass_cache: bool = False
+    verify: bool = False
 
     @property
     def model_name(self) -> str:
@@ -52,6 +53,8 @@ class KernelJob:
             fmt=self.fmt,
             target=self.target,
             name=self.model_name,
+            # Only when set, so the keys of artifacts without verification stay as they were.
+            extra={"verify": True} if self.verify else None,
         )
 
 
@@ -161,6 +164,7 @@ class KernelService:
             self.cache.temp_path(),
             self.max_artifact_bytes,
             None if compile_after else PublishTo(self.cache.root, self.cache.suffix, key, meta),
+            verify=job.verify,
         )
         result = await self.pool.run(build_artifact, request)
         if isinstance(result, BuildFailure):

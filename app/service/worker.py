@@ -31,6 +31,7 @@ class BuildRequest:
     # When set, the worker also publishes the zip into the cache under this key (the parent
     # only indexes it); None when a compile step must run on the package first.
     publish: PublishTo | None = None
+    verify: bool = False  # add verification.json (app/reference)
 
 
 @dataclass(frozen=True)
@@ -92,12 +93,20 @@ def build_artifact(req: BuildRequest) -> BuildResult | BuildFailure:
             f"{req.max_artifact_bytes} bytes per artifact",
             extra={"limit": req.max_artifact_bytes},
         )
+    extra: list = []
+    if req.verify:
+        from app.reference.verify import verification_entry
+
+        try:
+            extra.append(verification_entry(build))
+        except KernelSpecError as exc:
+            return BuildFailure(422, "Cannot verify", exc.message, exc.field)
     # A digest is reusable only when the packager keeps the uploaded bytes as they are
     # (float32/float16); it converts other dtypes and must hash the converted tensor.
     digests = {n: w.digest for n, w in req.weights.items() if w.dtype in ("float16", "float32")}
     try:
         with open(req.dest, "w+b") as f:
-            write_kernel_zip(build, f, req.fmt, digests=digests)
+            write_kernel_zip(build, f, req.fmt, digests=digests, extra_entries=extra)
             size = f.tell()
             content = None
             if size <= INLINE_BYTES:
