@@ -1,0 +1,210 @@
+"""`ane-kernels build MANIFEST.toml` against a real uvicorn server (in-process engine, the labelled
+stand-in xcrun for .mlmodelc): builds, reruns as cache hits with zero uploads, --check, resume."""
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+import zipfile
+from pathlib import Path
+
+import httpx
+import numpy as np
+import pytest
+from conftest import uvicorn_server
+from http_support import metric
+from safetensors.numpy import save_file
+
+from app.kernels import compile_kernel
+
+FAKE_XCRUN = Path(__file__).parent / "fake_xcrun"
+
+MANIFEST = """
+[defaults]
+format = "mlpackage"
+
+[kernels.q_proj]
+op = "conv"
+params = { in_channels = 64, out_channels = 64, spatial = 16 }
+weights = { weight = "w/q.npy" }
+
+[kernels.k_proj]
+op = "conv"
+params = { in_channels = 64, out_channels = 32, spatial = 16, bias = true }
+weights = { weight = "w/attn.safetensors#k", bias = "w/attn.safetensors#k_bias" }
+
+[kernels.v_proj]
+op = "matmul"
+params = { in_features = 64, out_features = 32, tokens = 16 }
+weights = { weight = "w/attn.safetensors#v" }
+target = "ios17"
+
+[kernels.norm]
+op = "rmsnorm"
+params = { channels = 64, spatial = 16, eps = 1e-6 }
+weights = { weight = "w/norm.npy" }
+
+[kernels.norm_l2]
+op = "rmsnorm"
+params = { channels = 64, spatial = 16, variant = "l2norm" }
+weights = { weight = "w/norm.npy" }
+
+[kernels.gain]
+op = "scale"
+params = { channels = 64, spatial = 16 }
+weights = { scale = "w/norm.npy" }
+
+[kernels.expand]
+op = "gqa_expand"
+params = { kv_heads = 2, q_heads = 4, head_dim = 16, seq_len = 16 }
+
+[kernels.attention]
+op = "sdpa"
+params = { n_heads = 4, head_dim = 16, seq_len = 16, causal = true }
+format = "mil"
+
+[kernels.probe]
+op = "identity"
+params = { channels = 32, spatial = 4 }
+format = "mlmodelc"
+
+[kernels.cache]
+op = "update_state"
+params = { state_name = "kv", shape = [1, 2, 16, 16] }
+"""
+
+
+def _write_project(root: Path) -> Path:
+    rng = np.random.default_rng(5)
+    (root / "w").mkdir(parents=True)
+    np.save(root / "w/q.npy", (rng.standard_normal((64, 64)) / 8).astype(np.float32))
+    np.save(root / "w/norm.npy", (1 + rng.standard_normal(64) / 10).astype(np.float32))
+    save_file({"k": (rng.standard_normal((32, 64)) / 8).astype(np.float16),
+               "k_bias": rng.standard_normal(32).astype(np.float16),
+               "v": (rng.standard_normal((32, 64)) / 8).astype(np.float32)}, str(root / "w/attn.safetensors"))  # fmt: skip
+    manifest = root / "kernels.toml"
+    manifest.write_text(MANIFEST)
+    return manifest
+
+
+@pytest.fixture(scope="module")
+def farm_server(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("farm")
+    log = tmp / "xcrun.log"
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("PATH", f"{FAKE_XCRUN}{os.pathsep}{os.environ['PATH']}")
+        mp.setenv("FAKE_XCRUN_LOG", str(log))
+        mp.setenv("FAKE_XCRUN_SLEEP", "probe=3")  # a slow compile to interrupt
+        with uvicorn_server(tmp / "data", compiler="xcrun") as url:
+            yield url, log
+
+
+def build(url: str, manifest: Path, out: Path, *extra: str, **popen) -> subprocess.CompletedProcess:
+    args = [
+        sys.executable,
+        "-m",
+        "app.cli",
+        "build",
+        str(manifest),
+        "--server",
+        url,
+        "--out",
+        str(out),
+        *extra,
+    ]
+    return subprocess.run(args, capture_output=True, text=True, timeout=300, **popen)
+
+
+def _counts(url: str) -> dict[str, float]:
+    with httpx.Client(base_url=url) as c:
+        return {
+            "builds": metric(c, "ane_builds_total"),
+            "uploads": metric(c, "ane_http_requests_total", route="/v1/blobs", method="POST"),
+        }
+
+
+def test_manifest_builds_reruns_as_cache_hits_and_checks(farm_server, tmp_path):
+    url, _ = farm_server
+    manifest = _write_project(tmp_path)
+    out = tmp_path / "out"
+    first = build(url, manifest, out, "--json")
+    assert first.returncode == 0, first.stderr + first.stdout
+    summary = json.loads(first.stdout)["kernels"]
+    assert len(summary) == 10 and {v["status"] for v in summary.values()} == {"built"}
+    lock_path = tmp_path / "ane-kernels.lock"
+    lock = lock_path.read_bytes()
+    entries = json.loads(lock)["kernels"]
+    assert set(entries) == set(summary)
+    for entry in entries.values():
+        assert entry["request_key"] and entry["artifact"].startswith("sha256:")
+        assert entry["toolchain"]["generator"]["name"] == "ane-kernels"
+        assert (out / entry["file"]).is_file()
+    assert "compiler" in entries["probe"]["toolchain"]  # the mlmodelc job recorded its toolchain
+    assert "probe.mlmodelc/" in {
+        n.split("/")[0] + "/" for n in zipfile.ZipFile(out / entries["probe"]["file"]).namelist()
+    }
+    # What the farm built is what a local compile builds, byte for byte.
+    q = np.load(tmp_path / "w/q.npy")
+    local = compile_kernel(
+        "conv", {"in_channels": 64, "out_channels": 64, "spatial": 16}, {"weight": q}, name="q_proj"
+    )
+    assert (out / entries["q_proj"]["file"]).read_bytes() == local
+
+    # Nothing changed: no uploads, no builds, the same lock byte for byte.
+    before = _counts(url)
+    again = build(url, manifest, out, "--json")
+    assert again.returncode == 0, again.stderr
+    assert {v["status"] for v in json.loads(again.stdout)["kernels"].values()} == {"up to date"}
+    assert _counts(url) == before and lock_path.read_bytes() == lock
+
+    # A fresh checkout (no zips on disk): every kernel is a server cache hit, still zero uploads.
+    shutil.rmtree(out)
+    fresh = build(url, manifest, out, "--json")
+    assert fresh.returncode == 0, fresh.stderr
+    assert _counts(url) == before and lock_path.read_bytes() == lock
+    assert all((out / e["file"]).is_file() for e in entries.values())
+
+    # --check passes on an unchanged manifest and fails (exit 3) once a parameter changes.
+    assert build(url, manifest, out, "--check").returncode == 0
+    manifest.write_text(MANIFEST.replace("eps = 1e-6", "eps = 1e-5"))
+    check = build(url, manifest, out, "--check")
+    assert check.returncode == 3 and "norm" in check.stdout
+    assert lock_path.read_bytes() == lock  # --check writes nothing
+
+
+def test_interrupted_build_resumes(farm_server, tmp_path):
+    url, _ = farm_server
+    manifest = _write_project(tmp_path)
+    out = tmp_path / "out"
+    # One kernel at a time, in name order: "probe" (a 3 s stand-in compile, new parameters so not
+    # cached) comes eighth. Interrupt while it compiles.
+    slow = MANIFEST.replace("channels = 32, spatial = 4 }", "channels = 48, spatial = 4 }")
+    manifest.write_text(slow)
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    args = [sys.executable, "-m", "app.cli", "build", str(manifest), "--server", url, "--out", str(out),
+            "--concurrency", "1"]  # fmt: skip
+    proc = subprocess.Popen(
+        args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env
+    )
+    lock_path = tmp_path / "ane-kernels.lock"
+    deadline = time.monotonic() + 120
+    while not (lock_path.exists() and len(json.loads(lock_path.read_text())["kernels"]) >= 7):
+        assert proc.poll() is None, proc.communicate()
+        assert time.monotonic() < deadline, "no kernel finished"
+        time.sleep(0.02)
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=60)
+    partial = json.loads(lock_path.read_text())["kernels"]
+    if proc.returncode == 0:
+        pytest.skip("the build finished before the interrupt landed")  # too fast to interrupt
+    assert proc.returncode == 130, err
+    assert "resume" in err and 7 <= len(partial) < 10 and "probe" not in partial
+    resumed = build(url, manifest, out, "--json")
+    assert resumed.returncode == 0, resumed.stderr
+    statuses = {k: v["status"] for k, v in json.loads(resumed.stdout)["kernels"].items()}
+    assert all(statuses[name] == "up to date" for name in partial)
+    assert len(json.loads(lock_path.read_text())["kernels"]) == 10
+    assert not list(out.glob(".*"))  # no half-written downloads left behind
