@@ -7,8 +7,12 @@
     ane-kernels validate PATH
     ane-kernels run ZIP [--input NAME=FILE.npy ...] [--random-inputs SEED] --output-dir DIR
     ane-kernels worker --queue ane-macos|ane-linux [--redis-url URL] [--burst] [--check]
+    ane-kernels compile ... --server URL          (the same request, built by a service)
+    ane-kernels jobs submit|status|wait|download|list|cancel ... [--server URL] [--json]
+    ane-kernels build MANIFEST.toml [--server URL] [--out DIR] [--concurrency N] [--check] [--json]
 
-Exit codes: 0 success, 1 an artifact is invalid, 2 a bad request (the message names the field).
+Exit codes: 0 success, 1 an artifact is invalid (or a job failed), 2 a bad request (the message
+names the field), 3 `build --check`: the lock would change, 4 the service is unreachable or busy.
 """
 
 from __future__ import annotations
@@ -30,7 +34,7 @@ class CLIError(Exception):
     """A user error: printed as `error: <message>` with exit code 2."""
 
 
-def _load_weights(pairs: list[str]) -> dict[str, np.ndarray]:
+def load_weights_arg(pairs: list[str]) -> dict[str, np.ndarray]:
     weights = {}
     for pair in pairs:
         name, sep, file = pair.partition("=")
@@ -66,11 +70,21 @@ def _cmd_compile(args) -> int:
         raise CLIError(f"--params is not valid JSON: {exc}") from None
     if not isinstance(params, dict):
         raise CLIError("--params must be a JSON object")
+    if args.server:
+        from app.cli_remote import compile_remote, guarded
+
+        if args.random_weights is not None:
+            raise CLIError("--random-weights is local only; pass --weights files to a server")
+        return guarded(lambda a: compile_remote(a, params, load_weights_arg(a.weights)))(args)
+    if args.format == "mlmodelc":
+        raise CLIError(
+            "format mlmodelc needs a compiler: use --server URL (a macOS worker compiles it)"
+        )
     try:
         build = build_kernel(
             args.op,
             params,
-            _load_weights(args.weights),
+            load_weights_arg(args.weights),
             target=args.target,
             name=args.name,
             random_seed=args.random_weights,
@@ -173,18 +187,25 @@ def parser() -> argparse.ArgumentParser:
     ops.add_argument("--json", action="store_true", help="machine-readable catalog")
     ops.set_defaults(run=_cmd_ops)
 
-    comp = sub.add_parser("compile", help="build a kernel zip locally")
+    comp = sub.add_parser("compile", help="build a kernel zip (locally, or on --server)")
     comp.add_argument("op")
     comp.add_argument("--params", default="{}", help="the op's parameters as a JSON object")
     comp.add_argument("--weights", action="append", default=[], metavar="NAME=FILE.npy")
     comp.add_argument("--random-weights", type=int, metavar="SEED", help="draw missing weights")
-    comp.add_argument("--format", choices=["mlpackage", "mil"], default="mlpackage")
+    comp.add_argument(
+        "--format",
+        choices=["mlpackage", "mil", "mlmodelc"],
+        default="mlpackage",
+        help="mlmodelc needs --server with a compiler",
+    )
     comp.add_argument("--target", choices=["ios18", "ios17"], default="ios18")
     comp.add_argument("--name", help="model name (default: the op)")
     comp.add_argument("-o", "--output", required=True, help="the zip to write")
     comp.add_argument(
         "--verify", action="store_true", help="add verification.json (numerical reference check)"
     )
+    comp.add_argument("--server", help="build on this service instead of locally")
+    comp.add_argument("--api-key", help="the service's API key (default: $ANE_API_KEY)")
     comp.set_defaults(run=_cmd_compile)
 
     run = sub.add_parser("run", help="execute a kernel zip with the numerical reference")
@@ -213,6 +234,10 @@ def parser() -> argparse.ArgumentParser:
         "--check", action="store_true", help="exit 0 if this host's worker is heartbeating, else 1"
     )
     work.set_defaults(run=_cmd_worker)
+
+    from app.cli_remote import add_commands
+
+    add_commands(sub)
     return p
 
 

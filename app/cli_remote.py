@@ -52,7 +52,7 @@ def guarded(run):
 
 def compile_remote(args, params: dict, weights: dict) -> int:
     """`compile --server URL`: the local flags, executed by the service."""
-    with _client(args) as c:
+    with Client(args.server, api_key=args.api_key) as c:
         path = c.compile(args.op, params, weights, format=args.format, target=args.target, name=args.name,
                          verify=getattr(args, "verify", False), save_to=args.output)  # fmt: skip
     print(f"wrote {path} ({Path(path).stat().st_size} bytes) from {args.server}")

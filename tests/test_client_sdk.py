@@ -2,6 +2,7 @@
 typed errors, retries on 503 with Retry-After."""
 
 import asyncio
+import json
 import threading
 
 import httpx
@@ -100,3 +101,30 @@ def test_retries_503_with_retry_after_until_served(tmp_path):
             assert (
                 metric(plain, "ane_http_requests_total", status="503") >= 1
             )  # retries really happened
+
+
+def test_cli_compile_with_server_equals_local(server, tmp_path):
+    import subprocess
+    import sys
+
+    w = weight_arrays("conv", CONV, seed=5)
+    np.save(tmp_path / "w.npy", w["weight"])
+    np.save(tmp_path / "b.npy", w["bias"])
+    common = ["compile", "conv", "--params", json.dumps(CONV), "--weights", f"weight={tmp_path / 'w.npy'}",
+              "--weights", f"bias={tmp_path / 'b.npy'}", "--format", "mil"]  # fmt: skip
+    remote = subprocess.run([sys.executable, "-m", "app.cli", *common, "--server", server.url, "-o", str(tmp_path / "r.zip")],
+                            capture_output=True, text=True)  # fmt: skip
+    assert remote.returncode == 0, remote.stderr
+    local = subprocess.run(
+        [sys.executable, "-m", "app.cli", *common, "-o", str(tmp_path / "l.zip")],
+        capture_output=True,
+        text=True,
+    )
+    assert local.returncode == 0, local.stderr
+    assert (tmp_path / "r.zip").read_bytes() == (tmp_path / "l.zip").read_bytes()
+    bad = subprocess.run([sys.executable, "-m", "app.cli", "compile", "conv", "--params", '{"in_channels": 0}',
+                          "--server", server.url, "-o", str(tmp_path / "x.zip")], capture_output=True, text=True)  # fmt: skip
+    assert bad.returncode == 2 and "422" in bad.stderr and not (tmp_path / "x.zip").exists()
+    down = subprocess.run([sys.executable, "-m", "app.cli", "compile", "identity", "--params", '{"channels": 2, "spatial": 1}',
+                           "--server", "http://127.0.0.1:9", "-o", str(tmp_path / "y.zip")], capture_output=True, text=True)  # fmt: skip
+    assert down.returncode == 4 and "cannot reach" in down.stderr
