@@ -17,7 +17,6 @@ from app.service.kernels import MEDIA_TYPE, Artifact
 
 router = APIRouter(prefix="/v1", tags=["kernels"], dependencies=[Depends(require_api_key)])
 
-_SMALL = 1 << 20  # artifacts up to this size are sent in one piece
 _CHUNK = 1 << 20
 
 CONV_EXAMPLE = {
@@ -160,14 +159,14 @@ async def _serve(request: Request, svc: Services, op: str | None, bypass: bool) 
             artifact = await svc.kernels.artifact(intake.job, intake.fingerprint)
         request.state.op = artifact.op
         try:
-            response = _respond(artifact, request)
+            response = _respond(artifact, request, svc)
         except FileNotFoundError:  # evicted between lookup and open: the long way, once more
             job = intake.job
             if job is None:  # a memo hit: parse the body kept for this
                 assert intake.raw is not None
                 job = await job_from_json(intake.raw, svc, op, bypass)
             artifact = await svc.kernels.artifact(job)
-            response = _respond(artifact, request)
+            response = _respond(artifact, request, svc)
     finally:
         if intake.body is not None:
             intake.body.cleanup()  # parts already moved into the blob store are gone already
@@ -182,7 +181,7 @@ def _matches(if_none_match: str | None, etag: str) -> bool:
     return "*" in tags or etag in tags or etag.strip('"') in tags
 
 
-def _respond(artifact: Artifact, request: Request) -> Response:
+def _respond(artifact: Artifact, request: Request, svc: Services) -> Response:
     headers = {
         "ETag": artifact.etag,
         "X-Cache": "miss" if artifact.built else "hit",
@@ -191,14 +190,11 @@ def _respond(artifact: Artifact, request: Request) -> Response:
     if _matches(request.headers.get("if-none-match"), artifact.etag):
         return Response(status_code=304, headers=headers)
     headers["Content-Disposition"] = f'attachment; filename="{artifact.filename}"'
-    if artifact.content is not None:
-        return Response(artifact.content, media_type=MEDIA_TYPE, headers=headers)
-    size = artifact.entry.size
+    content = svc.kernels.small_content(artifact)
+    if content is not None:
+        return Response(content, media_type=MEDIA_TYPE, headers=headers)
+    headers["Content-Length"] = str(artifact.entry.size)
     f = open(artifact.entry.path, "rb")  # noqa: SIM115 - held open so eviction cannot race
-    if size <= _SMALL:
-        with f:
-            return Response(f.read(), media_type=MEDIA_TYPE, headers=headers)
-    headers["Content-Length"] = str(size)
     return StreamingResponse(_chunks(f), media_type=MEDIA_TYPE, headers=headers)
 
 

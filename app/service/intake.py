@@ -14,7 +14,7 @@ import pydantic_core
 from pydantic import BaseModel, ValidationError
 from starlette.requests import Request
 
-from app.cache.memo import fingerprint_of
+from app.cache.memo import Fingerprint, fingerprint_of
 from app.schemas.requests import (
     KERNEL_REQUEST_ADAPTER,
     REQUEST_MODELS,
@@ -116,7 +116,7 @@ class Intake:
 
     job: KernelJob | None = None
     body: MultipartBody | None = None  # spooled parts; the caller cleans them up
-    fingerprint: str | None = None  # of a JSON body, for the memo of exact requests
+    fingerprint: Fingerprint | None = None  # a JSON request, for the memo of exact requests
     artifact: Artifact | None = None
     raw: bytes | None = None  # the JSON body, kept for a retry after a memo hit
 

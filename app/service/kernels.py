@@ -15,8 +15,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from app.cache.hot import HotArtifacts
 from app.cache.keys import artifact_key
-from app.cache.memo import RequestMemo
+from app.cache.memo import Fingerprint, RequestMemo
 from app.cache.singleflight import SingleFlight
 from app.cache.store import ContentStore, StoredEntry, sha256_range
 from app.observability.metrics import Metrics
@@ -87,6 +88,7 @@ class KernelService:
         self.max_artifact_bytes = max_artifact_bytes
         self._flights: SingleFlight[tuple[StoredEntry, bool, bytes | None]] = SingleFlight()
         self.memo = RequestMemo()
+        self.hot = HotArtifacts()
 
     def check_format(self, fmt: str) -> None:
         if fmt == "mlmodelc" and self.compiler is None:
@@ -100,7 +102,7 @@ class KernelService:
                 available_formats=formats,
             )
 
-    def remembered(self, fingerprint: str) -> Artifact | None:
+    def remembered(self, fingerprint: Fingerprint) -> Artifact | None:
         """The cached artifact of a request seen before with exactly these bytes, if its
         entry is present and verified; anything else goes the long way."""
         found = self.memo.get(fingerprint)
@@ -112,9 +114,9 @@ class KernelService:
             self.memo.forget(fingerprint)
             return None
         self.metrics.cache_hits.labels(op).inc()
-        return Artifact(entry, built=False, op=op)
+        return Artifact(entry, built=False, op=op, content=self.hot.get(key, entry.signature))
 
-    async def artifact(self, job: KernelJob, fingerprint: str | None = None) -> Artifact:
+    async def artifact(self, job: KernelJob, fingerprint: Fingerprint | None = None) -> Artifact:
         artifact = await self._artifact(job)
         if fingerprint is not None and not job.bypass_cache:
             self.memo.put(fingerprint, job.op, artifact.entry.key)
@@ -127,7 +129,8 @@ class KernelService:
             found = self.cache.lookup(key)
             if isinstance(found, StoredEntry):
                 self.metrics.cache_hits.labels(job.op).inc()
-                return Artifact(found, built=False, op=job.op)
+                content = self.hot.get(key, found.signature)
+                return Artifact(found, built=False, op=job.op, content=content)
 
         async def flight() -> tuple[StoredEntry, bool, bytes | None]:
             if not job.bypass_cache:
@@ -181,12 +184,27 @@ class KernelService:
         if result.published is not None:
             entry = self.cache.adopt(result.published)
             content = result.content
+            if content is not None:
+                self.hot.put(key, entry.signature, content)
         else:
             entry = await asyncio.to_thread(self._compile_and_publish, result.path, key, meta)
             content = None
         self.metrics.build_seconds.labels(job.op).observe(result.seconds)
         self.metrics.cache_bytes.set(self.cache.total_bytes)
         return entry, content
+
+    def small_content(self, artifact: Artifact) -> bytes | None:
+        """The bytes of a small artifact (read once, then kept in memory); None for a large
+        one, which is streamed from its file."""
+        if artifact.content is not None:
+            return artifact.content
+        entry = artifact.entry
+        if entry.size > self.hot.max_item_bytes:
+            return None
+        with open(entry.path, "rb") as f:
+            content = f.read()
+        self.hot.put(entry.key, entry.signature, content)
+        return content
 
     def _compile_and_publish(self, package: Path, key: str, meta: dict) -> StoredEntry:
         path = self._compile(package)
