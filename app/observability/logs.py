@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import atexit
 import json
 import logging
+import queue
 import sys
 import time
+from logging.handlers import QueueHandler, QueueListener
 from typing import Any
 
 # Attributes every LogRecord has; anything else passed via `extra=` is a structured field.
@@ -29,12 +32,27 @@ class JSONFormatter(logging.Formatter):
         return json.dumps(doc, default=str, separators=(",", ":"))
 
 
+_listener: QueueListener | None = None
+
+
 def configure(level: str) -> None:
     """Route the service's loggers (and uvicorn's error log) through the JSON formatter.
 
-    uvicorn's own access log is switched off: the access middleware writes a richer one.
+    Lines are formatted on the calling thread and written by a listener thread: a write to a
+    log file can block for tens of milliseconds while the disk flushes, and the event loop must
+    not wait for that. uvicorn's own access log is switched off: the access middleware writes a
+    richer one.
     """
-    handler = logging.StreamHandler(sys.stderr)
+    global _listener
+    if _listener is not None:
+        _listener.stop()
+    writer = logging.StreamHandler(sys.stderr)
+    writer.setFormatter(logging.Formatter("%(message)s"))
+    records: queue.SimpleQueue[logging.LogRecord] = queue.SimpleQueue()
+    _listener = QueueListener(records, writer)
+    _listener.start()
+    atexit.register(_listener.stop)
+    handler = QueueHandler(records)
     handler.setFormatter(JSONFormatter())
     for name in ("ane", "uvicorn", "uvicorn.error"):
         logger = logging.getLogger(name)
