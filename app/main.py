@@ -53,6 +53,7 @@ def create_app(settings: Settings | None = None, compiler: Compiler | None = Non
         yield
         warming.cancel()
         svc.pool.shutdown()
+        logs.drain()
 
     app = FastAPI(
         title="ANE Kernel Service",

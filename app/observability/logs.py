@@ -54,9 +54,26 @@ def configure(level: str) -> None:
     atexit.register(_listener.stop)
     handler = QueueHandler(records)
     handler.setFormatter(JSONFormatter())
+    _route(handler, level)
+    logging.getLogger("uvicorn.access").disabled = True
+
+
+def _route(handler: logging.Handler, level: str | None = None) -> None:
     for name in ("ane", "uvicorn", "uvicorn.error"):
         logger = logging.getLogger(name)
         logger.handlers[:] = [handler]
         logger.propagate = False
-        logger.setLevel(level.upper())
-    logging.getLogger("uvicorn.access").disabled = True
+        if level is not None:
+            logger.setLevel(level.upper())
+
+
+def drain() -> None:
+    """At shutdown: write what is queued and log directly from now on. A SIGTERM ends the
+    process without running atexit hooks, so the listener must not be the only writer then."""
+    global _listener
+    if _listener is not None:
+        _listener.stop()
+        _listener = None
+    direct = logging.StreamHandler(sys.stderr)
+    direct.setFormatter(JSONFormatter())
+    _route(direct)

@@ -14,13 +14,14 @@ from __future__ import annotations
 import asyncio
 import logging
 import multiprocessing
+import os
 from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from typing import TypeVar
 
 from app.service.problems import Problem
-from app.service.worker import warm
+from app.service.worker import warm, watch_parent
 
 T = TypeVar("T")
 log = logging.getLogger("ane.service")
@@ -35,7 +36,12 @@ class BuildPool:
 
     def _new_executor(self) -> ProcessPoolExecutor:
         # spawn: the server process has threads, and forking a threaded process is unsafe.
-        return ProcessPoolExecutor(self.workers, mp_context=multiprocessing.get_context("spawn"))
+        return ProcessPoolExecutor(
+            self.workers,
+            mp_context=multiprocessing.get_context("spawn"),
+            initializer=watch_parent,
+            initargs=(os.getpid(),),
+        )
 
     @property
     def pending(self) -> int:
@@ -79,4 +85,6 @@ class BuildPool:
             self._on_change(self._pending)
 
     def shutdown(self) -> None:
-        self._executor.shutdown(wait=False, cancel_futures=True)
+        """Stop the workers. uvicorn has drained the requests by the time this runs, so no
+        build is waiting on them; waiting here is what lets the processes exit with us."""
+        self._executor.shutdown(wait=True, cancel_futures=True)
