@@ -200,3 +200,31 @@ def test_finished_jobs_are_forgotten_after_the_keep_time(tmp_path, xcrun_log):
     seen, later, listed = asyncio.run(scenario())
     assert seen.state == JobState.succeeded
     assert later is None and listed == []
+
+
+def test_verify_adds_verification_json_and_its_own_key(tmp_path, xcrun_log):
+    import io
+    import json
+    import zipfile
+
+    req = REQUEST_MODELS["conv"].model_validate({"op": "conv", **PARAMS, "format": "mil"})
+    op, params, _ = split_request(req)
+    weights = {"weight": inline_tensor("weight", W.tolist())}
+    sync = KernelJob(op, params, weights, "mil", "ios18", None, verify=True)
+    verified = spec(name=None, fmt="mil", verify=True)
+    assert verified.key() == sync.key() != spec(name=None, fmt="mil").key()
+
+    async def scenario():
+        async with engine(tmp_path) as eng:
+            out = {}
+            for s in (verified, spec(name=None, fmt="mlmodelc", verify=True)):
+                job = await eng.wait((await eng.submit(s)).id, 30)
+                assert job.state == JobState.succeeded, job.error
+                out[s.format] = (await eng.artifact_path(job)).read_bytes()
+            return out
+
+    zips = asyncio.run(scenario())
+    for data in zips.values():
+        with zipfile.ZipFile(io.BytesIO(data)) as zf:
+            report = json.loads(zf.read("verification.json"))
+        assert report["op"] == "conv" and "y" in report["outputs"]  # the reference ran it

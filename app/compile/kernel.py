@@ -16,7 +16,7 @@ import os
 import shutil
 import tempfile
 import zipfile
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, BinaryIO
@@ -42,11 +42,13 @@ class CompiledKernel:
     log: str
 
 
-def write_package(build: KernelBuild, workdir: Path) -> tuple[Path, dict[str, Any]]:
+def write_package(
+    build: KernelBuild, workdir: Path, extra_entries: Sequence[Entry] = ()
+) -> tuple[Path, dict[str, Any]]:
     """Write `<name>.mlpackage/` under `workdir`; return it and the package's kernel.json."""
     zpath = workdir / "package.zip"
     with zpath.open("wb") as f:
-        description = write_kernel_zip(build, f, "mlpackage")
+        description = write_kernel_zip(build, f, "mlpackage", extra_entries=extra_entries)
     with zipfile.ZipFile(zpath) as zf:
         zf.extractall(workdir / "src")
     zpath.unlink()
@@ -60,10 +62,14 @@ async def compile_kernel_zip(
     timeout_s: float,
     *,
     on_compiling: Callable[[], Any] | None = None,
+    extra_entries: Sequence[Entry] = (),
 ) -> CompiledKernel:
-    """Compile `build` with `compiler` inside `workdir` (which the caller owns and removes)."""
-    package, description = await asyncio.to_thread(write_package, build, workdir)
-    return await _compile(package, description, compiler, workdir, timeout_s, on_compiling)
+    """Compile `build` with `compiler` inside `workdir` (which the caller owns and removes).
+    `extra_entries` (e.g. verification.json) go into the package and the compiled zip."""
+    package, description = await asyncio.to_thread(write_package, build, workdir, extra_entries)
+    return await _compile(
+        package, description, compiler, workdir, timeout_s, on_compiling, extra_entries
+    )
 
 
 async def compile_package_zip(
@@ -79,7 +85,7 @@ async def compile_package_zip(
         return workdir / "src" / f"{description['name']}.mlpackage", description
 
     package, description = await asyncio.to_thread(unpack)
-    return await _compile(package, description, compiler, workdir, timeout_s, None)
+    return await _compile(package, description, compiler, workdir, timeout_s, None, ())
 
 
 async def _compile(
@@ -89,6 +95,7 @@ async def _compile(
     workdir: Path,
     timeout_s: float,
     on_compiling: Callable[[], Any] | None,
+    extra_entries: Sequence[Entry],
 ) -> CompiledKernel:
     if on_compiling is not None:
         await on_compiling()
@@ -104,8 +111,9 @@ async def _compile(
     name = description["name"]
     zip_path = workdir / f"{name}.mlmodelc.zip"
     await asyncio.to_thread(
-        _write_zip, zip_path, result.mlmodelc, name, description, result.log, placement
-    )
+        _write_zip, zip_path, result.mlmodelc, name, description, result.log, placement,
+        extra_entries,
+    )  # fmt: skip
     shutil.rmtree(package.parent, ignore_errors=True)
     return CompiledKernel(zip_path, description, placement, result.toolchain, result.log)
 
@@ -137,12 +145,14 @@ def _write_zip(
     description: dict[str, Any],
     log: str,
     placement: dict[str, Any],
+    extra_entries: Sequence[Entry] = (),
 ) -> None:
     root = f"{name}.mlmodelc"
     entries = [
         Entry("kernel.json", to_json(description)),
         Entry("compile.log", log.encode()),
         Entry("placement.json", to_json(placement)),
+        *extra_entries,
     ]
     empty_dirs = []
     for path in sorted(mlmodelc.rglob("*")):

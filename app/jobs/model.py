@@ -52,6 +52,7 @@ class JobSpec(BaseModel):
     name: str | None = None
     weights: dict[str, WeightRef] = Field(default_factory=dict)
     bypass_cache: bool = False
+    verify: bool = False  # add verification.json (app/reference)
 
     @property
     def model_name(self) -> str:
@@ -63,6 +64,8 @@ class JobSpec(BaseModel):
 
     def key(self, extra: dict[str, Any] | None = None) -> str:
         """The request's cache key: the same function the synchronous path uses."""
+        if self.verify:  # only when set, as the synchronous path does
+            extra = {**(extra or {}), "verify": True}
         return artifact_key(
             op=self.op,
             params=self.params,

@@ -159,6 +159,7 @@ async def _produce(rt: Runtime, job: Job) -> dict[str, Any]:
             ref, meta = found
             return {"artifact": ref, "placement": meta.get("placement"), "toolchain": toolchain}
     build = await asyncio.to_thread(_build, spec, arrays)
+    extra = await asyncio.to_thread(_extra_entries, spec, build)
 
     async def compiling() -> None:
         moved = await rt.records.update(
@@ -170,7 +171,12 @@ async def _produce(rt: Runtime, job: Job) -> dict[str, Any]:
     workdir = _scratch(rt)
     try:
         compiled = await compile_kernel_zip(
-            build, rt.compiler, workdir, rt.settings.compile_timeout_s, on_compiling=compiling
+            build,
+            rt.compiler,
+            workdir,
+            rt.settings.compile_timeout_s,
+            on_compiling=compiling,
+            extra_entries=extra,
         )
         placement = compiled.placement.get("summary") or {
             "available": False,
@@ -193,16 +199,25 @@ def _build(spec: JobSpec, arrays: dict) -> KernelBuild:
     return build_kernel(spec.op, spec.params, arrays, target=spec.target, name=spec.name)
 
 
+def _extra_entries(spec: JobSpec, build: KernelBuild) -> list:
+    if not spec.verify:
+        return []
+    from app.reference.verify import verification_entry
+
+    return [verification_entry(build)]  # KernelSpecError("verify", ...) when too large
+
+
 def _package(rt: Runtime, spec: JobSpec, key: str, arrays: dict):
     """Build and zip a mil / mlpackage artifact, exactly as the synchronous path does."""
     build = _build(spec, arrays)
+    extra = _extra_entries(spec, build)
     # Uploaded float16/float32 bytes are packaged as they are, so their digest stands.
     digests = {n: w.digest for n, w in spec.weights.items() if w.dtype in ("float16", "float32")}
     workdir = _scratch(rt)
     try:
         path = workdir / spec.filename
         with path.open("wb") as f:
-            write_kernel_zip(build, f, spec.format, digests=digests)
+            write_kernel_zip(build, f, spec.format, digests=digests, extra_entries=extra)
         return rt.artifacts.publish(
             key, path, spec.filename, {"op": spec.op, "format": spec.format}
         )

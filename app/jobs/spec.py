@@ -38,6 +38,7 @@ def from_kernel_job(job: KernelJob) -> JobSpec:
         name=job.name,
         weights=weights,
         bypass_cache=job.bypass_cache,
+        verify=getattr(job, "verify", False),
     )
 
 
@@ -50,6 +51,7 @@ def make_spec(
     target: str = "ios18",
     name: str | None = None,
     bypass_cache: bool = False,
+    verify: bool = False,
 ) -> JobSpec:
     """A spec from Python values; weights travel inline (keep them small: they go through
     Redis; large tensors belong in the blob store, referenced by digest)."""
@@ -83,6 +85,7 @@ def make_spec(
         name=options.name,
         weights=refs,
         bypass_cache=bypass_cache,
+        verify=verify,
     )
 
 
