@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import shutil
 import tempfile
 import zipfile
@@ -121,21 +120,25 @@ async def _compile(
 class PackageZipCompiler:
     """The synchronous path's compiler seam (app/service/compiler.py): a zipped .mlpackage in,
     the zipped .mlmodelc out at `dest`; a compile failure is a ValueError with the compiler's
-    message. Blocking: call it from a worker thread, not the event loop."""
+    message. Blocking: call it from a worker thread, not the event loop. Scratch space is
+    `workdir` (default: the system's temp dir), never next to `dest`: a cache's temp dir holds
+    files only."""
 
-    def __init__(self, compiler: Compiler, timeout_s: float = 300.0):
-        self.backend, self.timeout_s = compiler, timeout_s
+    def __init__(self, compiler: Compiler, timeout_s: float = 300.0, workdir: Path | None = None):
+        self.backend, self.timeout_s, self.workdir = compiler, timeout_s, workdir
         self.name = compiler.name
 
     def compile(self, mlpackage_zip: Path, dest: Path) -> None:
-        with tempfile.TemporaryDirectory(dir=dest.parent) as tmp:
+        if self.workdir is not None:
+            self.workdir.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryDirectory(dir=self.workdir) as tmp:
             try:
                 compiled = asyncio.run(
                     compile_package_zip(mlpackage_zip, self.backend, Path(tmp), self.timeout_s)
                 )
             except CompileFailure as exc:
                 raise ValueError(exc.message) from None
-            os.replace(compiled.zip_path, dest)
+            shutil.move(compiled.zip_path, dest)  # a copy when the temp dir is elsewhere
 
 
 def _write_zip(
