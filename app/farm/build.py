@@ -38,8 +38,8 @@ def _toolchain(path: Path) -> dict[str, Any]:
     with zipfile.ZipFile(path) as zf:
         info = json.loads(zf.read("kernel.json"))
     out = {"generator": info.get("generator"), "coremltools": info.get("coremltools_version")}
-    if info.get("toolchain"):
-        out["compiler"] = info["toolchain"]
+    if info.get("compiler"):  # .mlmodelc zips: the backend and its toolchain versions
+        out["compiler"] = info["compiler"]
     return out
 
 
