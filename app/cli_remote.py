@@ -85,12 +85,8 @@ def _jobs(args) -> int:
                 else EXIT_FAILED
             )
         if args.jobs_command == "list":
-            jobs = c.jobs(state=args.state, limit=args.limit)
-            _emit(
-                args,
-                jobs,
-                "\n".join(_job_line(j) for j in jobs.get("jobs", jobs)) if jobs else "no jobs",
-            )
+            jobs = c.jobs(state=args.state, limit=args.limit)["jobs"]
+            _emit(args, jobs, "\n".join(_job_line(j) for j in jobs) or "no jobs")
             return 0
         job = c.job(args.id)
         if args.jobs_command == "wait":

@@ -208,3 +208,42 @@ def test_interrupted_build_resumes(farm_server, tmp_path):
     assert all(statuses[name] == "up to date" for name in partial)
     assert len(json.loads(lock_path.read_text())["kernels"]) == 10
     assert not list(out.glob(".*"))  # no half-written downloads left behind
+
+
+def test_jobs_commands(farm_server, tmp_path):
+    url, log = farm_server
+
+    def cli(*args):
+        done = subprocess.run([sys.executable, "-m", "app.cli", "jobs", *args, "--server", url],
+                              capture_output=True, text=True, timeout=120)  # fmt: skip
+        return done
+
+    params = json.dumps({"channels": 8, "spatial": 3})
+    sub = cli(
+        "submit",
+        "identity",
+        "--params",
+        params,
+        "--format",
+        "mlmodelc",
+        "--name",
+        "probe8",
+        "--wait",
+        "--json",
+    )
+    assert sub.returncode == 0, sub.stderr
+    job = json.loads(sub.stdout)
+    assert job["state"] == "succeeded"
+    status = cli("status", job["id"], "--json")
+    assert status.returncode == 0 and json.loads(status.stdout)["id"] == job["id"]
+    listed = cli("list", "--state", "succeeded", "--json")
+    assert job["id"] in [j["id"] for j in json.loads(listed.stdout)]
+    out = tmp_path / "probe.zip"
+    assert cli("download", job["id"], "-o", str(out)).returncode == 0
+    names = zipfile.ZipFile(out).namelist()
+    assert any(n.startswith("probe8.mlmodelc/") for n in names) and "kernel.json" in names
+    assert "probe8" in log.read_text()  # the stand-in compiler really ran for it
+    missing = cli("status", "0" * 64)
+    assert missing.returncode == 2 and "404" in missing.stderr
+    failing = cli("submit", "identity", "--params", '{"channels": 0, "spatial": 1}')
+    assert failing.returncode == 2 and "channels" in failing.stderr
