@@ -1,7 +1,9 @@
 """The ASGI app: `uvicorn app.main:app` (or `make run`).
 
 `create_app` wires settings, storage, the worker pool and the routers; the module-level `app`
-uses settings from the environment (ANE_*) and no compiler.
+uses settings from the environment (ANE_*) and the machine's own compiler when it has one.
+Jobs (/v1/jobs) run in this process, or on `ane-kernels worker` machines when ANE_REDIS_URL is
+set.
 """
 
 from __future__ import annotations
@@ -15,9 +17,11 @@ from typing import Any
 from fastapi import FastAPI
 
 from app import __version__
+from app.compile import local_compiler
+from app.jobs import JobSettings
 from app.observability import logs
 from app.observability.access import AccessMiddleware
-from app.routers import blobs, docs, kernels, ops, system
+from app.routers import blobs, docs, jobs, kernels, ops, system
 from app.schemas.requests import KERNEL_REQUEST_ADAPTER, Problem
 from app.service.auth import add_security
 from app.service.compiler import Compiler
@@ -50,7 +54,9 @@ def create_app(settings: Settings | None = None, compiler: Compiler | None = Non
         gc.collect()
         gc.freeze()
         warming = asyncio.create_task(svc.pool.warm())  # in the background: start-up stays fast
+        await svc.jobs.start()
         yield
+        await svc.jobs.close()
         warming.cancel()
         svc.pool.shutdown()
         logs.drain()
@@ -65,7 +71,7 @@ def create_app(settings: Settings | None = None, compiler: Compiler | None = Non
     )
     app.state.services = svc
     install_handlers(app)
-    for module in (ops, kernels, blobs, system):
+    for module in (ops, kernels, jobs, blobs, system):
         app.include_router(module.router)
     docs.install(app)
     app.add_middleware(AccessMiddleware, metrics=svc.metrics)
@@ -98,4 +104,7 @@ def _extend_openapi(app: FastAPI) -> None:
     app.openapi = openapi  # type: ignore[method-assign]
 
 
-app = create_app()
+# The machine's own compiler, when it has one (a Mac with Xcode): `make run` there serves
+# format=mlmodelc synchronously too. ANE_COMPILER=none turns it off.
+_jobs = JobSettings()
+app = create_app(compiler=local_compiler(_jobs.compiler, _jobs.compile_timeout_s))

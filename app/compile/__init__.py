@@ -17,7 +17,7 @@ from app.compile.kernel import (
     compile_package_zip,
 )
 from app.compile.placement import placement_report, summarize
-from app.compile.select import CHOICES, select_compiler
+from app.compile.select import CHOICES, local_compiler, select_compiler
 
 __all__ = [
     "CHOICES",
@@ -32,6 +32,7 @@ __all__ = [
     "PackageZipCompiler",
     "compile_kernel_zip",
     "compile_package_zip",
+    "local_compiler",
     "placement_report",
     "select_compiler",
     "summarize",

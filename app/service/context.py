@@ -9,6 +9,8 @@ from pathlib import Path
 from fastapi import Request
 
 from app.cache.store import ContentStore
+from app.compile import select_compiler
+from app.jobs import JobEngine, JobSettings, make_engine
 from app.observability.metrics import Metrics
 from app.service.compiler import Compiler
 from app.service.kernels import KernelService
@@ -25,9 +27,15 @@ class Services:
     blobs: BlobStore
     pool: BuildPool
     kernels: KernelService
+    jobs: JobEngine  # /v1/jobs: in this process, or arq + Redis when ANE_REDIS_URL is set
 
     @classmethod
-    def create(cls, settings: Settings, compiler: Compiler | None = None) -> Services:
+    def create(
+        cls,
+        settings: Settings,
+        compiler: Compiler | None = None,
+        job_settings: JobSettings | None = None,
+    ) -> Services:
         metrics = Metrics()
         settings.data_dir.mkdir(parents=True, exist_ok=True)
         cache = ContentStore(
@@ -46,7 +54,17 @@ class Services:
             on_change=metrics.builds_in_flight.set,
         )
         kernels = KernelService(cache, pool, metrics, compiler, settings.max_artifact_bytes)
-        return cls(settings, metrics, cache, blobs, pool, kernels)
+        job_settings = job_settings or JobSettings()
+        jobs = make_engine(
+            job_settings,
+            cache=cache,
+            blobs=blobs,
+            # The embedded engine compiles with this machine's compiler; a farm's macOS
+            # workers pick their own.
+            compiler=None if job_settings.redis_url else select_compiler(job_settings.compiler),
+            workdir=settings.data_dir / "work" / "embedded",
+        )
+        return cls(settings, metrics, cache, blobs, pool, kernels, jobs)
 
     def ready(self) -> tuple[bool, str]:
         """Ready when the data directories are writable."""
