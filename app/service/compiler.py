@@ -10,6 +10,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Protocol, runtime_checkable
 
+from app.packaging import FORMATS
+
 
 @runtime_checkable
 class Compiler(Protocol):
@@ -22,6 +24,4 @@ class Compiler(Protocol):
 
 
 def available_formats(compiler: Compiler | None) -> list[str]:
-    from app.packaging import FORMATS
-
     return [*FORMATS, "mlmodelc"] if compiler is not None else list(FORMATS)
