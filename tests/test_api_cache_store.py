@@ -87,6 +87,7 @@ def test_restart_keeps_entries_and_their_order(tmp_path):
     # ...while fresh ones may be another process's upload or publish in progress (shared volume).
     (store.tmp_dir / "receiving.part").write_bytes(b"arriving")
     publishing = store.data_path(_key(8))
+    publishing.parent.mkdir(exist_ok=True)
     publishing.write_bytes(b"sidecar comes next")
 
     again = ContentStore(tmp_path, 4_000, ".zip")

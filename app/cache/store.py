@@ -32,6 +32,17 @@ _HASH_CHUNK = 1 << 22
 _ATIME_GRANULARITY_NS = 60 * 10**9
 
 
+# Leftovers older than this are a crashed writer's debris, not another process's work in progress.
+STALE_AFTER_S = 3600.0
+
+
+def _is_stale(path: Path) -> bool:
+    try:
+        return time.time() - path.stat().st_mtime > STALE_AFTER_S
+    except OSError:
+        return False
+
+
 @dataclass(frozen=True)
 class StoredEntry:
     key: str
@@ -142,9 +153,14 @@ class ContentStore:
         return len(self._lru)
 
     def _scan(self) -> None:
-        """Rebuild the index from disk: oldest access first; drop temp files and orphans."""
+        """Rebuild the index from disk: oldest access first; drop stale temp files and orphans.
+
+        The store may sit on a volume shared with other processes (API, workers): a temp file or
+        a data file without its sidecar may be another process's upload or publish in progress,
+        so only those untouched for `STALE_AFTER_S` are removed."""
         for stale in self.tmp_dir.iterdir():
-            stale.unlink(missing_ok=True)
+            if stale.is_file() and _is_stale(stale):
+                stale.unlink(missing_ok=True)
         found = []
         for meta_path in self.root.glob("??/*.json"):
             key = meta_path.stem
@@ -161,7 +177,7 @@ class ContentStore:
             self._meta[key] = meta
         self._total = sum(self._lru.values())
         for orphan in self.root.glob(f"??/*{self.suffix}"):
-            if orphan.name.removesuffix(self.suffix) not in self._lru:
+            if orphan.name.removesuffix(self.suffix) not in self._lru and _is_stale(orphan):
                 orphan.unlink(missing_ok=True)
 
     # -- reading -------------------------------------------------------------------------------
