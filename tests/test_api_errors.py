@@ -132,6 +132,8 @@ CASES = [
      422, "query.shape", "positive integers"),
     ("blob-unknown", "GET", f"/v1/blobs/{UNKNOWN}", {}, 404, "path.digest", "no blob"),
     ("blob-malformed-digest", "GET", "/v1/blobs/sha256:zz", {}, 422, "path.digest", "pattern"),
+    ("artifact-too-large", "POST", "/v1/kernels/identity", {"json": {"channels": 4096, "spatial": 1}},
+     413, None, SERVER_LIMITS["max_artifact_bytes"]),
     ("wrong-method", "GET", "/v1/kernels/conv", {}, 405, None, "GET"),
     ("unknown-route", "GET", "/v2/ops", {}, 404, None, "/v2/ops"),
 ]  # fmt: skip
@@ -166,12 +168,13 @@ def test_head_of_unknown_blob_is_404(client):
     assert client.head(f"/v1/blobs/{UNKNOWN}").status_code == 404
 
 
-def test_rejected_uploads_leave_no_spool_files(client, server):
+def test_rejected_requests_leave_nothing_half_written(client, server):
     client.post("/v1/kernels/conv", files={"spec": _spec(), "weight": ("w.npy", _nan_npy())})
     client.post("/v1/kernels/conv", files={"spec": _spec(), "wieght": ("w.npy", b"\x93NUMPY")})
     client.post("/v1/blobs", content=b"\x00" * 3)
-    leftovers = [p for p in (server.data_dir / "blobs" / "tmp").iterdir() if p.suffix == ".part"]
-    assert leftovers == []
+    client.post("/v1/kernels/identity", json={"channels": 4096, "spatial": 2})  # 413 in a worker
+    for tmp in (server.data_dir / "blobs" / "tmp", server.data_dir / "artifacts" / "tmp"):
+        assert [p.name for p in tmp.iterdir()] == [], tmp
 
 
 def test_backlog_full_answers_503_with_retry_after(tmp_path):
