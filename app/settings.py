@@ -26,7 +26,7 @@ class Settings(BaseSettings):
     max_weight_bytes: int = Field(1 * GiB, ge=1, description="one uploaded weight tensor")
     max_body_bytes: int = Field(2 * GiB, ge=1, description="a whole multipart or raw body")
     max_artifact_bytes: int = Field(4 * GiB, ge=1, description="weights one artifact may hold")
-    workers: int = Field(2, ge=1, le=64, description="threads that build kernels")
+    workers: int = Field(2, ge=1, le=64, description="worker processes that build kernels")
     max_backlog: int = Field(32, ge=0, description="builds that may wait for a worker")
     retry_after_seconds: int = Field(2, ge=1, description="Retry-After when the backlog is full")
     api_keys: str = Field("", description="comma-separated; empty disables authentication")
