@@ -28,6 +28,9 @@ class Settings(BaseSettings):
     max_artifact_bytes: int = Field(4 * GiB, ge=1, description="weights one artifact may hold")
     workers: int = Field(2, ge=1, le=64, description="worker processes that build kernels")
     max_backlog: int = Field(32, ge=0, description="builds that may wait for a worker")
+    sync_wait_s: float = Field(
+        30.0, ge=0, description="how long a format=mlmodelc request waits before answering 202"
+    )
     retry_after_seconds: int = Field(2, ge=1, description="Retry-After when the backlog is full")
     api_keys: str = Field("", description="comma-separated; empty disables authentication")
     log_level: str = Field("INFO", description="level of the JSON logs")

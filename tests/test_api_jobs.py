@@ -154,6 +154,18 @@ def test_workers_and_the_synchronous_path_use_the_machines_compiler(embedded):
     assert sync.status_code == 200, sync.text
     with zipfile.ZipFile(io.BytesIO(sync.content)) as zf:
         assert "sync.mlmodelc/model.mil" in zf.namelist()
+    assert sync.headers["x-cache"] == "miss"
+    repeat = client.post("/v1/kernels", json=body)
+    assert repeat.headers["x-cache"] == "hit" and repeat.content == sync.content
+    assert (
+        client.post(
+            "/v1/kernels", json=body, headers={"If-None-Match": sync.headers["etag"]}
+        ).status_code
+        == 304
+    )
+    # A compiler error on the synchronous path is a 422 carrying the compiler's own words.
+    problem = assert_problem(client.post("/v1/kernels", json={**body, "name": "bad"}), 422)
+    assert "Failed to parse the model specification" in problem["detail"] and problem["job"]
 
 
 @pytest.mark.slow
@@ -168,13 +180,17 @@ def test_a_farm_through_http_survives_an_api_restart(tmp_path):
         )
         try:
             worker.wait_ready(url)
-            # the API itself has no compiler (no xcrun on its PATH): the Mac worker compiles
+            # The API itself has no compiler (no xcrun on its PATH): the Mac worker compiles, and
+            # a synchronous request that outlives ANE_SYNC_WAIT_S answers 202 with its job.
             with (
-                uvicorn_server(data_dir, redis_url=url) as api,
+                uvicorn_server(data_dir, redis_url=url, sync_wait_s="0.2") as api,
                 httpx.Client(base_url=api, timeout=60) as client,
             ):
-                assert_problem(client.post("/v1/kernels", json=body), 503, "format")
+                sync = client.post("/v1/kernels", json=body)
+                assert sync.status_code == 202, sync.text
+                assert sync.headers["location"] == f"/v1/jobs/{sync.json()['id']}"
                 job = client.post("/v1/jobs", json=body).json()
+                assert job["id"] == sync.json()["id"]  # the same request is the same job
                 assert job["state"] in ("queued", "generating", "compiling")
                 workers = client.get("/v1/workers").json()
             assert workers["engine"] == "arq"
@@ -185,6 +201,7 @@ def test_a_farm_through_http_survives_an_api_restart(tmp_path):
             ):
                 done = wait_done(client, job["id"])
                 art = client.get(f"/v1/jobs/{job['id']}/artifact")
+                again = client.post("/v1/kernels", json=body)  # now a finished job: the zip itself
         finally:
             worker.stop()
     assert done["state"] == "succeeded", done
@@ -192,3 +209,5 @@ def test_a_farm_through_http_survives_an_api_restart(tmp_path):
     assert art.status_code == 200
     with zipfile.ZipFile(io.BytesIO(art.content)) as zf:
         assert "farm.mlmodelc/coremldata.bin" in zf.namelist()
+    assert again.status_code == 200 and again.headers["x-cache"] == "hit"
+    assert again.content == art.content

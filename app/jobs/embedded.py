@@ -69,9 +69,11 @@ class EmbeddedEngine(JobEngine):
             raise Problem(
                 503,
                 "format mlmodelc needs a Core ML compiler and this service has none (no xcrun; "
-                "ANE_COMPILER); run it on a Mac, or set ANE_REDIS_URL and add a macOS worker",
+                "ANE_COMPILER); run it on a Mac, or set ANE_REDIS_URL and add a macOS worker. "
+                "Available formats: mlpackage, mil",
                 title="Compiler unavailable",
                 field="format",
+                available_formats=["mlpackage", "mil"],
             )
 
     async def _dispatch(self, job: Job) -> None:

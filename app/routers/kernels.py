@@ -9,6 +9,7 @@ from fastapi import APIRouter, Depends, Path, Query, Request, Response
 from fastapi.responses import StreamingResponse
 
 from app.kernels import KERNELS
+from app.routers.compiled import serve_compiled
 from app.routers.responses import problems
 from app.service.auth import require_api_key
 from app.service.context import Services, services
@@ -149,8 +150,10 @@ async def build_kernel(
 async def _serve(request: Request, svc: Services, op: str | None, bypass: bool) -> Response:
     if op is not None:
         request.state.op = op
-    intake = await read_request(request, svc, op, bypass)
+    intake = await read_request(request, svc, op, bypass, check_format=False)
     try:
+        if intake.job is not None and intake.job.fmt == "mlmodelc":
+            return await serve_compiled(request, svc, intake.job, _matches)
         if intake.artifact is not None:
             artifact = intake.artifact
         else:
