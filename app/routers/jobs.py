@@ -86,7 +86,7 @@ async def _specs(request: Request, svc: Services) -> tuple[list[JobSpec], bool]:
     """(specs, whether the body was a batch)."""
     kind = media_type(request)
     if kind == MULTIPART:  # one kernel with its weights as file parts
-        intake = await read_request(request, svc, None, False, check_format=False)
+        intake = await read_request(request, svc, None, False)
         try:
             return [from_kernel_job(intake.job)], False
         finally:
@@ -100,9 +100,7 @@ async def _specs(request: Request, svc: Services) -> tuple[list[JobSpec], bool]:
     except (ValueError, UnicodeDecodeError) as exc:
         raise Problem(400, f"the body is not valid JSON: {exc}", title="Malformed JSON") from None
     if not (isinstance(data, dict) and "kernels" in data):
-        return [
-            from_kernel_job(await job_from_json(raw, svc, None, False, check_format=False))
-        ], False
+        return [from_kernel_job(await job_from_json(raw, svc, None, False))], False
     kernels = data["kernels"]
     if (
         set(data) != {"kernels"}
@@ -118,9 +116,7 @@ async def _specs(request: Request, svc: Services) -> tuple[list[JobSpec], bool]:
     specs = []
     for i, item in enumerate(kernels):
         try:
-            job = await job_from_json(
-                json.dumps(item).encode(), svc, None, False, check_format=False
-            )
+            job = await job_from_json(json.dumps(item).encode(), svc, None, False)
         except Problem as exc:
             field = f"kernels.{i}" + (f".{exc.field}" if exc.field else "")
             raise Problem(

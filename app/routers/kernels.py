@@ -150,7 +150,7 @@ async def build_kernel(
 async def _serve(request: Request, svc: Services, op: str | None, bypass: bool) -> Response:
     if op is not None:
         request.state.op = op
-    intake = await read_request(request, svc, op, bypass, check_format=False)
+    intake = await read_request(request, svc, op, bypass)
     try:
         if intake.job is not None and intake.job.fmt == "mlmodelc":
             return await serve_compiled(request, svc, intake.job, _matches)

@@ -121,18 +121,16 @@ class Intake:
     raw: bytes | None = None  # the JSON body, kept for a retry after a memo hit
 
 
-async def job_from_json(
-    raw: bytes, svc: Services, path_op: str | None, bypass: bool, *, check_format: bool = True
-) -> KernelJob:
+async def job_from_json(raw: bytes, svc: Services, path_op: str | None, bypass: bool) -> KernelJob:
     req = _validate(_parse_json(raw, "the body"), path_op)
-    return await _job(req, None, svc, bypass, check_format)
+    return await _job(req, None, svc, bypass)
 
 
 async def read_request(
-    request: Request, svc: Services, path_op: str | None, bypass: bool, *, check_format: bool = True
+    request: Request, svc: Services, path_op: str | None, bypass: bool
 ) -> Intake:
-    """`check_format=False` for jobs: the job engine decides which formats it can serve (a
-    farm compiles mlmodelc on its macOS workers, not here)."""
+    """Which formats can be served is the job engine's call (a farm compiles mlmodelc on its
+    macOS workers, not here), so no format is refused at intake."""
     if path_op is not None and path_op not in REQUEST_MODELS:
         raise unknown_op(path_op)
     kind = media_type(request)
@@ -142,7 +140,7 @@ async def read_request(
         fingerprint = None if bypass else fingerprint_of(path_op, raw)
         if fingerprint is not None and (hit := svc.kernels.remembered(fingerprint)):
             return Intake(fingerprint=fingerprint, artifact=hit, raw=raw)
-        job = await job_from_json(raw, svc, path_op, bypass, check_format=check_format)
+        job = await job_from_json(raw, svc, path_op, bypass)
         return Intake(job, fingerprint=fingerprint, raw=raw)
     if kind != MULTIPART:
         raise unsupported_media(kind, ["application/json", MULTIPART])
@@ -159,7 +157,7 @@ async def read_request(
                 field="spec",
             )
         req = _validate(_parse_json(body.fields["spec"], "the spec part"), path_op)
-        return Intake(await _job(req, body, svc, bypass, check_format), body)
+        return Intake(await _job(req, body, svc, bypass), body)
     except BaseException:
         body.cleanup()
         raise
@@ -170,11 +168,8 @@ async def _job(
     body: MultipartBody | None,
     svc: Services,
     bypass: bool,
-    check_format: bool = True,
 ) -> KernelJob:
     op, params, options = split_request(req)
-    if check_format:
-        svc.kernels.check_format(options.format)  # fail before reading any tensor
     weights = await _weights(op, params, options, body, svc)
     return KernelJob(
         op,

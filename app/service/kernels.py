@@ -1,27 +1,25 @@
 """The build pipeline behind POST /v1/kernels: cache lookup, single-flight, build, package,
-(compile), store.
+store. (Compiled .mlmodelc artifacts are jobs: see app.routers.compiled and app.jobs.)
 
     request -> weights resolved (digests) -> cache key
             -> cache hit?  serve it
             -> else one build per key at a time, in the worker pool:
-               build_kernel -> write_kernel_zip (temp file) -> [compiler] -> sha256 -> publish
+               build_kernel -> write_kernel_zip (temp file) -> sha256 -> publish
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from app.cache.hot import HotArtifacts
 from app.cache.keys import artifact_key
 from app.cache.memo import Fingerprint, RequestMemo
 from app.cache.singleflight import SingleFlight
-from app.cache.store import ContentStore, StoredEntry, sha256_range
+from app.cache.store import ContentStore, StoredEntry
 from app.observability.metrics import Metrics
-from app.service.compiler import Compiler, available_formats
+from app.service.compiler import Compiler
 from app.service.pool import BuildPool
 from app.service.problems import Problem
 from app.service.weights import ResolvedWeight
@@ -90,18 +88,6 @@ class KernelService:
         self.memo = RequestMemo()
         self.hot = HotArtifacts()
 
-    def check_format(self, fmt: str) -> None:
-        if fmt == "mlmodelc" and self.compiler is None:
-            formats = available_formats(self.compiler)
-            raise Problem(
-                503,
-                "format mlmodelc needs a Core ML compiler (a macOS worker) and none is "
-                f"configured on this service; available formats: {', '.join(formats)}",
-                title="Compiler unavailable",
-                field="format",
-                available_formats=formats,
-            )
-
     def remembered(self, fingerprint: Fingerprint) -> Artifact | None:
         """The cached artifact of a request seen before with exactly these bytes, if its
         entry is present and verified; anything else goes the long way."""
@@ -123,7 +109,8 @@ class KernelService:
         return artifact
 
     async def _artifact(self, job: KernelJob) -> Artifact:
-        self.check_format(job.fmt)
+        # .mlmodelc requests are jobs (app.routers.compiled): the job engine owns the compilers.
+        assert job.fmt != "mlmodelc", "compiled artifacts are built by the job engine"
         key = job.key()
         if not job.bypass_cache:
             found = self.cache.lookup(key)
@@ -156,17 +143,16 @@ class KernelService:
             "op": job.op,
             "format": job.fmt,
         }
-        compile_after = job.fmt == "mlmodelc"
         request = BuildRequest(
             job.op,
             job.params,
             job.weights,
-            "mlpackage" if compile_after else job.fmt,
+            job.fmt,
             job.target,
             job.name,
             self.cache.temp_path(),
             self.max_artifact_bytes,
-            None if compile_after else PublishTo(self.cache.root, self.cache.suffix, key, meta),
+            PublishTo(self.cache.root, self.cache.suffix, key, meta),
             verify=job.verify,
         )
         result = await self.pool.run(build_artifact, request)
@@ -181,14 +167,11 @@ class KernelService:
                 else None,
                 **(result.extra or {}),
             )
-        if result.published is not None:
-            entry = self.cache.adopt(result.published)
-            content = result.content
-            if content is not None:
-                self.hot.put(key, entry.signature, content)
-        else:
-            entry = await asyncio.to_thread(self._compile_and_publish, result.path, key, meta)
-            content = None
+        assert result.published is not None
+        entry = self.cache.adopt(result.published)
+        content = result.content
+        if content is not None:
+            self.hot.put(key, entry.signature, content)
         self.metrics.build_seconds.labels(job.op).observe(result.seconds)
         self.metrics.cache_bytes.set(self.cache.total_bytes)
         return entry, content
@@ -205,26 +188,3 @@ class KernelService:
             content = f.read()
         self.hot.put(entry.key, entry.signature, content)
         return content
-
-    def _compile_and_publish(self, package: Path, key: str, meta: dict) -> StoredEntry:
-        path = self._compile(package)
-        try:
-            return self.cache.publish(key, path, {**meta, "digest": sha256_range(path)})
-        except BaseException:
-            path.unlink(missing_ok=True)
-            raise
-
-    def _compile(self, package: Path) -> Path:
-        assert self.compiler is not None
-        dest = self.cache.temp_path()
-        try:
-            self.compiler.compile(package, dest)
-        except ValueError as exc:
-            dest.unlink(missing_ok=True)
-            raise Problem(
-                422, f"the compiler rejected the model: {exc}", title="Compile failed"
-            ) from None
-        finally:
-            with contextlib.suppress(OSError):
-                package.unlink()
-        return dest
