@@ -193,6 +193,8 @@ def test_a_farm_through_http_survives_an_api_restart(tmp_path):
                 assert job["id"] == sync.json()["id"]  # the same request is the same job
                 assert job["state"] in ("queued", "generating", "compiling")
                 workers = client.get("/v1/workers").json()
+                info = client.get("/v1/info").json()  # no local compiler, but a Mac in the farm
+                assert "mlmodelc" in info["formats"] and info["compiler"]["workers"] == 1
             assert workers["engine"] == "arq"
             assert [w["pid"] for w in workers["workers"]] == [worker.pid]
             with (

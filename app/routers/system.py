@@ -21,7 +21,11 @@ router = APIRouter(tags=["service"])
 
 @router.get("/v1/info", summary="Versions, formats and limits", response_model=Info)
 async def info(svc: Services = Depends(services)) -> Info:
+    # mlmodelc is available when this machine compiles, or when a farm's worker with a compiler
+    # (a Mac on the ane-macos queue) is heartbeating.
     compiler = svc.kernels.compiler
+    remote = [w for w in await svc.jobs.workers() if w.compiler and w.queue != "embedded"]
+    can_compile = compiler is not None or bool(remote)
     s = svc.settings
     return Info(
         versions=Versions(
@@ -30,11 +34,12 @@ async def info(svc: Services = Depends(services)) -> Info:
             coremltools=coremltools_version(),
             python=platform.python_version(),
         ),
-        formats=available_formats(compiler),
+        formats=[*available_formats(None), "mlmodelc"] if can_compile else available_formats(None),
         compiler={
-            "available": compiler is not None,
+            "available": can_compile,
             "name": getattr(compiler, "name", None),
-            "formats": ["mlmodelc"] if compiler is not None else [],
+            "formats": ["mlmodelc"] if can_compile else [],
+            "workers": len(remote),
         },
         targets=list(TARGETS),
         ops=list(KERNELS),
