@@ -8,10 +8,6 @@ FP16 = DType.FP16
 CONV_1X1 = {"strides": [1, 1], "pad_type": "valid", "pad": [0, 0, 0, 0], "dilations": [1, 1]}
 
 
-def io_dtype(name: str) -> DType:
-    return DType(name)
-
-
 def cast_in(b: Builder, x: Var, compute: DType) -> Var:
     """Cast an input to the compute dtype when the I/O dtype differs (fp32 I/O, fp16 compute)."""
     if x.tensor.dtype == compute:
