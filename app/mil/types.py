@@ -62,11 +62,7 @@ class DType(Enum):
 
     @property
     def numpy(self) -> np.dtype:
-        if self is DType.STRING:
-            return np.dtype(object)
-        return np.dtype(
-            {"fp16": "float16", "fp32": "float32", "fp64": "float64"}.get(self.value, self.value)
-        )
+        return _NUMPY[self.value]
 
     @property
     def is_float(self) -> bool:
@@ -85,8 +81,9 @@ class DType(Enum):
         raise TypeError(f"numpy dtype {dtype} has no MIL equivalent")
 
 
+# Built once: np.dtype() on every call showed up in the packaging profile.
 _NUMPY = {
-    d: np.dtype(object)
+    d.value: np.dtype(object)
     if d is DType.STRING
     else np.dtype({"fp16": "float16", "fp32": "float32", "fp64": "float64"}.get(d.value, d.value))
     for d in DType
