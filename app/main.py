@@ -1,9 +1,9 @@
 """The ASGI app: `uvicorn app.main:app` (or `make run`).
 
 `create_app` wires settings, storage, the worker pool and the routers; the module-level `app`
-uses settings from the environment (ANE_*) and the machine's own compiler when it has one.
-Jobs (/v1/jobs) run in this process, or on `ane-kernels worker` machines when ANE_REDIS_URL is
-set.
+uses settings from the environment (ANE_*). Jobs (/v1/jobs, and every format=mlmodelc request)
+run in this process with the machine's own compiler when it has one, or on `ane-kernels worker`
+machines when ANE_REDIS_URL is set.
 """
 
 from __future__ import annotations
@@ -17,14 +17,11 @@ from typing import Any
 from fastapi import FastAPI
 
 from app import __version__
-from app.compile import local_compiler
-from app.jobs import JobSettings
 from app.observability import logs
 from app.observability.access import AccessMiddleware
 from app.routers import blobs, docs, jobs, kernels, ops, system
 from app.schemas.requests import KERNEL_REQUEST_ADAPTER, Problem
 from app.service.auth import add_security
-from app.service.compiler import Compiler
 from app.service.context import Services
 from app.service.problems import install_handlers
 from app.settings import Settings
@@ -41,10 +38,10 @@ weights to `POST /v1/kernels/{op}`, get back a zipped `.mlpackage` (or a `model.
 """
 
 
-def create_app(settings: Settings | None = None, compiler: Compiler | None = None) -> FastAPI:
+def create_app(settings: Settings | None = None) -> FastAPI:
     settings = settings or Settings()
     logs.configure(settings.log_level)
-    svc = Services.create(settings, compiler)
+    svc = Services.create(settings)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -104,7 +101,4 @@ def _extend_openapi(app: FastAPI) -> None:
     app.openapi = openapi  # type: ignore[method-assign]
 
 
-# The machine's own compiler, when it has one (a Mac with Xcode): `make run` there serves
-# format=mlmodelc synchronously too. ANE_COMPILER=none turns it off.
-_jobs = JobSettings()
-app = create_app(compiler=local_compiler(_jobs.compiler, _jobs.compile_timeout_s))
+app = create_app()

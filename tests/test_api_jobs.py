@@ -149,6 +149,8 @@ def test_workers_and_the_synchronous_path_use_the_machines_compiler(embedded):
     assert workers["engine"] == "embedded"
     (worker,) = workers["workers"]
     assert worker["compiler"] == "xcrun" and worker["queue"] == "embedded"
+    info = client.get("/v1/info").json()
+    assert "mlmodelc" in info["formats"] and info["compiler"]["name"] == "xcrun"
     body = {**CONV, "format": "mlmodelc", "name": "sync", "weights": {"weight": W}}
     sync = client.post("/v1/kernels", json=body)
     assert sync.status_code == 200, sync.text

@@ -148,22 +148,3 @@ def test_selection_is_automatic_and_overridable(stand_in, monkeypatch):
     monkeypatch.setenv("PATH", "/usr/bin:/bin")  # no xcrun, no Core ML on Linux
     if os.uname().sysname == "Linux":
         assert select_compiler() is None
-
-
-def test_the_synchronous_seam_compiles_a_package_zip(stand_in, tmp_path, monkeypatch):
-    from app.compile import PackageZipCompiler
-    from app.packaging import write_kernel_zip
-
-    package = tmp_path / "conv.mlpackage.zip"
-    with package.open("wb") as f:
-        write_kernel_zip(conv(), f, "mlpackage")
-    seam = PackageZipCompiler(XcrunCompiler(), timeout_s=30, workdir=tmp_path / "scratch")
-    seam.compile(package, tmp_path / "conv.mlmodelc.zip")
-    direct = compile_(conv(), tmp_path / "w").zip_path.read_bytes()
-    assert (tmp_path / "conv.mlmodelc.zip").read_bytes() == direct  # same zip either way
-
-    monkeypatch.setenv("FAKE_XCRUN_FAIL", "conv")
-    with pytest.raises(ValueError, match="Failed to parse the model specification"):
-        seam.compile(package, tmp_path / "again.zip")
-    assert not (tmp_path / "again.zip").exists()
-    assert not any((tmp_path / "scratch").iterdir())  # no leftovers

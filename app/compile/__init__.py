@@ -12,12 +12,10 @@ from app.compile.base import (
 )
 from app.compile.kernel import (
     CompiledKernel,
-    PackageZipCompiler,
     compile_kernel_zip,
-    compile_package_zip,
 )
 from app.compile.placement import placement_report, summarize
-from app.compile.select import CHOICES, local_compiler, select_compiler
+from app.compile.select import CHOICES, select_compiler
 
 __all__ = [
     "CHOICES",
@@ -29,10 +27,7 @@ __all__ = [
     "CompilerCrashed",
     "CompilerError",
     "CompilerUnavailable",
-    "PackageZipCompiler",
     "compile_kernel_zip",
-    "compile_package_zip",
-    "local_compiler",
     "placement_report",
     "select_compiler",
     "summarize",

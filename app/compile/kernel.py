@@ -11,16 +11,14 @@ mlmodelc zip:   <name>.mlmodelc/...      (what the compiler wrote: model.mil, co
 from __future__ import annotations
 
 import asyncio
-import json
 import shutil
-import tempfile
 import zipfile
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, BinaryIO
 
-from app.compile.base import CompileFailure, Compiler
+from app.compile.base import Compiler
 from app.compile.placement import placement_report
 from app.mil import get_target
 from app.packaging import Entry, write_kernel_zip, write_zip
@@ -71,22 +69,6 @@ async def compile_kernel_zip(
     )
 
 
-async def compile_package_zip(
-    package_zip: Path, compiler: Compiler, workdir: Path, timeout_s: float
-) -> CompiledKernel:
-    """The same from a zipped .mlpackage as `write_kernel_zip` makes it (kernel.json beside
-    `<name>.mlpackage/`)."""
-
-    def unpack() -> tuple[Path, dict[str, Any]]:
-        with zipfile.ZipFile(package_zip) as zf:
-            zf.extractall(workdir / "src")
-        description = json.loads((workdir / "src" / "kernel.json").read_text())
-        return workdir / "src" / f"{description['name']}.mlpackage", description
-
-    package, description = await asyncio.to_thread(unpack)
-    return await _compile(package, description, compiler, workdir, timeout_s, None, ())
-
-
 async def _compile(
     package: Path,
     description: dict[str, Any],
@@ -115,30 +97,6 @@ async def _compile(
     )  # fmt: skip
     shutil.rmtree(package.parent, ignore_errors=True)
     return CompiledKernel(zip_path, description, placement, result.toolchain, result.log)
-
-
-class PackageZipCompiler:
-    """The synchronous path's compiler seam (app/service/compiler.py): a zipped .mlpackage in,
-    the zipped .mlmodelc out at `dest`; a compile failure is a ValueError with the compiler's
-    message. Blocking: call it from a worker thread, not the event loop. Scratch space is
-    `workdir` (default: the system's temp dir), never next to `dest`: a cache's temp dir holds
-    files only."""
-
-    def __init__(self, compiler: Compiler, timeout_s: float = 300.0, workdir: Path | None = None):
-        self.backend, self.timeout_s, self.workdir = compiler, timeout_s, workdir
-        self.name = compiler.name
-
-    def compile(self, mlpackage_zip: Path, dest: Path) -> None:
-        if self.workdir is not None:
-            self.workdir.mkdir(parents=True, exist_ok=True)
-        with tempfile.TemporaryDirectory(dir=self.workdir) as tmp:
-            try:
-                compiled = asyncio.run(
-                    compile_package_zip(mlpackage_zip, self.backend, Path(tmp), self.timeout_s)
-                )
-            except CompileFailure as exc:
-                raise ValueError(exc.message) from None
-            shutil.move(compiled.zip_path, dest)  # a copy when the temp dir is elsewhere
 
 
 def _write_zip(

@@ -21,12 +21,3 @@ def select_compiler(choice: str | None = None) -> Compiler | None:
     if choice == "coremltools" or (choice == "auto" and coremltools_backend.available()):
         return coremltools_backend.CoreMLToolsCompiler()
     return None
-
-
-def local_compiler(choice: str | None = None, timeout_s: float = 300.0):
-    """This machine's compiler behind the synchronous path's seam (app/service/compiler.py),
-    or None when it has none."""
-    from app.compile.kernel import PackageZipCompiler
-
-    backend = select_compiler(choice)
-    return PackageZipCompiler(backend, timeout_s) if backend is not None else None

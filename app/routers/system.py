@@ -9,10 +9,9 @@ from fastapi import APIRouter, Depends, Response
 from app import GENERATOR, __version__
 from app.kernels import KERNELS
 from app.mil import TARGETS
-from app.packaging import coremltools_version
+from app.packaging import FORMATS, coremltools_version
 from app.routers.responses import problems
 from app.schemas.requests import Info, Versions
-from app.service.compiler import available_formats
 from app.service.context import Services, services
 from app.service.problems import Problem
 
@@ -21,11 +20,11 @@ router = APIRouter(tags=["service"])
 
 @router.get("/v1/info", summary="Versions, formats and limits", response_model=Info)
 async def info(svc: Services = Depends(services)) -> Info:
-    # mlmodelc is available when this machine compiles, or when a farm's worker with a compiler
-    # (a Mac on the ane-macos queue) is heartbeating.
-    compiler = svc.kernels.compiler
-    remote = [w for w in await svc.jobs.workers() if w.compiler and w.queue != "embedded"]
-    can_compile = compiler is not None or bool(remote)
+    # mlmodelc is available when a job worker has a compiler: this process's own (a Mac with
+    # Xcode) or a farm's macOS worker with a live heartbeat.
+    compilers = [w for w in await svc.jobs.workers() if w.compiler]
+    remote = [w for w in compilers if w.queue != "embedded"]
+    can_compile = bool(compilers)
     s = svc.settings
     return Info(
         versions=Versions(
@@ -34,10 +33,10 @@ async def info(svc: Services = Depends(services)) -> Info:
             coremltools=coremltools_version(),
             python=platform.python_version(),
         ),
-        formats=[*available_formats(None), "mlmodelc"] if can_compile else available_formats(None),
+        formats=[*FORMATS, "mlmodelc"] if can_compile else list(FORMATS),
         compiler={
             "available": can_compile,
-            "name": getattr(compiler, "name", None),
+            "name": compilers[0].compiler if compilers else None,
             "formats": ["mlmodelc"] if can_compile else [],
             "workers": len(remote),
         },

@@ -12,7 +12,6 @@ from app.cache.store import ContentStore
 from app.compile import select_compiler
 from app.jobs import JobEngine, JobSettings, make_engine
 from app.observability.metrics import Metrics
-from app.service.compiler import Compiler
 from app.service.kernels import KernelService
 from app.service.pool import BuildPool
 from app.settings import Settings
@@ -33,7 +32,6 @@ class Services:
     def create(
         cls,
         settings: Settings,
-        compiler: Compiler | None = None,
         job_settings: JobSettings | None = None,
     ) -> Services:
         metrics = Metrics()
@@ -53,7 +51,7 @@ class Services:
             settings.retry_after_seconds,
             on_change=metrics.builds_in_flight.set,
         )
-        kernels = KernelService(cache, pool, metrics, compiler, settings.max_artifact_bytes)
+        kernels = KernelService(cache, pool, metrics, settings.max_artifact_bytes)
         job_settings = job_settings or JobSettings()
         jobs = make_engine(
             job_settings,

@@ -19,7 +19,6 @@ from app.cache.memo import Fingerprint, RequestMemo
 from app.cache.singleflight import SingleFlight
 from app.cache.store import ContentStore, StoredEntry
 from app.observability.metrics import Metrics
-from app.service.compiler import Compiler
 from app.service.pool import BuildPool
 from app.service.problems import Problem
 from app.service.weights import ResolvedWeight
@@ -79,10 +78,9 @@ class KernelService:
         cache: ContentStore,
         pool: BuildPool,
         metrics: Metrics,
-        compiler: Compiler | None = None,
         max_artifact_bytes: int = 1 << 62,
     ):
-        self.cache, self.pool, self.metrics, self.compiler = cache, pool, metrics, compiler
+        self.cache, self.pool, self.metrics = cache, pool, metrics
         self.max_artifact_bytes = max_artifact_bytes
         self._flights: SingleFlight[tuple[StoredEntry, bool, bytes | None]] = SingleFlight()
         self.memo = RequestMemo()
