@@ -46,7 +46,3 @@ class Settings(BaseSettings):
     @property
     def blob_dir(self) -> Path:
         return self.data_dir / "blobs"
-
-    @property
-    def spool_dir(self) -> Path:
-        return self.data_dir / "spool"

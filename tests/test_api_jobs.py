@@ -136,6 +136,9 @@ def test_multipart_jobs_and_unknown_jobs(embedded):
     job = wait_done(client, answer.json()["id"])
     assert job["state"] == "succeeded"
     assert job["request"]["weights"]["weight"]["shape"] == [2, 2]
+    # A job outlives its request: its file part is kept in the blob store.
+    digest = job["request"]["weights"]["weight"]["digest"]
+    assert client.head(f"/v1/blobs/{digest}").status_code == 200
     assert_problem(client.get("/v1/jobs/nope"), 404, "job_id")
     assert_problem(client.delete("/v1/jobs/nope"), 404, "job_id")
     assert_problem(

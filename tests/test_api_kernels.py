@@ -79,6 +79,19 @@ def test_multipart_request_per_op(client, tmp_path, op):
     }
 
 
+def test_multipart_parts_serve_their_request_only(server, client):
+    """A file part is spooled for its request and removed after it: nothing is kept in the blob
+    store (a tensor meant for reuse goes to /v1/blobs) and no spool file is left behind."""
+    w = np.full((3, 5), 0.25, np.float32)
+    files = {"spec": (None, json.dumps({"in_channels": 5, "out_channels": 3, "spatial": 2})),
+             "weight": ("w.npy", npy_bytes(w))}  # fmt: skip
+    r = client.post("/v1/kernels/conv", files=files)
+    assert r.status_code == 200, r.text
+    assert client.head(f"/v1/blobs/{tensor_digest(w)}").status_code == 404
+    spools = list((server.data_dir / "blobs" / "tmp").iterdir())
+    assert spools == []
+
+
 def test_mil_format_and_ios17(client, tmp_path):
     params = {"in_channels": 4, "out_channels": 8, "spatial": 2, "bias": True}
     weights = weight_arrays("conv", params, seed=3)

@@ -6,11 +6,13 @@ import json
 import zipfile
 
 import numpy as np
+import pytest
 from coremltools.proto import MIL_pb2, Model_pb2
 
 from app.blob import BlobReader
 from app.kernels import build_kernel, compile_kernel
 from app.packaging import write_kernel_zip
+from app.packaging.digesting import DigestingWriter
 
 CONV = {"in_channels": 16, "out_channels": 32, "spatial": 4, "bias": True}
 
@@ -179,3 +181,44 @@ def test_fp32_weights_stay_fp32_when_asked():
     blob = BlobReader(zf.read("weights/weight.bin"))
     np.testing.assert_array_equal(blob.read(64).reshape(8, 8), w)
     assert "tensor<fp32, [8, 8, 1, 1]> weight" in zf.read("model.mil").decode()
+
+
+class _Pipe(io.RawIOBase):
+    """A destination that cannot seek or tell, like a socket."""
+
+    def __init__(self):
+        self.data = bytearray()
+
+    def writable(self):
+        return True
+
+    def write(self, b):
+        self.data += b
+        return len(memoryview(b).cast("B"))
+
+
+def test_zip_is_written_front_to_back():
+    """No seeking: every entry carries a data descriptor, so the bytes can go to a pipe and be
+    hashed on the way out; the result is the same zip, and it reads back."""
+    build = build_kernel("conv", CONV, _weights())
+    pipe, buf = _Pipe(), io.BytesIO()
+    write_kernel_zip(build, pipe)
+    write_kernel_zip(build, buf)
+    assert bytes(pipe.data) == buf.getvalue()
+    zf = _zip(buf.getvalue())
+    assert zf.testzip() is None
+    assert all(info.flag_bits & 0x08 for info in zf.infolist())
+
+
+@pytest.mark.parametrize("rows", [4, 2048])  # a few KiB (hashed inline) and 2 MiB (on a thread)
+def test_digesting_writer_hashes_what_reaches_the_file(tmp_path, rows):
+    weights = {"weight": np.random.default_rng(rows).standard_normal((rows, 512), np.float32)}
+    build = build_kernel("conv", {"in_channels": 512, "out_channels": rows, "spatial": 2}, weights)
+    path = tmp_path / "k.zip"
+    with open(path, "wb") as f, DigestingWriter(f, keep_up_to=1 << 20) as out:
+        write_kernel_zip(build, out)
+        digest, content = out.digest(), out.content()
+    data = path.read_bytes()
+    assert digest == "sha256:" + hashlib.sha256(data).hexdigest()
+    assert out.size == len(data)
+    assert content == (data if len(data) <= 1 << 20 else None)

@@ -20,12 +20,13 @@ import logging
 import os
 import threading
 import time
-import uuid
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from app.ids import random_hex
 
 log = logging.getLogger("ane.cache")
 _HASH_CHUNK = 1 << 22
@@ -103,7 +104,7 @@ def publish_files(root: Path, suffix: str, key: str, src: Path, meta: dict[str, 
     data, sidecar = data_path(root, suffix, key), meta_path(root, key)
     data.parent.mkdir(exist_ok=True)
     text = json.dumps(meta, sort_keys=True)
-    tmp = root / "tmp" / f"{uuid.uuid4().hex}.meta"
+    tmp = root / "tmp" / f"{random_hex()}.meta"
     tmp.write_text(text)
     os.replace(src, data)
     os.replace(tmp, sidecar)
@@ -140,7 +141,7 @@ class ContentStore:
         return meta_path(self.root, key)
 
     def temp_path(self) -> Path:
-        return self.tmp_dir / f"{uuid.uuid4().hex}.part"
+        return self.tmp_dir / f"{random_hex()}.part"
 
     @property
     def total_bytes(self) -> int:

@@ -10,10 +10,10 @@ from __future__ import annotations
 import logging
 import re
 import time
-import uuid
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from app.ids import random_hex
 from app.observability.metrics import Metrics
 
 log = logging.getLogger("ane.access")
@@ -38,7 +38,7 @@ class AccessMiddleware:
             return
         start = time.perf_counter()
         given = _header(scope, b"x-request-id")
-        request_id = given if given and _REQUEST_ID.match(given) else uuid.uuid4().hex
+        request_id = given if given and _REQUEST_ID.match(given) else random_hex()
         state = scope.setdefault("state", {})
         state["request_id"] = request_id
         counts = {"in": 0, "out": 0, "status": 500}

@@ -13,6 +13,7 @@ from fastapi.responses import FileResponse, JSONResponse
 from app.jobs.model import JobState
 from app.jobs.spec import from_kernel_job
 from app.service.context import Services
+from app.service.intake import lasting
 from app.service.kernels import MEDIA_TYPE
 from app.service.problems import Problem
 
@@ -21,7 +22,7 @@ _FAILURE_STATUS = {"spec": 422, "compiler": 422, "timeout": 504, "unavailable": 
 
 
 async def serve_compiled(request: Request, svc: Services, kernel_job, etag_matches) -> Response:
-    spec = from_kernel_job(kernel_job)
+    spec = from_kernel_job(await lasting(kernel_job, svc))
     before = await svc.jobs.get(spec.key())
     job = await svc.jobs.submit(spec)
     job = await svc.jobs.wait(job.id, svc.settings.sync_wait_s) or job

@@ -21,6 +21,7 @@ from app.service.intake import (
     JSON_TYPES,
     MULTIPART,
     job_from_json,
+    lasting,
     media_type,
     read_request,
     unsupported_media,
@@ -88,7 +89,7 @@ async def _specs(request: Request, svc: Services) -> tuple[list[JobSpec], bool]:
     if kind == MULTIPART:  # one kernel with its weights as file parts
         intake = await read_request(request, svc, None, False)
         try:
-            return [from_kernel_job(intake.job)], False
+            return [from_kernel_job(await lasting(intake.job, svc))], False
         finally:
             if intake.body is not None:
                 intake.body.cleanup()

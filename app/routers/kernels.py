@@ -172,7 +172,7 @@ async def _serve(request: Request, svc: Services, op: str | None, bypass: bool) 
             response = _respond(artifact, request, svc)
     finally:
         if intake.body is not None:
-            intake.body.cleanup()  # parts already moved into the blob store are gone already
+            intake.body.cleanup()  # the spooled parts (a job's are in the blob store by now)
     request.state.cache = "miss" if artifact.built else "hit"
     return response
 

@@ -7,6 +7,7 @@ stays a page long; every failure is a `Problem` naming the field at fault.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
@@ -29,6 +30,7 @@ from app.service.weights import (
     ResolvedWeight,
     check_part_names,
     inline_tensor,
+    keep_parts,
     part_tensor,
     stored_tensor,
 )
@@ -163,6 +165,15 @@ async def read_request(
         raise
 
 
+async def lasting(job: KernelJob, svc: Services) -> KernelJob:
+    """The job with its file parts in the blob store: a queued job outlives the request whose
+    spool files hold them."""
+    if not any(w.spooled for w in job.weights.values()):
+        return job
+    weights = await asyncio.to_thread(keep_parts, job.weights, svc.blobs)
+    return dataclasses.replace(job, weights=weights)
+
+
 async def _job(
     req: BaseModel,
     body: MultipartBody | None,
@@ -219,6 +230,6 @@ async def _weights(
     for name, part in parts.items():
         raw = options.weights.get(name)
         out[name] = await asyncio.to_thread(
-            part_tensor, op, params, part, raw if isinstance(raw, RawWeight) else None, svc.blobs
+            part_tensor, op, params, part, raw if isinstance(raw, RawWeight) else None
         )
     return out

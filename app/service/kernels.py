@@ -118,8 +118,12 @@ class KernelService:
                 return Artifact(found, built=False, op=job.op, content=content)
 
         async def flight() -> tuple[StoredEntry, bool, bytes | None]:
-            if not job.bypass_cache:
-                entry = await asyncio.to_thread(self.cache.get, key)  # verifies the digest
+            # Looked up again: an earlier flight may have published it meanwhile.
+            found = None if job.bypass_cache else self.cache.lookup(key)
+            if isinstance(found, StoredEntry):
+                return found, False, None
+            if found:  # present but not verified yet: a pass over the file, off the loop
+                entry = await asyncio.to_thread(self.cache.get, key)
                 if entry is not None:
                     return entry, False, None
             entry, content = await self._build(job, key)

@@ -2,6 +2,11 @@
 
 Every tensor comes back with its digest, dtype and shape (the cache key needs them before any
 build) and a way to get the array (a memmap for stored blobs, so nothing large is copied).
+
+A file part of a multipart request stays in its spool file, which goes when the request ends:
+keeping a copy in the blob store would cost a second write of every upload that nobody asked
+for (a tensor meant for reuse is uploaded to /v1/blobs). Jobs outlive their request, so their
+parts are published into the blob store (`keep_parts`).
 """
 
 from __future__ import annotations
@@ -28,6 +33,7 @@ class ResolvedWeight:
     shape: tuple[int, ...]
     inline: np.ndarray | None = None
     stored: TensorFile | None = None
+    spooled: bool = False  # `stored` is a request's spool file, not a blob-store entry
 
     def array(self) -> np.ndarray:
         if self.inline is not None:
@@ -80,9 +86,8 @@ def part_tensor(
     params: Mapping[str, Any],
     part: SpooledPart,
     raw: RawWeight | None,
-    blobs: BlobStore,
 ) -> ResolvedWeight:
-    """A multipart file part: sniffed, hashed and moved into the blob store. Blocking."""
+    """A multipart file part, sniffed and hashed where it was spooled. Blocking."""
     field = f"weights.{part.name}"
     dtype, shape = _raw_defaults(op, params, part.name)
     if raw is not None:
@@ -90,7 +95,19 @@ def part_tensor(
         shape = tuple(raw.shape) if raw.shape else shape
     tensor = sniff(part.path, field, tensor_name=part.name, raw_dtype=dtype, raw_shape=shape)
     streamed = part.hasher.result() if part.hasher is not None else None
-    return _resolved(blobs.put(with_digest(tensor, streamed)))
+    tensor = with_digest(tensor, streamed)
+    return ResolvedWeight(tensor.digest, tensor.dtype.name, tensor.shape, stored=tensor,
+                          spooled=True)  # fmt: skip
+
+
+def keep_parts(
+    weights: Mapping[str, ResolvedWeight], blobs: BlobStore
+) -> dict[str, ResolvedWeight]:
+    """The same weights with every spooled part moved into the blob store. Blocking."""
+    return {
+        name: _resolved(blobs.put(w.stored)) if w.spooled and w.stored is not None else w
+        for name, w in weights.items()
+    }
 
 
 def _raw_defaults(

@@ -7,7 +7,6 @@ keyword state that pickling an exception across the process boundary would lose.
 
 from __future__ import annotations
 
-import hashlib
 import os
 import threading
 import time
@@ -15,9 +14,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from app.cache.store import Published, data_path, publish_files, sha256_range
+from app.cache.store import Published, data_path, publish_files
 from app.kernels import KernelBuild, KernelSpecError, build_kernel
 from app.packaging import write_kernel_zip
+from app.packaging.digesting import DigestingWriter
 
 
 @dataclass(frozen=True)
@@ -119,16 +119,9 @@ def build_artifact(req: BuildRequest) -> BuildResult | BuildFailure:
     # (float32/float16); it converts other dtypes and must hash the converted tensor.
     digests = {n: w.digest for n, w in req.weights.items() if w.dtype in ("float16", "float32")}
     try:
-        with open(req.dest, "w+b") as f:
-            write_kernel_zip(build, f, req.fmt, digests=digests, extra_entries=extra)
-            size = f.tell()
-            content = None
-            if size <= INLINE_BYTES:
-                f.seek(0)
-                content = f.read()
-        digest = (
-            "sha256:" + hashlib.sha256(content).hexdigest() if content else sha256_range(req.dest)
-        )
+        with open(req.dest, "wb") as f, DigestingWriter(f, keep_up_to=INLINE_BYTES) as out:
+            write_kernel_zip(build, out, req.fmt, digests=digests, extra_entries=extra)
+            digest, content = out.digest(), out.content()
         published = None
         if req.publish is not None:
             p = req.publish
