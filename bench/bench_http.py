@@ -80,7 +80,10 @@ def ensure_wrk() -> str:
 
 
 def _seconds(text: str) -> float:
-    value, unit = re.match(r"([\d.]+)(us|ms|s|m)", text).groups()
+    found = re.match(r"([\d.]+)(us|ms|s|m)", text)
+    if found is None:
+        raise RuntimeError(f"wrk printed a latency this does not read: {text!r}")
+    value, unit = found.groups()
     return float(value) * {"us": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0}[unit]
 
 

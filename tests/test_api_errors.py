@@ -4,6 +4,10 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
+import signal
+import time
+from pathlib import Path
 
 import httpx
 import numpy as np
@@ -67,6 +71,10 @@ CASES = [
     ("fp16-overflow-weight", "POST", "/v1/kernels/conv",
      {"json": {**CONV, "weights": {"weight": [[1e6, 0.0], [0.0, 0.0], [0.0, 0.0]]}}},
      422, "weights.weight", "fp16"),
+    ("nan-literal-inline-weight", "POST", "/v1/kernels/conv",
+     {"content": json.dumps({**CONV, "weights": {"weight": [[float("nan"), 0], [0, 0], [0, 0]]}}),
+      "headers": {"content-type": "application/json"}},
+     422, "weights.weight", "NaN"),
     ("nan-weight-npy", "POST", "/v1/kernels/conv",
      {"files": {"spec": _spec(), "weight": ("w.npy", _nan_npy())}},
      422, "weights.weight", "NaN"),
@@ -215,3 +223,38 @@ def test_api_keys(tmp_path):
         assert r.status_code == 200
     log = next(tmp_path.glob("uvicorn-*.log")).read_text()
     assert "request" in log and "k-one" not in log and "k-two" not in log
+
+
+def _build_workers(port: str) -> list[int]:
+    """The pids of the build worker processes of the server listening on `port`."""
+    needle = f"--port\0{port}\0".encode()
+    server = next(
+        int(p.name) for p in Path("/proc").iterdir()
+        if p.name.isdigit() and needle in _read(p / "cmdline")
+    )  # fmt: skip
+    children = _read(Path(f"/proc/{server}/task/{server}/children")).split()
+    return [int(c) for c in children if b"spawn_main" in _read(Path(f"/proc/{int(c)}/cmdline"))]
+
+
+def _read(path: Path) -> bytes:
+    try:
+        return path.read_bytes()
+    except OSError:
+        return b""
+
+
+def test_a_dead_build_worker_is_replaced(tmp_path):
+    with uvicorn_server(tmp_path / "data", workers="2") as base:
+        port = base.rsplit(":", 1)[1]
+        deadline = time.monotonic() + 30
+        while len(workers := _build_workers(port)) < 2 and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert len(workers) == 2
+        os.kill(workers[0], signal.SIGKILL)
+        while len(after := _build_workers(port)) < 2 or workers[0] in after:
+            assert time.monotonic() < deadline, after
+            time.sleep(0.1)
+        for i in range(4):  # every build still runs, on the survivor or the replacement
+            r = httpx.post(f"{base}/v1/kernels/identity", json={"channels": 3 + i, "spatial": 1})
+            assert r.status_code == 200, r.text
+    assert "a build worker died" in next(tmp_path.glob("uvicorn-*.log")).read_text()

@@ -7,8 +7,6 @@ keyword state that pickling an exception across the process boundary would lose.
 
 from __future__ import annotations
 
-import os
-import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -64,18 +62,6 @@ class BuildFailure:
     detail: str
     field: str | None = None
     extra: dict[str, Any] | None = None
-
-
-def watch_parent(parent: int) -> None:
-    """Worker initializer: exit when the server process is gone (killed without a chance to
-    stop its pool), instead of lingering as an orphan."""
-
-    def watch() -> None:
-        while os.getppid() == parent:
-            time.sleep(1)
-        os._exit(0)
-
-    threading.Thread(target=watch, name="ane-parent-watch", daemon=True).start()
 
 
 def warm() -> bool:
