@@ -5,8 +5,9 @@ digest of a large artifact costs no pass of its own. Buffers handed to `write` a
 and must not change afterwards (zip headers, weight chunks and encoded entries never do). At most
 `max_lag` bytes wait to be hashed at any time, which bounds the memory they keep alive.
 
-Small writes are hashed on the spot: for a small artifact, starting a thread would cost more
-than all of its hashing.
+Small writes are gathered and passed on (to the file and the hash) in one piece, hashed on the
+spot: a small artifact is dozens of zip headers and short entries, and a thread, a system call
+and a hash update for each would cost more than all of its bytes.
 """
 
 from __future__ import annotations
@@ -29,27 +30,45 @@ class DigestingWriter:
         self._max_lag = max_lag
         self._keep_up_to = keep_up_to
         self._kept: list[bytes] | None = [] if keep_up_to else None
-        self.size = 0
+        self._small = bytearray()
+        self._written = 0  # bytes passed on to the file
+        self.size = 0  # bytes written to this writer
 
     def write(self, data) -> int:
         view = memoryview(data).cast("B")
+        n = len(view)
+        self.size += n
+        if n < _THREAD_MIN:  # zip headers and small entries: gathered, passed on in one piece
+            self._small += view
+            if len(self._small) >= _THREAD_MIN:
+                self._drain()
+            return n
+        self._drain()
+        self._out(view)
+        return n
+
+    def _drain(self) -> None:
+        if self._small:
+            chunk, self._small = bytes(self._small), bytearray()
+            self._out(chunk)
+
+    def _out(self, view: bytes | memoryview) -> None:
         self._f.write(view)
-        self.size += len(view)
         if self._kept is not None:  # a small file is also returned as bytes
-            if self.size <= self._keep_up_to:
-                self._kept.append(bytes(view))
+            if self._written + len(view) <= self._keep_up_to:
+                self._kept.append(view if isinstance(view, bytes) else bytes(view))
             else:
                 self._kept = None
+        self._written += len(view)
         if len(view) < _THREAD_MIN and not self._pending:
             self._hash.update(view)
-            return len(view)
+            return
         if self._executor is None:
             self._executor = ThreadPoolExecutor(1, thread_name_prefix="ane-digest")
         self._pending.append((self._executor.submit(self._hash.update, view), len(view)))
         self._lag += len(view)
         while self._lag > self._max_lag:
             self._settle_oldest()
-        return len(view)
 
     def _settle_oldest(self) -> None:
         future, n = self._pending.popleft()
@@ -57,10 +76,12 @@ class DigestingWriter:
         self._lag -= n
 
     def flush(self) -> None:
+        self._drain()
         self._f.flush()
 
     def digest(self) -> str:
         """'sha256:<hex>' of everything written. Call once, when writing is done."""
+        self._drain()
         while self._pending:
             self._settle_oldest()
         return "sha256:" + self._hash.hexdigest()

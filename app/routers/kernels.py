@@ -12,7 +12,7 @@ from app.kernels import KERNELS
 from app.routers.compiled import serve_compiled
 from app.routers.responses import problems
 from app.service.auth import require_api_key
-from app.service.context import Services, services
+from app.service.context import Services, services_of
 from app.service.intake import job_from_json, read_request
 from app.service.kernels import MEDIA_TYPE, Artifact
 
@@ -127,9 +127,8 @@ async def build_kernel_for_op(
     op: OpPath,
     request: Request,
     bypass_cache: BypassQuery = False,
-    svc: Services = Depends(services),
 ) -> Response:
-    return await _serve(request, svc, op, bypass_cache)
+    return await _serve(request, services_of(request), op, bypass_cache)
 
 
 @router.post(
@@ -142,9 +141,8 @@ async def build_kernel_for_op(
 async def build_kernel(
     request: Request,
     bypass_cache: BypassQuery = False,
-    svc: Services = Depends(services),
 ) -> Response:
-    return await _serve(request, svc, None, bypass_cache)
+    return await _serve(request, services_of(request), None, bypass_cache)
 
 
 async def _serve(request: Request, svc: Services, op: str | None, bypass: bool) -> Response:

@@ -8,17 +8,19 @@ from __future__ import annotations
 
 import hmac
 
-from fastapi import Depends, Request
+from fastapi import Request
 
-from app.service.context import Services, services
+from app.service.context import services_of
 from app.service.problems import Problem
 
 SCHEME = "bearer"
 _CHALLENGE = {"WWW-Authenticate": 'Bearer realm="ane-kernels"'}
 
 
-async def require_api_key(request: Request, svc: Services = Depends(services)) -> None:
-    keys = svc.settings.api_key_set
+async def require_api_key(request: Request) -> None:
+    # The services straight from the app, not as a sub-dependency: this runs on every request,
+    # and each dependency FastAPI resolves costs as much as a small handler.
+    keys = services_of(request).settings.api_key_set
     if not keys:
         return
     scheme, _, token = request.headers.get("authorization", "").partition(" ")

@@ -75,5 +75,10 @@ class Services:
         return self.blobs.new_spool_path()
 
 
-async def services(request: Request) -> Services:
+def services_of(request: Request) -> Services:
     return request.app.state.services
+
+
+async def services(request: Request) -> Services:
+    """The app's services, as a FastAPI dependency."""
+    return services_of(request)
