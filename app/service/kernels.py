@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from app.cache.hot import HotArtifacts
@@ -20,9 +21,14 @@ from app.cache.singleflight import SingleFlight
 from app.cache.store import ContentStore, StoredEntry
 from app.observability.metrics import Metrics
 from app.service.pool import BuildPool
-from app.service.problems import Problem
 from app.service.weights import ResolvedWeight
-from app.service.worker import BuildFailure, BuildRequest, PublishTo, build_artifact
+from app.service.worker import (
+    BuildFailure,
+    BuildRequest,
+    BuildResult,
+    PublishTo,
+    build_artifact,
+)
 
 MEDIA_TYPE = "application/zip"
 _EXTENSIONS = {"mlpackage": "mlpackage.zip", "mil": "mil.zip", "mlmodelc": "mlmodelc.zip"}
@@ -42,6 +48,28 @@ class KernelJob:
     @property
     def model_name(self) -> str:
         return self.name or self.op
+
+    def build_request(
+        self, key: str, root: Path, suffix: str, dest: Path, max_artifact_bytes: int
+    ) -> BuildRequest:
+        """What a build worker needs to build this job and publish it under `key`."""
+        meta = {
+            "filename": f"{self.model_name}.{_EXTENSIONS[self.fmt]}",
+            "op": self.op,
+            "format": self.fmt,
+        }
+        return BuildRequest(
+            self.op,
+            self.params,
+            self.weights,
+            self.fmt,
+            self.target,
+            self.name,
+            dest,
+            max_artifact_bytes,
+            PublishTo(root, suffix, key, meta),
+            verify=self.verify,
+        )
 
     def key(self) -> str:
         return artifact_key(
@@ -140,41 +168,22 @@ class KernelService:
 
     async def _build(self, job: KernelJob, key: str) -> tuple[StoredEntry, bytes | None]:
         self.metrics.builds.labels(job.op).inc()
-        meta = {
-            "filename": f"{job.model_name}.{_EXTENSIONS[job.fmt]}",
-            "op": job.op,
-            "format": job.fmt,
-        }
-        request = BuildRequest(
-            job.op,
-            job.params,
-            job.weights,
-            job.fmt,
-            job.target,
-            job.name,
-            self.cache.temp_path(),
-            self.max_artifact_bytes,
-            PublishTo(self.cache.root, self.cache.suffix, key, meta),
-            verify=job.verify,
+        request = job.build_request(
+            key, self.cache.root, self.cache.suffix, self.cache.temp_path(), self.max_artifact_bytes
         )
         result = await self.pool.run(build_artifact, request)
         if isinstance(result, BuildFailure):
-            raise Problem(
-                result.status,
-                result.detail,
-                title=result.title,
-                field=result.field,
-                errors=[{"field": result.field, "message": result.detail}]
-                if result.field
-                else None,
-                **(result.extra or {}),
-            )
+            raise result.problem()
+        return self._adopt(job.op, key, result)
+
+    def _adopt(self, op: str, key: str, result: BuildResult) -> tuple[StoredEntry, bytes | None]:
+        """Index an artifact a worker built and published."""
         assert result.published is not None
         entry = self.cache.adopt(result.published)
         content = result.content
         if content is not None:
             self.hot.put(key, entry.signature, content)
-        self.metrics.build_seconds.labels(job.op).observe(result.seconds)
+        self.metrics.build_seconds.labels(op).observe(result.seconds)
         self.metrics.cache_bytes.set(self.cache.total_bytes)
         return entry, content
 

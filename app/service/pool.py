@@ -24,6 +24,7 @@ from collections.abc import Callable
 from multiprocessing.connection import Connection
 from typing import Any, TypeVar
 
+from app.service import messages
 from app.service.problems import Problem
 from app.service.worker import warm
 
@@ -48,7 +49,7 @@ def _serve(conn: Connection) -> None:
     """A worker's life: run each (fn, args) received, send back its result; exit at EOF."""
     while True:
         try:
-            fn, args = conn.recv()
+            fn, args = messages.receive(conn.fileno())
         except (EOFError, OSError):
             return
         try:
@@ -56,11 +57,12 @@ def _serve(conn: Connection) -> None:
         except BaseException as exc:  # the caller re-raises it
             result = _Raised(exc)
         try:
-            conn.send(result)
-        except (BrokenPipeError, OSError):
+            messages.send(conn.fileno(), result)
+        except OSError:  # the server is gone
             return
         except Exception as exc:  # the result (or the exception raised) does not pickle
-            conn.send(_Raised(RuntimeError(f"{fn.__name__} returned what cannot be sent: {exc}")))
+            error = RuntimeError(f"{fn.__name__} returned what cannot be sent: {exc}")
+            messages.send(conn.fileno(), _Raised(error))
 
 
 class _Worker:
@@ -77,14 +79,14 @@ class _Worker:
     def call(self, fn: Callable[..., Any], args: tuple) -> asyncio.Future:
         self._answer = self._loop.create_future()
         try:
-            self.conn.send((fn, args))
-        except (BrokenPipeError, OSError):
+            messages.send(self.conn.fileno(), (fn, args))
+        except OSError:
             self._gone()
         return self._answer
 
     def _readable(self) -> None:
         try:
-            result = self.conn.recv()
+            result = messages.receive(self.conn.fileno())
         except (EOFError, OSError):  # an idle worker can die too: readable means EOF then
             self._gone()
             return

@@ -16,6 +16,7 @@ from app.cache.store import Published, data_path, publish_files
 from app.kernels import KernelBuild, KernelSpecError, build_kernel
 from app.packaging import write_kernel_zip
 from app.packaging.digesting import DigestingWriter
+from app.service.problems import Problem
 
 
 @dataclass(frozen=True)
@@ -62,6 +63,11 @@ class BuildFailure:
     detail: str
     field: str | None = None
     extra: dict[str, Any] | None = None
+
+    def problem(self) -> Problem:
+        errors = [{"field": self.field, "message": self.detail}] if self.field else None
+        return Problem(self.status, self.detail, title=self.title, field=self.field,
+                       errors=errors, **(self.extra or {}))  # fmt: skip
 
 
 def warm() -> bool:
