@@ -174,6 +174,9 @@ def upload_run(server: Server, tmp: Path, runs: int, weight_dtype: str) -> dict:
     rng = np.random.default_rng(0)
     weights = (0.01 * rng.standard_normal((4096, 4096))).astype(np.float32)
     times, peaks = [], []
+    # The load scenarios before this leave thousands of small files to write back; flush them
+    # now, so the uploads are not timed against another scenario's disk traffic.
+    os.sync()
     for i in range(runs):
         weights[0, 0] = 1000 + i + (100 if weight_dtype == "fp32" else 0)
         npy = tmp / "upload.npy"
