@@ -42,6 +42,8 @@ CASES = [
      {"content": b'{"in_channels": ', "headers": {"content-type": "application/json"}},
      400, None, "not valid JSON"),
     ("json-array-body", "POST", "/v1/kernels/conv", {"json": [1, 2]}, 422, None, "JSON object"),
+    ("bypass-cache-not-a-bool", "POST", "/v1/kernels/conv?bypass_cache=maybe",
+     {"json": {**CONV, "weights": {"weight": GOOD_W}}}, 422, "query.bypass_cache", "boolean"),
     ("wrong-type", "POST", "/v1/kernels/conv", {"json": {**CONV, "in_channels": "many"}},
      422, "in_channels", "integer"),
     ("negative-dim", "POST", "/v1/kernels/conv", {"json": {**CONV, "spatial": -4}},

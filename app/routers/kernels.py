@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Any
 
 import anyio
-from fastapi import APIRouter, Depends, Path, Query, Request, Response
+from fastapi import APIRouter, Depends, Request, Response
 from fastapi.responses import StreamingResponse
+from pydantic import TypeAdapter, ValidationError
 
 from app.kernels import KERNELS
 from app.routers.compiled import serve_compiled
@@ -15,6 +16,7 @@ from app.service.auth import require_api_key
 from app.service.context import Services, services_of
 from app.service.intake import job_from_json, read_request
 from app.service.kernels import MEDIA_TYPE, Artifact
+from app.service.problems import from_validation_errors
 
 router = APIRouter(prefix="/v1", tags=["kernels"], dependencies=[Depends(require_api_key)])
 
@@ -103,17 +105,35 @@ _RESPONSES: dict[int | str, dict[str, Any]] = {
     304: {"description": "Not modified: If-None-Match matched the artifact digest"},
     **problems(400, 401, 404, 413, 415, 422, 503),
 }
-BypassQuery = Annotated[
-    bool, Query(description="build again even if cached (same as `bypass_cache` in the body)")
-]
-OpPath = Annotated[
-    str,
-    Path(
-        description="a catalog op (GET /v1/ops)",
-        examples=["conv"],
-        json_schema_extra={"enum": list(KERNELS)},
-    ),
-]
+# The two parameters are read by hand and declared here for the OpenAPI document: resolving
+# them through FastAPI's dependency machinery cost more than serving a cached artifact.
+_BYPASS_DESCRIPTION = "build again even if cached (same as `bypass_cache` in the body)"
+_BYPASS_PARAMETER = {
+    "name": "bypass_cache",
+    "in": "query",
+    "required": False,
+    "description": _BYPASS_DESCRIPTION,
+    "schema": {"type": "boolean", "default": False, "title": "Bypass Cache"},
+}
+_OP_PARAMETER = {
+    "name": "op",
+    "in": "path",
+    "required": True,
+    "description": "a catalog op (GET /v1/ops)",
+    "schema": {"type": "string", "enum": list(KERNELS), "examples": ["conv"], "title": "Op"},
+}
+_BOOL = TypeAdapter(bool)
+
+
+def _bypass(request: Request) -> bool:
+    value = request.query_params.get("bypass_cache")
+    if value is None:
+        return False
+    try:
+        return _BOOL.validate_python(value)
+    except ValidationError as exc:  # the same problem FastAPI's own check would give
+        errors = [{**e, "loc": ("query", "bypass_cache")} for e in exc.errors()]
+        raise from_validation_errors(errors) from None
 
 
 @router.post(
@@ -121,14 +141,14 @@ OpPath = Annotated[
     summary="Build a kernel (op in the path)",
     response_class=Response,
     responses=_RESPONSES,
-    openapi_extra=_request_body("KernelRequest"),
+    openapi_extra={
+        **_request_body("KernelRequest"),
+        "parameters": [_OP_PARAMETER, _BYPASS_PARAMETER],
+    },
 )
-async def build_kernel_for_op(
-    op: OpPath,
-    request: Request,
-    bypass_cache: BypassQuery = False,
-) -> Response:
-    return await _serve(request, services_of(request), op, bypass_cache)
+async def build_kernel_for_op(request: Request) -> Response:
+    op = request.path_params["op"]
+    return await _serve(request, services_of(request), op, _bypass(request))
 
 
 @router.post(
@@ -136,13 +156,10 @@ async def build_kernel_for_op(
     summary="Build a kernel (op in the body)",
     response_class=Response,
     responses=_RESPONSES,
-    openapi_extra=_request_body("KernelRequest"),
+    openapi_extra={**_request_body("KernelRequest"), "parameters": [_BYPASS_PARAMETER]},
 )
-async def build_kernel(
-    request: Request,
-    bypass_cache: BypassQuery = False,
-) -> Response:
-    return await _serve(request, services_of(request), None, bypass_cache)
+async def build_kernel(request: Request) -> Response:
+    return await _serve(request, services_of(request), None, _bypass(request))
 
 
 async def _serve(request: Request, svc: Services, op: str | None, bypass: bool) -> Response:
