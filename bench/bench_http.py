@@ -102,7 +102,8 @@ def wrk(url: str, duration: float, connections: int, script: Path | None = None,
         raise RuntimeError(f"wrk saw failures:\n{out}")
     return {
         "rps": float(re.search(r"Requests/sec:\s+([\d.]+)", out).group(1)),
-        "p99": _seconds(re.search(r"99%\s+(\S+)", out).group(1)),
+        # The distribution line ("     99%   12.34ms"), not a "+/- Stdev" such as "98.99%".
+        "p99": _seconds(re.search(r"^\s+99%\s+(\S+)", out, re.M).group(1)),
     }
 
 
