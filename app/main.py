@@ -21,7 +21,7 @@ from app.observability import logs
 from app.observability.access import AccessMiddleware
 from app.routers import blobs, docs, jobs, kernels, ops, system
 from app.schemas.requests import KERNEL_REQUEST_ADAPTER, Problem
-from app.service.auth import add_security
+from app.service.auth import ApiKeyMiddleware, add_security
 from app.service.context import Services
 from app.service.problems import install_handlers
 from app.settings import Settings
@@ -71,7 +71,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     for module in (ops, kernels, jobs, blobs, system):
         app.include_router(module.router)
     docs.install(app)
-    app.add_middleware(AccessMiddleware, metrics=svc.metrics)
+    app.add_middleware(ApiKeyMiddleware, keys=settings.api_key_set)
+    app.add_middleware(AccessMiddleware, metrics=svc.metrics)  # outermost: logs refusals too
     _extend_openapi(app)
     return app
 

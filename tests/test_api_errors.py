@@ -223,6 +223,16 @@ def test_api_keys(tmp_path):
             headers={"authorization": "Bearer k-one"},
         )
         assert r.status_code == 200
+        refused = c.post("/v1/kernels/identity", json={"channels": 2, "spatial": 2})
+        assert_problem(refused, 401)
+        assert refused.headers["www-authenticate"].startswith("Bearer")
+        assert refused.headers["x-request-id"]  # refusals are logged like any request
+        assert c.head(f"/v1/blobs/{'0' * 64}").status_code == 401
+        for open_path in ("/v1/info", "/readyz", "/metrics", "/docs", "/openapi.json"):
+            assert c.get(open_path).status_code == 200, open_path
+        paths = c.get("/openapi.json").json()["paths"]
+        assert paths["/v1/kernels/{op}"]["post"]["security"] == [{"bearer": []}]
+        assert "security" not in paths["/v1/info"]["get"]
     log = next(tmp_path.glob("uvicorn-*.log")).read_text()
     assert "request" in log and "k-one" not in log and "k-two" not in log
 

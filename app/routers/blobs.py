@@ -11,7 +11,6 @@ from fastapi import APIRouter, Depends, Path, Query, Request, Response
 
 from app.routers.responses import problems
 from app.schemas.requests import DIGEST_PATTERN, NUMPY_DTYPES, BlobInfo
-from app.service.auth import require_api_key
 from app.service.context import Services, services
 from app.service.intake import MULTIPART, media_type, unsupported_media
 from app.service.problems import Problem
@@ -19,7 +18,7 @@ from app.uploads.hashing import StreamHasher
 from app.uploads.spool import MultipartLimits, spool_body, spool_multipart
 from app.uploads.tensors import TensorFile, sniff, with_digest
 
-router = APIRouter(prefix="/v1", tags=["blobs"], dependencies=[Depends(require_api_key)])
+router = APIRouter(prefix="/v1", tags=["blobs"])
 
 RAW_TYPES = ["application/octet-stream", "application/x-npy", "application/x-safetensors"]
 _SHAPE = re.compile(r"^\[?\s*\d+(\s*,\s*\d+)*\s*\]?$")

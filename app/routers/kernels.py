@@ -5,20 +5,19 @@ from __future__ import annotations
 from typing import Any
 
 import anyio
-from fastapi import APIRouter, Depends, Request, Response
+from fastapi import APIRouter, Request, Response
 from fastapi.responses import StreamingResponse
 from pydantic import TypeAdapter, ValidationError
 
 from app.kernels import KERNELS
 from app.routers.compiled import serve_compiled
 from app.routers.responses import problems
-from app.service.auth import require_api_key
 from app.service.context import Services, services_of
 from app.service.intake import job_from_json, read_request
 from app.service.kernels import MEDIA_TYPE, Artifact
 from app.service.problems import from_validation_errors
 
-router = APIRouter(prefix="/v1", tags=["kernels"], dependencies=[Depends(require_api_key)])
+router = APIRouter(prefix="/v1", tags=["kernels"])
 
 _CHUNK = 1 << 20
 

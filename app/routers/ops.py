@@ -5,14 +5,13 @@ from __future__ import annotations
 from functools import cache
 from typing import Any
 
-from fastapi import APIRouter, Depends
+from fastapi import APIRouter
 
 from app.catalog_info import catalog
 from app.routers.responses import problems
 from app.schemas.requests import OpInfo
-from app.service.auth import require_api_key
 
-router = APIRouter(prefix="/v1", tags=["catalog"], dependencies=[Depends(require_api_key)])
+router = APIRouter(prefix="/v1", tags=["catalog"])
 
 
 @cache

@@ -64,8 +64,10 @@ class Problem(Exception):
         return doc
 
 
-def problem_response(problem: Problem, request: Request | None = None) -> JSONResponse:
-    instance = request.url.path if request is not None else None
+def problem_response(
+    problem: Problem, request: Request | None = None, *, instance: str | None = None
+) -> JSONResponse:
+    instance = request.url.path if request is not None else instance
     return JSONResponse(
         problem.body(instance), problem.status, headers=problem.headers, media_type=MEDIA_TYPE
     )
