@@ -262,6 +262,9 @@ def test_a_dead_build_worker_is_replaced(tmp_path):
         while len(workers := _build_workers(port)) < 2 and time.monotonic() < deadline:
             time.sleep(0.1)
         assert len(workers) == 2
+        # One build first: it waits for the start-up warm-up, so the kill finds both idle.
+        assert httpx.post(f"{base}/v1/kernels/identity", json={"channels": 2, "spatial": 1},
+                          timeout=60).status_code == 200  # fmt: skip
         os.kill(workers[0], signal.SIGKILL)
         while len(after := _build_workers(port)) < 2 or workers[0] in after:
             assert time.monotonic() < deadline, after

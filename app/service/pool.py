@@ -77,12 +77,12 @@ class _Worker:
         self._loop.add_reader(self.conn.fileno(), self._readable)
 
     def call(self, fn: Callable[..., Any], args: tuple) -> asyncio.Future:
-        self._answer = self._loop.create_future()
+        answer = self._answer = self._loop.create_future()
         try:
             messages.send(self.conn.fileno(), (fn, args))
-        except OSError:
+        except OSError:  # it died just now: the answer is WorkerLost
             self._gone()
-        return self._answer
+        return answer
 
     def _readable(self) -> None:
         try:
@@ -156,10 +156,16 @@ class BuildPool:
         else:
             answer.add_done_callback(release)
 
+    async def _idle_worker(self) -> _Worker:
+        idle = self._started()
+        while True:
+            worker = await idle.get()
+            if worker in self._all:  # not one that died while it waited (it was replaced)
+                return worker
+
     async def warm(self) -> None:
         """Start every worker now and pay its one-time costs, so the first builds do not."""
-        idle = self._started()
-        workers = [await idle.get() for _ in range(self.workers)]
+        workers = [await self._idle_worker() for _ in range(self.workers)]
         answers = [worker.call(warm, ()) for worker in workers]
         for worker, answer in zip(workers, answers, strict=True):
             self._release(worker, answer)
@@ -177,7 +183,7 @@ class BuildPool:
         self._pending += 1
         self._on_change(self._pending)
         try:
-            worker = await self._started().get()
+            worker = await self._idle_worker()
             answer = worker.call(fn, args)
             try:
                 # Shielded: a cancelled request leaves the build to finish, and only then is
