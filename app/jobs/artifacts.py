@@ -24,9 +24,17 @@ class SharedArtifacts:
     def __init__(self, cache: ContentStore):
         self.cache = cache
 
-    def publish(self, key: str, path: Path, filename: str, meta: dict[str, Any]) -> ArtifactRef:
-        """Move a finished zip into the cache. Blocking (one pass over the file)."""
-        digest = sha256_range(path)
+    def publish(
+        self,
+        key: str,
+        path: Path,
+        filename: str,
+        meta: dict[str, Any],
+        digest: str | None = None,
+    ) -> ArtifactRef:
+        """Move a finished zip into the cache. Blocking: a pass over the file, unless the
+        writer already computed its `digest` (`DigestingWriter`)."""
+        digest = digest or sha256_range(path)
         entry = self.cache.publish(key, path, {**meta, "digest": digest, "filename": filename})
         return _ref(entry)
 

@@ -29,6 +29,7 @@ from app.jobs.records import Records
 from app.jobs.spec import resolve_weights
 from app.kernels import KernelBuild, KernelSpecError, build_kernel
 from app.packaging import write_kernel_zip
+from app.packaging.digesting import DigestingWriter
 from app.service.problems import Problem
 
 log = logging.getLogger("ane.jobs")
@@ -216,11 +217,11 @@ def _package(rt: Runtime, spec: JobSpec, key: str, arrays: dict):
     workdir = _scratch(rt)
     try:
         path = workdir / spec.filename
-        with path.open("wb") as f:
-            write_kernel_zip(build, f, spec.format, digests=digests, extra_entries=extra)
-        return rt.artifacts.publish(
-            key, path, spec.filename, {"op": spec.op, "format": spec.format}
-        )
+        with path.open("wb") as f, DigestingWriter(f) as out:
+            write_kernel_zip(build, out, spec.format, digests=digests, extra_entries=extra)
+            digest = out.digest()
+        meta = {"op": spec.op, "format": spec.format}
+        return rt.artifacts.publish(key, path, spec.filename, meta, digest)
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
 

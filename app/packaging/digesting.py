@@ -30,9 +30,8 @@ class DigestingWriter:
         self._max_lag = max_lag
         self._keep_up_to = keep_up_to
         self._kept: list[bytes] | None = [] if keep_up_to else None
-        self._small = bytearray()
-        self._written = 0  # bytes passed on to the file
-        self.size = 0  # bytes written to this writer
+        self._small = bytearray()  # small writes not yet passed on
+        self.size = 0
 
     def write(self, data) -> int:
         view = memoryview(data).cast("B")
@@ -55,11 +54,10 @@ class DigestingWriter:
     def _out(self, view: bytes | memoryview) -> None:
         self._f.write(view)
         if self._kept is not None:  # a small file is also returned as bytes
-            if self._written + len(view) <= self._keep_up_to:
+            if self.size <= self._keep_up_to:
                 self._kept.append(view if isinstance(view, bytes) else bytes(view))
             else:
                 self._kept = None
-        self._written += len(view)
         if len(view) < _THREAD_MIN and not self._pending:
             self._hash.update(view)
             return

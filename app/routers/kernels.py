@@ -106,12 +106,11 @@ _RESPONSES: dict[int | str, dict[str, Any]] = {
 }
 # The two parameters are read by hand and declared here for the OpenAPI document: resolving
 # them through FastAPI's dependency machinery cost more than serving a cached artifact.
-_BYPASS_DESCRIPTION = "build again even if cached (same as `bypass_cache` in the body)"
 _BYPASS_PARAMETER = {
     "name": "bypass_cache",
     "in": "query",
     "required": False,
-    "description": _BYPASS_DESCRIPTION,
+    "description": "build again even if cached (same as `bypass_cache` in the body)",
     "schema": {"type": "boolean", "default": False, "title": "Bypass Cache"},
 }
 _OP_PARAMETER = {

@@ -178,7 +178,6 @@ class KernelService:
 
     def _adopt(self, op: str, key: str, result: BuildResult) -> tuple[StoredEntry, bytes | None]:
         """Index an artifact a worker built and published."""
-        assert result.published is not None
         entry = self.cache.adopt(result.published)
         content = result.content
         if content is not None:

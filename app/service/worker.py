@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from app.cache.store import Published, data_path, publish_files
+from app.cache.store import Published, publish_files
 from app.kernels import KernelBuild, KernelSpecError, build_kernel
 from app.packaging import write_kernel_zip
 from app.packaging.digesting import DigestingWriter
@@ -29,9 +29,7 @@ class BuildRequest:
     name: str | None
     dest: Path  # where to write the zip (in the cache's temp dir)
     max_artifact_bytes: int
-    # When set, the worker also publishes the zip into the cache under this key (the parent
-    # only indexes it); None when a compile step must run on the package first.
-    publish: PublishTo | None = None
+    publish: PublishTo  # the worker publishes the zip into the cache; the parent indexes it
     verify: bool = False  # add verification.json (app/reference)
 
 
@@ -49,10 +47,8 @@ INLINE_BYTES = 1 << 20
 
 @dataclass(frozen=True)
 class BuildResult:
-    path: Path  # the zip: in the temp dir, or in the cache when published
-    digest: str
+    published: Published  # in place in the cache, with its digest
     seconds: float
-    published: Published | None = None
     content: bytes | None = None  # the zip itself when it is small
 
 
@@ -114,16 +110,12 @@ def build_artifact(req: BuildRequest) -> BuildResult | BuildFailure:
         with open(req.dest, "wb") as f, DigestingWriter(f, keep_up_to=INLINE_BYTES) as out:
             write_kernel_zip(build, out, req.fmt, digests=digests, extra_entries=extra)
             digest, content = out.digest(), out.content()
-        published = None
-        if req.publish is not None:
-            p = req.publish
-            meta = {**p.meta, "digest": digest}
-            published = publish_files(p.root, p.suffix, p.key, req.dest, meta)
+        p = req.publish
+        published = publish_files(p.root, p.suffix, p.key, req.dest, {**p.meta, "digest": digest})
     except BaseException:
         req.dest.unlink(missing_ok=True)
         raise
-    path = req.dest if published is None else data_path(p.root, p.suffix, p.key)
-    return BuildResult(path, digest, time.perf_counter() - start, published, content)
+    return BuildResult(published, time.perf_counter() - start, content)
 
 
 def _weight_bytes(build: KernelBuild) -> int:
