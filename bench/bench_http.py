@@ -3,10 +3,10 @@
     .venv/bin/python bench/bench_http.py [--duration 3] [--rounds 3] [--connections 32]
 
 Starts `uvicorn app.main:app` as a real subprocess on a free loopback port with a temporary data
-dir, then drives it with wrk (Debian's `wrk`; installed with apt-get when missing and running as
-root). Each scenario is measured in alternating rounds with /healthz (after one unmeasured round
-of each) and the ratio of the medians is reported, so a neighbour's load on the shared machine
-hits both sides alike.
+dir beside the checkout, then drives it with wrk (Debian's `wrk`; installed with apt-get when
+missing and running as root). Each scenario is measured in alternating rounds with /healthz
+(after one unmeasured round of each) and the ratio of the medians is reported, so a neighbour's
+load on the shared machine hits both sides alike.
 
 Scenarios:
   hit-digest   conv 64×64, weight referenced by blob digest, artifact cached
@@ -223,7 +223,12 @@ def main() -> None:
     p.add_argument("--json", action="store_true", help="print the results as JSON")
     args = p.parse_args()
     ensure_wrk()
-    with tempfile.TemporaryDirectory(prefix="bench-http-") as tmp:
+    # Beside the checkout, as `make run` keeps its data, not in /tmp: an ext4 without a journal
+    # (this machine's) does not reuse an inode freed in the last minute (six while its table
+    # block is dirty) and walks past each such inode on every create. After a test run emptied
+    # /tmp, a create there cost 0.2-0.7 ms instead of ~15 us: the miss scenario then measured
+    # the file system's recent history rather than the service.
+    with tempfile.TemporaryDirectory(prefix=".bench-http-", dir=REPO) as tmp:
         tmp_path = Path(tmp)
         server = Server(tmp_path / "data")
         try:

@@ -3,6 +3,7 @@
 import asyncio
 import os
 import signal
+import time
 
 import pytest
 
@@ -57,6 +58,83 @@ def test_an_exception_in_the_worker_is_raised_in_the_caller():
             with pytest.raises(ZeroDivisionError):
                 await pool.run(divmod, 1, 0)
             assert await pool.run(divmod, 7, 2) == (3, 1)  # the worker lives on
+        finally:
+            pool.shutdown()
+
+    asyncio.run(scenario())
+
+
+def _pid_and(value: int) -> tuple[int, int]:
+    """A build stand-in: which worker ran it, and what it was given."""
+    if value < 0:
+        raise ValueError(f"negative: {value}")
+    return os.getpid(), value
+
+
+def test_waiting_builds_share_a_worker_and_each_gets_its_own_answer():
+    async def scenario():
+        pool = BuildPool(1, 64, 2, max_batch=4)
+        try:
+            await pool.warm()
+            values = list(range(-3, 20))
+            answers = await asyncio.gather(
+                *(pool.run(_pid_and, v) for v in values), return_exceptions=True
+            )
+            for value, answer in zip(values, answers, strict=True):
+                if value < 0:  # a failing build fails alone, not its batch
+                    assert isinstance(answer, ValueError) and str(value) in str(answer)
+                else:
+                    assert answer[1] == value
+            assert len({a[0] for a in answers if isinstance(a, tuple)}) == 1
+            assert pool.pending == 0
+        finally:
+            pool.shutdown()
+
+    asyncio.run(scenario())
+
+
+def _slow_pid(value: int) -> tuple[int, int]:
+    time.sleep(0.2)
+    return os.getpid(), value
+
+
+def test_the_first_worker_to_free_up_takes_only_its_share_of_the_queue():
+    async def scenario():
+        pool = BuildPool(2, 64, 2)
+        try:
+            await pool.warm()
+            busy = [asyncio.ensure_future(pool.run(_slow_pid, v)) for v in range(2)]
+            await asyncio.sleep(0.05)  # both workers busy; these four wait
+            waiting = [asyncio.ensure_future(pool.run(_slow_pid, v)) for v in range(4)]
+            await asyncio.gather(*busy)
+            answers = await asyncio.gather(*waiting)
+            assert [v for _, v in answers] == [0, 1, 2, 3]
+            assert len({pid for pid, _ in answers}) == 2  # not all four on one worker
+        finally:
+            pool.shutdown()
+
+    asyncio.run(scenario())
+
+
+def _slow(value: int) -> int:
+    time.sleep(0.3)
+    return value
+
+
+def test_every_build_of_a_batch_whose_worker_dies_is_a_503():
+    async def scenario():
+        pool = BuildPool(1, 64, 3, max_batch=8)
+        try:
+            await pool.warm()
+            first = asyncio.ensure_future(pool.run(_slow, 0))  # the worker is busy with it ...
+            await asyncio.sleep(0.05)
+            batch = [asyncio.ensure_future(pool.run(_slow, v)) for v in range(1, 5)]  # ... so
+            await first  # these waited, and went to it as one batch when it was done
+            await asyncio.sleep(0.3)  # inside that batch (4 × 0.3 s)
+            _kill(pool)
+            answers = await asyncio.gather(*batch, return_exceptions=True)
+            assert all(isinstance(a, Problem) and a.status == 503 for a in answers), answers
+            assert await pool.run(_slow, 9) == 9  # the replacement serves
         finally:
             pool.shutdown()
 

@@ -18,8 +18,12 @@ _LENGTH = struct.Struct("!I")
 _READ = 1 << 16  # a pipe's usual capacity: most messages arrive in one read
 
 
+def encode(message: Any) -> bytes:
+    return pickle.dumps(message, protocol=pickle.HIGHEST_PROTOCOL)
+
+
 def send(fd: int, message: Any) -> None:
-    body = pickle.dumps(message, protocol=pickle.HIGHEST_PROTOCOL)
+    body = encode(message)
     if len(body) >= 1 << 32:
         raise ValueError(f"a message of {len(body)} bytes is too large for a pipe message")
     data = memoryview(_LENGTH.pack(len(body)) + body)
