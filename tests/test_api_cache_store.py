@@ -7,6 +7,8 @@ import hashlib
 import os
 import time
 
+import pytest
+
 from app.cache.store import STALE_AFTER_S, ContentStore
 
 
@@ -98,3 +100,14 @@ def test_restart_keeps_entries_and_their_order(tmp_path):
     assert again.get(_key(1)) is not None  # verified against its recorded digest
     _put(again, _key(3), 1_000)
     assert _key(2) not in again  # the least recently used after the restart went first
+
+
+def test_a_publish_that_fails_leaves_nothing_behind(tmp_path):
+    store = ContentStore(tmp_path, max_bytes=1 << 20, suffix=".zip")
+    (tmp_path / _key(1)[:2]).write_bytes(b"")  # a file where the entry's directory would go
+    src = store.temp_path()
+    src.write_bytes(b"zip")
+    with pytest.raises(OSError):
+        store.publish(_key(1), src, {"digest": "sha256:" + hashlib.sha256(b"zip").hexdigest()})
+    assert [p.name for p in store.tmp_dir.iterdir()] == [src.name]  # no sidecar left behind
+    assert _key(1) not in store

@@ -102,12 +102,19 @@ def publish_files(root: Path, suffix: str, key: str, src: Path, meta: dict[str, 
     st = src.stat()
     meta = {"offset": 0, "length": st.st_size, **meta, "size": st.st_size}
     data, sidecar = data_path(root, suffix, key), meta_path(root, key)
-    data.parent.mkdir(exist_ok=True)
     text = json.dumps(meta, sort_keys=True)
     tmp = root / "tmp" / f"{random_hex()}.meta"
     tmp.write_text(text)
-    os.replace(src, data)
-    os.replace(tmp, sidecar)
+    try:
+        try:
+            os.replace(src, data)
+        except FileNotFoundError:  # the first entry under its prefix (a mkdir each time costs)
+            data.parent.mkdir(exist_ok=True)
+            os.replace(src, data)
+        os.replace(tmp, sidecar)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
     return Published(key, meta, _signature(data.stat()), st.st_size + len(text))
 
 
