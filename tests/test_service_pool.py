@@ -139,3 +139,24 @@ def test_every_build_of_a_batch_whose_worker_dies_is_a_503():
             pool.shutdown()
 
     asyncio.run(scenario())
+
+
+def test_a_build_that_runs_alone_is_never_batched():
+    async def scenario():
+        pool = BuildPool(1, 64, 3, max_batch=8)
+        try:
+            await pool.warm()
+            first = asyncio.ensure_future(pool.run(_slow, 0))  # busy: the next three wait
+            await asyncio.sleep(0.05)
+            big = asyncio.ensure_future(pool.run(_slow, 1, alone=True))
+            small = [asyncio.ensure_future(pool.run(_slow, v)) for v in (2, 3)]
+            await first
+            await asyncio.sleep(0.15)  # inside `big`, which went to the worker by itself
+            _kill(pool)
+            with pytest.raises(Problem):
+                await big
+            assert await asyncio.gather(*small) == [2, 3]  # not in its batch: they ran after
+        finally:
+            pool.shutdown()
+
+    asyncio.run(scenario())

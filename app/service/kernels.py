@@ -31,6 +31,10 @@ from app.service.worker import (
 )
 
 MEDIA_TYPE = "application/zip"
+# Builds with more weight bytes than this take a worker to themselves (see BuildPool): they run
+# long enough that waiting behind another in a batch would be felt, and a wake-up is nothing
+# next to them.
+ALONE_WEIGHT_BYTES = 4 << 20
 _EXTENSIONS = {"mlpackage": "mlpackage.zip", "mil": "mil.zip", "mlmodelc": "mlmodelc.zip"}
 
 
@@ -171,7 +175,8 @@ class KernelService:
         request = job.build_request(
             key, self.cache.root, self.cache.suffix, self.cache.temp_path(), self.max_artifact_bytes
         )
-        result = await self.pool.run(build_artifact, request)
+        alone = sum(w.nbytes for w in job.weights.values()) > ALONE_WEIGHT_BYTES
+        result = await self.pool.run(build_artifact, request, alone=alone)
         if isinstance(result, BuildFailure):
             raise result.problem()
         return self._adopt(job.op, key, result)

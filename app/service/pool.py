@@ -10,10 +10,11 @@ watched with `add_reader`): no executor threads and no GIL hand-offs. A worker t
 replaced; the builds it was running fail with 503 + Retry-After. A worker exits when its pipe
 closes, so it never outlives the server.
 
-Builds waiting when a worker is free go to it together, up to `max_batch` and no more than its
-share of the queue: one message each way for the lot. A small build costs about a millisecond,
-and waking a process for each one (and the loop for each answer) cost a fifth of the request rate
-under load; a large build is alone in its batch unless many are waiting.
+Small builds waiting when a worker is free go to it together, up to `max_batch` and no more than
+its share of the queue: one message each way for the lot. A small build costs about a
+millisecond, and waking a process for each one (and the loop for each answer) cost a fifth of the
+request rate under load. A build marked `alone` (a large one) always has a worker to itself, so it
+never waits behind another in a batch.
 
 When every worker is busy and `backlog` builds are already waiting, a new build is refused with
 503 + Retry-After rather than queued without bound.
@@ -89,6 +90,7 @@ class _Call:
     fn: Callable[..., Any]
     args: tuple
     answer: asyncio.Future
+    alone: bool = False
 
 
 class _Worker:
@@ -185,15 +187,20 @@ class BuildPool:
 
     def _dispatch(self) -> None:
         """Give idle workers the waiting builds: each takes its share of the queue (split
-        over all workers, so one that frees up soon still finds work), at most `max_batch`."""
-        while self._idle and self._queue:
-            share = min(-(-len(self._queue) // self.workers), self.max_batch)
-            self._idle.pop().call([self._queue.popleft() for _ in range(share)])
+        over all workers, so one that frees up soon still finds work), at most `max_batch`,
+        and stops at a build that must run alone."""
+        queue = self._queue
+        while self._idle and queue:
+            share = min(-(-len(queue) // self.workers), self.max_batch)
+            batch = [queue.popleft()]
+            while not batch[0].alone and queue and not queue[0].alone and len(batch) < share:
+                batch.append(queue.popleft())
+            self._idle.pop().call(batch)
 
-    def _submit(self, fn: Callable[..., Any], args: tuple) -> asyncio.Future:
+    def _submit(self, fn: Callable[..., Any], args: tuple, alone: bool) -> asyncio.Future:
         self._start()
         answer = asyncio.get_running_loop().create_future()
-        self._queue.append(_Call(fn, args, answer))
+        self._queue.append(_Call(fn, args, answer, alone))
         self._dispatch()
         return answer
 
@@ -208,7 +215,8 @@ class BuildPool:
             answers.append(answer)
         await asyncio.gather(*answers, return_exceptions=True)
 
-    async def run(self, fn: Callable[..., T], *args) -> T:
+    async def run(self, fn: Callable[..., T], *args, alone: bool = False) -> T:
+        """`fn(*args)` in a worker; `alone`: never batched with other builds."""
         if self._pending >= self.capacity:
             raise Problem(
                 503,
@@ -221,7 +229,7 @@ class BuildPool:
         self._on_change(self._pending)
         try:
             # Shielded: a cancelled request leaves its build to finish with its batch.
-            result = await asyncio.shield(self._submit(fn, args))
+            result = await asyncio.shield(self._submit(fn, args, alone))
         except WorkerLost:
             raise Problem(
                 503,

@@ -11,6 +11,7 @@ parts are published into the blob store (`keep_parts`).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -44,6 +45,10 @@ class ResolvedWeight:
     @property
     def key_part(self) -> tuple[str, str, tuple[int, ...]]:
         return self.digest, self.dtype, self.shape
+
+    @property
+    def nbytes(self) -> int:
+        return math.prod(self.shape) * np.dtype(self.dtype).itemsize
 
 
 def _invalid(field: str, detail: str) -> Problem:
