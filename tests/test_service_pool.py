@@ -160,3 +160,19 @@ def test_a_build_that_runs_alone_is_never_batched():
             pool.shutdown()
 
     asyncio.run(scenario())
+
+
+def test_a_build_that_cannot_be_sent_fails_in_the_caller_and_the_pool_serves_on():
+    async def scenario():
+        pool = BuildPool(1, 4, 2)
+        try:
+            await pool.warm()
+            with pytest.raises(Exception, match="pickle"):
+                await pool.run(_pid_and, lambda: 1)  # a lambda does not pickle
+            # The worker it was meant for is free again (else this would wait forever).
+            assert (await asyncio.wait_for(pool.run(_pid_and, 5), 10))[1] == 5
+            assert pool.pending == 0
+        finally:
+            pool.shutdown()
+
+    asyncio.run(scenario())

@@ -110,6 +110,11 @@ class _Worker:
             messages.send(self.conn.fileno(), [(c.fn, c.args) for c in batch])
         except OSError:  # it died just now: the answers are WorkerLost
             self._gone()
+        except Exception as exc:  # the batch does not pickle: nothing was sent, the worker is free
+            self._batch = []
+            for call in batch:
+                call.answer.set_exception(exc)
+            self._on_answer(self)
 
     def _readable(self) -> None:
         try:
