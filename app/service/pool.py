@@ -210,14 +210,9 @@ class BuildPool:
         return answer
 
     async def warm(self) -> None:
-        """Start every worker now and pay its one-time costs, so the first builds do not."""
-        self._start()
-        answers = []
-        while self._idle:
-            worker = self._idle.pop()
-            answer = asyncio.get_running_loop().create_future()
-            worker.call([_Call(warm, (), answer)])
-            answers.append(answer)
+        """Start every worker now and pay its one-time costs, so the first builds do not
+        (one warm-up each: they are alone, so each idle worker takes one)."""
+        answers = [self._submit(warm, (), alone=True) for _ in range(self.workers)]
         await asyncio.gather(*answers, return_exceptions=True)
 
     async def run(self, fn: Callable[..., T], *args, alone: bool = False) -> T:
