@@ -12,19 +12,18 @@ import asyncio
 import gc
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from typing import Any
 
 from fastapi import FastAPI
 
 from app import __version__
+from app.api import openapi
+from app.api.access import AccessMiddleware
+from app.api.auth import ApiKeyMiddleware
+from app.api.problems import install_handlers
 from app.observability import logs
-from app.observability.access import AccessMiddleware
-from app.routers import blobs, docs, jobs, kernels, ops, system
-from app.schemas.requests import KERNEL_REQUEST_ADAPTER, Problem
-from app.service.auth import ApiKeyMiddleware, add_security
-from app.service.context import Services
-from app.service.problems import install_handlers
+from app.routers import blobs, docs, graphs, jobs, kernels, ops, system
 from app.settings import Settings
+from app.wiring import build_services
 
 DESCRIPTION = """
 Apple Neural Engine kernels on demand: pick an op from `GET /v1/ops`, send its parameters and
@@ -41,7 +40,7 @@ weights to `POST /v1/kernels/{op}`, get back a zipped `.mlpackage` (or a `model.
 def create_app(settings: Settings | None = None) -> FastAPI:
     settings = settings or Settings()
     logs.configure(settings.log_level)
-    svc = Services.create(settings)
+    svc = build_services(settings)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -68,38 +67,13 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     )
     app.state.services = svc
     install_handlers(app)
-    for module in (ops, kernels, jobs, blobs, system):
+    for module in (ops, kernels, graphs, jobs, blobs, system):
         app.include_router(module.router)
     docs.install(app)
     app.add_middleware(ApiKeyMiddleware, keys=settings.api_key_set)
     app.add_middleware(AccessMiddleware, metrics=svc.metrics)  # outermost: logs refusals too
-    _extend_openapi(app)
+    openapi.install(app, with_api_keys=bool(settings.api_key_set))
     return app
-
-
-def _extend_openapi(app: FastAPI) -> None:
-    """Register the schemas the hand-parsed request bodies refer to (kernel request union,
-    problem document): FastAPI only collects models it parses itself."""
-    generate = app.openapi
-
-    def openapi() -> dict[str, Any]:
-        if app.openapi_schema:
-            return app.openapi_schema
-        schema = generate()
-        ref = "#/components/schemas/{model}"
-        union = KERNEL_REQUEST_ADAPTER.json_schema(ref_template=ref)
-        components = schema.setdefault("components", {}).setdefault("schemas", {})
-        components.update(union.pop("$defs", {}))
-        components["KernelRequest"] = union
-        problem = Problem.model_json_schema(ref_template=ref)
-        components.update(problem.pop("$defs", {}))
-        components["Problem"] = problem
-        if app.state.services.settings.api_key_set:
-            add_security(schema)
-        app.openapi_schema = schema
-        return schema
-
-    app.openapi = openapi  # type: ignore[method-assign]
 
 
 app = create_app()

@@ -1,7 +1,8 @@
-"""Service settings: environment variables with the ANE_ prefix (e.g. ANE_DATA_DIR=/var/ane).
+"""Settings: environment variables with the ANE_ prefix (e.g. ANE_DATA_DIR=/var/ane), for the API
+and for every farm worker alike (they share storage and queues, so they read the same names).
 
-Defaults are for the local embedded run (`make run`): everything under ./data, no API keys,
-no compiler. The README's "Settings" table lists the same names and defaults.
+Defaults are for the local embedded run (`make run`): everything under ./data, no API keys, jobs
+in the API process. The README's "Settings" table lists the same names and defaults.
 """
 
 from __future__ import annotations
@@ -14,6 +15,9 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 
 MiB = 1 << 20
 GiB = 1 << 30
+# Weights per program the ANE is reported to compile (the smaller of the reports; why, and the
+# sources: app/preflight/options.py).
+DEFAULT_PROGRAM_WEIGHT_BUDGET = 8 * MiB
 
 
 class Settings(BaseSettings):
@@ -26,6 +30,18 @@ class Settings(BaseSettings):
     max_weight_bytes: int = Field(1 * GiB, ge=1, description="one uploaded weight tensor")
     max_body_bytes: int = Field(2 * GiB, ge=1, description="a whole multipart or raw body")
     max_artifact_bytes: int = Field(4 * GiB, ge=1, description="weights one artifact may hold")
+    min_free_bytes: int = Field(
+        256 * MiB,
+        ge=0,
+        description="free bytes the data volume must keep: below it /readyz answers not ready",
+    )
+    max_graph_nodes: int = Field(1000, ge=1, description="nodes one graph request may have")
+    max_program_weight_bytes: int = Field(
+        DEFAULT_PROGRAM_WEIGHT_BUDGET,
+        ge=1,
+        description="weights one program may hold: a graph over it is refused unless it asks to "
+        "be split; any program over it gets a preflight warning",
+    )
     workers: int = Field(2, ge=1, le=64, description="worker processes that build kernels")
     max_backlog: int = Field(32, ge=0, description="builds that may wait for a worker")
     sync_wait_s: float = Field(
@@ -35,9 +51,48 @@ class Settings(BaseSettings):
     api_keys: str = Field("", description="comma-separated; empty disables authentication")
     log_level: str = Field("INFO", description="level of the JSON logs")
 
+    # -- jobs (app/jobs) -----------------------------------------------------------------------
+    redis_url: str | None = Field(
+        None, description="redis://host:port/db; set it to queue jobs on arq for worker machines"
+    )
+    broker_timeout_s: float = Field(
+        5, gt=0, description="one Redis call (connect or answer); past it the broker is down"
+    )
+    broker_retry_s: float = Field(
+        0.5, gt=0, description="a worker's first reconnect delay after the broker went away"
+    )
+    broker_retry_max_s: float = Field(
+        30, gt=0, description="cap of a worker's reconnect delay (it doubles, with jitter)"
+    )
+    compiler: str = Field("auto", description="auto | xcrun | coremltools | linux | none")
+    mlmodelc_profile: str | None = Field(
+        None,
+        description="the coremlcompiler release the linux backend writes .mlmodelc as (README, "
+        "Compiled .mlmodelc); unset: the default release",
+    )
+    compile_timeout_s: float = Field(300, gt=0, description="one compiler run")
+    job_timeout_s: float = Field(900, gt=0, description="a whole job: generate, compile, store")
+    job_keep_s: int = Field(86400, ge=1, description="how long finished jobs stay visible")
+    job_lease_s: float = Field(
+        30,
+        gt=0,
+        description="a running job's lease, renewed while its worker lives; a job whose worker "
+        "died runs again on another worker once the lease lapses",
+    )
+    job_max_tries: int = Field(3, ge=1, description="attempts per job (dead workers, crashes)")
+    job_retry_backoff_s: float = Field(2, ge=0, description="first retry delay; doubles per try")
+    worker_heartbeat_s: float = Field(5, gt=0, description="a worker's heartbeat period")
+    worker_poll_s: float = Field(0.25, gt=0, description="how often an idle worker polls")
+    worker_max_jobs: int = Field(2, ge=1, description="jobs one worker runs at a time")
+    embedded_workers: int = Field(2, ge=1, description="in-process job tasks (no Redis)")
+
     @cached_property
     def api_key_set(self) -> frozenset[str]:
         return frozenset(k.strip() for k in self.api_keys.split(",") if k.strip())
+
+    def backoff(self, attempt: int) -> float:
+        """Delay before job attempt `attempt + 1` (attempt counts from 1)."""
+        return min(self.job_retry_backoff_s * 2 ** (attempt - 1), 300.0)
 
     @property
     def cache_dir(self) -> Path:

@@ -17,7 +17,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from app.blob import BlobFormatError, BlobReader
-from app.mil import TARGETS
+from app.mil import TARGETS, DType
+from app.mlmodelc import COREMLDATA
+from app.packaging import layout
+from app.toolchain import quiet_coremltools
+
+# The opset of each ML Program specification version: ours (app/mil/targets.py) and the earlier
+# ones Apple-compiled bundles may hold (iOS15 = 6, iOS16 = 7), which the loader checks as well.
+OPSETS = {6: "CoreML5", 7: "CoreML6", **{t.spec_version: t.opset for t in TARGETS.values()}}
 
 
 class InvalidArtifact(ValueError):
@@ -26,7 +33,7 @@ class InvalidArtifact(ValueError):
 
 @dataclass
 class Report:
-    kind: str  # "mlpackage" or "mil"
+    kind: str  # "mlpackage", "mlmodelc" or "mil"
     path: str
     ops: int = 0
     weights: int = 0
@@ -54,17 +61,35 @@ def validate(path: str | Path) -> Report:
     if not path.exists():
         raise InvalidArtifact(f"{path} does not exist")
     with _opened(path) as root:
-        packages = [root] if root.suffix == ".mlpackage" else sorted(root.glob("*.mlpackage"))
+        suffix = layout.PACKAGE_SUFFIX
+        packages = [root] if root.suffix == suffix else sorted(root.glob(f"*{suffix}"))
         if packages:
             return _validate_mlpackage(packages[0], str(path))
-        if (root / "model.mil").is_file():
+        bundles = [root] if (root / COREMLDATA).is_file() else sorted(root.glob("*.mlmodelc"))
+        if bundles:
+            return _validate_mlmodelc(bundles[0], str(path))
+        if (root / layout.MIL_TEXT).is_file():
             return _validate_mil(root, str(path))
-    raise InvalidArtifact(f"{path} holds neither an .mlpackage nor a model.mil")
+    raise InvalidArtifact(f"{path} holds neither an .mlpackage, an .mlmodelc nor a model.mil")
+
+
+def _validate_mlmodelc(bundle: Path, shown: str) -> Report:
+    """An .mlmodelc (ours or Apple's): the package it was compiled from, rebuilt from its
+    model.mil and coremldata.bin (app/mlmodelc), through the package checks."""
+    from app.mlmodelc import MlmodelcError, decompile
+
+    with tempfile.TemporaryDirectory(prefix="ane-validate-") as tmp:
+        try:
+            package = decompile(bundle, Path(tmp) / "source.mlpackage").path
+        except MlmodelcError as exc:
+            raise InvalidArtifact(f"{bundle.name}: {exc}") from None
+        report = _validate_mlpackage(package, shown)
+    report.kind = "mlmodelc"
+    return report
 
 
 def _quiet_import():
-    # coremltools prints "Failed to load ..." lines on Linux at import; keep CLI output clean.
-    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+    with quiet_coremltools():
         import coremltools as ct
         from coremltools.converters.mil.frontend.milproto.load import load
     return ct, load
@@ -79,20 +104,16 @@ def _validate_mlpackage(pkg: Path, shown: str) -> Report:
     spec = model.get_spec()
     if spec.WhichOneof("Type") != "mlProgram":
         raise InvalidArtifact("the model is not an ML Program")
-    target = next(
-        (t for t in TARGETS.values() if t.spec_version == spec.specificationVersion), None
-    )
-    if target is None:
+    opset = OPSETS.get(spec.specificationVersion)
+    if opset is None:
         raise InvalidArtifact(f"unsupported specificationVersion {spec.specificationVersion}")
     weights_dir = Path(model.weights_dir)
     report = Report("mlpackage", shown)
     if (weights_dir / "weight.bin").exists():
         report.weights = _check_blob(weights_dir / "weight.bin")
     for fn_name, fn in spec.mlProgram.functions.items():
-        if fn.opset != target.opset:
-            raise InvalidArtifact(
-                f"function {fn_name}: opset {fn.opset!r}, expected {target.opset!r}"
-            )
+        if fn.opset != opset:
+            raise InvalidArtifact(f"function {fn_name}: opset {fn.opset!r}, expected {opset!r}")
         for op in fn.block_specializations[fn.opset].operations:
             if "name" not in op.attributes:
                 raise InvalidArtifact(f"an op of type {op.type} has no name attribute")
@@ -112,6 +133,19 @@ def _validate_mlpackage(pkg: Path, shown: str) -> Report:
         raise InvalidArtifact(
             f"coremltools rejected the program: {type(exc).__name__}: {exc}"
         ) from None
+    if spec.description.functions:  # a multifunction package: described function by function
+        described = {f.name: f for f in spec.description.functions}
+        if (
+            set(described) != set(prog.functions)
+            or spec.description.defaultFunctionName not in described
+        ):
+            raise InvalidArtifact(f"description functions {sorted(described)} (default "
+                                  f"{spec.description.defaultFunctionName!r}) != program "
+                                  f"functions {sorted(prog.functions)}")  # fmt: skip
+        for fn_name, fn in prog.functions.items():
+            _check_description(described[fn_name], fn)
+        report.ops = sum(len(fn.operations) for fn in prog.functions.values())
+        return report
     main = prog.functions["main"]
     _check_description(spec.description, main)
     report.ops = len(main.operations)
@@ -139,7 +173,8 @@ def _check_description(description, main) -> None:
                     f"{what} {var.name}: description shape {list(array.shape)} != program"
                 )
             dtype = types.builtin_to_string(var_type.get_primitive())
-            if _FEATURE_DTYPES.get(array.dataType) != dtype:
+            described = DType.from_feature_type(array.dataType)
+            if described is None or described.value != dtype:
                 raise InvalidArtifact(
                     f"{what} {var.name}: description dtype != program dtype {dtype}"
                 )
@@ -157,9 +192,6 @@ def _is_state(var) -> bool:
     return types.is_state(var.sym_type)
 
 
-_FEATURE_DTYPES = {65552: "fp16", 65568: "fp32", 131104: "int32", 131080: "int8"}
-
-
 def _check_blob(path: Path) -> int:
     try:
         return len(BlobReader(str(path)).check())
@@ -172,18 +204,18 @@ def _validate_mil(root: Path, shown: str) -> Report:
     re-inferred and compared with the declared ones, every BLOBFILE read at its offset)."""
     from app.mil import MILParseError, parse_text
 
-    blob_path = root / "weights" / "weight.bin"
+    blob_path = root / layout.MIL_WEIGHT_FILE
     report = Report("mil", shown)
     if blob_path.exists():
         report.weights = _check_blob(blob_path)
     try:
         parsed = parse_text(
-            (root / "model.mil").read_text(), blob_path if blob_path.exists() else None
+            (root / layout.MIL_TEXT).read_text(), blob_path if blob_path.exists() else None
         )
     except (MILParseError, UnicodeDecodeError) as exc:
         raise InvalidArtifact(f"model.mil: {exc}") from None
     report.ops = sum(len(fn.operations) for fn in parsed.program.functions.values())
-    kernel_json = root / "kernel.json"
+    kernel_json = root / layout.KERNEL_JSON
     if kernel_json.exists():
         try:
             json.loads(kernel_json.read_text())

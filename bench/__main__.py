@@ -7,7 +7,14 @@ The tables go into BENCHMARKS.md by hand, with the command above each one; run a
 import runpy
 import sys
 
-SUITES = ["bench.bench_core", "bench.bench_blob", "bench.bench_jobs", "bench.bench_http"]
+SUITES = [
+    "bench.bench_core",
+    "bench.bench_blob",
+    "bench.bench_graphs",
+    "bench.bench_checkpoint",
+    "bench.bench_jobs",
+    "bench.bench_http",
+]
 
 if __name__ == "__main__":
     for name in sys.argv[1:] or SUITES:

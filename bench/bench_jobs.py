@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import dataclasses
 import os
 import shutil
 import signal
@@ -48,15 +49,15 @@ def _params() -> dict:
 
 def _upload(blobs, seed: int):
     """A weight as an upload would arrive: a .npy file published into the blob store."""
-    from app.jobs.model import WeightRef
-    from app.uploads.tensors import sniff
+    from app.request import WeightRef
+    from app.tensor_files import sniff
 
     w = np.random.default_rng(seed).standard_normal((CHANNELS, CHANNELS)).astype(np.float32)
     spool = blobs.new_spool_path()
     with open(spool, "wb") as f:
         np.save(f, w, allow_pickle=False)
     tensor = blobs.put(sniff(spool, "weights.weight"))
-    return WeightRef(digest=tensor.digest, dtype="float32", shape=[CHANNELS, CHANNELS])
+    return WeightRef(tensor.digest, "float32", (CHANNELS, CHANNELS))
 
 
 class Specs:
@@ -64,35 +65,32 @@ class Specs:
     uploaded once, as a farm sees many kernels built from the same uploaded checkpoint."""
 
     def __init__(self, blobs):
-        from app.jobs import make_spec
+        from app.request import KernelRequest
 
         self.count = 0
         ref = _upload(blobs, 0)
-        self.base = make_spec("conv", _params(), format="mil").model_copy(
-            update={"weights": {"weight": ref}}
+        self.base = KernelRequest.create("conv", _params(), format="mil").with_weights(
+            {"weight": ref}
         )
 
     def take(self, n: int):
         out = []
         for _ in range(n):
             self.count += 1
-            out.append(self.base.model_copy(update={"name": f"bench{self.count}"}))
+            out.append(dataclasses.replace(self.base, name=f"bench{self.count}"))
         return out
 
 
 def direct(specs, blobs, scratch: Path) -> list[float]:
     """The work itself, no queue: resolve weights, build, package to a file."""
-    from app.jobs.spec import resolve_weights
-    from app.kernels import build_kernel
-    from app.packaging import write_kernel_zip
+    from app import artifacts
 
     times = []
-    for spec in specs:
+    for request in specs:
         start = time.perf_counter()
-        arrays = resolve_weights(spec, blobs)
-        build = build_kernel(spec.op, spec.params, arrays, target=spec.target, name=spec.name)
+        prepared = artifacts.prepare(blobs.locate(request))
         with open(scratch / "direct.zip", "wb") as f:
-            write_kernel_zip(build, f, "mil", digests={"weight": spec.weights["weight"].digest})
+            artifacts.write(prepared, f)
         times.append(time.perf_counter() - start)
     return times
 
@@ -177,15 +175,13 @@ class Farm:
 
 
 async def _engines(args, root: Path) -> dict:
-    from app.cache.store import ContentStore
-    from app.jobs import JobSettings, make_engine
+    from app.jobs.select import make_engine
     from app.settings import Settings
-    from app.uploads.blobstore import BlobStore
+    from app.storage import artifact_store, blob_store
 
     data_dir = root / "data"
-    store = Settings(data_dir=data_dir)
-    cache = ContentStore(store.cache_dir, store.cache_max_bytes, ".zip")
-    blobs = BlobStore(store.blob_dir, store.blob_max_bytes)
+    settings = Settings(data_dir=data_dir)
+    cache, blobs = artifact_store(settings), blob_store(settings)
     specs = Specs(blobs)
     scratch = root / "scratch"
     scratch.mkdir()
@@ -198,8 +194,8 @@ async def _engines(args, root: Path) -> dict:
     direct(specs.take(n), blobs, scratch)
     results["direct"] = {"throughput": n / (time.perf_counter() - t0), "latency": lat_direct}
 
-    common = {"cache": cache, "blobs": blobs, "compiler": None, "workdir": data_dir / "work"}
-    embedded = make_engine(JobSettings(redis_url=None), **common)
+    common = {"store": cache, "blobs": blobs, "compiler": None, "workdir": data_dir / "work"}
+    embedded = make_engine(Settings(data_dir=data_dir, redis_url=None), **common)
     await embedded.start()
     await _latencies(embedded, specs.take(2))  # warm-up
     results["embedded"] = {
@@ -212,7 +208,7 @@ async def _engines(args, root: Path) -> dict:
         farm = Farm(root, data_dir)
         try:
             farm.add_worker(poll)
-            engine = make_engine(JobSettings(redis_url=farm.url), **common)
+            engine = make_engine(Settings(data_dir=data_dir, redis_url=farm.url), **common)
             await engine.start()
             await _latencies(engine, specs.take(2))  # warm-up: the worker's first build
             results[f"arq, 1 worker, poll {poll:g} s"] = {

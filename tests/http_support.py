@@ -10,14 +10,14 @@ import httpx
 import numpy as np
 from safetensors.numpy import save as safetensors_save
 
-from app.kernels import get_kernel, parse_params
+from app.kernels import get_op, parse_params
 
 PROBLEM = "application/problem+json"
 
 
 def weight_arrays(op: str, params: dict, seed: int = 0) -> dict[str, np.ndarray]:
     """Random float32 weights in the shapes the op expects (small values, fp16-safe)."""
-    kernel = get_kernel(op)
+    kernel = get_op(op)
     rng = np.random.default_rng(seed)
     return {
         s.name: (0.1 * rng.standard_normal(s.shape)).astype(np.float32)
@@ -70,3 +70,17 @@ def kernel_json(content: bytes) -> dict:
 
     with zipfile.ZipFile(io.BytesIO(content)) as zf:
         return json.loads(zf.read("kernel.json"))
+
+
+def job_artifact(client: httpx.Client, body: dict) -> tuple[dict, bytes]:
+    """Submit `body` to POST /v1/jobs, wait for the job to end, and return it with its zip."""
+    import time
+
+    job = client.post("/v1/jobs", json=body).json()
+    for _ in range(600):
+        job = client.get(f"/v1/jobs/{job['id']}").json()
+        if job["state"] in ("succeeded", "failed"):
+            break
+        time.sleep(0.05)
+    assert job["state"] == "succeeded", job
+    return job, client.get(f"/v1/jobs/{job['id']}/artifact").content

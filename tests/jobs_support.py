@@ -19,6 +19,9 @@ import redis
 REPO = Path(__file__).resolve().parent.parent
 FAKE_XCRUN = Path(__file__).parent / "fake_xcrun"
 WORKER_BIN = Path(sys.executable).parent / "ane-kernels"
+# `ane-kernels` from this checkout (run from REPO): the installed script imports the package
+# wherever it was installed from, which need not be the code under test.
+CLI = [sys.executable, "-m", "app.cli"]
 
 # Short lease, fast polls: a dead worker's job moves on in about a second and a half.
 FAST = {
@@ -83,7 +86,7 @@ class WorkerProcess:
         self.log_path = log_path
         self._log = open(log_path, "wb")  # noqa: SIM115 - closed in stop()
         self.proc = subprocess.Popen(
-            [str(WORKER_BIN), "worker", "--queue", queue],
+            [*CLI, "worker", "--queue", queue],
             cwd=REPO, env=env, stdout=self._log, stderr=subprocess.STDOUT,
             start_new_session=True,
         )  # fmt: skip
@@ -159,3 +162,18 @@ def pid_gone(pid: int) -> bool:
     with contextlib.suppress(OSError):
         return Path(f"/proc/{pid}/stat").read_text().split()[2] == "Z"
     return False
+
+
+@contextlib.contextmanager
+def environ(**values: str) -> Iterator[None]:
+    """os.environ with `values` set, for servers started inside the block (they copy it)."""
+    saved = {k: os.environ.get(k) for k in values}
+    os.environ.update(values)
+    try:
+        yield
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v

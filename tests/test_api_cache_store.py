@@ -63,7 +63,8 @@ def test_corruption_is_detected_and_the_entry_dropped(tmp_path):
     data = bytearray(path.read_bytes())
     data[10] ^= 1
     path.write_bytes(bytes(data))
-    assert store.lookup(_key(7)) is True  # present, but its file changed: must be verified
+    # present, but its file changed: not served unverified, and it must be verified
+    assert store.verified(_key(7)) is None and _key(7) in store
     assert store.verify(_key(7)) is None
     assert corrupt == [1] and not path.exists() and _key(7) not in store
 

@@ -32,8 +32,9 @@ def _nan_npy() -> bytes:
     return npy_bytes(w)
 
 
-def _two_tensor_safetensors() -> bytes:
-    return safetensors_bytes({"a": np.zeros(2, np.float32), "b": np.ones(2, np.float32)})
+def _truncated_checkpoint() -> bytes:
+    """A safetensors file of two tensors (stored whole, as a checkpoint) missing its last bytes."""
+    return safetensors_bytes({"a": np.zeros(2, np.float32), "b": np.ones(2, np.float32)})[:-4]
 
 
 # (id, method, url, request kwargs, status, field, a phrase the detail must contain)
@@ -134,8 +135,8 @@ CASES = [
     ("blob-json-content-type", "POST", "/v1/blobs", {"json": [1.0, 2.0]}, 415, None, "multipart"),
     ("blob-wrong-part-name", "POST", "/v1/blobs", {"files": {"data": ("w.npy", b"x")}},
      422, "file", "named `file`"),
-    ("blob-two-tensor-safetensors", "POST", "/v1/blobs", {"content": _two_tensor_safetensors()},
-     422, "file", "exactly one tensor"),
+    ("blob-truncated-checkpoint", "POST", "/v1/blobs", {"content": _truncated_checkpoint()},
+     422, "file", "byte range"),
     ("blob-bad-dtype", "POST", "/v1/blobs?dtype=complex64&shape=2", {"content": b"\x00" * 16},
      422, "query.dtype", "complex64"),
     ("blob-bad-shape", "POST", "/v1/blobs?dtype=float32&shape=2,-1", {"content": b"\x00" * 8},

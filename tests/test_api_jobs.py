@@ -2,7 +2,6 @@
 embedded engine (the `make run` default) compiling with the labelled stand-in xcrun, then as a
 farm (Redis + a real `ane-kernels worker` process) through an API restart."""
 
-import contextlib
 import io
 import json
 import os
@@ -17,6 +16,7 @@ from http_support import assert_problem, npy_bytes
 from jobs_support import (
     FAKE_XCRUN,
     WorkerProcess,
+    environ,
     redis_server,
     worker_env,
     xcrun_events,
@@ -24,20 +24,6 @@ from jobs_support import (
 
 CONV = {"op": "conv", "in_channels": 2, "out_channels": 2, "spatial": 4}
 W = [[1.0, 0.0], [0.0, 1.0]]
-
-
-@contextlib.contextmanager
-def environ(**values):
-    saved = {k: os.environ.get(k) for k in values}
-    os.environ.update(values)
-    try:
-        yield
-    finally:
-        for k, v in saved.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
 
 
 def wait_done(client, job_id, timeout=60):
@@ -176,7 +162,8 @@ def test_workers_and_the_synchronous_path_use_the_machines_compiler(embedded):
 @pytest.mark.slow
 def test_a_farm_through_http_survives_an_api_restart(tmp_path):
     data_dir, log = tmp_path / "data", tmp_path / "xcrun.log"
-    body = {**CONV, "format": "mlmodelc", "name": "farm", "weights": {"weight": W}}
+    body = {**CONV, "format": "mlmodelc", "placement": True, "name": "farm",
+            "weights": {"weight": W}}  # fmt: skip
     with redis_server(tmp_path) as url:
         worker = WorkerProcess(
             "ane-macos",

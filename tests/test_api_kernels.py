@@ -11,6 +11,7 @@ import zipfile
 import httpx
 import numpy as np
 import pytest
+from conftest import uvicorn_server
 from http_support import (
     assert_problem,
     kernel_json,
@@ -22,7 +23,7 @@ from http_support import (
 )
 from kernel_cases import SMALL
 
-from app.packaging import tensor_digest
+from app.digest import tensor_digest
 from app.validation import validate
 
 OPS = list(SMALL)
@@ -211,11 +212,13 @@ def test_twenty_concurrent_identical_requests_build_once(client, server):
     assert metric(client, "ane_builds_total", op="conv") == builds_before + 1
 
 
-def test_mlmodelc_without_compiler_is_503_naming_formats(client):
+def test_mlmodelc_without_compiler_is_503_naming_formats(tmp_path):
     body = {"channels": 2, "spatial": 2, "format": "mlmodelc"}
-    problem = assert_problem(client.post("/v1/kernels/identity", json=body), 503, "format")
-    assert problem["available_formats"] == ["mlpackage", "mil"]
-    assert "mlpackage" in problem["detail"] and "compiler" in problem["detail"]
+    with uvicorn_server(tmp_path / "data", compiler="none") as url, httpx.Client(base_url=url) as c:
+        problem = assert_problem(c.post("/v1/kernels/identity", json=body), 503, "format")
+        assert problem["available_formats"] == ["mlpackage", "mil"]
+        assert "mlpackage" in problem["detail"] and "ANE_COMPILER=none" in problem["detail"]
+        assert c.get("/v1/info").json()["formats"] == ["mlpackage", "mil"]
 
 
 def test_request_id_is_echoed_or_made(client):
@@ -228,8 +231,8 @@ def test_request_id_is_echoed_or_made(client):
 
 def test_info_ready_and_metrics(client):
     info = client.get("/v1/info").json()
-    assert info["formats"] == ["mlpackage", "mil"]
-    assert info["compiler"]["available"] is False
+    assert info["formats"] == ["mlpackage", "mil", "mlmodelc"]  # the linux backend, no Mac
+    assert info["compiler"]["available"] is True and info["compiler"]["name"] == "linux"
     assert set(info["versions"]) == {"service", "generator", "coremltools", "python"}
     assert client.get("/readyz").json() == {"status": "ready"}
     client.post("/v1/kernels/identity", json={"channels": 2, "spatial": 3})

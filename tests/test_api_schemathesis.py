@@ -15,9 +15,9 @@ from http_support import metric
 from hypothesis import HealthCheck, given, settings
 from hypothesis.errors import Unsatisfiable
 from schemathesis import GenerationMode
-from schemathesis.checks import positive_data_acceptance
+from schemathesis.checks import not_a_server_error, positive_data_acceptance
 
-from app.service.problems import MEDIA_TYPE
+from app.api.problems import MEDIA_TYPE
 
 SETTINGS = settings(
     max_examples=6,
@@ -30,8 +30,10 @@ SETTINGS = settings(
 
 # Excluded: "schema-valid data must be accepted". Which weights a request needs, and their
 # shapes, follow from its params (and digests must name uploaded blobs): JSON Schema cannot
-# say that, so a schema-valid body can rightly get a 422. Every other check runs.
-EXCLUDED = [positive_data_acceptance]
+# say that, so a schema-valid body can rightly get a 422. And schemathesis' "no 5xx", which
+# counts the documented 503 (no compiler on this machine for format mlmodelc) as a failure:
+# `run` below checks 5xx itself, allowing only that 503 as a problem document.
+EXCLUDED = [positive_data_acceptance, not_a_server_error]
 
 
 def _exercise(operation, mode: GenerationMode) -> None:
@@ -41,7 +43,8 @@ def _exercise(operation, mode: GenerationMode) -> None:
         response = case.call_and_validate(excluded_checks=EXCLUDED)
         if response.status_code >= 500:
             assert response.status_code == 503, response.text
-            assert response.headers["content-type"] == MEDIA_TYPE
+            content_type = response.headers["content-type"]  # schemathesis lists header values
+            assert content_type in (MEDIA_TYPE, [MEDIA_TYPE]), content_type
 
     run()
 

@@ -7,9 +7,9 @@ import numpy as np
 import pytest
 from http_support import npy_bytes, safetensors_bytes
 
-from app.packaging import tensor_digest
+from app.digest import tensor_digest
+from app.tensor_files import sniff, with_digest
 from app.uploads.hashing import StreamHasher
-from app.uploads.tensors import sniff, with_digest
 
 W = np.arange(3 * 1000, dtype=np.float32).reshape(3, 1000) / 7
 OTHER = np.ones((5,), np.float16)

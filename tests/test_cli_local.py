@@ -8,7 +8,7 @@ import zipfile
 import numpy as np
 import pytest
 
-from app.kernels import KERNELS
+from app.kernels import CATALOG
 
 
 def run(*args, cwd=None):
@@ -20,10 +20,10 @@ def run(*args, cwd=None):
 def test_ops_lists_the_catalog():
     out = run("ops")
     assert out.returncode == 0
-    for name in KERNELS:
+    for name in CATALOG:
         assert name in out.stdout
     ops = json.loads(run("ops", "--json").stdout)
-    assert [o["name"] for o in ops] == list(KERNELS)
+    assert [o["name"] for o in ops] == list(CATALOG)
     conv = ops[0]
     assert conv["parameters"]["required"] == ["in_channels", "out_channels", "spatial"]
     assert [w["name"] for w in conv["weights"]] == ["weight", "bias"]
@@ -118,3 +118,28 @@ def test_validate_parses_mil_bundles(tmp_path):
             dst.writestr(item, data)
     bad = run("validate", str(wrong))
     assert bad.returncode == 1 and "declared tensor<fp16, [1, 9, 1, 2]>" in bad.stderr
+
+
+def test_compile_with_quantize_and_its_errors(tmp_path):
+    out = tmp_path / "q.zip"
+    params = '{"in_channels": 64, "out_channels": 32, "spatial": 4}'
+    base = ("compile", "conv", "--params", params, "--random-weights", "1", "-o", str(out))
+    done = run(*base, "--quantize", '{"mode": "linear", "dtype": "int4", "granularity": '
+               '"per_block", "block_size": 16}', "--verify")  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    with zipfile.ZipFile(out) as zf:
+        assert (
+            json.loads(zf.read("kernel.json"))["weights"]["weight"]["quantized"]["dtype"] == "int4"
+        )
+        assert json.loads(zf.read("verification.json"))["quantization"]["max_rel_error"] > 0
+    out.unlink()
+
+    for extra, fragment in (
+        (("--quantize", '{"mode": "palettize", "nbits": 5}'), "quantize.nbits"),
+        (("--quantize", "[4]"), "--quantize must be a JSON object"),
+        (("--quantize", '{"mode": "palettize", "nbits": 1}', "--max-quantization-error", "1e-4"),
+         "max_quantization_error"),
+    ):  # fmt: skip
+        bad = run(*base, *extra)
+        assert bad.returncode == 2 and fragment in bad.stderr, bad.stderr
+        assert not out.exists()  # nothing half-written

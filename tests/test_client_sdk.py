@@ -11,21 +11,29 @@ import pytest
 from conftest import uvicorn_server
 from http_support import metric, weight_arrays
 
+from app.artifacts import kernel_zip
 from app.client import AsyncClient, Client, InvalidRequest, NotFound, Unavailable
-from app.kernels import compile_kernel
 
 CONV = {"in_channels": 32, "out_channels": 16, "spatial": 8, "bias": True}
 
 
 def test_remote_compile_equals_local_compile(server, tmp_path):
     weights = weight_arrays("conv", CONV, seed=11)
-    local = compile_kernel("conv", CONV, weights, name="proj")
+    local = kernel_zip("conv", CONV, weights, name="proj")
     with Client(server.url) as c:
         assert c.compile("conv", CONV, weights, name="proj") == local
         saved = c.compile(
             "conv", CONV, weights, name="proj", format="mil", save_to=tmp_path / "p.zip"
         )
-    assert saved.read_bytes() == compile_kernel("conv", CONV, weights, name="proj", format="mil")
+    assert saved.read_bytes() == kernel_zip("conv", CONV, weights, name="proj", format="mil")
+    config = {"mode": "palettize", "nbits": 6}
+    with Client(server.url) as c:
+        quantized = c.compile("conv", CONV, weights, name="proj", quantize=config)
+        job = c.submit("conv", CONV, weights, name="proj", quantize=config)
+        job.wait()
+        from_job = job.download(tmp_path / "q.zip").read_bytes()
+    assert quantized == from_job == kernel_zip("conv", CONV, weights, name="proj", quantize=config)
+    assert quantized != local
 
 
 def test_async_client_matches(server):
@@ -41,9 +49,7 @@ def test_async_client_matches(server):
 
     ops, data = asyncio.run(go())
     assert "rmsnorm" in [o["name"] for o in ops]
-    assert data == compile_kernel(
-        "rmsnorm", {"channels": 64, "spatial": 4}, weights, target="ios17"
-    )
+    assert data == kernel_zip("rmsnorm", {"channels": 64, "spatial": 4}, weights, target="ios17")
 
 
 def test_upload_sends_nothing_the_server_has(server, client):
@@ -64,9 +70,9 @@ def test_errors_are_typed(server):
         with pytest.raises(NotFound) as missing:
             c.compile("nonsense", {})
         assert missing.value.status == 404
-        with pytest.raises(Unavailable):  # no compiler on this machine: 503 after the retry budget
+        with pytest.raises(Unavailable):  # Core ML's placement report needs a Mac: 503
             Client(server.url, max_retry_wait=0).compile(
-                "identity", {"channels": 4, "spatial": 1}, format="mlmodelc"
+                "identity", {"channels": 4, "spatial": 1}, format="mlmodelc", placement=True
             )
 
 

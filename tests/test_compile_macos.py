@@ -15,12 +15,13 @@ import zipfile
 import numpy as np
 import pytest
 
+from app.artifacts import prepare
 from app.compile import compile_kernel_zip
 from app.compile.coremltools_backend import CoreMLToolsCompiler
 from app.compile.coremltools_backend import available as coremltools_can_compile
 from app.compile.placement import unavailable_reason
 from app.compile.xcrun import XcrunCompiler
-from app.kernels import build_kernel
+from app.request import KernelRequest
 
 pytestmark = [
     pytest.mark.macos,
@@ -35,7 +36,7 @@ needs_xcrun = pytest.mark.skipif(
 
 def conv():
     params = {"in_channels": 64, "out_channels": 64, "spatial": 16}
-    return build_kernel("conv", params, random_seed=0)
+    return prepare(KernelRequest.create("conv", params, format="mlmodelc"), random_seed=0)
 
 
 @needs_xcrun

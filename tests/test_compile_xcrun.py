@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from app.artifacts import prepare
 from app.compile import (
     CompilerCrashed,
     CompilerError,
@@ -21,7 +22,7 @@ from app.compile import (
     select_compiler,
 )
 from app.compile.xcrun import XcrunCompiler
-from app.kernels import build_kernel
+from app.request import KernelRequest
 
 FAKE = Path(__file__).parent / "fake_xcrun"
 
@@ -43,7 +44,8 @@ def events(log: Path) -> list[dict]:
 
 def conv(name="conv", target="ios18"):
     params = {"in_channels": 4, "out_channels": 8, "spatial": 2}
-    return build_kernel("conv", params, target=target, name=name, random_seed=0)
+    request = KernelRequest.create("conv", params, format="mlmodelc", target=target, name=name)
+    return prepare(request, random_seed=0)
 
 
 def compile_(build, workdir: Path, timeout_s=30.0):
@@ -147,4 +149,7 @@ def test_selection_is_automatic_and_overridable(stand_in, monkeypatch):
     monkeypatch.delenv("ANE_COMPILER")
     monkeypatch.setenv("PATH", "/usr/bin:/bin")  # no xcrun, no Core ML on Linux
     if os.uname().sysname == "Linux":
-        assert select_compiler() is None
+        assert select_compiler().name == "linux"  # app/mlmodelc: any machine compiles
+    assert select_compiler("linux", "3402.4.1").profile.coremlc_version == "3402.4.1"
+    with pytest.raises(ValueError, match=r"ANE_MLMODELC_PROFILE='9\.9\.9'"):
+        select_compiler("linux", "9.9.9")

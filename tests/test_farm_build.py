@@ -18,7 +18,7 @@ from conftest import uvicorn_server
 from http_support import metric
 from safetensors.numpy import save_file
 
-from app.kernels import compile_kernel
+from app.artifacts import kernel_zip
 
 FAKE_XCRUN = Path(__file__).parent / "fake_xcrun"
 
@@ -30,6 +30,12 @@ format = "mlpackage"
 op = "conv"
 params = { in_channels = 64, out_channels = 64, spatial = 16 }
 weights = { weight = "w/q.npy" }
+
+[kernels.o_proj]
+op = "conv"
+params = { in_channels = 64, out_channels = 64, spatial = 16 }
+weights = { weight = "w/q.npy" }
+quantize = { mode = "linear", dtype = "int8" }
 
 [kernels.k_proj]
 op = "conv"
@@ -133,7 +139,7 @@ def test_manifest_builds_reruns_as_cache_hits_and_checks(farm_server, tmp_path):
     first = build(url, manifest, out, "--json")
     assert first.returncode == 0, first.stderr + first.stdout
     summary = json.loads(first.stdout)["kernels"]
-    assert len(summary) == 10 and {v["status"] for v in summary.values()} == {"built"}
+    assert len(summary) == 11 and {v["status"] for v in summary.values()} == {"built"}
     lock_path = tmp_path / "ane-kernels.lock"
     lock = lock_path.read_bytes()
     entries = json.loads(lock)["kernels"]
@@ -148,10 +154,13 @@ def test_manifest_builds_reruns_as_cache_hits_and_checks(farm_server, tmp_path):
     }
     # What the farm built is what a local compile builds, byte for byte.
     q = np.load(tmp_path / "w/q.npy")
-    local = compile_kernel(
+    local = kernel_zip(
         "conv", {"in_channels": 64, "out_channels": 64, "spatial": 16}, {"weight": q}, name="q_proj"
     )
     assert (out / entries["q_proj"]["file"]).read_bytes() == local
+    quantized = kernel_zip("conv", {"in_channels": 64, "out_channels": 64, "spatial": 16},
+                           {"weight": q}, name="o_proj", quantize={"mode": "linear", "dtype": "int8"})  # fmt: skip
+    assert (out / entries["o_proj"]["file"]).read_bytes() == quantized != local
 
     # Nothing changed: no uploads, no builds, the same lock byte for byte.
     before = _counts(url)
@@ -201,12 +210,12 @@ def test_interrupted_build_resumes(farm_server, tmp_path):
     if proc.returncode == 0:
         pytest.skip("the build finished before the interrupt landed")  # too fast to interrupt
     assert proc.returncode == 130, err
-    assert "resume" in err and 7 <= len(partial) < 10 and "probe" not in partial
+    assert "resume" in err and 7 <= len(partial) < 11 and "probe" not in partial
     resumed = build(url, manifest, out, "--json")
     assert resumed.returncode == 0, resumed.stderr
     statuses = {k: v["status"] for k, v in json.loads(resumed.stdout)["kernels"].items()}
     assert all(statuses[name] == "up to date" for name in partial)
-    assert len(json.loads(lock_path.read_text())["kernels"]) == 10
+    assert len(json.loads(lock_path.read_text())["kernels"]) == 11
     assert not list(out.glob(".*"))  # no half-written downloads left behind
 
 

@@ -10,14 +10,17 @@ import numpy as np
 import pytest
 from jobs_support import FAKE_XCRUN, eventually, pid_gone, xcrun_events
 
+from app.api.problems import from_field_error
+from app.api.weight_sources import inline_tensor
+from app.artifacts import kernel_zip
 from app.cache.store import ContentStore
 from app.compile import select_compiler
-from app.jobs import JobSettings, JobState, make_engine, make_spec
-from app.kernels import KernelSpecError, compile_kernel
-from app.schemas.requests import REQUEST_MODELS, split_request
-from app.service.kernels import KernelJob
-from app.service.problems import Problem
-from app.service.weights import inline_tensor
+from app.errors import FieldError, RequestError
+from app.jobs.model import JobState
+from app.jobs.select import make_engine
+from app.request import KernelRequest
+from app.schemas.wire import REQUEST_MODELS, params_of
+from app.settings import Settings
 from app.uploads.blobstore import BlobStore
 
 PARAMS = {"in_channels": 4, "out_channels": 8, "spatial": 2}
@@ -42,8 +45,8 @@ async def engine(tmp_path, compiler="xcrun", **settings):
     blobs = BlobStore(tmp_path / "data" / "blobs", 1 << 30)
     defaults = {"job_retry_backoff_s": 0.05, "compile_timeout_s": 30}
     eng = make_engine(
-        JobSettings(**{**defaults, **settings}),
-        cache=cache,
+        Settings(**{**defaults, **settings}),
+        store=cache,
         blobs=blobs,
         compiler=select_compiler(compiler),
         workdir=tmp_path / "data" / "work",
@@ -56,14 +59,13 @@ async def engine(tmp_path, compiler="xcrun", **settings):
 
 
 def spec(name="conv", fmt="mlmodelc", **kw):
-    return make_spec("conv", PARAMS, {"weight": W}, format=fmt, name=name, **kw)
+    return KernelRequest.create("conv", PARAMS, {"weight": W}, format=fmt, name=name, **kw)
 
 
 def test_job_key_is_the_synchronous_paths_cache_key():
-    req = REQUEST_MODELS["conv"].model_validate({"op": "conv", **PARAMS, "format": "mil"})
-    op, params, _ = split_request(req)
-    sync = KernelJob(
-        op, params, {"weight": inline_tensor("weight", W.tolist())}, "mil", "ios18", None
+    wire = REQUEST_MODELS["conv"].model_validate({"op": "conv", **PARAMS, "format": "mil"})
+    sync = KernelRequest(
+        "conv", params_of(wire), {"weight": inline_tensor("weight", W.tolist())}, "mil", "ios18"
     )
     assert spec(name=None, fmt="mil").key() == sync.key()
     assert spec(name=None, fmt="mil").key() != spec(name=None, fmt="mlpackage").key()
@@ -78,7 +80,7 @@ def test_a_generation_job_gives_the_same_bytes_as_the_synchronous_path(tmp_path,
 
     job, data = asyncio.run(scenario())
     assert job.state == JobState.succeeded and job.queue == "ane-linux"
-    assert data == compile_kernel("conv", PARAMS, {"weight": W}, format="mlpackage", name="conv")
+    assert data == kernel_zip("conv", PARAMS, {"weight": W}, format="mlpackage", name="conv")
     assert job.artifact.filename == "conv.mlpackage.zip" and job.artifact.size == len(data)
 
 
@@ -97,9 +99,9 @@ def test_identical_submissions_compile_once(tmp_path, xcrun_log):
 def test_mlmodelc_without_a_compiler_is_refused_at_submit(tmp_path, xcrun_log):
     async def scenario():
         async with engine(tmp_path, compiler="none") as eng:
-            with pytest.raises(Problem) as err:
+            with pytest.raises(FieldError) as err:
                 await eng.submit(spec())
-            return err.value, await eng.list()
+            return from_field_error(err.value), await eng.list()
 
     problem, listed = asyncio.run(scenario())
     assert problem.status == 503 and problem.field == "format"
@@ -107,16 +109,18 @@ def test_mlmodelc_without_a_compiler_is_refused_at_submit(tmp_path, xcrun_log):
 
 
 def test_bad_params_are_refused_with_the_field():
-    with pytest.raises(KernelSpecError) as err:
-        make_spec("conv", {**PARAMS, "in_channels": 0}, {"weight": W})
+    with pytest.raises(RequestError) as err:
+        KernelRequest.create("conv", {**PARAMS, "in_channels": 0}, {"weight": W})
     assert err.value.field == "params.in_channels"
-    with pytest.raises(KernelSpecError) as err:
-        make_spec("conv", PARAMS, format="exe")
+    with pytest.raises(RequestError) as err:
+        KernelRequest.create("conv", PARAMS, format="exe")
     assert err.value.field == "format"
 
 
 def test_a_spec_error_found_while_building_fails_the_job_with_its_field(tmp_path, xcrun_log):
-    bad = make_spec("conv", PARAMS, {"weight": np.ones((3, 3), np.float32)}, format="mil")
+    bad = KernelRequest.create(
+        "conv", PARAMS, {"weight": np.ones((3, 3), np.float32)}, format="mil"
+    )
 
     async def scenario():
         async with engine(tmp_path) as eng:
@@ -207,10 +211,9 @@ def test_verify_adds_verification_json_and_its_own_key(tmp_path, xcrun_log):
     import json
     import zipfile
 
-    req = REQUEST_MODELS["conv"].model_validate({"op": "conv", **PARAMS, "format": "mil"})
-    op, params, _ = split_request(req)
+    wire = REQUEST_MODELS["conv"].model_validate({"op": "conv", **PARAMS, "format": "mil"})
     weights = {"weight": inline_tensor("weight", W.tolist())}
-    sync = KernelJob(op, params, weights, "mil", "ios18", None, verify=True)
+    sync = KernelRequest("conv", params_of(wire), weights, "mil", "ios18", verify=True)
     verified = spec(name=None, fmt="mil", verify=True)
     assert verified.key() == sync.key() != spec(name=None, fmt="mil").key()
 

@@ -12,9 +12,10 @@ import pytest
 from jobs_support import WorkerProcess, eventually, redis_server, worker_env, xcrun_events
 
 from app.cache.store import ContentStore
-from app.jobs import JobSettings, JobState, make_spec
 from app.jobs.arq_engine import ArqEngine
-from app.jobs.artifacts import SharedArtifacts
+from app.jobs.model import JobState
+from app.request import KernelRequest
+from app.settings import Settings
 
 
 @pytest.mark.slow
@@ -22,7 +23,8 @@ def test_sigkill_mid_compile_then_the_other_worker_finishes_it(tmp_path):
     data_dir, xcrun_log = tmp_path / "data", tmp_path / "xcrun.log"
     w = np.random.default_rng(1).standard_normal((8, 4)).astype(np.float32)
     params = {"in_channels": 4, "out_channels": 8, "spatial": 2}
-    spec = make_spec("conv", params, {"weight": w}, format="mlmodelc", name="victim")
+    spec = KernelRequest.create("conv", params, {"weight": w}, format="mlmodelc", name="victim",
+                                placement=True)  # Apple's compiler: the macOS queue  # fmt: skip
 
     with redis_server(tmp_path) as url:
         env = worker_env(url, data_dir, xcrun_log, FAKE_XCRUN_SLEEP="victim=2")
@@ -33,7 +35,7 @@ def test_sigkill_mid_compile_then_the_other_worker_finishes_it(tmp_path):
 
             async def scenario():
                 cache = ContentStore(data_dir / "artifacts", 1 << 30, ".zip")
-                api = ArqEngine(JobSettings(redis_url=url), SharedArtifacts(cache))
+                api = ArqEngine(Settings(redis_url=url), cache)
                 await api.start()
                 try:
                     job = await api.submit(spec)
@@ -69,7 +71,7 @@ def test_sigkill_mid_compile_then_the_other_worker_finishes_it(tmp_path):
 
             # the dead worker's heartbeat lapses too
             async def workers_now():
-                api = ArqEngine(JobSettings(redis_url=url), None)
+                api = ArqEngine(Settings(redis_url=url), None)
                 await api.start()
                 try:
                     return [w.pid for w in await api.workers()]

@@ -7,6 +7,8 @@ compiler itself. Its per-model controls make some kernels slow or failing by nam
 
 import asyncio
 import contextlib
+import io
+import json
 import subprocess
 import zipfile
 
@@ -22,11 +24,12 @@ from jobs_support import (
     xcrun_events,
 )
 
+from app.artifacts import kernel_zip
 from app.cache.store import ContentStore
-from app.jobs import JobSettings, JobState, make_spec
 from app.jobs.arq_engine import ArqEngine
-from app.jobs.artifacts import SharedArtifacts
-from app.kernels import compile_kernel
+from app.jobs.model import JobState
+from app.request import KernelRequest, WeightRef
+from app.settings import Settings
 
 COMPILE_TIMEOUT_S = 3
 CONTROLS = {
@@ -47,8 +50,8 @@ class Farm:
     async def engine(self):
         """An API-side engine: what the HTTP layer holds (a fresh one per 'API process')."""
         cache = ContentStore(self.data_dir / "artifacts", 1 << 30, ".zip")
-        settings = JobSettings(redis_url=self.url, job_keep_s=KEEP_S)
-        engine = ArqEngine(settings, SharedArtifacts(cache))
+        settings = Settings(redis_url=self.url, job_keep_s=KEEP_S)
+        engine = ArqEngine(settings, cache)
         await engine.start()
         try:
             yield engine
@@ -62,7 +65,9 @@ def farm(tmp_path_factory):
     data_dir, xcrun_log = root / "data", root / "xcrun.log"
     with redis_server(root) as url:
         env = worker_env(url, data_dir, xcrun_log, **CONTROLS)
-        workers = {q: WorkerProcess(q, env, root / f"{q}.log") for q in ("ane-macos", "ane-linux")}
+        # A Linux worker has no xcrun: its .mlmodelc come from the linux backend.
+        envs = {"ane-macos": env, "ane-linux": {**env, "ANE_COMPILER": "linux"}}
+        workers = {q: WorkerProcess(q, e, root / f"{q}.log") for q, e in envs.items()}
         try:
             for w in workers.values():
                 w.wait_ready(url)
@@ -72,10 +77,14 @@ def farm(tmp_path_factory):
                 w.stop()
 
 
-def conv_spec(name, fmt="mlmodelc", seed=0):
+def conv_spec(name, fmt="mlmodelc", seed=0, placement=None):
+    """A conv request; an mlmodelc one asks for Core ML's placement report (the macOS queue)
+    unless `placement` says otherwise."""
     w = np.random.default_rng(seed).standard_normal((8, 4)).astype(np.float32)
     params = {"in_channels": 4, "out_channels": 8, "spatial": 2}
-    return make_spec("conv", params, {"weight": w}, format=fmt, name=name)
+    placement = fmt == "mlmodelc" if placement is None else placement
+    return KernelRequest.create("conv", params, {"weight": w}, format=fmt, name=name,
+                                placement=placement)  # fmt: skip
 
 
 def worker_id(farm, queue):
@@ -119,6 +128,33 @@ def test_submit_poll_download_mlmodelc_on_the_macos_worker(farm):
     assert "xcrun coremlcompiler compile src/e2e.mlpackage out --platform iOS" in log
     assert job.artifact.filename == "e2e.mlmodelc.zip"
     assert len(xcrun_events(farm.xcrun_log, "e2e", "done")) == 1
+    # Every compile by Apple's compiler is checked against the linux backend's bundle: the
+    # stand-in writes nothing like Apple's files, and the job says which differ.
+    assert job.conformance["backend"] == "linux" and job.conformance["identical"] is False
+    assert "model.mil" in job.conformance["different"]
+    assert "no linux profile for coremlcompiler 3405.2.1" in job.conformance["note"]
+    assert '"conformance"' in kernel
+
+
+def test_mlmodelc_without_placement_compiles_on_the_linux_worker(farm):
+    spec = conv_spec("anywhere", placement=False)
+
+    async def scenario():
+        async with farm.engine() as api:
+            job = await api.submit(spec)
+            assert job.queue == "ane-linux"
+            job = await api.wait(job.id, 60)
+            return job, (await api.artifact_path(job)).read_bytes()
+
+    job, data = asyncio.run(scenario())
+    assert job.state == JobState.succeeded, job.error
+    assert job.worker == worker_id(farm, "ane-linux") and job.conformance is None
+    assert job.toolchain["compiler"] == "linux"
+    with zipfile.ZipFile(io.BytesIO(data)) as zf:
+        kernel = json.loads(zf.read("kernel.json"))
+        assert "anywhere.mlmodelc/coremldata.bin" in zf.namelist()
+    assert kernel["compiler"]["backend"] == "linux"
+    assert not xcrun_events(farm.xcrun_log, "anywhere")
 
 
 def test_generation_jobs_run_on_the_linux_worker(farm):
@@ -250,13 +286,12 @@ def test_workers_heartbeat_with_queue_platform_and_toolchain(farm):
     mac, linux = workers["ane-macos"], workers["ane-linux"]
     assert mac.pid == farm.workers["ane-macos"].pid and mac.platform == "linux"
     assert mac.compiler == "xcrun" and mac.toolchain["xcode"].startswith("Xcode 16.0")
-    assert linux.compiler is None and linux.toolchain is None
+    assert linux.compiler == "linux" and linux.toolchain["coremlcompiler"] == "3500.32.1"
 
 
 def test_a_weight_uploaded_after_the_workers_started_is_found_by_digest(farm):
-    from app.jobs.model import WeightRef
+    from app.tensor_files import sniff
     from app.uploads.blobstore import BlobStore
-    from app.uploads.tensors import sniff
 
     blobs = BlobStore(farm.data_dir / "blobs", 1 << 30)  # the API's view of the shared volume
     w = np.random.default_rng(7).standard_normal((8, 4)).astype(np.float32)
@@ -264,10 +299,10 @@ def test_a_weight_uploaded_after_the_workers_started_is_found_by_digest(farm):
     with open(spool, "wb") as f:
         np.save(f, w)
     tensor = blobs.put(sniff(spool, "weights.weight"))
-    ref = WeightRef(digest=tensor.digest, dtype="float32", shape=[8, 4])
-    uploaded = conv_spec("uploaded", fmt="mil").model_copy(update={"weights": {"weight": ref}})
-    missing_ref = ref.model_copy(update={"digest": "sha256:" + "0" * 64})
-    missing = uploaded.model_copy(update={"weights": {"weight": missing_ref}})
+    ref = WeightRef(tensor.digest, "float32", (8, 4))  # by digest only, as a farm API sends it
+    uploaded = conv_spec("uploaded", fmt="mil").with_weights({"weight": ref})
+    missing_ref = WeightRef("sha256:" + "0" * 64, "float32", (8, 4))
+    missing = uploaded.with_weights({"weight": missing_ref})
 
     async def scenario():
         async with farm.engine() as api:
@@ -278,11 +313,11 @@ def test_a_weight_uploaded_after_the_workers_started_is_found_by_digest(farm):
     ok, data, bad = asyncio.run(scenario())
     assert ok.state == JobState.succeeded, ok.error
     # the same bytes as the same kernel with the weight sent inline
-    inline = make_spec("conv", {"in_channels": 4, "out_channels": 8, "spatial": 2},
-                       {"weight": w}, format="mil", name="uploaded")  # fmt: skip
+    inline = KernelRequest.create("conv", {"in_channels": 4, "out_channels": 8, "spatial": 2},
+                                  {"weight": w}, format="mil", name="uploaded")  # fmt: skip
     assert uploaded.key() == inline.key()
-    assert data == compile_kernel(
-        "conv", inline.params, {"weight": w}, format="mil", name="uploaded"
+    assert data == kernel_zip(
+        "conv", inline.params_json, {"weight": w}, format="mil", name="uploaded"
     )
     assert bad.state == JobState.failed and bad.error.field == "weights.weight"
     assert "not in the blob store" in bad.error.message

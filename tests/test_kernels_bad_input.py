@@ -1,10 +1,11 @@
-"""Every kind of bad request is a KernelSpecError naming the field, and the CLI exits 2 cleanly."""
+"""Every kind of bad request is a RequestError naming the field, and the CLI exits 2 cleanly."""
 
 import numpy as np
 import pytest
 
+from app.artifacts import kernel_zip
 from app.cli import main
-from app.kernels import KernelSpecError, compile_kernel
+from app.errors import RequestError
 
 CONV = {"in_channels": 4, "out_channels": 8, "spatial": 2}
 W = np.zeros((8, 4), np.float32)
@@ -52,15 +53,15 @@ CASES = [
     ids=[c[0] for c in CASES],
 )
 def test_bad_request(op, params, weights, kw, field, fragment):
-    with pytest.raises(KernelSpecError) as info:
-        compile_kernel(op, params, weights, **kw)
+    with pytest.raises(RequestError) as info:
+        kernel_zip(op, params, weights, **kw)
     assert info.value.field == field
     assert fragment in info.value.message
 
 
 def test_fp32_weights_may_exceed_the_fp16_range():
     params = {**CONV, "weight_dtype": "fp32"}
-    assert compile_kernel("conv", params, _w(70000.0))
+    assert kernel_zip("conv", params, _w(70000.0))
 
 
 def test_cli_bad_request_exits_2_and_writes_nothing(tmp_path, capsys):

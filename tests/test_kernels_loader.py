@@ -13,7 +13,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from kernel_cases import SMALL, VARIANTS
 
-from app.kernels import KERNELS, compile_kernel
+from app.artifacts import kernel_zip
+from app.kernels import CATALOG
 from app.validation import validate
 
 dims = st.integers(1, 48)
@@ -44,18 +45,45 @@ PARAM_GRID = {
     ),
     "read_state": st.fixed_dictionaries({"shape": st.lists(st.integers(1, 16), min_size=1, max_size=4)}),
     "update_state": st.fixed_dictionaries({"shape": st.lists(st.integers(1, 16), min_size=1, max_size=4)}),
+    "ffn": st.fixed_dictionaries(
+        {"hidden_size": dims, "intermediate_size": dims, "seq_len": st.integers(1, 16),
+         "hidden_act": st.sampled_from(["silu", "gelu_tanh", "relu2"]), "norm": st.booleans(),
+         "residual": st.booleans()}
+    ),
+    "attention": st.builds(lambda *a: _attention(*a), st.integers(1, 3), st.integers(1, 3),
+                           st.sampled_from([2, 4, 8]), st.integers(1, 8), st.booleans(), st.booleans()),
+    "decoder_layer": st.builds(lambda *a: {**_attention(*a), "intermediate_size": 24},
+                               st.integers(1, 3), st.integers(1, 3), st.sampled_from([2, 4, 8]),
+                               st.integers(1, 8), st.booleans(), st.booleans()),
+    "decoder_stack": st.builds(lambda *a: {**_attention(*a[:6]), "intermediate_size": 16,
+                                           "first_layer": a[6], "num_layers": a[7]},
+                               st.integers(1, 2), st.integers(1, 2), st.sampled_from([2, 4]),
+                               st.integers(1, 4), st.booleans(), st.booleans(),
+                               st.integers(0, 30), st.integers(1, 3)),
 }  # fmt: skip
 
 
+def _attention(kv_heads, group, head_dim, seq_len, decode, bias):
+    """A valid attention config: heads a multiple of kv_heads, prefill or decode."""
+    params = {
+        "hidden_size": kv_heads * group * head_dim,
+        "num_attention_heads": kv_heads * group,
+        "num_key_value_heads": kv_heads,
+        "seq_len": seq_len,
+        "attention_bias": bias,
+    }
+    return {**params, "mode": "decode", "cache_len": seq_len + 3} if decode else params  # fmt: skip
+
+
 def _check(tmp_path, op, params, fmt="mlpackage", target="ios18"):
-    data = compile_kernel(op, params, random_seed=7, format=fmt, target=target)
+    data = kernel_zip(op, params, random_seed=7, format=fmt, target=target)
     path = tmp_path / f"{op}.zip"
     path.write_bytes(data)
     return validate(path)
 
 
 def test_grid_covers_the_catalog():
-    assert set(PARAM_GRID) == set(KERNELS) == set(SMALL)
+    assert set(PARAM_GRID) == set(CATALOG) == set(SMALL)
 
 
 @pytest.mark.parametrize("op", sorted(PARAM_GRID))
@@ -83,7 +111,7 @@ def test_variants_validate(op, params, fmt, tmp_path):
 def test_ios17_packages_validate(op, tmp_path):
     report = _check(tmp_path, op, SMALL[op], target="ios17")
     assert report.kind == "mlpackage"
-    data = compile_kernel(op, SMALL[op], random_seed=7, target="ios17")
+    data = kernel_zip(op, SMALL[op], random_seed=7, target="ios17")
     with zipfile.ZipFile(io.BytesIO(data)) as zf:
         model = zf.read(f"{op}.mlpackage/Data/com.apple.CoreML/model.mlmodel")
     from coremltools.proto import Model_pb2

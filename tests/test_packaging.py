@@ -9,8 +9,9 @@ import numpy as np
 import pytest
 from coremltools.proto import MIL_pb2, Model_pb2
 
+from app.artifacts import kernel_zip
 from app.blob import BlobReader
-from app.kernels import build_kernel, compile_kernel
+from app.kernels import build_kernel
 from app.packaging import write_kernel_zip
 from app.packaging.digesting import DigestingWriter
 
@@ -30,7 +31,7 @@ def _weights(seed=3):
 
 
 def test_mlpackage_layout_and_kernel_json():
-    zf = _zip(compile_kernel("conv", CONV, _weights(), name="proj"))
+    zf = _zip(kernel_zip("conv", CONV, _weights(), name="proj"))
     files = [n for n in zf.namelist() if not n.endswith("/")]
     assert files == sorted(files)
     assert set(files) == {
@@ -53,7 +54,7 @@ def test_mlpackage_layout_and_kernel_json():
 
 
 def test_weights_are_stored_as_fp16_at_the_referenced_offsets(tmp_path):
-    zf = _zip(compile_kernel("conv", CONV, _weights()))
+    zf = _zip(kernel_zip("conv", CONV, _weights()))
     spec = Model_pb2.Model.FromString(zf.read("conv.mlpackage/Data/com.apple.CoreML/model.mlmodel"))
     blob = BlobReader(zf.read("conv.mlpackage/Data/com.apple.CoreML/weights/weight.bin"))
     ops = {
@@ -72,7 +73,7 @@ def test_weights_are_stored_as_fp16_at_the_referenced_offsets(tmp_path):
 
 
 def test_protobuf_shape_matches_what_coremltools_emits():
-    zf = _zip(compile_kernel("rmsnorm", {"channels": 8, "spatial": 4}, random_seed=0))
+    zf = _zip(kernel_zip("rmsnorm", {"channels": 8, "spatial": 4}, random_seed=0))
     spec = Model_pb2.Model.FromString(
         zf.read("rmsnorm.mlpackage/Data/com.apple.CoreML/model.mlmodel")
     )
@@ -100,7 +101,7 @@ def test_protobuf_shape_matches_what_coremltools_emits():
 
 
 def test_state_package_has_state_description_and_empty_weights_dir():
-    zf = _zip(compile_kernel("update_state", {"state_name": "kv", "shape": [1, 4, 8]}))
+    zf = _zip(kernel_zip("update_state", {"state_name": "kv", "shape": [1, 4, 8]}))
     names = zf.namelist()
     assert "update_state.mlpackage/Data/com.apple.CoreML/weights/" in names
     assert not any(n.endswith("weight.bin") for n in names)
@@ -113,7 +114,7 @@ def test_state_package_has_state_description_and_empty_weights_dir():
 
 
 def test_mil_bundle_layout():
-    zf = _zip(compile_kernel("conv", CONV, _weights(), format="mil"))
+    zf = _zip(kernel_zip("conv", CONV, _weights(), format="mil"))
     assert sorted(n for n in zf.namelist() if not n.endswith("/")) == [
         "kernel.json",
         "model.mil",
@@ -124,27 +125,25 @@ def test_mil_bundle_layout():
 
 
 def test_same_request_same_bytes():
-    a = compile_kernel("conv", CONV, _weights())
-    b = compile_kernel("conv", CONV, _weights())
+    a = kernel_zip("conv", CONV, _weights())
+    b = kernel_zip("conv", CONV, _weights())
     assert a == b
-    assert compile_kernel(
+    assert kernel_zip(
         "sdpa", {"n_heads": 2, "head_dim": 8, "seq_len": 4, "causal": True}, format="mil"
     ) == (
-        compile_kernel(
+        kernel_zip(
             "sdpa", {"n_heads": 2, "head_dim": 8, "seq_len": 4, "causal": True}, format="mil"
         )
     )
-    assert compile_kernel("conv", CONV, _weights(seed=4)) != a
+    assert kernel_zip("conv", CONV, _weights(seed=4)) != a
     for info in _zip(a).infolist():
         assert info.date_time == (1980, 1, 1, 0, 0, 0)
 
 
 def test_manifest_ids_derive_from_content():
-    m1 = json.loads(
-        _zip(compile_kernel("conv", CONV, _weights())).read("conv.mlpackage/Manifest.json")
-    )
+    m1 = json.loads(_zip(kernel_zip("conv", CONV, _weights())).read("conv.mlpackage/Manifest.json"))
     m2 = json.loads(
-        _zip(compile_kernel("conv", CONV, _weights(seed=9))).read("conv.mlpackage/Manifest.json")
+        _zip(kernel_zip("conv", CONV, _weights(seed=9))).read("conv.mlpackage/Manifest.json")
     )
     assert m1["rootModelIdentifier"] in m1["itemInfoEntries"]
     assert m1["rootModelIdentifier"] != m2["rootModelIdentifier"]
@@ -177,7 +176,7 @@ def test_identical_tensors_share_one_blob_entry():
 def test_fp32_weights_stay_fp32_when_asked():
     params = {"in_channels": 8, "out_channels": 8, "spatial": 2, "weight_dtype": "fp32"}
     w = np.random.default_rng(0).standard_normal((8, 8)).astype(np.float32)
-    zf = _zip(compile_kernel("conv", params, {"weight": w}, format="mil"))
+    zf = _zip(kernel_zip("conv", params, {"weight": w}, format="mil"))
     blob = BlobReader(zf.read("weights/weight.bin"))
     np.testing.assert_array_equal(blob.read(64).reshape(8, 8), w)
     assert "tensor<fp32, [8, 8, 1, 1]> weight" in zf.read("model.mil").decode()

@@ -9,8 +9,10 @@ import numpy as np
 import pytest
 from kernel_cases import SMALL, VARIANTS
 
-from app.kernels import KernelSpecError, build_kernel
-from app.mil import Builder, DType, MILParseError, emit_proto, emit_text, parse_text
+from app.errors import RequestError
+from app.kernels import build_kernel
+from app.mil import Builder, DType, MILParseError, emit_text, parse_text
+from app.mil.proto import emit_proto
 from app.packaging import plan_weights, write_kernel_zip
 from app.reference import Executor
 from app.reference.executor import random_inputs
@@ -24,7 +26,7 @@ def _cases():
         for op, params in [*SMALL.items(), *VARIANTS]:
             try:
                 build_kernel(op, params, random_seed=0, target=target)
-            except KernelSpecError:  # sdpa without causal and the state ops need ios18
+            except RequestError:  # sdpa without causal and the state ops need ios18
                 continue
             yield pytest.param(target, op, params, id=f"{target}-{op}-{len(params)}")
 
@@ -190,13 +192,23 @@ BAD = [
         "line 7: op 'mul': name 'a' is already used",
     ),
     (
-        "output name",
-        edit('[name = string("ax")]', '[name = string("ax2")]'),
-        "line 7: mul 'ax2' declares outputs ['ax']",
+        "output name taken",
+        edit('[name = string("ax")]', '[name = string("a")]'),
+        "line 7: op 'mul': name 'a' is already used",
     ),
     ("garbage", edit("{\n    func", "{\n    $func"), "line 4: unexpected character '$'"),
     ("trailing", lambda t: t + "}\n", "line 11: expected the end of the text, found '}'"),
 ]
+
+
+def test_an_op_may_name_its_output_apart_from_itself():
+    # Graph programs name ops after their nodes and outputs after what the caller asked for.
+    text, blob, _, _ = tiny_program_text()
+    renamed = text.replace('[name = string("ax")]', '[name = string("scale_node")]')
+    parsed = parse_text(renamed, blob)
+    (mul,) = [op for op in parsed.program.main.operations if op.type == "mul"]
+    assert (mul.name, mul.output.name) == ("scale_node", "ax")
+    assert emit_text(parsed.program, parsed.offsets, parsed.build_info) == renamed
 
 
 @pytest.mark.parametrize(("edit_text", "message"), [b[1:] for b in BAD], ids=[b[0] for b in BAD])
@@ -250,5 +262,7 @@ def test_broken_artifacts_are_reported(tmp_path):
         open_artifact(broken)
     empty = tmp_path / "empty.zip"
     zipfile.ZipFile(empty, "w").close()
-    with pytest.raises(ArtifactError, match=re.escape("neither an .mlpackage nor a model.mil")):
+    with pytest.raises(
+        ArtifactError, match=re.escape("neither an .mlpackage, a model.mil nor an .mlmodelc")
+    ):
         open_artifact(empty)

@@ -6,11 +6,12 @@ import io
 import numpy as np
 import pytest
 
+from app.errors import RequestError
 from app.kernels import build_kernel
 from app.mil import OPS, Builder, DType
+from app.mil.semantics import TABLE
 from app.packaging import plan_weights
-from app.reference import ExecutionError, Executor
-from app.reference.ops import TABLE
+from app.reference import Executor
 
 F16, F32 = DType.FP16, DType.FP32
 
@@ -251,7 +252,7 @@ def test_blob_consts_come_from_weight_bin():
     assert changed[0] != good[0]
 
     # an offset that is not an entry is an error naming the const
-    with pytest.raises(ExecutionError, match=r"weights\.c") as err:
+    with pytest.raises(RequestError, match=r"weights\.c") as err:
         Executor(program, weights=data, offsets={**offsets, "c": offsets["a"] + 64})
     assert "sentinel" in str(err.value).lower()
 
@@ -266,7 +267,7 @@ def test_a_blob_read_with_the_wrong_dtype_fails():
     x16 = b16.input("x", F16, (16,))
     w16 = b16.const("w", np.arange(16, dtype=np.float16), F16)
     twin = b16.build([b16.op("mul", "y", x=x16, y=w16)])
-    with pytest.raises(ExecutionError, match=r"weights\.w: .*does not match requested type"):
+    with pytest.raises(RequestError, match=r"weights\.w: .*does not match requested type"):
         Executor(twin, weights=data, offsets=offsets)
 
 
@@ -287,7 +288,7 @@ def test_input_errors_name_the_input():
         ({"x": np.full((1, 4, 1, 2), 1e5)}, "inputs.x: has values beyond ±65504"),
     ]
     for inputs, message in cases:
-        with pytest.raises(ExecutionError) as err:
+        with pytest.raises(RequestError) as err:
             ex.run(inputs)
         assert str(err.value).startswith(message)
 

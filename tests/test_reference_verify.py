@@ -12,10 +12,10 @@ import pytest
 from kernel_cases import SMALL, VARIANTS
 
 from app.cli import main
-from app.kernels import KernelSpecError, build_kernel
+from app.errors import RequestError
+from app.kernels import CATALOG, build_kernel
 from app.packaging import write_kernel_zip
 from app.reference import Executor
-from app.reference.definitions import TOLERANCE
 from app.reference.verify import MAX_VERIFY_ELEMENTS, verification_entry, verify_build
 
 
@@ -26,13 +26,14 @@ def _cases():
 
 @pytest.mark.parametrize(("op", "params"), list(_cases()))
 def test_every_catalog_kernel_verifies(op, params):
-    report = verify_build(build_kernel(op, params, random_seed=1), seed=3)
+    build = build_kernel(op, params, random_seed=1)
+    report = verify_build(build, seed=3)
     json.dumps(report, allow_nan=False)  # plain JSON: no NaN or inf sneaks in
     assert report["op"] == op and report["seed"] == 3
-    assert set(report["outputs"]) == {"y"}
+    assert set(report["outputs"]) == {v.name for v in build.program.main.outputs}
     for check in (*report["outputs"].values(), *report["states"].values()):
-        assert check["tolerance"] == TOLERANCE[op]
-        assert check["max_rel_error"] <= TOLERANCE[op], check
+        assert check["tolerance"] == CATALOG[op].tolerance
+        assert check["max_rel_error"] <= CATALOG[op].tolerance, check
         assert check["passed"]
     assert report["fp16_overflow"] is False and report["nan"] is False
     assert report["passed"]
@@ -82,7 +83,7 @@ def test_kernels_too_large_to_verify_are_refused_with_the_field():
         "gqa_expand", {"kv_heads": 1, "q_heads": 1, "head_dim": side, "seq_len": side}
     )
     assert verify_build(build)["passed"]
-    with pytest.raises(KernelSpecError) as err:
+    with pytest.raises(RequestError) as err:
         verify_build(big)
     assert err.value.field == "verify" and "elements" in err.value.message
 
@@ -123,7 +124,7 @@ def test_compile_verify_then_run_with_input_files(tmp_path, capsys, fmt):
     )
     assert code == 0, err
     report = json.loads(zipfile.ZipFile(out).read("verification.json"))
-    assert report["passed"] and report["outputs"]["y"]["max_rel_error"] <= TOLERANCE["conv"]
+    assert report["passed"] and report["outputs"]["y"]["max_rel_error"] <= CATALOG["conv"].tolerance
 
     x = np.random.default_rng(0).standard_normal((1, 8, 1, 3)).astype(np.float32)
     np.save(tmp_path / "x.npy", x)

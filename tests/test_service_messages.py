@@ -29,3 +29,20 @@ def test_a_closed_pipe_is_eof():
     with pytest.raises(EOFError):
         messages.receive(read)
     os.close(read)
+
+
+def test_a_large_message_arrives_whole_over_non_blocking_ends():
+    """The server's event loop (uvloop) makes the pool's pipe ends non-blocking: a message over
+    the pipe's capacity must still arrive whole, each side waiting for the other, not read as a
+    dead worker (BlockingIOError) half-way."""
+    read, write = os.pipe()
+    os.set_blocking(read, False)
+    os.set_blocking(write, False)
+    payload = {"zip": os.urandom(1 << 20)}  # a small artifact handed back with its build
+    writer = threading.Thread(target=messages.send, args=(write, payload))
+    writer.start()
+    got = messages.receive(read)
+    writer.join()
+    assert got == payload
+    os.close(read)
+    os.close(write)

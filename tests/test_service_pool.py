@@ -9,9 +9,10 @@ from collections.abc import Awaitable, Callable
 
 import pytest
 
+from app.api.problems import from_field_error
+from app.artifacts import warm
+from app.errors import FieldError
 from app.service.pool import BuildPool
-from app.service.problems import Problem
-from app.service.worker import warm
 
 
 def _with_pool(scenario: Callable[[BuildPool], Awaitable[None]], *args, **kwargs) -> None:
@@ -54,10 +55,11 @@ def _slow(value: int) -> int:
 def test_a_worker_dying_as_its_build_is_handed_over_is_a_503_and_is_replaced():
     async def scenario(pool: BuildPool) -> None:
         _kill(pool)  # the loop has not seen it yet: the worker still looks idle
-        with pytest.raises(Problem) as refused:
+        with pytest.raises(FieldError) as refused:
             await pool.run(warm)
-        assert refused.value.status == 503
-        assert refused.value.headers["Retry-After"] == "7"
+        answer = from_field_error(refused.value)  # what the HTTP edge makes of it
+        assert answer.status == 503
+        assert answer.headers["Retry-After"] == "7"
         assert await pool.run(warm) is True  # on the replacement
         assert pool.pending == 0
 
@@ -122,7 +124,9 @@ def test_every_build_of_a_batch_whose_worker_dies_is_a_503():
         await asyncio.sleep(0.3)  # inside that batch (4 × 0.3 s)
         _kill(pool)
         answers = await asyncio.gather(*batch, return_exceptions=True)
-        assert all(isinstance(a, Problem) and a.status == 503 for a in answers), answers
+        assert all(
+            isinstance(a, FieldError) and from_field_error(a).status == 503 for a in answers
+        ), answers
         assert await pool.run(_slow, 9) == 9  # the replacement serves
 
     _with_pool(scenario, 1, 64, 3, max_batch=8)
@@ -137,7 +141,7 @@ def test_a_build_that_runs_alone_is_never_batched():
         await first
         await asyncio.sleep(0.15)  # inside `big`, which went to the worker by itself
         _kill(pool)
-        with pytest.raises(Problem):
+        with pytest.raises(FieldError):
             await big
         assert await asyncio.gather(*small) == [2, 3]  # not in its batch: they ran after
 

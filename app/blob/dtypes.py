@@ -118,13 +118,24 @@ def packed_size(dtype: BlobDType, n_elements: int) -> tuple[int, int]:
 def pack_subbyte(values: np.ndarray, dtype: BlobDType) -> bytes:
     """Pack integer values LSB-first, the bit order coremltools' writer uses (uint4 [1, 2] -> 0x21)."""
     bits = SUBBYTE_BITS[dtype]
-    v = np.asarray(values).reshape(-1).astype(np.int64)
+    v = np.asarray(values).reshape(-1)
     lo, hi = (-8, 7) if dtype == BlobDType.INT4 else (0, (1 << bits) - 1)
-    if v.size and (v.min() < lo or v.max() > hi):
+    if v.size and (int(v.min()) < lo or int(v.max()) > hi):
         raise ValueError(f"values out of range [{lo}, {hi}] for {dtype.name}")
+    if v.dtype.kind not in "iu" or v.dtype.itemsize != 1:
+        v = v.astype(np.int16)
     u = (v & ((1 << bits) - 1)).astype(np.uint8)
-    expanded = np.unpackbits(u[:, None], axis=1, bitorder="little")[:, :bits]
-    return np.packbits(expanded.reshape(-1), bitorder="little").tobytes()
+    if 8 % bits:  # 3 or 6 bits straddle bytes: through a bit stream
+        expanded = np.unpackbits(u[:, None], axis=1, bitorder="little")[:, :bits]
+        return np.packbits(expanded.reshape(-1), bitorder="little").tobytes()
+    if bits == 1:
+        return np.packbits(u, bitorder="little").tobytes()
+    per_byte = 8 // bits  # 2 or 4 values a byte, the first in the low bits
+    u = np.concatenate([u, np.zeros(-u.size % per_byte, np.uint8)]).reshape(-1, per_byte)
+    packed = u[:, 0].copy()
+    for i in range(1, per_byte):
+        packed |= u[:, i] << (i * bits)
+    return packed.tobytes()
 
 
 def unpack_subbyte(data: bytes | np.ndarray, dtype: BlobDType, n_elements: int) -> np.ndarray:

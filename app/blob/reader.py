@@ -159,6 +159,15 @@ class BlobReader:
         arr = unpack_subbyte(self.read(e.metadata_offset), e.dtype, n)
         return arr if shape is None else self._reshape(arr, shape, e)
 
+    def read_values(
+        self, metadata_offset: int, dtype: BlobDType, shape: tuple[int, ...] | None = None
+    ) -> np.ndarray:
+        """One value per element whatever the type: sub-byte payloads unpacked
+        (:meth:`read_unpacked`), every other type the zero-copy view of :meth:`read`."""
+        if is_subbyte(BlobDType(dtype)):
+            return self.read_unpacked(metadata_offset, dtype, shape)
+        return self.read(metadata_offset, dtype, shape)
+
     @staticmethod
     def _subbyte_count(e: BlobEntry) -> int:
         bits = e.size_in_bytes * 8 - e.padding_bits

@@ -8,14 +8,14 @@ non-seekable zip entry. Arrays are referenced, not copied: do not mutate them be
 
 from __future__ import annotations
 
-import contextlib
 import os
-import secrets
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import BinaryIO
 
 import numpy as np
+
+from app.files import atomic_file
 
 from .dtypes import (
     STORAGE_NP_DTYPE,
@@ -208,30 +208,10 @@ class BlobWriter:
         return pos
 
     def write_to_path(self, path: str | os.PathLike[str], *, fsync: bool = False) -> None:
-        """Write atomically: a temp file in the same directory, then ``os.replace``.
-
-        On any error the temp file is removed and an existing file at ``path`` is left untouched.
-        """
-        target = os.path.abspath(os.fspath(path))
-        tmp = os.path.join(
-            os.path.dirname(target), f".{os.path.basename(target)}.{secrets.token_hex(6)}.tmp"
-        )
-        # os.open with 0o666 so the final file gets the usual umask-derived mode (mkstemp uses 0600).
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0), 0o666)
-        try:
-            f = os.fdopen(fd, "wb")
-        except BaseException:
-            os.close(fd)
-            os.unlink(tmp)
-            raise
-        try:
-            with f:
-                self.write(f)
-                if fsync:
-                    f.flush()
-                    os.fsync(f.fileno())
-            os.replace(tmp, target)
-        except BaseException:
-            with contextlib.suppress(OSError):
-                os.unlink(tmp)
-            raise
+        """Write atomically (a temp file beside `path`, then a rename): on any error the temp
+        file is removed and an existing file at ``path`` is left untouched."""
+        with atomic_file(path) as f:
+            self.write(f)
+            if fsync:
+                f.flush()
+                os.fsync(f.fileno())

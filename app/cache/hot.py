@@ -10,10 +10,13 @@ from __future__ import annotations
 from collections import OrderedDict
 
 Signature = tuple[int, int, int]
+# An artifact up to this size is "small": a build hands it back with its result and it is kept
+# here, so answering it needs no file read.
+SMALL_ARTIFACT_BYTES = 1 << 20
 
 
 class HotArtifacts:
-    def __init__(self, max_bytes: int = 64 << 20, max_item_bytes: int = 1 << 20):
+    def __init__(self, max_bytes: int = 64 << 20, max_item_bytes: int = SMALL_ARTIFACT_BYTES):
         self.max_bytes, self.max_item_bytes = max_bytes, max_item_bytes
         self._items: OrderedDict[str, tuple[Signature, bytes]] = OrderedDict()
         self._bytes = 0

@@ -14,7 +14,6 @@ set explicitly on every hit, so the order survives restarts; mtime is left alone
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import json
 import logging
 import os
@@ -26,10 +25,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from app.cache.faults import free_bytes, same_filesystem
+from app.digest import file_digest
+from app.files import discard
 from app.ids import random_hex
 
 log = logging.getLogger("ane.cache")
-_HASH_CHUNK = 1 << 22
 _ATIME_GRANULARITY_NS = 60 * 10**9
 
 
@@ -64,26 +65,25 @@ def _signature(st: os.stat_result) -> tuple[int, int, int]:
     return st.st_ino, st.st_size, st.st_mtime_ns
 
 
-def sha256_range(path: Path, offset: int = 0, length: int | None = None) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        f.seek(offset)
-        remaining = length if length is not None else -1
-        while remaining:
-            chunk = f.read(_HASH_CHUNK if remaining < 0 else min(_HASH_CHUNK, remaining))
-            if not chunk:
-                break
-            h.update(chunk)
-            remaining -= len(chunk) if remaining > 0 else 0
-    return "sha256:" + h.hexdigest()
+@dataclass(frozen=True)
+class StoreLocation:
+    """Where a store keeps its files: all another process needs to publish into it."""
 
+    root: Path
+    suffix: str  # of the data files, e.g. ".zip"
 
-def data_path(root: Path, suffix: str, key: str) -> Path:
-    return root / key[:2] / f"{key}{suffix}"
+    def data_path(self, key: str) -> Path:
+        return self.root / key[:2] / f"{key}{self.suffix}"
 
+    def meta_path(self, key: str) -> Path:
+        return self.root / key[:2] / f"{key}.json"
 
-def meta_path(root: Path, key: str) -> Path:
-    return root / key[:2] / f"{key}.json"
+    @property
+    def tmp_dir(self) -> Path:
+        return self.root / "tmp"
+
+    def temp_path(self) -> Path:
+        return self.tmp_dir / f"{random_hex()}.part"
 
 
 @dataclass(frozen=True)
@@ -96,16 +96,16 @@ class Published:
     disk_bytes: int
 
 
-def publish_files(root: Path, suffix: str, key: str, src: Path, meta: dict[str, Any]) -> Published:
+def publish_files(store: StoreLocation, key: str, src: Path, meta: dict[str, Any]) -> Published:
     """The disk half of publishing: sidecar to a temp file, then both renamed into place (data
     first: a sidecar never points at a missing file). Safe to run in a worker process."""
     st = src.stat()
     meta = {"offset": 0, "length": st.st_size, **meta, "size": st.st_size}
-    data, sidecar = data_path(root, suffix, key), meta_path(root, key)
+    data, sidecar = store.data_path(key), store.meta_path(key)
     text = json.dumps(meta, sort_keys=True)
-    tmp = root / "tmp" / f"{random_hex()}.meta"
-    tmp.write_text(text)
+    tmp = store.tmp_dir / f"{random_hex()}.meta"
     try:
+        tmp.write_text(text)  # inside the try: a full disk must not leave half a sidecar
         try:
             os.replace(src, data)
         except FileNotFoundError:  # the first entry under its prefix (a mkdir each time costs)
@@ -113,7 +113,7 @@ def publish_files(root: Path, suffix: str, key: str, src: Path, meta: dict[str, 
             os.replace(src, data)
         os.replace(tmp, sidecar)
     except BaseException:
-        tmp.unlink(missing_ok=True)
+        discard(tmp)
         raise
     return Published(key, meta, _signature(data.stat()), st.st_size + len(text))
 
@@ -130,6 +130,7 @@ class ContentStore:
         self.root = root
         self.max_bytes = max_bytes
         self.suffix = suffix
+        self.location = StoreLocation(root, suffix)
         self._on_evict, self._on_corrupt = on_evict, on_corrupt
         self._lock = threading.Lock()
         self._lru: OrderedDict[str, int] = OrderedDict()  # key -> bytes on disk, oldest first
@@ -142,13 +143,13 @@ class ContentStore:
 
     # -- layout --------------------------------------------------------------------------------
     def data_path(self, key: str) -> Path:
-        return data_path(self.root, self.suffix, key)
+        return self.location.data_path(key)
 
     def meta_path(self, key: str) -> Path:
-        return meta_path(self.root, key)
+        return self.location.meta_path(key)
 
     def temp_path(self) -> Path:
-        return self.tmp_dir / f"{random_hex()}.part"
+        return self.location.temp_path()
 
     @property
     def total_bytes(self) -> int:
@@ -189,9 +190,10 @@ class ContentStore:
                 orphan.unlink(missing_ok=True)
 
     # -- reading -------------------------------------------------------------------------------
-    def lookup(self, key: str) -> StoredEntry | bool | None:
-        """The entry if present and already verified; True if present but it needs `verify`
-        (a pass over the file: call it off the event loop); None if absent."""
+    def verified(self, key: str) -> StoredEntry | None:
+        """The entry if it is present and its file already verified: no pass over the file, so
+        cheap enough for the event loop. An entry present but unverified (see `get`) is None
+        here and still `in` the store."""
         meta = self._meta.get(key)
         if meta is None:
             return None
@@ -202,7 +204,7 @@ class ContentStore:
             self._forget(key)
             return None
         if self._verified.get(key) != _signature(st):
-            return True
+            return None
         self._touch(key, path, st)
         return StoredEntry(key, path, meta, _signature(st))
 
@@ -215,7 +217,7 @@ class ContentStore:
         try:
             st = path.stat()
             ok = st.st_size == meta["size"] and (
-                sha256_range(path, meta.get("offset", 0), meta.get("length")) == meta["digest"]
+                file_digest(path, meta.get("offset", 0), meta.get("length")) == meta["digest"]
             )
         except OSError:
             ok = False
@@ -229,8 +231,30 @@ class ContentStore:
         return StoredEntry(key, path, meta, _signature(st))
 
     def get(self, key: str) -> StoredEntry | None:
-        found = self.lookup(key)
-        return self.verify(key) if found is True else found  # type: ignore[return-value]
+        """The entry with its digest checked (once per file version), or None. An entry another
+        process published into a shared store is found too, checked, and indexed here. Blocking:
+        call it off the event loop."""
+        if key in self._meta:
+            return self.verified(key) or self.verify(key)
+        return self._foreign(key)
+
+    def _foreign(self, key: str) -> StoredEntry | None:
+        """An entry another process published (absent from this index): check the data against
+        the digest its sidecar records, then index it so it counts towards this process's size
+        bound and LRU."""
+        path, sidecar = self.data_path(key), self.meta_path(key)
+        try:
+            text = sidecar.read_text()
+            meta = json.loads(text)
+            st = path.stat()
+            ok = st.st_size == meta["size"] and meta["digest"] == file_digest(
+                path, meta.get("offset", 0), meta.get("length")
+            )
+        except (OSError, ValueError, KeyError):
+            return None
+        if not ok:
+            return None
+        return self.adopt(Published(key, meta, _signature(st), st.st_size + len(text)))
 
     def _touch(self, key: str, path: Path, st: os.stat_result) -> None:
         with self._lock:
@@ -250,7 +274,7 @@ class ContentStore:
         `meta` must hold `digest` (sha256 of [offset, offset+length) of the file, default the
         whole file); the caller computed it while or after writing, so it is trusted here.
         """
-        return self.adopt(publish_files(self.root, self.suffix, key, src, meta))
+        return self.adopt(publish_files(self.location, key, src, meta))
 
     def adopt(self, published: Published) -> StoredEntry:
         """Index an entry whose files `publish_files` put in place (possibly in another
@@ -268,6 +292,30 @@ class ContentStore:
         if victims:
             self._on_evict(len(victims))
         return StoredEntry(key, self.data_path(key), published.meta, published.signature)
+
+    def make_room(self, needed: int, where: Path | None = None) -> bool:
+        """Evict least recently used entries until `needed` bytes are free on the filesystem
+        holding `where` (default: this store); whether they are. Entries are only worth evicting
+        when they sit on that filesystem; a file still open elsewhere frees its bytes when it is
+        closed, so more may go than the shortfall."""
+        where = where or self.root
+        if free_bytes(where) >= needed:
+            return True
+        if not same_filesystem(self.root, where):
+            return False
+        evicted = 0
+        while free_bytes(where) < needed:
+            with self._lock:
+                victim = next(iter(self._lru), None)
+            if victim is None:
+                break
+            self._remove(victim)
+            evicted += 1
+        if evicted:
+            log.info("evicted to make room", extra={"store": str(self.root), "evicted": evicted,
+                                                    "needed_bytes": needed})  # fmt: skip
+            self._on_evict(evicted)
+        return free_bytes(where) >= needed
 
     def _victims(self, keep: str) -> list[str]:
         total, victims = self._total, []
@@ -290,6 +338,3 @@ class ContentStore:
         # Sidecar first: without it the data file is an orphan nobody reads.
         self.meta_path(key).unlink(missing_ok=True)
         self.data_path(key).unlink(missing_ok=True)
-
-    def discard(self, key: str) -> None:
-        self._remove(key)

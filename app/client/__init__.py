@@ -3,6 +3,7 @@
 from app.client.client import AsyncClient, AsyncJob, Client, Job
 from app.client.errors import (
     APIError,
+    InsufficientStorage,
     InvalidRequest,
     NotFound,
     PayloadTooLarge,
@@ -12,6 +13,6 @@ from app.client.errors import (
 )
 
 __all__ = [
-    "APIError", "AsyncClient", "AsyncJob", "Client", "InvalidRequest", "Job", "NotFound",
-    "PayloadTooLarge", "ServerError", "Unauthorized", "Unavailable",
+    "APIError", "AsyncClient", "AsyncJob", "Client", "InsufficientStorage", "InvalidRequest",
+    "Job", "NotFound", "PayloadTooLarge", "ServerError", "Unauthorized", "Unavailable",
 ]  # fmt: skip

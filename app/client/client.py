@@ -18,7 +18,6 @@ import abc
 import asyncio
 import dataclasses
 import os
-import tempfile
 import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -30,6 +29,7 @@ import numpy as np
 from app.client import flows
 from app.client.errors import error_from_response
 from app.client.flows import Call, Sleep
+from app.files import atomic_file
 
 RETRY_STATUSES = (429, 503)
 DEFAULT_RETRY_AFTER = 1.0
@@ -40,11 +40,6 @@ def _retry_after(response: httpx.Response) -> float:
         return max(0.0, float(response.headers.get("retry-after", DEFAULT_RETRY_AFTER)))
     except ValueError:  # an HTTP date: not worth parsing for a short back-off
         return DEFAULT_RETRY_AFTER
-
-
-def _temp_beside(path: Path):
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    return os.fdopen(fd, "wb"), Path(tmp)
 
 
 class _API(abc.ABC):
@@ -83,26 +78,59 @@ class _API(abc.ABC):
     # -- operations ---------------------------------------------------------------------------
     def compile(self, op: str, params: Mapping[str, Any], weights: Mapping[str, np.ndarray] | None = None, *,
                 format: str = "mlpackage", target: str = "ios18", name: str | None = None, verify: bool = False,
-                bypass_cache: bool = False, save_to: str | os.PathLike | None = None):  # fmt: skip
-        """The kernel's zip as bytes, or written to `save_to` (returning that path)."""
+                bypass_cache: bool = False, save_to: str | os.PathLike | None = None,
+                quantize: Mapping[str, Any] | None = None, max_quantization_error: float | None = None,
+                placement: bool = False):  # fmt: skip
+        """The kernel's zip as bytes, or written to `save_to` (returning that path); `quantize`
+        compresses its weight matrix (e.g. {"mode": "palettize", "nbits": 4}); `placement` adds
+        Core ML's placement report to an mlmodelc (made on a macOS worker)."""
+        options = {"format": format, "target": target, "name": name,
+                   "verify": verify or None, "bypass_cache": bypass_cache or None,
+                   "quantize": quantize, "max_quantization_error": max_quantization_error,
+                   "placement": placement or None}  # fmt: skip
+        path = Path(save_to) if save_to is not None else None
+        return self._drive(flows.compile(op, params, weights, path, self.poll_interval, **options))
+
+    def compile_graph(self, graph: Mapping[str, Any], weights: Mapping[str, np.ndarray] | None = None, *,
+                      format: str = "mlpackage", target: str = "ios18", name: str | None = None,
+                      verify: bool = False, bypass_cache: bool = False,
+                      save_to: str | os.PathLike | None = None):  # fmt: skip
+        """A graph's zip (one program): `graph` holds inputs, nodes and outputs; `weights` maps
+        `<node>.<weight>` to arrays (uploaded unless the service has them)."""
         options = {"format": format, "target": target, "name": name,
                    "verify": verify or None, "bypass_cache": bypass_cache or None}  # fmt: skip
         path = Path(save_to) if save_to is not None else None
-        return self._drive(flows.compile(op, params, weights, path, self.poll_interval, **options))
+        return self._drive(flows.compile_graph(graph, weights, path, self.poll_interval, **options))
+
+    def submit_graph(self, graph: Mapping[str, Any], weights: Mapping[str, np.ndarray] | None = None, *,
+                     format: str = "mlpackage", target: str = "ios18", name: str | None = None,
+                     verify: bool = False):  # fmt: skip
+        """Queue a graph's build job; returns a Job (AsyncJob for the async client)."""
+        options = {"format": format, "target": target, "name": name, "verify": verify or None}
+        return self._drive(self._submit_graph_flow(graph, weights, options))
+
+    def _submit_graph_flow(self, graph, weights, options) -> flows.Flow:
+        flows.check_graph_weights(graph, weights or {})
+        body = flows.graph_body(graph, (yield from flows.upload_all(weights)), **options)
+        return self._job((yield from flows.submit([body])), flows.resubmission(body, weights))
 
     def upload(self, array: np.ndarray):
         """Send a tensor unless the service has it already; returns `sha256:<hex>`."""
         return self._drive(flows.upload(array))
 
     def submit(self, op: str, params: Mapping[str, Any], weights: Mapping[str, np.ndarray] | None = None, *,
-               format: str = "mlpackage", target: str = "ios18", name: str | None = None, verify: bool = False):  # fmt: skip
+               format: str = "mlpackage", target: str = "ios18", name: str | None = None, verify: bool = False,
+               quantize: Mapping[str, Any] | None = None, max_quantization_error: float | None = None,
+               placement: bool = False):  # fmt: skip
         """Queue a build job; returns a Job (AsyncJob for the async client)."""
-        return self._drive(self._submit_flow(op, params, weights, format, target, name, verify))
+        options = {"format": format, "target": target, "name": name, "verify": verify or None,
+                   "quantize": quantize, "max_quantization_error": max_quantization_error,
+                   "placement": placement or None}  # fmt: skip
+        return self._drive(self._submit_flow(op, params, weights, options))
 
-    def _submit_flow(self, op, params, weights, format, target, name, verify) -> flows.Flow:
-        options = {"format": format, "target": target, "name": name, "verify": verify or None}
+    def _submit_flow(self, op, params, weights, options) -> flows.Flow:
         body = flows.request_body(op, params, (yield from flows.upload_all(weights)), **options)
-        return self._job((yield from flows.submit([body])))
+        return self._job((yield from flows.submit([body])), flows.resubmission(body, weights))
 
     def job(self, job_id: str):
         return self._drive(self._wrap(flows.get_job(job_id)))
@@ -126,15 +154,25 @@ class _API(abc.ABC):
     def _wrap(self, flow: flows.Flow) -> flows.Flow:
         return self._job((yield from flow))
 
-    def _job(self, data: dict):
-        return (AsyncJob if isinstance(self, AsyncClient) else Job)(self, data)
+    def _job(self, data: dict, resubmit: flows.Resubmit | None = None):
+        return (AsyncJob if isinstance(self, AsyncClient) else Job)(self, data, resubmit)
 
 
 class Job:
-    """A build job on the service; `data` is its last known JSON."""
+    """A build job on the service; `data` is its last known JSON.
 
-    def __init__(self, client: _API, data: dict):
-        self.client, self.data = client, data
+    Should the service lose the job (404 after it accepted it: a broker restarted without its
+    data), `wait` and `download` submit its request again: the request it was submitted with,
+    weights uploaded again if need be, or else the request its record showed."""
+
+    def __init__(self, client: _API, data: dict, resubmit: flows.Resubmit | None = None):
+        self.client, self.data, self._resubmit = client, data, resubmit
+
+    def _again(self) -> flows.Resubmit | None:
+        if self._resubmit is not None:
+            return self._resubmit
+        request = self.data.get("request")
+        return flows.resubmission(flows.body_of(request)) if request else None
 
     @property
     def id(self) -> str:
@@ -156,12 +194,12 @@ class Job:
 
     def wait(self, *, progress: Callable[[dict], None] | None = None, timeout: float | None = None):
         """Poll until succeeded, failed or cancelled; returns the job itself."""
-        return self.client._drive(
-            self._update(flows.wait(self.id, self.client.poll_interval, timeout, progress))
-        )
+        wait = flows.wait(self.id, self.client.poll_interval, timeout, progress, self._again())
+        return self.client._drive(self._update(wait))
 
     def download(self, path: str | os.PathLike):
-        return self.client._drive(flows.artifact(self.data, Path(path)))
+        artifact = flows.artifact(self.data, Path(path), self._again(), self.client.poll_interval)
+        return self.client._drive(artifact)
 
     def cancel(self):
         return self.client._drive(
@@ -193,14 +231,11 @@ class Client(_API):
             response = self._http.send(self._request(call), stream=call.save_to is not None)
             if response.status_code in call.ok:
                 if call.save_to is not None and response.status_code == 200:
-                    out, tmp = _temp_beside(call.save_to)
                     try:
-                        with out:
+                        with atomic_file(call.save_to) as out:
                             for chunk in response.iter_bytes(1 << 20):
                                 out.write(chunk)
-                        os.replace(tmp, call.save_to)
                     finally:
-                        tmp.unlink(missing_ok=True)
                         response.close()
                 else:
                     response.read()
@@ -256,14 +291,11 @@ class AsyncClient(_API):
             response = await self._http.send(self._request(call), stream=call.save_to is not None)
             if response.status_code in call.ok:
                 if call.save_to is not None and response.status_code == 200:
-                    out, tmp = _temp_beside(call.save_to)
                     try:
-                        with out:
+                        with atomic_file(call.save_to) as out:
                             async for chunk in response.aiter_bytes(1 << 20):
                                 out.write(chunk)
-                        os.replace(tmp, call.save_to)
                     finally:
-                        tmp.unlink(missing_ok=True)
                         await response.aclose()
                 else:
                     await response.aread()

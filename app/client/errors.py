@@ -48,6 +48,10 @@ class ServerError(APIError):
     """5xx: the service failed; worth reporting."""
 
 
+class InsufficientStorage(ServerError):
+    """507: the service's disk is full (the body names the store and the bytes it needed)."""
+
+
 _BY_STATUS = {
     401: Unauthorized,
     404: NotFound,
@@ -55,6 +59,7 @@ _BY_STATUS = {
     422: InvalidRequest,
     429: Unavailable,
     503: Unavailable,
+    507: InsufficientStorage,
 }
 
 

@@ -2,6 +2,11 @@
 
 Written once, driven by either the sync or the async client (see `client.py`): a flow yields a
 `Call` and is sent back the `httpx.Response`, or yields a `Sleep` and is sent back None.
+
+A job the service accepted can vanish: its broker restarted without its data, or it finished
+longer ago than the service keeps jobs. Since a job's id is its request's cache key, the same
+request submitted again is the same job (finished at once when the artifact is still stored),
+so waiting and downloading submit it again (`Resubmit`) instead of failing on the 404.
 """
 
 from __future__ import annotations
@@ -15,10 +20,14 @@ from typing import Any
 import httpx
 import numpy as np
 
+from app.client.errors import error_from_response
 from app.digest import canonical, tensor_digest
 
 TERMINAL = frozenset({"succeeded", "failed", "cancelled"})
 _UPLOAD_CHUNK = 4 << 20
+# Times one wait (or download) submits a vanished job again before giving up on it: a job that
+# keeps vanishing has a broker that keeps losing its data, which no client can mend.
+MAX_RESUBMITS = 3
 
 
 @dataclass(frozen=True)
@@ -39,6 +48,7 @@ class Sleep:
 
 
 Flow = Generator[Call | Sleep, httpx.Response | None, Any]
+Resubmit = Callable[[], Flow]  # submits a job's request again; returns the job
 
 
 def _npy_stream(array: np.ndarray) -> Callable[[], Iterator[bytes]]:
@@ -87,16 +97,54 @@ def upload_all(weights: Mapping[str, np.ndarray] | None) -> Flow:
     return digests
 
 
+def check_graph_weights(graph: Mapping[str, Any], names) -> None:
+    """Weights of a graph are named `<node>.<weight>` after one of its nodes."""
+    ids = {n["id"] for n in graph["nodes"]}
+    for key in names:
+        node, _, weight = key.partition(".")
+        if node not in ids or not weight:
+            raise ValueError(f"weight {key!r}: name it <node>.<weight> after a node of the graph")
+
+
+def graph_body(graph: Mapping[str, Any], digests: Mapping[str, str], **options: Any) -> dict:
+    """A graph request: `graph` (inputs, nodes, outputs) with each `<node>.<weight>` digest
+    placed on its node."""
+    check_graph_weights(graph, digests)
+    body = {**graph, "nodes": [dict(n) for n in graph["nodes"]]}
+    by_id = {n["id"]: n for n in body["nodes"]}
+    for key, digest in digests.items():
+        node, _, weight = key.partition(".")
+        by_id[node]["weights"] = {**by_id[node].get("weights", {}), weight: digest}
+    body.update({k: v for k, v in options.items() if v is not None})
+    return body
+
+
 def compile(
     op: str, params: Mapping[str, Any], weights, save_to: Path | None, poll: float, **options
 ) -> Flow:
     """POST /v1/kernels; a 202 (a compile that outlived the server's wait) is followed as a job."""
     body = request_body(op, params, (yield from upload_all(weights)), **options)
-    answer = yield Call("POST", "/v1/kernels", json=body, ok=(200, 202), save_to=save_to)
+    return (yield from answer_or_job("/v1/kernels", body, save_to, poll, weights))
+
+
+def compile_graph(
+    graph: Mapping[str, Any], weights, save_to: Path | None, poll: float, **options
+) -> Flow:
+    """POST /v1/graphs, the weights uploaded first (by `<node>.<weight>`)."""
+    check_graph_weights(graph, weights or {})
+    body = graph_body(graph, (yield from upload_all(weights)), **options)
+    return (yield from answer_or_job("/v1/graphs", body, save_to, poll, weights))
+
+
+def answer_or_job(path: str, body: dict, save_to: Path | None, poll: float,
+                  weights: Mapping[str, np.ndarray] | None = None) -> Flow:  # fmt: skip
+    """The answer to `body`, or (202: a compile that outlived the service's wait) its job's."""
+    answer = yield Call("POST", path, json=body, ok=(200, 202), save_to=save_to)
     if answer.status_code == 200:
         return save_to if save_to is not None else answer.content
-    job = yield from wait(answer.json()["id"], poll, None, None)
-    return (yield from artifact(job, save_to))
+    again = resubmission(body, weights)  # POST /v1/jobs takes kernel and graph bodies alike
+    job = yield from wait(answer.json()["id"], poll, None, None, again)
+    return (yield from artifact(job, save_to, again, poll))
 
 
 def submit(bodies: list[dict]) -> Flow:
@@ -105,17 +153,47 @@ def submit(bodies: list[dict]) -> Flow:
     return answer.json()
 
 
+def resubmission(body: dict, weights: Mapping[str, np.ndarray] | None = None) -> Resubmit:
+    """Submit `body` (a kernel or graph request, weights by digest) again, uploading `weights`
+    first if the service no longer has them (it keeps uploads in a bounded store)."""
+
+    def again() -> Flow:
+        yield from upload_all(weights)
+        return (yield from submit([body]))
+
+    return again
+
+
+def body_of(request: Mapping[str, Any]) -> dict:
+    """The request body that asks for what a job record shows as its `request` (weights by
+    digest, options with their defaults filled in): the same request, so the same job."""
+    digests = {name: w["digest"] for name, w in request.get("weights", {}).items()}
+    options = {k: request.get(k) for k in ("format", "target", "name", "verify", "preflight",
+                                           "quantize", "max_quantization_error")}  # fmt: skip
+    if request["op"] == "graph":
+        return graph_body(request["params"], digests, **options)
+    return request_body(request["op"], request["params"], digests, **options)
+
+
 def get_job(job_id: str) -> Flow:
     return (yield Call("GET", f"/v1/jobs/{job_id}")).json()
 
 
-def wait(
-    job_id: str, poll: float, timeout: float | None, progress: Callable[[dict], None] | None
-) -> Flow:
-    """Poll until the job ends; `progress` is called whenever its state changes."""
-    waited, last = 0.0, None
+def wait(job_id: str, poll: float, timeout: float | None,
+         progress: Callable[[dict], None] | None, resubmit: Resubmit | None = None) -> Flow:  # fmt: skip
+    """Poll until the job ends; `progress` is called whenever its state changes. A job that
+    vanishes (404) is submitted again with `resubmit` when there is one."""
+    waited, last, resubmits = 0.0, None, 0
     while True:
-        job = yield from get_job(job_id)
+        answer = yield Call("GET", f"/v1/jobs/{job_id}", ok=(200, 404))
+        if answer.status_code == 404:
+            if resubmit is None or resubmits >= MAX_RESUBMITS:
+                raise error_from_response(answer)
+            resubmits += 1
+            job = yield from resubmit()
+            job_id = job["id"]
+        else:
+            job = answer.json()
         if progress is not None and job.get("state") != last:
             progress(job)
         last = job.get("state")
@@ -127,13 +205,25 @@ def wait(
         waited += poll
 
 
-def artifact(job: dict, save_to: Path | None) -> Flow:
-    if job.get("state") != "succeeded":
-        raise RuntimeError(
-            f"job {job.get('id')} {job.get('state')}: {job.get('error') or 'no artifact'}"
-        )
-    answer = yield Call("GET", f"/v1/jobs/{job['id']}/artifact", save_to=save_to)
-    return save_to if save_to is not None else answer.content
+def artifact(job: dict, save_to: Path | None, resubmit: Resubmit | None = None,
+             poll: float = 0.5) -> Flow:  # fmt: skip
+    """The finished job's zip. A job (or artifact) gone by the time it is fetched is submitted
+    again with `resubmit`, waited for and fetched once more."""
+    resubmits = 0
+    while True:
+        if job.get("state") != "succeeded":
+            raise RuntimeError(
+                f"job {job.get('id')} {job.get('state')}: {job.get('error') or 'no artifact'}"
+            )
+        retry = resubmit is not None and resubmits < MAX_RESUBMITS
+        answer = yield Call("GET", f"/v1/jobs/{job['id']}/artifact", save_to=save_to,
+                            ok=(200, 404) if retry else (200,))  # fmt: skip
+        if answer.status_code == 200:
+            return save_to if save_to is not None else answer.content
+        assert resubmit is not None
+        resubmits += 1
+        submitted = yield from resubmit()
+        job = yield from wait(submitted["id"], poll, None, None, resubmit)
 
 
 def simple(method: str, path: str, params: Mapping[str, Any] | None = None, ok=(200,)) -> Flow:

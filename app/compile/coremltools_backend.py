@@ -23,7 +23,7 @@ from app.compile.base import (
 )
 from app.compile.process import version_of
 from app.mil import Target
-from app.packaging import coremltools_version
+from app.toolchain import coremltools_version
 
 
 def available() -> bool:

@@ -1,4 +1,4 @@
-"""A built kernel -> compiled `.mlmodelc` zip: package, compile, plan placement, zip.
+"""A prepared kernel -> compiled `.mlmodelc` zip: package, compile, plan placement, zip.
 
 mlmodelc zip:   <name>.mlmodelc/...      (what the compiler wrote: model.mil, coremldata.bin,
                                           weights/weight.bin, metadata.json, ...)
@@ -11,21 +11,26 @@ mlmodelc zip:   <name>.mlmodelc/...      (what the compiler wrote: model.mil, co
 from __future__ import annotations
 
 import asyncio
+import os
+import re
 import shutil
+import tempfile
 import zipfile
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, BinaryIO
+from typing import Any, BinaryIO
 
-from app.compile.base import Compiler
+from app.artifacts import Prepared, write
+from app.compile.base import CompileFailure, Compiler, CompileResult
+from app.compile.linux import NAME as LINUX_COMPILER
+from app.compile.linux import LinuxCompiler
 from app.compile.placement import placement_report
-from app.mil import get_target
-from app.packaging import Entry, write_kernel_zip, write_zip
-from app.packaging.describe import to_json
-
-if TYPE_CHECKING:
-    from app.kernels import KernelBuild
+from app.digest import file_digest
+from app.mil import Target, get_target
+from app.mlmodelc import DEFAULT_PROFILE, PROFILES
+from app.packaging import Entry, layout, to_json, write_zip
+from app.packaging.digesting import DigestingWriter
 
 _SMALL = 1 << 20  # files above this are streamed into the zip instead of read whole
 
@@ -33,40 +38,51 @@ _SMALL = 1 << 20  # files above this are streamed into the zip instead of read w
 @dataclass(frozen=True)
 class CompiledKernel:
     zip_path: Path
+    digest: str  # of the zip, computed while it was written
     description: dict[str, Any]  # kernel.json
     placement: dict[str, Any]  # placement.json
     toolchain: dict[str, str | None]
     log: str
+    conformance: dict[str, Any] | None = None  # Apple's bundle against the linux backend's
 
 
-def write_package(
-    build: KernelBuild, workdir: Path, extra_entries: Sequence[Entry] = ()
-) -> tuple[Path, dict[str, Any]]:
+def write_package(prepared: Prepared, workdir: Path) -> tuple[Path, dict[str, Any]]:
     """Write `<name>.mlpackage/` under `workdir`; return it and the package's kernel.json."""
     zpath = workdir / "package.zip"
     with zpath.open("wb") as f:
-        description = write_kernel_zip(build, f, "mlpackage", extra_entries=extra_entries)
+        description = write(prepared, f, fmt="mlpackage")
     with zipfile.ZipFile(zpath) as zf:
         zf.extractall(workdir / "src")
     zpath.unlink()
-    return workdir / "src" / f"{build.name}.mlpackage", description
+    return workdir / "src" / layout.package_root(prepared.build.name), description
 
 
 async def compile_kernel_zip(
-    build: KernelBuild,
+    prepared: Prepared,
     compiler: Compiler,
     workdir: Path,
     timeout_s: float,
     *,
     on_compiling: Callable[[], Any] | None = None,
-    extra_entries: Sequence[Entry] = (),
 ) -> CompiledKernel:
-    """Compile `build` with `compiler` inside `workdir` (which the caller owns and removes).
-    `extra_entries` (e.g. verification.json) go into the package and the compiled zip."""
-    package, description = await asyncio.to_thread(write_package, build, workdir, extra_entries)
+    """Compile `prepared` with `compiler` inside `workdir` (which the caller owns and removes).
+    Its extra entries (verification.json) go into the package and the compiled zip."""
+    package, description = await asyncio.to_thread(write_package, prepared, workdir)
     return await _compile(
-        package, description, compiler, workdir, timeout_s, on_compiling, extra_entries
+        package, description, compiler, workdir, timeout_s, on_compiling, prepared.extra_entries
     )
+
+
+def save_compiled(
+    prepared: Prepared, compiler: Compiler, path: Path, timeout_s: float
+) -> CompiledKernel:
+    """Compile `prepared` into the zip at `path`, atomically: the work happens in a temporary
+    directory beside it, so nothing is at `path` unless the whole zip is."""
+    path = Path(path)
+    with tempfile.TemporaryDirectory(prefix=f".{path.name}-", dir=path.parent) as tmp:
+        compiled = asyncio.run(compile_kernel_zip(prepared, compiler, Path(tmp), timeout_s))
+        os.replace(compiled.zip_path, path)
+    return replace(compiled, zip_path=path)
 
 
 async def _compile(
@@ -82,21 +98,67 @@ async def _compile(
         await on_compiling()
     outdir = workdir / "out"
     outdir.mkdir()
-    result = await compiler.compile(package, outdir, get_target(description["target"]), timeout_s)
+    target = get_target(description["target"])
+    result = await compiler.compile(package, outdir, target, timeout_s)
     placement = await asyncio.to_thread(placement_report, result.mlmodelc)
+    conformance = None
+    if compiler.name != LINUX_COMPILER:  # every real compile checks the linux backend
+        conformance = await conformance_with_linux(package, result, target, workdir, timeout_s)
     description = {
         **description,
         "format": "mlmodelc",
-        "compiler": {"backend": compiler.name, "toolchain": result.toolchain},
-    }
+        "compiler": {"backend": compiler.name, "toolchain": result.toolchain,
+                     **({"conformance": conformance} if conformance is not None else {})},
+    }  # fmt: skip
     name = description["name"]
     zip_path = workdir / f"{name}.mlmodelc.zip"
-    await asyncio.to_thread(
+    digest = await asyncio.to_thread(
         _write_zip, zip_path, result.mlmodelc, name, description, result.log, placement,
         extra_entries,
     )  # fmt: skip
     shutil.rmtree(package.parent, ignore_errors=True)
-    return CompiledKernel(zip_path, description, placement, result.toolchain, result.log)
+    return CompiledKernel(zip_path, digest, description, placement, result.toolchain, result.log,
+                          conformance)  # fmt: skip
+
+
+async def conformance_with_linux(
+    package: Path, apple: CompileResult, target: Target, workdir: Path, timeout_s: float
+) -> dict[str, Any]:
+    """The linux backend's bundle for the same package, compared with the one Apple's compiler
+    wrote, file by file: a conformance signal from every real compile. The profile is the
+    compiler's own release when the linux backend knows it, else its default (said so)."""
+    version = re.search(r"\d+\.\d+\.\d+", apple.toolchain.get("coremlcompiler") or "")
+    release = version.group(0) if version else None
+    profile = PROFILES.get(release or "", DEFAULT_PROFILE)
+    outdir = workdir / "linux"
+    outdir.mkdir()
+    try:
+        mine = await LinuxCompiler(profile).compile(package, outdir, target, timeout_s)
+    except CompileFailure as exc:
+        return {"backend": LINUX_COMPILER, "profile": profile.name, "identical": False,
+                "error": exc.message}  # fmt: skip
+    theirs = await asyncio.to_thread(_files, apple.mlmodelc)
+    ours = await asyncio.to_thread(_files, mine.mlmodelc)
+    different = sorted(f for f in theirs.keys() & ours.keys() if theirs[f] != ours[f])
+    report: dict[str, Any] = {
+        "backend": LINUX_COMPILER,
+        "profile": profile.name,
+        "identical": not different and theirs.keys() == ours.keys(),
+        "different": different,
+        "only_apple": sorted(theirs.keys() - ours.keys()),
+        "only_linux": sorted(ours.keys() - theirs.keys()),
+    }
+    if profile.name != release:
+        report["note"] = (f"no linux profile for coremlcompiler {release or 'of unknown version'}; "
+                          f"compared with {profile.name}")  # fmt: skip
+    return report
+
+
+def _files(bundle: Path) -> dict[str, str]:
+    """Every file of a bundle by relative path, as its sha256 (read in chunks)."""
+    return {
+        p.relative_to(bundle).as_posix(): file_digest(p) for p in bundle.rglob("*") if p.is_file()
+    }
 
 
 def _write_zip(
@@ -107,10 +169,11 @@ def _write_zip(
     log: str,
     placement: dict[str, Any],
     extra_entries: Sequence[Entry] = (),
-) -> None:
+) -> str:
+    """Write the zip; returns its digest."""
     root = f"{name}.mlmodelc"
     entries = [
-        Entry("kernel.json", to_json(description)),
+        Entry(layout.KERNEL_JSON, to_json(description)),
         Entry("compile.log", log.encode()),
         Entry("placement.json", to_json(placement)),
         *extra_entries,
@@ -126,8 +189,9 @@ def _write_zip(
         else:
             size = path.stat().st_size
             entries.append(Entry(rel, stream=_copier(path), size=size, compress=False))
-    with zip_path.open("wb") as f:
-        write_zip(f, entries, empty_dirs)
+    with zip_path.open("wb") as f, DigestingWriter(f) as out:
+        write_zip(out, entries, empty_dirs)
+        return out.digest()
 
 
 def _copier(path: Path) -> Callable[[BinaryIO], int]:

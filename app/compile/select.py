@@ -1,6 +1,7 @@
-"""Which compiler this machine uses: `xcrun` where it is on PATH, else coremltools on a Mac with
-Core ML, else none. `ANE_COMPILER=xcrun|coremltools|none` overrides the choice (`auto` is the
-default)."""
+"""Which compiler this machine uses: `xcrun` where it is on PATH, else Core ML through coremltools
+on a Mac without the Xcode tools, else the `linux` backend (app/mlmodelc), which runs anywhere.
+`ANE_COMPILER=xcrun|coremltools|linux|none` overrides the choice (`auto` is the default);
+`ANE_MLMODELC_PROFILE` names the compiler release the linux backend writes as."""
 
 from __future__ import annotations
 
@@ -8,11 +9,12 @@ import os
 
 from app.compile import coremltools_backend, xcrun
 from app.compile.base import Compiler
+from app.compile.linux import LinuxCompiler
 
-CHOICES = ("auto", "xcrun", "coremltools", "none")
+CHOICES = ("auto", "xcrun", "coremltools", "linux", "none")
 
 
-def select_compiler(choice: str | None = None) -> Compiler | None:
+def select_compiler(choice: str | None = None, profile: str | None = None) -> Compiler | None:
     choice = (choice or os.environ.get("ANE_COMPILER") or "auto").strip().lower()
     if choice not in CHOICES:
         raise ValueError(f"ANE_COMPILER={choice!r}: choose one of {', '.join(CHOICES)}")
@@ -20,4 +22,6 @@ def select_compiler(choice: str | None = None) -> Compiler | None:
         return xcrun.XcrunCompiler()
     if choice == "coremltools" or (choice == "auto" and coremltools_backend.available()):
         return coremltools_backend.CoreMLToolsCompiler()
+    if choice in ("linux", "auto"):
+        return LinuxCompiler(profile)
     return None

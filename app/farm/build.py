@@ -11,7 +11,8 @@ from pathlib import Path
 from typing import Any
 
 from app.client import APIError, AsyncClient
-from app.farm.lock import file_digest, fingerprint, read_lock, render, write_lock
+from app.digest import file_digest
+from app.farm.lock import fingerprint, read_lock, render, write_lock
 from app.farm.manifest import Kernel
 from app.farm.progress import Reporter
 
@@ -78,8 +79,12 @@ async def build(kernels: list[Kernel], client: AsyncClient, out_dir: Path, lock_
         async with gate:
             try:
                 reporter.update(kernel.name, "uploading")
-                job = await client.submit(kernel.op, kernel.params, kernel.weights, format=kernel.format,
-                                          target=kernel.target, name=kernel.name)  # fmt: skip
+                options = {"format": kernel.format, "target": kernel.target, "name": kernel.name}
+                if kernel.graph is not None:
+                    job = await client.submit_graph(kernel.graph, kernel.weights, **options)
+                else:
+                    job = await client.submit(kernel.op, kernel.params, kernel.weights,
+                                              quantize=kernel.quantize, **options)  # fmt: skip
                 await job.wait(
                     progress=lambda j: reporter.update(kernel.name, j.get("state", "queued"))
                 )
@@ -89,7 +94,7 @@ async def build(kernels: list[Kernel], client: AsyncClient, out_dir: Path, lock_
                     )
                 reporter.update(kernel.name, "downloading")
                 await job.download(path)
-            except (APIError, RuntimeError, TimeoutError) as exc:
+            except (APIError, RuntimeError, TimeoutError, ValueError) as exc:
                 reporter.update(kernel.name, "failed")
                 await record(kernel.name, None)
                 return Outcome(kernel.name, "failed", error=str(exc))

@@ -9,21 +9,39 @@
     params = { in_channels = 64, out_channels = 64, spatial = 16 }
     weights = { weight = "weights/q.npy" }          # .npy, or "file.safetensors#tensor"
     format = "mlmodelc"                              # overrides [defaults]
+    quantize = { mode = "palettize", nbits = 4 }     # as a kernel request's quantize
 
-Weight paths are relative to the manifest. A safetensors path without `#tensor` reads the tensor
-named after the weight.
+    [kernels.ffn]
+    graph = "graphs/ffn.json"                        # a POST /v1/graphs body, one program
+    weights = { "gate.weight" = "weights/gate.npy", "up.weight" = "weights/up.npy" }
+
+    [kernels.layers_0_15]
+    op = "decoder_stack"                             # or ffn, attention, decoder_layer (one layer)
+    checkpoint = "model/model.safetensors.index.json"    # or model.safetensors, or the directory
+    config = "model/config.json"                     # default: config.json beside the checkpoint
+    layers = "0-15"                                  # decoder_stack: a range; the others: "3"
+    params = { seq_len = 64 }                        # the call's params; the config gives the rest
+
+Paths are relative to the manifest. A safetensors path without `#tensor` reads the tensor named
+after the weight. A checkpoint entry's weights are the layers' tensors in fp16 (app/checkpoints).
 """
 
 from __future__ import annotations
 
+import json
 import tomllib
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from app.digest import tensor_digest
+from app.errors import FieldError
+from app.formats import DEFAULT_FORMAT, FORMATS, FormatName
+from app.mil import DEFAULT_TARGET, TargetName
+from app.names import name_problem
+from app.tensor_files import read_tensor
 
 
 class ManifestError(ValueError):
@@ -32,17 +50,38 @@ class ManifestError(ValueError):
 
 class Defaults(BaseModel):
     model_config = ConfigDict(extra="forbid")
-    format: Literal["mlpackage", "mil", "mlmodelc"] = "mlpackage"
-    target: Literal["ios18", "ios17"] = "ios18"
+    format: FormatName = DEFAULT_FORMAT
+    target: TargetName = DEFAULT_TARGET
 
 
 class KernelEntry(BaseModel):
     model_config = ConfigDict(extra="forbid")
-    op: str
+    op: str | None = None
+    graph: str | None = Field(None, description="a graph request (JSON), instead of an op")
     params: dict[str, Any] = Field(default_factory=dict)
     weights: dict[str, str] = Field(default_factory=dict)
-    format: Literal["mlpackage", "mil", "mlmodelc"] | None = None
-    target: Literal["ios18", "ios17"] | None = None
+    format: FormatName | None = None
+    target: TargetName | None = None
+    quantize: dict[str, Any] | None = Field(None, description="as a kernel request's quantize")
+    checkpoint: str | None = Field(None, description="safetensors checkpoint: the op's weights")
+    config: str | None = Field(None, description="its config.json (default: beside it)")
+    layers: str | None = Field(None, description='the layer ("3") or range ("0-15")')
+
+    @model_validator(mode="after")
+    def _op_or_graph(self) -> KernelEntry:
+        if (self.op is None) == (self.graph is None):
+            raise ValueError("give either op (with params) or graph (a graph request file)")
+        if self.graph is not None and (self.params or self.quantize):
+            raise ValueError("a graph entry has no params or quantize: the graph file holds "
+                             "everything (nodes[i].quantize)")  # fmt: skip
+        if (self.checkpoint is None) != (self.layers is None) or (
+            self.config is not None and self.checkpoint is None
+        ):
+            raise ValueError("checkpoint and layers go together (config with them)")
+        if self.checkpoint is not None and self.graph is not None:
+            raise ValueError("a checkpoint feeds an op (ffn, attention, decoder_layer, "
+                             "decoder_stack), not a graph")  # fmt: skip
+        return self
 
 
 class Manifest(BaseModel):
@@ -56,44 +95,85 @@ class Kernel:
 
     def __init__(self, name: str, entry: KernelEntry, defaults: Defaults, base: Path):
         self.name, self.op, self.params = name, entry.op, entry.params
+        self.quantize = entry.quantize
+        self.graph = load_graph(base, entry.graph, name) if entry.graph is not None else None
+        if self.graph is not None:
+            ids = {n.get("id") for n in self.graph["nodes"] if isinstance(n, dict)}
+            for key in entry.weights:
+                if key.partition(".")[0] not in ids or "." not in key:
+                    raise ManifestError(f"kernels.{name}.weights.{key}: name a graph weight "
+                                        "<node>.<weight> after one of its nodes")  # fmt: skip
         self.format = entry.format or defaults.format
         self.target = entry.target or defaults.target
         self.weights = {
             w: load_weight(base, spec, w, name) for w, spec in sorted(entry.weights.items())
         }
+        if entry.checkpoint is not None:
+            self.params, from_checkpoint = load_checkpoint(base, entry, name)
+            self.weights = {**from_checkpoint, **self.weights}
         self.digests = {w: tensor_digest(a) for w, a in self.weights.items()}
 
     @property
     def inputs(self) -> dict[str, Any]:
         """Everything that determines the artifact, as recorded in the lock."""
-        return {"op": self.op, "params": self.params, "format": self.format, "target": self.target,
-                "weights": self.digests}  # fmt: skip
+        what = (
+            {"graph": self.graph}
+            if self.graph is not None
+            else {"op": self.op, "params": self.params}
+        )
+        if self.quantize is not None:  # only when set: locks written before stay valid
+            what["quantize"] = self.quantize
+        return {**what, "format": self.format, "target": self.target, "weights": self.digests}
 
     @property
     def filename(self) -> str:
-        return f"{self.name}.{self.format}.zip"
+        return f"{self.name}.{FORMATS[self.format].extension}"
 
 
 def load_weight(base: Path, spec: str, weight: str, kernel: str) -> np.ndarray:
+    """A weight file (.npy, or `file.safetensors#tensor`), mapped from disk."""
     file, _, tensor = spec.partition("#")
     path = (base / file).resolve()
     where = f"kernels.{kernel}.weights.{weight}"
     if not path.is_file():
         raise ManifestError(f"{where}: {path} does not exist")
     try:
-        if path.suffix == ".safetensors":
-            from safetensors.numpy import safe_open
+        return read_tensor(path, where, tensor_name=tensor or weight)
+    except FieldError as exc:
+        raise ManifestError(f"{where}: cannot read {path}: {exc.message}") from None
+    except OSError as exc:
+        raise ManifestError(f"{where}: cannot read {path}: {exc}") from None
 
-            with safe_open(str(path), "np") as f:
-                name = tensor or weight
-                if name not in f.keys():  # noqa: SIM118 - safe_open has no __contains__
-                    raise ManifestError(
-                        f"{where}: {path.name} has no tensor {name!r} (has {', '.join(f.keys())})"
-                    )
-                return f.get_tensor(name)
-        return np.load(path, mmap_mode="r", allow_pickle=False)
+
+def load_checkpoint(
+    base: Path, entry: KernelEntry, kernel: str
+) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
+    """(params, fp16 weights) of a checkpoint entry: the config's params under the entry's."""
+    from app.checkpoints import load
+
+    assert entry.op is not None and entry.checkpoint is not None and entry.layers is not None
+    checkpoint = (base / entry.checkpoint).resolve()
+    folder = checkpoint if checkpoint.is_dir() else checkpoint.parent
+    config = (base / entry.config).resolve() if entry.config else folder / "config.json"
+    try:
+        loaded = load(entry.op, checkpoint, config, entry.layers, entry.params)
+    except FieldError as exc:
+        raise ManifestError(f"kernels.{kernel}.checkpoint: {exc}") from None
+    return loaded.params, loaded.weights
+
+
+def load_graph(base: Path, file: str, kernel: str) -> dict[str, Any]:
+    """A graph request file: inputs, nodes and outputs (node weights may be inline or digests;
+    the manifest's `weights` add files)."""
+    path = (base / file).resolve()
+    where = f"kernels.{kernel}.graph"
+    try:
+        graph = json.loads(path.read_text())
     except (OSError, ValueError) as exc:
         raise ManifestError(f"{where}: cannot read {path}: {exc}") from None
+    if not isinstance(graph, dict) or not isinstance(graph.get("nodes"), list):
+        raise ManifestError(f"{where}: {path.name} is not a graph request (inputs, nodes, outputs)")
+    return {k: v for k, v in graph.items() if k not in ("name", "format", "target", "verify")}
 
 
 def load_manifest(path: str | Path) -> list[Kernel]:
@@ -111,8 +191,8 @@ def load_manifest(path: str | Path) -> list[Kernel]:
         loc = ".".join(str(p) for p in err["loc"])
         raise ManifestError(f"{path}: {loc}: {err['msg']}") from None
     for name in manifest.kernels:
-        if not name.replace("_", "a").isalnum() or name[0].isdigit():
-            raise ManifestError(f"kernels.{name}: names must be identifiers (letters, digits, _)")
+        if (problem := name_problem(name)) is not None:
+            raise ManifestError(f"kernels.{name}: {problem}")
     return [
         Kernel(n, e, manifest.defaults, path.parent) for n, e in sorted(manifest.kernels.items())
     ]

@@ -15,14 +15,18 @@ import shutil
 import time
 from pathlib import Path
 
+from app.cache.store import ContentStore
 from app.compile import Compiler
-from app.jobs.artifacts import SharedArtifacts
-from app.jobs.config import JobSettings
+from app.compile.placement import unavailable_reason as placement_unavailable
+from app.errors import ErrorKind, FieldError
+from app.formats import COMPILED, PACKAGED
 from app.jobs.engine import JobEngine
-from app.jobs.model import Job, JobError, JobSpec, WorkerInfo
+from app.jobs.model import Job, JobError, WorkerInfo
 from app.jobs.pipeline import Runtime, Transient, fail, give_up, note_retry, run_job
 from app.jobs.records import MemoryRecords
-from app.service.problems import Problem
+from app.request import KernelRequest
+from app.settings import Settings
+from app.uploads.blobstore import BlobStore
 
 log = logging.getLogger("ane.jobs")
 
@@ -32,17 +36,17 @@ class EmbeddedEngine(JobEngine):
 
     def __init__(
         self,
-        settings: JobSettings,
-        artifacts: SharedArtifacts,
-        blobs,
+        settings: Settings,
+        store: ContentStore,
+        blobs: BlobStore,
         compiler: Compiler | None,
         workdir: Path,
     ):
-        super().__init__(settings, artifacts)
+        super().__init__(settings, store)
         self.records = MemoryRecords(settings.job_keep_s)
         self.worker_id = f"{platform.node()}:{os.getpid()}:embedded"
         self.runtime = Runtime(
-            settings, self.records, artifacts, blobs, compiler, self.worker_id, workdir
+            settings, self.records, store, blobs, compiler, self.worker_id, workdir
         )
         self._queue: asyncio.Queue[tuple[str, int]] = asyncio.Queue()
         self._running: dict[str, asyncio.Task] = {}
@@ -64,16 +68,24 @@ class EmbeddedEngine(JobEngine):
         await asyncio.gather(*self._tasks, *self._running.values(), return_exceptions=True)
         self._tasks.clear()
 
-    def check(self, spec: JobSpec) -> None:
-        if spec.format == "mlmodelc" and self.runtime.compiler is None:
-            raise Problem(
-                503,
-                "format mlmodelc needs a Core ML compiler and this service has none (no xcrun; "
-                "ANE_COMPILER); run it on a Mac, or set ANE_REDIS_URL and add a macOS worker. "
-                "Available formats: mlpackage, mil",
+    def check(self, request: KernelRequest) -> None:
+        if request.artifact_format.compiled and self.runtime.compiler is None:
+            raise FieldError(
+                "format",
+                f"format {', '.join(COMPILED)} needs a compiler backend and this service has none "
+                f"(ANE_COMPILER={self.settings.compiler}). Available formats: "
+                f"{', '.join(PACKAGED)}",
+                kind=ErrorKind.UNAVAILABLE,
                 title="Compiler unavailable",
-                field="format",
-                available_formats=["mlpackage", "mil"],
+                available_formats=list(PACKAGED),
+            )
+        if request.placement and (reason := placement_unavailable()) is not None:
+            raise FieldError(
+                "placement",
+                f"Core ML's placement report needs a macOS worker ({reason}); set ANE_REDIS_URL "
+                "and add one, or ask without placement",
+                kind=ErrorKind.UNAVAILABLE,
+                title="Placement report unavailable",
             )
 
     async def _dispatch(self, job: Job) -> None:
@@ -109,7 +121,7 @@ class EmbeddedEngine(JobEngine):
                 return
             except Transient as exc:
                 if attempt >= self.settings.job_max_tries:
-                    await give_up(rt, job_id, run, attempt, str(exc))
+                    await give_up(rt, job_id, run, attempt, str(exc), exc.kind)
                     return
                 await note_retry(rt, job_id, run, str(exc))
                 await asyncio.sleep(self.settings.backoff(attempt))

@@ -14,22 +14,37 @@ from abc import ABC, abstractmethod
 from pathlib import Path
 from typing import Any
 
-from app.jobs.artifacts import SharedArtifacts
-from app.jobs.config import QUEUE_LINUX, QUEUE_MACOS, JobSettings
-from app.jobs.model import Batch, Job, JobError, JobSpec, JobState, WorkerInfo, batch_view
+from app.cache.store import ContentStore
+from app.jobs.model import (
+    ArtifactRef,
+    Batch,
+    Job,
+    JobError,
+    JobState,
+    WorkerInfo,
+    artifact_ref,
+    batch_view,
+)
+from app.jobs.queues import QUEUE_LINUX, QUEUE_MACOS
 from app.jobs.records import Records
+from app.request import KernelRequest
+from app.settings import Settings
 
 
-def queue_for(spec: JobSpec) -> str:
-    return QUEUE_MACOS if spec.format == "mlmodelc" else QUEUE_LINUX
+def queue_for(request: KernelRequest) -> str:
+    """Only Core ML's placement report needs a Mac: every other job, .mlmodelc included (the
+    linux compiler backend), runs on any worker."""
+    return QUEUE_MACOS if request.placement else QUEUE_LINUX
 
 
 class JobEngine(ABC):
     name: str
     records: Records
 
-    def __init__(self, settings: JobSettings, artifacts: SharedArtifacts):
-        self.settings, self.artifacts = settings, artifacts
+    def __init__(self, settings: Settings, store: ContentStore):
+        # `store` is the artifact cache, shared with the API and every worker through the data
+        # volume: a job's artifact is there under its key, found by the synchronous path too.
+        self.settings, self.store = settings, store
 
     # -- what engines differ in ----------------------------------------------------------------
     @abstractmethod
@@ -53,35 +68,59 @@ class JobEngine(ABC):
     @abstractmethod
     async def workers(self) -> list[WorkerInfo]: ...
 
-    def check(self, spec: JobSpec) -> None:
-        """Raise if this engine can never run `spec` (e.g. mlmodelc without any compiler)."""
+    def check(self, request: KernelRequest) -> None:
+        """Raise if this engine can never run `request` (e.g. mlmodelc without any compiler)."""
+        return None
+
+    async def unready(self) -> str | None:
+        """Why this engine cannot take jobs now (its broker is unreachable); None when it can."""
         return None
 
     # -- shared --------------------------------------------------------------------------------
-    def _replaceable(self, spec: JobSpec, old: Job) -> bool:
+    def _replaceable(self, request: KernelRequest, old: Job) -> bool:
         if old.state in (JobState.failed, JobState.cancelled):
             return True
         if old.state == JobState.succeeded:
-            gone = old.artifact is None or not self.artifacts.exists(old.artifact)
-            return spec.bypass_cache or gone
+            gone = old.artifact is None or not self.store.data_path(old.artifact.key).is_file()
+            return request.bypass_cache or gone
         return False  # queued or running: join it
 
-    async def submit(self, spec: JobSpec) -> Job:
-        """The job for `spec`: an existing one (same key, not failed) or a new one."""
-        self.check(spec)
-        job = Job(id=spec.key(), queue=queue_for(spec), spec=spec).enter(JobState.queued)
-        record, created = await self.records.claim(job, lambda old: self._replaceable(spec, old))
-        if created:
+    async def submit(self, request: KernelRequest) -> Job:
+        """The job for `request`: an existing one (same key, not failed) or a new one; a new
+        one whose artifact the store already holds is finished at once, without a worker (a
+        job lost with its broker and submitted again, a kernel built by another path)."""
+        self.check(request)
+        job = Job(id=request.key(), queue=queue_for(request), request=request)
+        job = job.enter(JobState.queued)
+        if not request.bypass_cache and (found := await self._stored(request)) is not None:
+            job = job.enter(JobState.succeeded, **found)
+        record, created = await self.records.claim(job, lambda old: self._replaceable(request, old))
+        if created and not record.done:
             await self._dispatch(record)
-        elif not record.done:
+        elif not created and not record.done:
             await self._redispatch(record)
         return record
 
-    async def submit_batch(self, specs: list[JobSpec]) -> dict[str, Any]:
+    async def _stored(self, request: KernelRequest) -> dict[str, Any] | None:
+        """The finished job's fields when the artifact cache holds the request's artifact: under
+        its key, or for a compiled format under its key for a toolchain a live worker has."""
+        if not request.artifact_format.compiled:
+            entry = await asyncio.to_thread(self.store.get, request.key())
+            return None if entry is None else {"artifact": artifact_ref(entry)}
+        toolchains = [w.toolchain for w in await self.workers() if w.compiler and w.toolchain]
+        for toolchain in toolchains:
+            key = request.key(extra={"toolchain": toolchain})
+            entry = await asyncio.to_thread(self.store.get, key)
+            if entry is not None:
+                return {"artifact": artifact_ref(entry), "toolchain": toolchain,
+                        "placement": entry.meta.get("placement")}  # fmt: skip
+        return None
+
+    async def submit_batch(self, requests: list[KernelRequest]) -> dict[str, Any]:
         """One job per kernel (each deduplicated on its own) and a batch listing them."""
-        for spec in specs:
-            self.check(spec)
-        jobs = [await self.submit(spec) for spec in specs]
+        for request in requests:
+            self.check(request)
+        jobs = [await self.submit(request) for request in requests]
         ids = [j.id for j in jobs]
         batch = Batch(id=hashlib.sha256("\n".join(ids).encode()).hexdigest(), jobs=ids)
         await self.records.put_batch(batch)
@@ -117,7 +156,7 @@ class JobEngine(ABC):
         """The finished job's zip on disk (None when evicted: submit again to rebuild)."""
         if job.state != JobState.succeeded or job.artifact is None:
             return None
-        return await asyncio.to_thread(self.artifacts.path, job.artifact)
+        return await asyncio.to_thread(_path, self.store, job.artifact)
 
     async def wait(self, job_id: str, timeout: float, poll: float = 0.05) -> Job | None:
         """Poll until the job finishes or `timeout` passes; the last record seen."""
@@ -128,3 +167,9 @@ class JobEngine(ABC):
             if job is None or job.done or loop.time() >= deadline:
                 return job
             await asyncio.sleep(poll)
+
+
+def _path(store: ContentStore, ref: ArtifactRef) -> Path | None:
+    """The artifact's file if it is there and holds the recorded bytes. Blocking."""
+    entry = store.get(ref.key)
+    return entry.path if entry is not None and entry.digest == ref.digest else None

@@ -1,22 +1,22 @@
-"""What a job is: its request (`JobSpec`), its state machine and what it produced.
+"""What a job is: its request (a `KernelRequest`), its state machine and what it produced.
 
     queued -> generating -> compiling -> succeeded
          \\          \\            \\-> failed | cancelled
           \\-> cancelled  \\-> failed | cancelled      (compiling only for format mlmodelc)
 
-A job's id is the request's cache key (app/cache/keys.py via `JobSpec.key()`), so identical
-requests are one job. `run` counts resubmissions of a job that failed or was cancelled.
+A job's id is the request's cache key (`KernelRequest.key()`), so identical requests are one job. `run` counts resubmissions of a job that failed or was cancelled.
 """
 
 from __future__ import annotations
 
 import time
 from enum import StrEnum
-from typing import Any, Literal
+from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, PlainSerializer, PlainValidator
 
-from app.cache.keys import artifact_key
+from app.cache.store import StoredEntry
+from app.request import KernelRequest
 
 
 class JobState(StrEnum):
@@ -31,63 +31,21 @@ class JobState(StrEnum):
 TERMINAL = frozenset({JobState.succeeded, JobState.failed, JobState.cancelled})
 
 
-class WeightRef(BaseModel):
-    """A resolved weight: a blob in the shared blob store, or a small inline tensor."""
-
-    model_config = ConfigDict(frozen=True)
-    digest: str
-    dtype: str
-    shape: list[int]
-    inline: list[Any] | None = Field(None, description="values, for weights sent inline")
+def _request(value: Any) -> KernelRequest:
+    return value if isinstance(value, KernelRequest) else KernelRequest.from_json(value)
 
 
-class JobSpec(BaseModel):
-    """Everything a worker needs to produce the artifact; JSON through Redis."""
-
-    model_config = ConfigDict(frozen=True)
-    op: str
-    params: dict[str, Any]
-    format: Literal["mlpackage", "mil", "mlmodelc"]
-    target: str
-    name: str | None = None
-    weights: dict[str, WeightRef] = Field(default_factory=dict)
-    bypass_cache: bool = False
-    verify: bool = False  # add verification.json (app/reference)
-
-    @property
-    def model_name(self) -> str:
-        return self.name or self.op
-
-    @property
-    def filename(self) -> str:
-        return f"{self.model_name}.{self.format}.zip"
-
-    def key(self, extra: dict[str, Any] | None = None) -> str:
-        """The request's cache key: the same function the synchronous path uses."""
-        if self.verify:  # only when set, as the synchronous path does
-            extra = {**(extra or {}), "verify": True}
-        return artifact_key(
-            op=self.op,
-            params=self.params,
-            weights={k: (w.digest, w.dtype, tuple(w.shape)) for k, w in self.weights.items()},
-            fmt=self.format,
-            target=self.target,
-            name=self.model_name,
-            extra=extra,
-        )
-
-    def public(self) -> dict[str, Any]:
-        """The request as the API shows it: weights by digest, inline values left out."""
-        data = self.model_dump(mode="json", exclude={"weights"})
-        data["weights"] = {
-            k: {"digest": w.digest, "dtype": w.dtype, "shape": w.shape}
-            for k, w in self.weights.items()
-        }
-        return data
+# A job record holds its request as the request's own JSON form (inline values included, so a
+# worker elsewhere can build it).
+StoredRequest = Annotated[
+    KernelRequest, PlainValidator(_request), PlainSerializer(lambda r: r.to_json())
+]
 
 
 class JobError(BaseModel):
-    kind: str = Field(description="spec | compiler | timeout | unavailable | crashed | gave_up")
+    kind: str = Field(
+        description="spec | compiler | timeout | unavailable | storage | crashed | gave_up"
+    )
     message: str = Field(description="for compiler errors, the compiler's own words")
     field: str | None = Field(None, description="the request field at fault, when there is one")
 
@@ -97,13 +55,22 @@ class ArtifactRef(BaseModel):
     digest: str = Field(description="sha256 of the zip, `sha256:<hex>`")
     size: int
     filename: str
+    preflight: str | None = Field(None, description="the ANE preflight's summary")
+
+
+def artifact_ref(entry: StoredEntry) -> ArtifactRef:
+    """A stored artifact as a job records it."""
+    return ArtifactRef(key=entry.key, digest=entry.digest, size=entry.size,
+                       filename=entry.meta["filename"], preflight=entry.meta.get("preflight"))  # fmt: skip
 
 
 class Job(BaseModel):
+    model_config = ConfigDict(arbitrary_types_allowed=True)
+
     id: str
     run: int = 0
     queue: str
-    spec: JobSpec
+    request: StoredRequest
     state: JobState = JobState.queued
     stages: dict[str, float] = Field(
         default_factory=dict, description="unix time each state was entered (latest attempt)"
@@ -117,6 +84,11 @@ class Job(BaseModel):
     artifact: ArtifactRef | None = None
     placement: dict[str, Any] | None = Field(None, description="ops on ANE / GPU / CPU")
     toolchain: dict[str, Any] | None = None
+    conformance: dict[str, Any] | None = Field(
+        None,
+        description="a bundle from Apple's compiler against the linux backend's for the same "
+        "package, file by file",
+    )
 
     @property
     def done(self) -> bool:
@@ -134,8 +106,9 @@ class Job(BaseModel):
         )
 
     def public(self) -> dict[str, Any]:
-        data = self.model_dump(mode="json", exclude={"spec"})
-        data["request"] = self.spec.public()
+        """The job as the API shows it: the request's weights by digest, inline values left out."""
+        data = self.model_dump(mode="json", exclude={"request"})
+        data["request"] = self.request.to_json(values=False)
         return data
 
 
@@ -179,3 +152,8 @@ class WorkerInfo(BaseModel):
     last_seen: float
     running: int = 0
     finished: int = 0
+    broker: dict[str, Any] | None = Field(
+        None,
+        description="the worker's link to the broker: reachable, outages ridden out, the last "
+        "one (start, end, seconds, error)",
+    )

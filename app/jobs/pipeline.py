@@ -14,29 +14,36 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import shutil
+import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from app import artifacts
+from app.cache.faults import ARTIFACT_STORE, BLOB_STORE, WORK_DIR, is_full, storage_fault
+from app.cache.store import ContentStore
 from app.compile import CompileFailure, Compiler, CompilerUnavailable, compile_kernel_zip
-from app.jobs.artifacts import SharedArtifacts
-from app.jobs.config import JobSettings
-from app.jobs.model import TERMINAL, Job, JobError, JobSpec, JobState
+from app.errors import FieldError
+from app.jobs.model import TERMINAL, ArtifactRef, Job, JobError, JobState, artifact_ref
 from app.jobs.records import Records
-from app.jobs.spec import resolve_weights
-from app.kernels import KernelBuild, KernelSpecError, build_kernel
-from app.packaging import write_kernel_zip
-from app.packaging.digesting import DigestingWriter
-from app.service.problems import Problem
+from app.request import KernelRequest
+from app.settings import Settings
+from app.uploads.blobstore import BlobStore
 
 log = logging.getLogger("ane.jobs")
 
 
 class Transient(Exception):
-    """Worth another attempt, maybe on another worker."""
+    """Worth another attempt, maybe on another worker. `kind` is the job error's kind should
+    the job give up after it."""
+
+    def __init__(self, message: str, kind: str = "gave_up"):
+        super().__init__(message)
+        self.kind = kind
 
 
 class _Abandoned(Exception):
@@ -45,10 +52,10 @@ class _Abandoned(Exception):
 
 @dataclass
 class Runtime:
-    settings: JobSettings
+    settings: Settings
     records: Records
-    artifacts: SharedArtifacts
-    blobs: Any  # app.uploads.blobstore.BlobStore
+    store: ContentStore  # the artifact cache, shared with the API through the data volume
+    blobs: BlobStore  # uploaded weights, likewise shared
     compiler: Compiler | None
     worker_id: str
     workdir: Path  # this worker's scratch space, on the same volume as the cache
@@ -75,10 +82,11 @@ async def fail(rt: Runtime, job_id: str, run: int, error: JobError) -> bool:
     return await finish(rt, job_id, run, JobState.failed, error=error)
 
 
-async def give_up(rt: Runtime, job_id: str, run: int, attempts: int, last: str | None) -> None:
+async def give_up(rt: Runtime, job_id: str, run: int, attempts: int, last: str | None,
+                  kind: str = "gave_up") -> None:  # fmt: skip
     why = f"last error: {last}" if last else "its worker stopped before finishing each time"
     message = f"gave up after {attempts} attempts (ANE_JOB_MAX_TRIES); {why}"
-    await fail(rt, job_id, run, JobError(kind="gave_up", message=message))
+    await fail(rt, job_id, run, JobError(kind=kind, message=message))
 
 
 async def note_retry(rt: Runtime, job_id: str, run: int, message: str) -> None:
@@ -118,11 +126,10 @@ async def run_job(rt: Runtime, job_id: str, run: int, attempt: int) -> JobState 
         message = f"the job exceeded ANE_JOB_TIMEOUT_S={limit:g}s and was stopped"
         await fail(rt, job_id, run, JobError(kind="timeout", message=message))
         return JobState.failed
-    except KernelSpecError as exc:
+    except FieldError as exc:
+        if "store" in exc.extra:  # the machine's storage failed, not the request
+            raise await _storage_transient(rt, exc) from None
         await fail(rt, job_id, run, JobError(kind="spec", message=exc.message, field=exc.field))
-        return JobState.failed
-    except Problem as exc:
-        await fail(rt, job_id, run, JobError(kind="spec", message=exc.detail, field=exc.field))
         return JobState.failed
     except CompileFailure as exc:
         if exc.retryable:
@@ -130,37 +137,59 @@ async def run_job(rt: Runtime, job_id: str, run: int, attempt: int) -> JobState 
         await fail(rt, job_id, run, JobError(kind=exc.kind, message=exc.message))
         return JobState.failed
     except OSError as exc:
+        fault = storage_fault(exc, *_store_of(rt, exc))
+        if fault is not None:
+            raise await _storage_transient(rt, fault) from None
         raise Transient(f"storage error: {exc}") from None
     if await finish(rt, job_id, run, JobState.succeeded, error=None, last_error=None, **changes):
         return JobState.succeeded
     return None
 
 
+def _store_of(rt: Runtime, exc: OSError) -> tuple[str, Path]:
+    """Which of the worker's directories a failed file operation wrote into."""
+    name = Path(os.fsdecode(exc.filename)) if exc.filename is not None else None
+    for store, root in ((WORK_DIR, rt.workdir), (ARTIFACT_STORE, rt.store.root),
+                        (BLOB_STORE, rt.blobs.store.root)):  # fmt: skip
+        if name is not None and name.is_relative_to(root):
+            return store, root
+    return WORK_DIR, rt.workdir
+
+
+async def _storage_transient(rt: Runtime, fault: FieldError) -> Transient:
+    """A storage fault as a retry: a full disk first gets the room the job needed from the
+    artifact cache's least recently used entries, so the next attempt may fit."""
+    log.warning("job storage fault", extra={"error": fault.message, **fault.extra})
+    full = is_full(fault)
+    needed = fault.extra.get("needed_bytes")
+    if full and needed:
+        await asyncio.to_thread(rt.store.make_room, needed)
+    return Transient(fault.message, kind="storage" if full else "unavailable")
+
+
 async def _produce(rt: Runtime, job: Job) -> dict[str, Any]:
-    spec = job.spec
-    arrays = await asyncio.to_thread(resolve_weights, spec, rt.blobs)
-    if spec.format != "mlmodelc":
-        if not spec.bypass_cache:
-            found = await asyncio.to_thread(rt.artifacts.find, job.id)
+    request = await asyncio.to_thread(rt.blobs.locate, job.request)
+    if not request.artifact_format.compiled:
+        if not request.bypass_cache:
+            found = await asyncio.to_thread(rt.store.get, job.id)
             if found is not None:
-                return {"artifact": found[0]}
-        return {"artifact": await asyncio.to_thread(_package, rt, spec, job.id, arrays)}
+                return {"artifact": artifact_ref(found)}
+        return {"artifact": await asyncio.to_thread(_package, rt, request, job.id)}
 
     if rt.compiler is None:
         raise CompilerUnavailable(
-            f"worker {rt.worker_id} has no Core ML compiler (ANE_COMPILER); mlmodelc jobs need "
-            "a macOS worker with Xcode"
+            f"worker {rt.worker_id} has no compiler backend (ANE_COMPILER={rt.settings.compiler})"
         )
     toolchain = await rt.compiler.toolchain()
     # The compiled artifact's key adds the toolchain: a new Xcode compiles afresh.
-    key = spec.key(extra={"toolchain": toolchain})
-    if not spec.bypass_cache:
-        found = await asyncio.to_thread(rt.artifacts.find, key)
+    key = request.key(extra={"toolchain": toolchain})
+    if not request.bypass_cache:
+        found = await asyncio.to_thread(rt.store.get, key)
         if found is not None:
-            ref, meta = found
-            return {"artifact": ref, "placement": meta.get("placement"), "toolchain": toolchain}
-    build = await asyncio.to_thread(_build, spec, arrays)
-    extra = await asyncio.to_thread(_extra_entries, spec, build)
+            return {"artifact": artifact_ref(found), "placement": found.meta.get("placement"),
+                    "toolchain": toolchain, "conformance": found.meta.get("conformance")}  # fmt: skip
+    limits = artifacts.Limits.of(rt.settings)
+    prepared = await asyncio.to_thread(artifacts.prepare, request, limits)
 
     async def compiling() -> None:
         moved = await rt.records.update(
@@ -172,58 +201,36 @@ async def _produce(rt: Runtime, job: Job) -> dict[str, Any]:
     workdir = _scratch(rt)
     try:
         compiled = await compile_kernel_zip(
-            build,
-            rt.compiler,
-            workdir,
-            rt.settings.compile_timeout_s,
-            on_compiling=compiling,
-            extra_entries=extra,
+            prepared, rt.compiler, workdir, rt.settings.compile_timeout_s, on_compiling=compiling
         )
         placement = compiled.placement.get("summary") or {
             "available": False,
             "reason": compiled.placement.get("reason"),
         }
-        meta = {"op": spec.op, "format": spec.format, "placement": placement}
-        ref = await asyncio.to_thread(
-            rt.artifacts.publish,
-            key,
-            compiled.zip_path,
-            spec.filename,
-            {**meta, "toolchain": toolchain},
-        )
+        meta = {
+            "op": request.op,
+            "format": request.format,
+            "placement": placement,
+            "conformance": compiled.conformance,
+            "toolchain": toolchain,
+            "digest": compiled.digest,
+            "filename": request.filename,
+            "preflight": prepared.preflight_summary,
+        }
+        entry = await asyncio.to_thread(rt.store.publish, key, compiled.zip_path, meta)
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
-    return {"artifact": ref, "placement": placement, "toolchain": toolchain}
+    return {"artifact": artifact_ref(entry), "placement": placement, "toolchain": toolchain,
+            "conformance": compiled.conformance}  # fmt: skip
 
 
-def _build(spec: JobSpec, arrays: dict) -> KernelBuild:
-    return build_kernel(spec.op, spec.params, arrays, target=spec.target, name=spec.name)
-
-
-def _extra_entries(spec: JobSpec, build: KernelBuild) -> list:
-    if not spec.verify:
-        return []
-    from app.reference.verify import verification_entry
-
-    return [verification_entry(build)]  # KernelSpecError("verify", ...) when too large
-
-
-def _package(rt: Runtime, spec: JobSpec, key: str, arrays: dict):
+def _package(rt: Runtime, request: KernelRequest, key: str) -> ArtifactRef:
     """Build and zip a mil / mlpackage artifact, exactly as the synchronous path does."""
-    build = _build(spec, arrays)
-    extra = _extra_entries(spec, build)
-    # Uploaded float16/float32 bytes are packaged as they are, so their digest stands.
-    digests = {n: w.digest for n, w in spec.weights.items() if w.dtype in ("float16", "float32")}
-    workdir = _scratch(rt)
-    try:
-        path = workdir / spec.filename
-        with path.open("wb") as f, DigestingWriter(f) as out:
-            write_kernel_zip(build, out, spec.format, digests=digests, extra_entries=extra)
-            digest = out.digest()
-        meta = {"op": spec.op, "format": spec.format}
-        return rt.artifacts.publish(key, path, spec.filename, meta, digest)
-    finally:
-        shutil.rmtree(workdir, ignore_errors=True)
+    started = time.perf_counter()
+    prepared = artifacts.prepare(request, artifacts.Limits.of(rt.settings))
+    meta = {"op": request.op, "format": request.format}
+    stored = artifacts.publish(prepared, rt.store.location, key, meta, started)
+    return artifact_ref(rt.store.adopt(stored.published))
 
 
 def _scratch(rt: Runtime) -> Path:

@@ -1,66 +1,132 @@
-"""The op catalog and `build_kernel`: op name + params + weights -> a checked MIL program."""
+"""The op catalog and `build_kernel`: op name + params + weights -> a checked MIL program.
+
+The catalog lists each op's module once, in the order users see it (GET /v1/ops, the CLI);
+everything else about an op is declared in its module.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 from pydantic import ValidationError
 
-from app.kernels import conv, gqa_expand, identity, matmul, rmsnorm, scale, sdpa, state
-from app.kernels.spec import Kernel, KernelSpecError
-from app.kernels.weights import prepare_weights, random_weights
-from app.mil import IDENTIFIER, Builder, MILBuildError, Program, Target, get_target
-from app.schemas import OpParams
+from app.errors import ErrorKind, RequestError
+from app.kernels import (
+    attention,
+    conv,
+    decoder_layer,
+    decoder_stack,
+    ffn,
+    gqa_expand,
+    identity,
+    matmul,
+    read_state,
+    rmsnorm,
+    scale,
+    sdpa,
+    update_state,
+)
+from app.kernels.compressed import (
+    CompressingBuilder,
+    QuantizedWeight,
+    quantize_weights,
+    read_quantize,
+)
+from app.kernels.op import Arrays, CatalogOp, const_name
+from app.kernels.params import OpParams
+from app.kernels.weight_check import prepare_weights, random_weights
+from app.mil import MILBuildError, OpsetError, Program, Target, get_target
+from app.names import name_problem
+from app.quantize import QuantizeConfig
 
-KERNELS: dict[str, Kernel] = {
-    k.name: k
-    for k in (
-        conv.KERNEL,
-        matmul.KERNEL,
-        identity.KERNEL,
-        scale.KERNEL,
-        rmsnorm.KERNEL,
-        sdpa.KERNEL,
-        gqa_expand.KERNEL,
-        state.READ,
-        state.UPDATE,
-    )
-}
+_MODULES = (
+    conv,
+    matmul,
+    identity,
+    scale,
+    rmsnorm,
+    sdpa,
+    gqa_expand,
+    read_state,
+    update_state,
+    ffn,
+    attention,
+    decoder_layer,
+    decoder_stack,
+)
+CATALOG: dict[str, CatalogOp] = {m.OP.name: m.OP for m in _MODULES}
 
 
 @dataclass(frozen=True)
 class KernelBuild:
-    """A built kernel: everything packaging needs."""
+    """A built program: everything packaging and verification need. A catalog kernel's is this;
+    a graph's (app/graphs) derives from it."""
 
-    kernel: Kernel
+    op: CatalogOp | None  # None for a graph (app/graphs), which is many ops
     params: OpParams
     target: Target
     name: str
     program: Program
-    weights: dict[str, np.ndarray]  # as the program stores them (validated, canonical shapes)
+    weights: dict[str, np.ndarray]  # as given (validated, canonical shapes)
+    quantized: Mapping[str, QuantizedWeight] = field(default_factory=dict)  # by weight key
+
+    @property
+    def program_weights(self) -> dict[str, np.ndarray]:
+        """The weights the program computes with: quantized ones as they decompress."""
+        return {k: self.quantized[k].decompressed if k in self.quantized else w
+                for k, w in self.weights.items()}  # fmt: skip
+
+    @property
+    def op_name(self) -> str:
+        assert self.op is not None
+        return self.op.name
+
+    def const_name(self, weight: str) -> str:
+        """The const op that holds weight `weight` in the program."""
+        return const_name(weight)
+
+    def where(self, name: str) -> str:
+        """The request field behind an op or input/output of the program (a kernel's program
+        follows from its params)."""
+        return "params"
+
+    def tolerance(self, output: str) -> float:
+        """The bound output `output` must meet against `exact` (app/reference/verify.py)."""
+        assert self.op is not None
+        return self.op.tolerance
+
+    def exact(self, inputs: Arrays, states: Arrays, *, original: bool = False) -> tuple[dict, dict]:
+        """The float64 outputs and states after the call, from the op's definition, with the
+        weights the program holds (quantized ones decompressed) or, `original`, as given."""
+        assert self.op is not None
+        weights = self.weights if original else self.program_weights
+        return self.op.definition(self.params, inputs, weights, states)
 
 
-def get_kernel(op: str) -> Kernel:
+def get_op(op: str) -> CatalogOp:
     try:
-        return KERNELS[op]
+        return CATALOG[op]
     except KeyError:
-        raise KernelSpecError(
-            "op", f"unknown op {op!r}; the catalog has {', '.join(KERNELS)}"
+        raise RequestError(
+            "op",
+            f"unknown op {op!r}; the catalog has {', '.join(CATALOG)}",
+            kind=ErrorKind.NOT_FOUND,
+            title="Unknown op",
         ) from None
 
 
-def parse_params(kernel: Kernel, params: Mapping[str, Any] | OpParams | None) -> OpParams:
-    if isinstance(params, kernel.params):
+def parse_params(op: CatalogOp, params: Mapping[str, Any] | OpParams | None) -> OpParams:
+    if isinstance(params, op.params):
         return params
     try:
-        return kernel.params.model_validate(dict(params or {}))
+        return op.params.model_validate(dict(params or {}))
     except ValidationError as exc:
         err = exc.errors()[0]
         loc = ".".join(str(p) for p in err["loc"])
-        raise KernelSpecError(f"params.{loc}" if loc else "params", err["msg"]) from None
+        raise RequestError(f"params.{loc}" if loc else "params", err["msg"]) from None
 
 
 def build_kernel(
@@ -71,32 +137,36 @@ def build_kernel(
     target: str | Target = "ios18",
     name: str | None = None,
     random_seed: int | None = None,
+    quantize: Mapping[str, Any] | QuantizeConfig | None = None,
 ) -> KernelBuild:
     """Validate a request and build its program. Missing weights are an error unless
-    `random_seed` is given, which draws every missing weight reproducibly."""
-    kernel = get_kernel(op)
-    p = parse_params(kernel, params)
+    `random_seed` is given, which draws every missing weight reproducibly. `quantize` compresses
+    the op's weight matrices (app/quantize; its errors name `quantize.<key>`)."""
+    catalog_op = get_op(op)
+    p = parse_params(catalog_op, params)
     try:
         tgt = get_target(target)
     except ValueError as exc:
-        raise KernelSpecError("target", str(exc)) from None
+        raise RequestError("target", str(exc)) from None
     name = name or op
-    if not IDENTIFIER.match(name) or len(name) > 64 or "@" in name:
-        raise KernelSpecError("name", f"{name!r} must be an identifier of at most 64 characters")
-    specs = kernel.weights(p)
+    if (problem := name_problem(name)) is not None:
+        raise RequestError("name", problem)
+    specs = catalog_op.weights(p)
     given = dict(weights or {})
     if random_seed is not None:
         missing = [s for s in specs if s.name not in given]
         given.update(random_weights(missing, random_seed))
     prepared = prepare_weights(specs, given)
-    builder = Builder(tgt)
+    builder = CompressingBuilder(tgt)
+    quantized = {}
+    if quantize is not None:
+        quantized = quantize_weights(op, specs, prepared, read_quantize(quantize, "quantize"), tgt)
+        builder.compressed.update({const_name(k): q.compressed for k, q in quantized.items()})
     try:
-        outputs = kernel.build(builder, p, prepared)
+        outputs = catalog_op.build(builder, p, prepared)
         program = builder.build(outputs)
+    except OpsetError as exc:
+        raise RequestError("target", f"{op} is not available for {tgt.name}: {exc}") from None
     except MILBuildError as exc:
-        if "opset" in exc.message or "need ios" in exc.message:
-            raise KernelSpecError(
-                "target", f"{op} is not available for {tgt.name}: {exc}"
-            ) from None
-        raise KernelSpecError("params", str(exc)) from exc
-    return KernelBuild(kernel, p, tgt, name, program, prepared)
+        raise RequestError("params", str(exc)) from exc
+    return KernelBuild(catalog_op, p, tgt, name, program, prepared, quantized)

@@ -1,12 +1,22 @@
-"""MIL program IR, builder with type inference, and the model.mil / protobuf emitters."""
+"""MIL program IR, builder with type inference, and the model.mil emitter and parser.
+
+The protobuf emitter is `app.mil.proto` (imported on its own: it loads coremltools)."""
 
 from app.mil.assemble import MILParseError, ParsedProgram
 from app.mil.builder import Builder
-from app.mil.ir import IDENTIFIER, ConstValue, Function, MILBuildError, Operation, Program, Var
+from app.mil.ir import (
+    IDENTIFIER,
+    ConstValue,
+    Function,
+    MILBuildError,
+    Operation,
+    OpsetError,
+    Program,
+    Var,
+)
 from app.mil.ops import OPS
 from app.mil.parser import parse_text
-from app.mil.proto import emit_proto
-from app.mil.targets import DEFAULT_TARGET, TARGETS, Target, get_target
+from app.mil.targets import DEFAULT_TARGET, TARGETS, Target, TargetName, get_target
 from app.mil.text import WEIGHT_PATH, emit_text, hex_float
 from app.mil.types import DType, StateType, TensorType
 
@@ -23,13 +33,14 @@ __all__ = [
     "MILBuildError",
     "MILParseError",
     "Operation",
+    "OpsetError",
     "ParsedProgram",
     "Program",
     "StateType",
     "Target",
+    "TargetName",
     "TensorType",
     "Var",
-    "emit_proto",
     "emit_text",
     "get_target",
     "hex_float",

@@ -12,10 +12,10 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from app.blob import BlobDType, BlobFormatError, BlobReader
+from app.blob import BlobFormatError, BlobReader
 from app.mil.builder import Builder
 from app.mil.ir import ConstValue, Function, MILBuildError, Program, Var
-from app.mil.ops import OPS
+from app.mil.ops import lookup
 from app.mil.targets import Target
 from app.mil.text import WEIGHT_PATH
 from app.mil.types import StateType, TensorType, ValueType
@@ -54,7 +54,7 @@ class WeightFile:
             except (OSError, BlobFormatError) as exc:
                 raise MILParseError("weight.bin", str(exc)) from None
         try:
-            return np.array(self.reader.read(offset, BlobDType[t.dtype.name], t.shape))
+            return np.array(self.reader.read_values(offset, t.dtype.blob, t.shape))
         except BlobFormatError as exc:
             raise MILParseError(where, f"const {name!r}: {exc}") from None
 
@@ -89,13 +89,38 @@ class Assembler:
             raise MILParseError(where, str(exc)) from None
 
     def blob(self, where: str, name: str, declared: ValueType, path: str, offset: int) -> None:
-        if not isinstance(declared, TensorType) or declared.dtype.name not in BlobDType.__members__:
+        if not isinstance(declared, TensorType) or not declared.dtype.in_blob:
             raise MILParseError(where, f"{declared} cannot be stored in weight.bin")
         if path != WEIGHT_PATH:
             raise MILParseError(where, f"BLOBFILE path {path!r} is not {WEIGHT_PATH!r}")
         data = self.weights.read(where, name, offset, declared)
         self.const(where, name, declared, ConstValue(data, declared))
         self.offsets[name] = offset
+
+    def inline(
+        self,
+        where: str,
+        op_type: str,
+        op_name: str,
+        arg: str,
+        declared: TensorType,
+        value: ConstValue | None = None,
+        blob: tuple[str, int] | None = None,
+    ) -> str:
+        """A constexpr argument written as a value (inline or in the attribute block): it becomes
+        the const `<op>_<arg>`, named as the builder names literal arguments; returns that name."""
+        opdef = lookup(op_type, self.builder.target)
+        if opdef is None:
+            raise MILParseError(where, f"unknown op type {op_type!r}")
+        if opdef.form == "refs":
+            raise MILParseError(where, f"{op_type} takes variables, not values ({arg!r})")
+        name = self.builder.unique(f"{op_name}_{arg}")
+        if blob is not None:
+            self.blob(where, name, declared, *blob)
+        else:
+            assert value is not None
+            self.const(where, name, declared, value)
+        return name
 
     def op(
         self,
@@ -105,7 +130,7 @@ class Assembler:
         args: dict[str, str | tuple[str, ...]],
         outputs: list[tuple[str, ValueType]],
     ) -> None:
-        opdef = OPS.get(op_type)
+        opdef = lookup(op_type, self.builder.target)
         if opdef is None:
             raise MILParseError(where, f"unknown op type {op_type!r}")
         bound: dict[str, Var | tuple[Var, ...]] = {}
@@ -119,16 +144,10 @@ class Assembler:
                 else (self._var(where, ref))
             )
         try:
-            out = self.builder.op(op_type, name, **bound)
+            out = self.builder.op(op_type, name, out=[n for n, _ in outputs], **bound)
         except MILBuildError as exc:
             raise MILParseError(where, str(exc)) from None
-        produced = out.op.outputs if out is not None and out.op is not None else []
-        if [v.name for v in produced] != [n for n, _ in outputs]:
-            raise MILParseError(
-                where,
-                f"{op_type} {name!r} declares outputs {[n for n, _ in outputs]}, the builder names "
-                f"them {[v.name for v in produced]} (output names must follow the op name)",
-            )
+        produced = [] if out is None else list(out) if isinstance(out, tuple) else [out]
         for var, (out_name, declared) in zip(produced, outputs, strict=True):
             if var.type != declared:
                 raise MILParseError(

@@ -23,11 +23,12 @@ from app.mil.ir import (
     Input,
     MILBuildError,
     Operation,
+    OpsetError,
     Program,
     Var,
 )
-from app.mil.ops import OPS, infer
-from app.mil.targets import Target, get_target
+from app.mil.ops import infer, lookup
+from app.mil.targets import TARGETS, Target, get_target
 from app.mil.types import DType, StateType, TensorType
 
 
@@ -65,8 +66,9 @@ class Builder:
         return var
 
     def state(self, name: str, dtype: DType, shape: Sequence[int]) -> Var:
-        if self.target.order < 18:
-            raise MILBuildError("state", name, f"states need ios18, not {self.target}")
+        if not self.target.supports_state:
+            first = next(t for t in TARGETS.values() if t.supports_state)
+            raise OpsetError("state", name, f"states need {first}, not {self.target}")
         var = Var(self._claim(name, "state"), StateType(TensorType(dtype, _dims(shape, name))))
         self._inputs.append(var)
         return var
@@ -79,21 +81,35 @@ class Builder:
         return op.outputs[0]
 
     # -- ops ---------------------------------------------------------------------------------
-    def op(self, op_type: str, name: str, **args) -> Var | None:
-        """Adds an op and returns its output (None for ops without outputs, e.g. write_state)."""
+    def op(
+        self, op_type: str, name: str, out: str | Sequence[str] | None = None, **args
+    ) -> Var | tuple[Var, ...] | None:
+        """Adds an op named `name` and returns its output (a tuple for several, None for ops
+        without outputs, e.g. write_state). Its outputs are named `out`, by default the op's own
+        name (`<name>_<i>` for several)."""
         inputs = self._bind(op_type, name, {k: v for k, v in args.items() if v is not None})
-        out_types = infer(op_type, name, inputs, self.target.order)
+        out_types = infer(op_type, name, inputs, self.target)
+        if out is None:
+            several = len(out_types) != 1
+            names = [f"{name}_{i}" for i in range(len(out_types))] if several else [name]
+        else:
+            names = [out] if isinstance(out, str) else list(out)
+        if len(names) != len(out_types):
+            raise MILBuildError(
+                f"{op_type} {name}", None, f"{len(names)} output names for {len(out_types)} outputs"
+            )
         op = Operation(op_type, self._claim(name, op_type), inputs, [])
-        suffix = len(out_types) > 1
-        for i, t in enumerate(out_types):
-            out_name = self._claim(f"{name}_{i}", op_type) if suffix else name
-            op.outputs.append(Var(out_name, t, op))
+        for out_name, t in zip(names, out_types, strict=True):
+            var_name = out_name if out_name == name else self._claim(out_name, op_type)
+            op.outputs.append(Var(var_name, t, op))
         self._ops.append(op)
-        return op.outputs[0] if len(op.outputs) == 1 else None
+        if not op.outputs:
+            return None
+        return op.outputs[0] if len(op.outputs) == 1 else tuple(op.outputs)
 
     def _bind(self, op_type: str, name: str, args: dict) -> dict[str, Input]:
         """Turns literal arguments into const ops; floats follow their partner tensor's dtype."""
-        opdef = OPS.get(op_type)
+        opdef = lookup(op_type, self.target)
         partner: dict[str, DType] = {}
         if opdef is not None:
             for arg, value in args.items():
@@ -133,6 +149,7 @@ def _const_value(value, dtype: DType | None, name: str) -> ConstValue:
     if isinstance(value, str):
         return ConstValue(value, TensorType(DType.STRING, ()))
     if isinstance(value, ConstValue):
+        _check_subbyte(value, name)
         return value
     if isinstance(value, bool | np.bool_):
         dtype = dtype or DType.BOOL
@@ -150,4 +167,17 @@ def _const_value(value, dtype: DType | None, name: str) -> ConstValue:
         raise MILBuildError("const", name, f"cannot store a value of numpy dtype {array.dtype}")
     if dtype is not DType.STRING and array.dtype != dtype.numpy and array.dtype.kind != "f":
         array = array.astype(dtype.numpy)  # small int/bool literals; float weights convert lazily
-    return ConstValue(array, TensorType(dtype, tuple(array.shape)))
+    const = ConstValue(array, TensorType(dtype, tuple(array.shape)))
+    _check_subbyte(const, name)
+    return const
+
+
+def _check_subbyte(value: ConstValue, name: str) -> None:
+    """Sub-byte values live in int8/uint8 arrays, which can hold values their dtype cannot."""
+    dtype = value.type.dtype
+    if not dtype.is_subbyte or not value.type.size:
+        return
+    data = np.asarray(value.data)
+    lo, hi = dtype.int_range
+    if data.dtype.kind not in "iub" or int(data.min()) < lo or int(data.max()) > hi:
+        raise MILBuildError("const", name, f"{dtype.value} holds integers in [{lo}, {hi}]")

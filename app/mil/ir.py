@@ -11,16 +11,10 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from app.mil.targets import Target
-from app.mil.types import DType, StateType, TensorType, ValueType
+from app.mil.targets import BLOB_MIN_SIZE, Target
+from app.mil.types import StateType, TensorType, ValueType
 
 IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_@]*\Z")
-
-# coremltools' rule for which consts live in the weight file rather than inline (load.py,
-# should_use_weight_file): at least 10 elements of a dtype the blob format stores.
-_BLOB_MIN_SIZE = 10
-_BLOB_DTYPES = {DType.FP16, DType.FP32, DType.UINT8, DType.INT8}
-_BLOB_DTYPES_IOS18 = _BLOB_DTYPES | {DType.INT16, DType.UINT16, DType.INT32, DType.UINT32}
 
 
 class MILBuildError(ValueError):
@@ -30,6 +24,10 @@ class MILBuildError(ValueError):
         self.op, self.arg, self.message = op, arg, message
         where = f"op {op!r}" + (f", argument {arg!r}" if arg else "")
         super().__init__(f"{where}: {message}")
+
+
+class OpsetError(MILBuildError):
+    """The op (or a state) is not in the target's opset: the target, not the program, is at fault."""
 
 
 @dataclass(eq=False)
@@ -63,9 +61,13 @@ class ConstValue:
             np.asarray(self.data).astype(self.type.dtype.numpy, copy=False).reshape(self.type.shape)
         )
 
+    @property
+    def nbytes(self) -> int:
+        """Bytes the value takes stored (sub-byte values packed)."""
+        return -(-self.type.size * self.type.dtype.bits // 8)
+
     def in_blob(self, target: Target) -> bool:
-        dtypes = _BLOB_DTYPES_IOS18 if target.order >= 18 else _BLOB_DTYPES
-        return self.type.dtype in dtypes and self.type.size >= _BLOB_MIN_SIZE
+        return self.type.dtype in target.blob_dtypes and self.type.size >= BLOB_MIN_SIZE
 
 
 Input = Var | tuple[Var, ...]
@@ -100,10 +102,17 @@ class Function:
 class Program:
     target: Target
     functions: dict[str, Function] = field(default_factory=dict)
+    default: str = "main"  # the function run when none is named
 
     @property
     def main(self) -> Function:
-        return self.functions["main"]
+        """The default function."""
+        return self.functions[self.default]
+
+    @property
+    def multifunction(self) -> bool:
+        """Described function by function (ModelDescription.functions), not as one model."""
+        return len(self.functions) > 1 or self.default != "main"
 
     def blob_consts(self) -> list[Operation]:
         """Consts stored in weight.bin, in program order (which fixes their offsets)."""

@@ -11,7 +11,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from app.mil.ir import Input, MILBuildError, Var
+from app.mil import constexpr
+from app.mil.ir import Input, MILBuildError, OpsetError, Var
+from app.mil.targets import TARGETS, Target
 from app.mil.types import FLOATS, NUMERIC, DType, StateType, TensorType
 
 INT = frozenset({DType.INT32})
@@ -35,7 +37,13 @@ class OpDef:
     args: dict[str, Arg]
     infer: Callable[[Call], list[TensorType]]
     domains: dict[str, frozenset[DType]] = field(default_factory=dict)
-    since: int = 17  # first target (iosNN) whose opset has this op
+    since: str = "ios17"  # the first target whose opset has this op
+    until: str | None = None  # last target of a form a later opset replaced (see EARLIER_FORMS)
+    # How the arguments are written. "refs": names of vars (every ordinary op). Constexpr ops hold
+    # their values themselves, as coremltools serialises them: "inline" as values bound to the
+    # inputs (iOS18 declarations), "attributes" in the attribute block with empty parentheses
+    # (iOS16 declarations, in any program that uses them).
+    form: str = "refs"
 
 
 class Call:
@@ -242,6 +250,59 @@ def _slice_by_size(call: Call) -> list[TensorType]:
     return [TensorType(x.dtype, tuple(shape))]
 
 
+def _slice_by_index(call: Call) -> list[TensorType]:
+    x = call.type("x")
+    begin, end = call.const("begin"), call.const("end")
+    stride = call.const("stride", [1] * x.rank)
+    masks = {m: call.const(m, [False] * x.rank) for m in ("begin_mask", "end_mask", "squeeze_mask")}
+    if any(len(v) != x.rank for v in (begin, end, stride, *masks.values())):
+        raise call.fail("begin", f"begin, end, stride and masks need {x.rank} entries")
+    shape = []
+    for i, d in enumerate(x.shape):
+        if stride[i] == 0:
+            raise call.fail("stride", "a stride of 0")
+        if masks["squeeze_mask"][i]:
+            if not -d <= begin[i] < d:
+                raise call.fail("begin", f"index {begin[i]} is outside a dimension of {d}")
+            continue
+        b = None if masks["begin_mask"][i] else begin[i]
+        e = None if masks["end_mask"][i] else end[i]
+        n = len(range(*slice(b, e, stride[i]).indices(d)))
+        if n < 1:
+            raise call.fail("end", f"slice [{b}:{e}:{stride[i]}] of a dimension of {d} is empty")
+        shape.append(n)
+    if not shape:
+        raise call.fail("squeeze_mask", "squeezes every dimension away")
+    return [TensorType(x.dtype, tuple(shape))]
+
+
+def _split(call: Call) -> list[TensorType]:
+    x = call.type("x")
+    (axis,) = call.axes("axis", x.rank)
+    sizes, count = call.const("split_sizes"), call.const("num_splits")
+    if sizes is None:
+        if count is None or count < 1 or x.shape[axis] % count:
+            raise call.fail("num_splits", f"{count} does not divide a dimension of {x.shape[axis]}")
+        sizes = [x.shape[axis] // count] * count
+    if any(s < 1 for s in sizes) or sum(sizes) != x.shape[axis]:
+        raise call.fail("split_sizes", f"{sizes} do not add up to {x.shape[axis]}")
+    if count is not None and count != len(sizes):
+        raise call.fail("num_splits", f"{count} splits but {len(sizes)} sizes")
+    shapes = [list(x.shape) for _ in sizes]
+    for shape, size in zip(shapes, sizes, strict=True):
+        shape[axis] = size
+    return [TensorType(x.dtype, tuple(shape)) for shape in shapes]
+
+
+_GELU_MODES = ("EXACT", "TANH_APPROXIMATION", "SIGMOID_APPROXIMATION")
+
+
+def _gelu(call: Call) -> list[TensorType]:
+    if call.const("mode", "EXACT") not in _GELU_MODES:
+        raise call.fail("mode", f"one of {', '.join(_GELU_MODES)}")
+    return _same(call)
+
+
 def _expand_dims(call: Call) -> list[TensorType]:
     x = call.type("x")
     rank = x.rank + len(call.const("axes"))
@@ -282,6 +343,18 @@ def _write_state(call: Call) -> list[TensorType]:
             "data", f"{call.type('data')} does not match the state {call.type('input')}"
         )
     return []
+
+
+def _slice_update(call: Call) -> list[TensorType]:
+    """x with update written into x[begin:end:stride]; begin and end may be runtime values (a
+    KV cache written at the current length), so only ranks and dtypes are checked here."""
+    x, update = call.type("x"), call.type("update")
+    for arg in ("begin", "end"):
+        if call.type(arg).shape != (x.rank,):
+            raise call.fail(arg, f"needs one index per axis of x: shape [{x.rank}]")
+    if update.rank != x.rank or any(u > d for u, d in zip(update.shape, x.shape, strict=True)):
+        raise call.fail("update", f"{update} does not fit into {x}")
+    return [x]
 
 
 def _declare(*defs: OpDef) -> dict[str, OpDef]:
@@ -331,6 +404,8 @@ OPS: dict[str, OpDef] = _declare(
         for name in ("add", "sub", "mul", "real_div", "maximum", "minimum")
     ),
     OpDef("abs", _X, _same, _NUM),
+    *(OpDef(name, _X, _same, _T) for name in ("sigmoid", "silu", "relu", "tanh", "exp")),
+    OpDef("gelu", {"x": Arg("T"), "mode": Arg(STR, optional=True, const=True)}, _gelu, _T),
     OpDef("square", _X, _same, _NUM),
     OpDef("sqrt", _X, _same, _T),
     OpDef("rsqrt", {"x": Arg("T"), "epsilon": Arg("T", optional=True, const=True)}, _same, _T),
@@ -354,6 +429,29 @@ OPS: dict[str, OpDef] = _declare(
         {"x": Arg(ANY_TENSOR), "begin": Arg(INT, const=True), "size": Arg(INT, const=True)},
         _slice_by_size,
     ),
+    OpDef(
+        "slice_by_index",
+        {
+            "x": Arg(ANY_TENSOR),
+            "begin": Arg(INT, const=True),
+            "end": Arg(INT, const=True),
+            "stride": Arg(INT, optional=True, const=True),
+            "begin_mask": Arg(BOOL, optional=True, const=True),
+            "end_mask": Arg(BOOL, optional=True, const=True),
+            "squeeze_mask": Arg(BOOL, optional=True, const=True),
+        },
+        _slice_by_index,
+    ),
+    OpDef(
+        "split",
+        {
+            "x": Arg(ANY_TENSOR),
+            "num_splits": Arg(INT, optional=True, const=True),
+            "split_sizes": Arg(INT, optional=True, const=True),
+            "axis": Arg(INT, const=True),
+        },
+        _split,
+    ),
     OpDef("expand_dims", {"x": Arg(ANY_TENSOR), "axes": Arg(INT, const=True)}, _expand_dims),
     OpDef("squeeze", {"x": Arg(ANY_TENSOR), "axes": Arg(INT, optional=True, const=True)}, _squeeze),
     OpDef(
@@ -366,27 +464,146 @@ OPS: dict[str, OpDef] = _declare(
         },
         _sdpa,
         _T,
-        since=18,
+        since="ios18",
     ),
-    OpDef("read_state", {"input": Arg(FLOATS, state=True)}, _read_state, since=18),
+    OpDef(
+        "slice_update",
+        {
+            "x": Arg("T"),
+            "update": Arg("T"),
+            "begin": Arg(INT),
+            "end": Arg(INT),
+            "stride": Arg(INT, optional=True, const=True),
+        },
+        _slice_update,
+        {"T": ANY_TENSOR},
+        since="ios18",
+    ),
+    OpDef("read_state", {"input": Arg(FLOATS, state=True)}, _read_state, since="ios18"),
     OpDef(
         "write_state",
         {"input": Arg(FLOATS, state=True), "data": Arg(FLOATS)},
         _write_state,
-        since=18,
+        since="ios18",
     ),
 )
 
 
-def infer(op_type: str, name: str, inputs: dict[str, Input], target_order: int) -> list[TensorType]:
+# -- compressed weights (rules in app.mil.constexpr) -------------------------------------------
+_U1, _U8, _U32 = frozenset({DType.UINT1}), frozenset({DType.UINT8}), frozenset({DType.UINT32})
+_BYTE_INTS = frozenset({DType.INT8, DType.UINT8})
+_LUT_VALUES = _BYTE_INTS | FLOATS
+_SHIFTED = _LUT_VALUES | {DType.INT4, DType.UINT4}
+_INDICES = frozenset({DType.UINT1, DType.UINT2, DType.UINT3, DType.UINT4, DType.UINT6, DType.UINT8})
+_SHIFT_SCALE = {"SrcT": _SHIFTED, "DstT": FLOATS, "OffsetT": _SHIFTED}
+
+OPS.update(
+    _declare(
+        OpDef(
+            "constexpr_affine_dequantize",
+            {
+                "quantized_data": Arg("SrcT", const=True),
+                "zero_point": Arg("ZeroPointT", const=True),
+                "scale": Arg("DstT", const=True),
+                "axis": Arg(INT, const=True),
+            },
+            constexpr.affine_dequantize,
+            {"SrcT": _BYTE_INTS, "ZeroPointT": _BYTE_INTS | {DType.FP32}, "DstT": FLOATS},
+            since="ios17",  # an iOS16 op: in every target built here
+            form="attributes",
+        ),
+        OpDef(
+            "constexpr_blockwise_shift_scale",
+            {"data": Arg("SrcT"), "scale": Arg("DstT"), "offset": Arg("OffsetT", optional=True)},
+            constexpr.blockwise_shift_scale,
+            _SHIFT_SCALE,
+            since="ios18",
+            form="inline",
+        ),
+        OpDef(
+            "constexpr_lut_to_dense",
+            {
+                "indices": Arg("IndicesT"),
+                "lut": Arg("T"),
+                "vector_axis": Arg(INT, optional=True, const=True),
+            },
+            constexpr.lut_to_dense,
+            {"IndicesT": _INDICES, "T": _LUT_VALUES},
+            since="ios18",
+            form="inline",
+        ),
+        OpDef(
+            "constexpr_sparse_to_dense",
+            {"nonzero_data": Arg("T"), "mask": Arg(_U1)},
+            constexpr.sparse_to_dense,
+            {"T": _SHIFTED},
+            since="ios18",
+            form="inline",
+        ),
+        OpDef(
+            "constexpr_sparse_blockwise_shift_scale",
+            {
+                "data_mask": Arg(_U1),
+                "nonzero_data": Arg("SrcT"),
+                "scale": Arg("DstT"),
+                "offset": Arg("OffsetT", optional=True),
+            },
+            constexpr.sparse_blockwise_shift_scale,
+            _SHIFT_SCALE,
+            since="ios18",
+            form="inline",
+        ),
+    )
+)
+
+# Forms an opset replaced under the same name: targets up to `until` use these (iOS16 signatures).
+EARLIER_FORMS: dict[str, OpDef] = _declare(
+    OpDef(
+        "constexpr_lut_to_dense",
+        {
+            "indices": Arg(_U8, const=True),
+            "lut": Arg("T", const=True),
+            "shape": Arg(_U32, const=True),
+        },
+        constexpr.lut_to_dense_ios16,
+        {"T": _LUT_VALUES},
+        since="ios17",  # an iOS16 op: in every target built here
+        until="ios17",
+        form="attributes",
+    ),
+    OpDef(
+        "constexpr_sparse_to_dense",
+        {
+            "nonzero_data": Arg("T", const=True),
+            "mask": Arg(_U8, const=True),
+            "shape": Arg(_U32, const=True),
+        },
+        constexpr.sparse_to_dense_ios16,
+        {"T": _LUT_VALUES},
+        since="ios17",  # an iOS16 op: in every target built here
+        until="ios17",
+        form="attributes",
+    ),
+)
+
+
+def lookup(op_type: str, target: Target) -> OpDef | None:
+    """The declaration of `op_type` in a target's opset (an earlier form where one applies)."""
+    earlier = EARLIER_FORMS.get(op_type)
+    if earlier is not None and earlier.until and target.order <= TARGETS[earlier.until].order:
+        return earlier
+    return OPS.get(op_type)
+
+
+def infer(op_type: str, name: str, inputs: dict[str, Input], target: Target) -> list[TensorType]:
     """Check an op application against its declaration and return its output types."""
-    opdef = OPS.get(op_type)
+    opdef = lookup(op_type, target)
     if opdef is None:
         raise MILBuildError(f"{op_type} {name}", None, f"unknown op type {op_type!r}")
     call = Call(opdef, name, inputs)
-    if target_order < opdef.since:
-        raise call.fail(
-            None, f"not in the ios{target_order} opset (available from ios{opdef.since})"
+    if not target.includes(opdef.since):
+        raise OpsetError(
+            f"{op_type} {name}", None, f"not in the {target} opset (available from {opdef.since})"
         )
     for arg in inputs:
         if arg not in opdef.args:

@@ -41,6 +41,16 @@ _TOKEN = re.compile(
 
 
 @dataclass(frozen=True)
+class _Literal:
+    """A typed value read from the text: inline data or a weight.bin reference (path, offset)."""
+
+    where: str
+    vtype: TensorType
+    value: ConstValue | None = None
+    blob: tuple[str, int] | None = None
+
+
+@dataclass(frozen=True)
 class _Tok:
     kind: str
     text: str
@@ -171,6 +181,19 @@ class _Parser:
 
     def value(self, name: str, declared: ValueType, asm: Assembler) -> None:
         """`T(literal)` or `T(BLOBFILE(path = ..., offset = ...))`, added to `asm` as const `name`."""
+        lit = self.literal()
+        if lit.blob is not None:
+            if lit.vtype != declared:
+                raise MILParseError(
+                    lit.where, f"const {name!r} is declared {declared}, value is {lit.vtype}"
+                )
+            asm.blob(lit.where, name, lit.vtype, *lit.blob)
+            return
+        assert lit.value is not None
+        asm.const(lit.where, name, declared, lit.value)
+
+    def literal(self) -> _Literal:
+        """A typed value: `T(literal)` or `T(BLOBFILE(path = ..., offset = ...))`."""
         where = self.where
         vtype = self.vtype()
         if not isinstance(vtype, TensorType):
@@ -182,12 +205,7 @@ class _Parser:
             self.expect(",", "offset", "=")
             offset = self.scalar(DType.UINT64)
             self.expect(")", ")")
-            if vtype != declared:
-                raise MILParseError(
-                    where, f"const {name!r} is declared {declared}, value is {vtype}"
-                )
-            asm.blob(where, name, vtype, path, offset)
-            return
+            return _Literal(where, vtype, blob=(path, offset))
         if vtype.shape:
             self.expect("[")
             items = self.items("]", lambda: self.element(vtype.dtype))
@@ -198,7 +216,11 @@ class _Parser:
             item = self.element(vtype.dtype)
             data = item if vtype.dtype is DType.STRING else np.asarray(item, vtype.dtype.numpy)
         self.expect(")")
-        asm.const(where, name, declared, ConstValue(data, vtype))
+        return _Literal(where, vtype, value=ConstValue(data, vtype))
+
+    def is_literal(self) -> bool:
+        """At a typed value (`int32(0)`, `tensor<...>(...)`) rather than a variable name."""
+        return self.tok.kind == "name" and self.toks[self.i + 1].text in ("(", "<")
 
     def scalar(self, dtype: DType):
         """A scalar literal in either spelling: `uint64(64)` or `tensor<uint64, []>(64)`."""
@@ -240,7 +262,9 @@ class _Parser:
                 version_where,
                 f"program({version}) does not match {target} (program({target.program_version}))",
             )
-        return ParsedProgram(Program(target, functions), offsets, info)
+        # model.mil names no default: main, else the first function (the one packaged first)
+        default = "main" if "main" in functions else next(iter(functions))
+        return ParsedProgram(Program(target, functions, default), offsets, info)
 
     def build_info(self) -> dict[str, str]:
         self.expect("[", "buildInfo", "=", "dict", "<")
@@ -303,10 +327,14 @@ class _Parser:
         op_type = self.name()
         self.expect("(")
         args: dict[str, str | tuple[str, ...]] = {}
+        values: dict[str, _Literal] = {}  # constexpr arguments written as values
         for arg, ref in self.items(")", self.argument):
-            if arg in args:
+            if arg in args or arg in values:
                 raise MILParseError(where, f"argument {arg!r} is given twice")
-            args[arg] = ref
+            if isinstance(ref, _Literal):
+                values[arg] = ref
+            else:
+                args[arg] = ref
         self.expect("[")
         attrs: set[str] = set()
         op_name = val_declared = None
@@ -325,6 +353,10 @@ class _Parser:
                     raise MILParseError(where, "a const has exactly one output")
                 val_declared = outputs[0]
                 self.value(outputs[0][0], outputs[0][1], asm)
+            elif op_type.startswith("constexpr_") and self.is_literal():
+                if attr in args or attr in values:
+                    raise MILParseError(self.where, f"argument {attr!r} is given twice")
+                values[attr] = self.literal()  # the iOS16 form: arguments as attributes
             else:
                 raise self.fail(f"unsupported attribute {attr!r}")
         self.expect(";")
@@ -338,16 +370,20 @@ class _Parser:
             if op_name != val_declared[0]:
                 raise MILParseError(where, f"const {op_name!r} is bound to {val_declared[0]!r}")
             return
+        for arg, lit in values.items():
+            args[arg] = asm.inline(lit.where, op_type, op_name, arg, lit.vtype, lit.value, lit.blob)
         asm.op(where, op_type, op_name, args, outputs)
 
-    def argument(self) -> tuple[str, str | tuple[str, ...]]:
-        """`name = var` or `name = (var, var, ...)`."""
+    def argument(self) -> tuple[str, str | tuple[str, ...] | _Literal]:
+        """`name = var`, `name = (var, var, ...)` or, for constexpr ops, `name = T(value)`."""
         arg = self.name()
         self.expect("=")
         if self.accept("("):
             return arg, tuple(self.items(")", self.name))
+        if self.is_literal():
+            return arg, self.literal()
         if self.tok.kind != "name":
-            raise self.fail("expected a variable name (inline literal arguments are not supported)")
+            raise self.fail("expected a variable name or a typed value")
         return arg, self.name()
 
 

@@ -11,12 +11,18 @@ from collections.abc import Mapping
 from functools import cache
 
 import numpy as np
-from coremltools.proto import MIL_pb2 as pb
-from coremltools.proto import Model_pb2
 
+from app.blob import BlobDType, pack_subbyte
+from app.mil.inline import InlinePlan, form, is_inline_value
 from app.mil.ir import ConstValue, Operation, Program, Var
+from app.mil.targets import Target
 from app.mil.text import WEIGHT_PATH
 from app.mil.types import DType, StateType, TensorType, ValueType
+from app.toolchain import quiet_coremltools
+
+with quiet_coremltools():
+    from coremltools.proto import MIL_pb2 as pb
+    from coremltools.proto import Model_pb2
 
 
 @cache
@@ -47,8 +53,10 @@ def _set_immediate(val: pb.Value, t: TensorType, value) -> None:
         tv.strings.values.append(str(value))
         return
     array = np.asarray(value, dtype=t.dtype.numpy).reshape(-1)
-    if t.dtype in (DType.FP16, DType.INT8, DType.UINT8):
-        tv.bytes.values = array.tobytes()
+    if t.dtype.is_subbyte:  # packed LSB-first, like coremltools' _numpy_val_to_bytes
+        tv.bytes.values = pack_subbyte(array, BlobDType[t.dtype.name])
+    elif t.dtype in _IN_BYTES:
+        tv.bytes.values = array.astype(array.dtype.newbyteorder("<")).tobytes()
     elif t.dtype is DType.FP32:
         tv.floats.values.extend(array.tolist())
     elif t.dtype is DType.FP64:
@@ -62,6 +70,9 @@ def _set_immediate(val: pb.Value, t: TensorType, value) -> None:
 
 
 _STRING = TensorType(DType.STRING, ())
+# The dtypes coremltools' milproto reader takes from TensorValue.bytes (types.IMMEDIATE_VALUE_TYPES_
+# IN_BYTES, plus the sub-byte ones above); little-endian.
+_IN_BYTES = (DType.FP16, DType.INT8, DType.UINT8, DType.UINT32)
 
 
 def _set_const(val: pb.Value, value: ConstValue, offset: int | None) -> None:
@@ -73,13 +84,25 @@ def _set_const(val: pb.Value, value: ConstValue, offset: int | None) -> None:
     val.blobFileValue.offset = offset
 
 
-def _set_operation(out: pb.Operation, op: Operation, offsets: Mapping[str, int]) -> None:
+def _set_operation(
+    out: pb.Operation, op: Operation, offsets: Mapping[str, int], target: Target
+) -> None:
     out.type = op.type
+    spelled = form(op, target)
     for arg in sorted(op.inputs):
         value = op.inputs[arg]
-        bindings = out.inputs[arg].arguments
         for var in value if isinstance(value, tuple) else (value,):
-            bindings.add().name = var.name
+            if spelled == "refs" or not is_inline_value(var):
+                out.inputs[arg].arguments.add().name = var.name
+                continue
+            # A constexpr's const argument: its value in place (an attribute for the iOS16 forms)
+            assert var.op is not None and var.op.value is not None
+            val = (
+                out.attributes[arg]
+                if spelled == "attributes"
+                else out.inputs[arg].arguments.add().value
+            )
+            _set_const(val, var.op.value, offsets.get(var.op.name))
     for var in op.outputs:
         out.outputs.add(name=var.name, type=_value_type(var.type))
     _set_immediate(out.attributes["name"], _STRING, op.name)
@@ -109,6 +132,14 @@ def _feature(var: Var, description) -> None:
     array.dataType = t.dtype.feature_type
 
 
+def _describe(fn, description) -> None:
+    """Inputs, states and outputs of `fn` into a ModelDescription or FunctionDescription."""
+    for var in fn.inputs:
+        _feature(var, description.state if isinstance(var.type, StateType) else description.input)
+    for var in fn.outputs:
+        _feature(var, description.output)
+
+
 def emit_proto(
     program: Program,
     offsets: Mapping[str, int],
@@ -117,14 +148,12 @@ def emit_proto(
 ) -> Model_pb2.Model:
     """The Model message of an ML Program; `offsets` as for `emit_text`."""
     model = Model_pb2.Model(specificationVersion=program.target.spec_version)
-    main = program.main
-    for var in main.inputs:
-        _feature(
-            var,
-            model.description.state if isinstance(var.type, StateType) else model.description.input,
-        )
-    for var in main.outputs:
-        _feature(var, model.description.output)
+    if program.multifunction:  # as coremltools' multifunction save: per function, no top level
+        for fn in program.functions.values():
+            _describe(fn, model.description.functions.add(name=fn.name))
+        model.description.defaultFunctionName = program.default
+    else:
+        _describe(program.main, model.description)
     for key, value in sorted((metadata or {}).items()):
         model.description.metadata.userDefined[key] = value
 
@@ -138,7 +167,9 @@ def emit_proto(
             fpb.inputs.add(name=var.name, type=_value_type(var.type))
         block = fpb.block_specializations[opset]
         block.outputs.extend(v.name for v in fn.outputs)
+        folded = InlinePlan.of(fn, program.target).folded
         for op in fn.operations:
-            _set_operation(block.operations.add(), op, offsets)
+            if op.name not in folded:
+                _set_operation(block.operations.add(), op, offsets, program.target)
     _set_build_info(mlp.attributes["buildInfo"], build_info)
     return model

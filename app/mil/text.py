@@ -11,6 +11,7 @@ from collections.abc import Mapping
 
 import numpy as np
 
+from app.mil.inline import InlinePlan, form, is_inline_value
 from app.mil.ir import ConstValue, Function, Operation, Program, Var
 from app.mil.targets import Target
 from app.mil.types import DType, StateType, TensorType, ValueType
@@ -74,15 +75,30 @@ def _const_val(sp: _Spelling, value: ConstValue, offset: int | None) -> str:
     return sp.literal(value.type, value.stored())
 
 
-def _statement(sp: _Spelling, op: Operation, offsets: Mapping[str, int]) -> str:
+def _statement(sp: _Spelling, op: Operation, offsets: Mapping[str, int], spelled: str) -> str:
     outs = ", ".join(f"{sp.type(v.type)} {v.name}" for v in op.outputs)
     lhs = f"{outs} = " if outs else ""
     if op.type == "const":
         assert op.value is not None
         val = _const_val(sp, op.value, offsets.get(op.name))
         return f"{lhs}const()[name = {sp.string(op.name)}, val = {val}];"
-    args = ", ".join(f"{k} = {_ref(op.inputs[k])}" for k in sorted(op.inputs))
+    if spelled == "attributes":  # iOS16 constexpr: `op()[arg = value, ..., name = ...]`, sorted
+        attrs = {k: _arg(sp, op.inputs[k], offsets) for k in op.inputs}
+        attrs["name"] = sp.string(op.name)
+        return f"{lhs}{op.type}()[{', '.join(f'{k} = {attrs[k]}' for k in sorted(attrs))}];"
+    if spelled == "inline":
+        args = ", ".join(f"{k} = {_arg(sp, op.inputs[k], offsets)}" for k in sorted(op.inputs))
+    else:
+        args = ", ".join(f"{k} = {_ref(op.inputs[k])}" for k in sorted(op.inputs))
     return f"{lhs}{op.type}({args})[name = {sp.string(op.name)}];"
+
+
+def _arg(sp: _Spelling, value: Var | tuple[Var, ...], offsets: Mapping[str, int]) -> str:
+    """A constexpr argument: a const's value written in place, another constexpr's output by name."""
+    if isinstance(value, Var) and is_inline_value(value):
+        assert value.op is not None and value.op.value is not None
+        return _const_val(sp, value.op.value, offsets.get(value.op.name))
+    return _ref(value)
 
 
 def _ref(value: Var | tuple[Var, ...]) -> str:
@@ -100,7 +116,12 @@ def build_info_text(sp: _Spelling, build_info: Mapping[str, str]) -> str:
 def _function(sp: _Spelling, fn: Function, target: Target, offsets: Mapping[str, int]) -> list[str]:
     params = ", ".join(f"{sp.type(v.type)} {v.name}" for v in fn.inputs)
     lines = [f"    func {fn.name}<{target.name}>({params}) {{"]
-    lines += [f"        {_statement(sp, op, offsets)}" for op in fn.operations]
+    folded = InlinePlan.of(fn, target).folded
+    lines += [
+        f"        {_statement(sp, op, offsets, form(op, target))}"
+        for op in fn.operations
+        if op.name not in folded
+    ]
     lines.append(f"    }} -> ({', '.join(v.name for v in fn.outputs)});")
     return lines
 

@@ -99,7 +99,7 @@ def configure(level: str) -> None:
 
 
 def _route(handler: logging.Handler, level: str | None = None) -> None:
-    for name in ("ane", "uvicorn", "uvicorn.error"):
+    for name in ("ane", "arq", "uvicorn", "uvicorn.error"):
         logger = logging.getLogger(name)
         logger.handlers[:] = [handler]
         logger.propagate = False

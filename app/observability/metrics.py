@@ -60,6 +60,12 @@ class Metrics:
         self.cache_evictions = Counter(
             "ane_cache_evictions", "artifacts evicted to stay under the size bound", registry=r
         )
+        self.broker_errors = Counter(
+            "ane_broker_errors",
+            "job broker (Redis) calls that failed because it was unreachable, by operation",
+            ["operation"],
+            registry=r,
+        )
         self.cache_corrupt = Counter(
             "ane_cache_corrupt", "cached artifacts whose digest no longer matched", registry=r
         )

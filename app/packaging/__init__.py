@@ -1,18 +1,17 @@
 """Packaging: .mlpackage and MIL bundles, kernel.json, deterministic zips."""
 
-from app.packaging.bundle import FORMATS, manifest, write_kernel_zip
-from app.packaging.describe import build_info, coremltools_version, tensor_digest
-from app.packaging.weights import plan_weights
+from app.packaging.bundle import manifest, write_chain_zip, write_kernel_zip
+from app.packaging.describe import build_info, to_json
+from app.packaging.weight_file import plan_weights
 from app.packaging.zipwriter import Entry, write_zip
 
 __all__ = [
-    "FORMATS",
     "Entry",
     "build_info",
-    "coremltools_version",
     "manifest",
     "plan_weights",
-    "tensor_digest",
+    "to_json",
+    "write_chain_zip",
     "write_kernel_zip",
     "write_zip",
 ]

@@ -4,8 +4,6 @@ toolchain versions)."""
 from __future__ import annotations
 
 from collections.abc import Mapping
-from functools import cache
-from importlib.metadata import version
 from typing import Any
 
 import numpy as np
@@ -14,11 +12,7 @@ import orjson
 from app import GENERATOR, __version__
 from app.digest import tensor_digest
 from app.mil import Program, Var
-
-
-@cache
-def coremltools_version() -> str:
-    return version("coremltools")
+from app.toolchain import coremltools_version, generator
 
 
 def build_info() -> dict[str, str]:
@@ -39,6 +33,7 @@ def describe(
     program: Program,
     weights: Mapping[str, np.ndarray],
     stored: Mapping[str, str],
+    quantized: Mapping[str, Mapping[str, Any]] | None = None,
     digests: Mapping[str, str] | None = None,
     extra: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
@@ -61,10 +56,11 @@ def describe(
                 "dtype": str(array.dtype),
                 "stored_dtype": stored[key],
                 "sha256": digests.get(key) or tensor_digest(array),
+                **({"quantized": dict(quantized[key])} if key in (quantized or {}) else {}),
             }
             for key, array in sorted(weights.items())
         },
-        "generator": {"name": GENERATOR, "version": __version__},
+        "generator": generator(),
         "coremltools_version": coremltools_version(),
         **(extra or {}),
     }

@@ -19,18 +19,11 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from app.blob import BlobDType, BlobFormatError, BlobReader
+from app.blob import BlobFormatError, BlobReader
+from app.errors import RequestError
 from app.mil import Function, Program, StateType, TensorType, Var
 from app.mil.assemble import WeightSource
-from app.reference.ops import TABLE, Args
-
-
-class ExecutionError(ValueError):
-    """Inputs or weights the program cannot run on; `field` names the culprit (`inputs.x`)."""
-
-    def __init__(self, field: str, message: str):
-        self.field, self.message = field, message
-        super().__init__(f"{field}: {message}")
+from app.mil.semantics import TABLE, Args
 
 
 @dataclass(frozen=True)
@@ -84,7 +77,7 @@ class Executor:
         states: dict[str, np.ndarray] | None = None,
     ):
         if function not in program.functions:
-            raise ExecutionError("function", f"no function {function!r} in the program")
+            raise RequestError("function", f"no function {function!r} in the program")
         self.program = program
         self.function: Function = program.functions[function]
         self.states: dict[str, np.ndarray] = {} if states is None else states
@@ -113,7 +106,7 @@ class Executor:
             try:
                 reader = weights if isinstance(weights, BlobReader) else BlobReader(weights)
             except (OSError, TypeError, BlobFormatError) as exc:
-                raise ExecutionError("weights", f"cannot read weight.bin: {exc}") from None
+                raise RequestError("weights", f"cannot read weight.bin: {exc}") from None
         consts: dict[str, np.ndarray | str] = {}
         for op in self.function.consts():
             assert op.value is not None
@@ -122,12 +115,12 @@ class Executor:
                 continue
             assert reader is not None and offsets is not None
             if op.name not in offsets:
-                raise ExecutionError(f"weights.{op.name}", "no offset in weight.bin for this const")
+                raise RequestError(f"weights.{op.name}", "no offset in weight.bin for this const")
             t = op.value.type
             try:
-                data = reader.read(offsets[op.name], BlobDType[t.dtype.name], t.shape)
+                data = reader.read_values(offsets[op.name], t.dtype.blob, t.shape)
             except BlobFormatError as exc:
-                raise ExecutionError(f"weights.{op.name}", str(exc)) from None
+                raise RequestError(f"weights.{op.name}", str(exc)) from None
             consts[op.name] = np.array(data)
         return consts
 
@@ -148,8 +141,9 @@ class Executor:
                 continue
             with np.errstate(all="ignore"):
                 result = TABLE[op.type](Args(op, values, self.states))
-                for out in op.outputs:
-                    values[out.name] = _store(op.type, out, result)
+                parts = result if len(op.outputs) > 1 else [result] * len(op.outputs)
+                for out, part in zip(op.outputs, parts, strict=True):
+                    values[out.name] = _store(op.type, out, part)
             inherited = _input_flags(op, flags)
             for out in op.outputs:
                 flags[out.name] = _nonfinite(values[out.name])
@@ -165,7 +159,7 @@ class Executor:
         params = {v.name: v for v in self.function.inputs}
         for name in inputs:
             if name not in params:
-                raise ExecutionError(
+                raise RequestError(
                     f"inputs.{name}", f"unknown input; this program takes {', '.join(params)}"
                 )
         for name, var in params.items():
@@ -177,7 +171,7 @@ class Executor:
                 if array is None:
                     array = np.zeros(t.shape, t.dtype.numpy)
             else:
-                raise ExecutionError(
+                raise RequestError(
                     f"inputs.{name}", f"missing input of shape {list(t.shape)} ({t.dtype.value})"
                 )
             if isinstance(var.type, StateType):
@@ -189,17 +183,17 @@ class Executor:
 def _convert(name: str, value, t: TensorType) -> np.ndarray:
     array = np.asarray(value)
     if array.dtype.kind not in "biuf":
-        raise ExecutionError(f"inputs.{name}", f"dtype {array.dtype} is not a number type")
+        raise RequestError(f"inputs.{name}", f"dtype {array.dtype} is not a number type")
     if array.shape != t.shape:
-        raise ExecutionError(
+        raise RequestError(
             f"inputs.{name}", f"expected shape {list(t.shape)}, received {list(array.shape)}"
         )
     if t.dtype.is_int and array.dtype.kind == "f":
-        raise ExecutionError(f"inputs.{name}", f"expects {t.dtype.value}, received floats")
+        raise RequestError(f"inputs.{name}", f"expects {t.dtype.value}, received floats")
     if t.dtype.is_float and array.dtype.kind == "f" and np.isfinite(array).all():
         limit = float(np.finfo(t.dtype.numpy).max)
         if array.size and float(np.abs(array).max()) > limit:
-            raise ExecutionError(
+            raise RequestError(
                 f"inputs.{name}", f"has values beyond ±{limit:g}, the {t.dtype.value} range"
             )
     return np.ascontiguousarray(array.astype(t.dtype.numpy))
@@ -210,7 +204,7 @@ def _store(op_type: str, out: Var, result) -> np.ndarray:
     t = out.tensor
     stored = np.asarray(result).astype(t.dtype.numpy)
     if stored.shape != t.shape:
-        raise ExecutionError(
+        raise RequestError(
             f"ops.{out.name}",
             f"{op_type} computed shape {list(stored.shape)}, its declared type is {t}",
         )

@@ -13,16 +13,20 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
 import numpy as np
-from coremltools.proto import MIL_pb2 as pb
-from coremltools.proto import Model_pb2
 
+from app.blob import BlobDType, unpack_subbyte
 from app.mil import TARGETS, ConstValue, DType, Function, Program, StateType, TensorType
 from app.mil.assemble import Assembler, MILParseError, WeightFile, WeightSource
 from app.mil.parser import parse_text
 from app.mil.types import ValueType
+from app.mlmodelc import COREMLDATA, MlmodelcError, source_model
+from app.packaging import layout
+from app.toolchain import quiet_coremltools
 
-MODEL_PATH = "Data/com.apple.CoreML/model.mlmodel"
-WEIGHTS_PATH = "Data/com.apple.CoreML/weights/weight.bin"
+with quiet_coremltools():
+    from coremltools.proto import MIL_pb2 as pb
+    from coremltools.proto import Model_pb2
+
 _DTYPES = {d.proto: d for d in DType}
 
 
@@ -31,8 +35,8 @@ class ArtifactError(ValueError):
 
 
 @dataclass
-class Artifact:
-    kind: str  # "mlpackage" or "mil"
+class LoadedArtifact:
+    kind: str  # "mlpackage", "mlmodelc" or "mil"
     program: Program
 
 
@@ -68,7 +72,12 @@ def _immediate(val: pb.Value, t: TensorType, where: str) -> ConstValue:
         if field != "strings" or len(tv.strings.values) != 1:
             raise MILParseError(where, "a string const needs exactly one string")
         return ConstValue(tv.strings.values[0], t)
-    if field == "bytes":
+    if field == "bytes" and t.dtype.is_subbyte:
+        try:
+            data = unpack_subbyte(tv.bytes.values, BlobDType[t.dtype.name], t.size)
+        except ValueError as exc:
+            raise MILParseError(where, f"{t}: {exc}") from None
+    elif field == "bytes":
         data = np.frombuffer(tv.bytes.values, dtype=t.dtype.numpy.newbyteorder("<"))
     elif field is not None:
         data = np.asarray(list(getattr(tv, field).values), dtype=t.dtype.numpy)
@@ -113,14 +122,33 @@ def _function(name: str, fn: pb.Function, target, weights: WeightFile) -> Functi
             else:
                 asm.const(where, op_name, declared, _immediate(val, declared, where))
             continue
+        # A constexpr's const arguments come as values: bound to its inputs (iOS18 form) or as
+        # attributes (iOS16 form). Sorted, so their consts are made in the order the text has them.
+        values = {arg: v for arg, v in op.attributes.items() if arg != "name"}
         args: dict[str, str | tuple[str, ...]] = {}
         for arg, binding in op.inputs.items():
-            if any(b.WhichOneof("binding") != "name" for b in binding.arguments):
-                raise MILParseError(where, f"argument {arg!r}: inline values are not supported")
+            kinds = [b.WhichOneof("binding") for b in binding.arguments]
+            if kinds == ["value"] and arg not in values:
+                values[arg] = binding.arguments[0].value
+                continue
+            if any(kind != "name" for kind in kinds) or arg in values:
+                raise MILParseError(where, f"argument {arg!r}: unsupported binding {kinds}")
             names = tuple(b.name for b in binding.arguments)
             args[arg] = names[0] if len(names) == 1 else names
+        for arg in sorted(values):
+            args[arg] = _inline(asm, where, op.type, op_name, arg, values[arg])
         asm.op(where, op.type, op_name, args, outputs)
     return asm.finish(f"function {name}", list(block.outputs))
+
+
+def _inline(asm: Assembler, where: str, op_type: str, op_name: str, arg: str, val: pb.Value) -> str:
+    declared = _value_type(val.type, where)
+    if not isinstance(declared, TensorType):
+        raise MILParseError(where, f"argument {arg!r}: a value must be a tensor")
+    if val.WhichOneof("value") == "blobFileValue":
+        blob = (val.blobFileValue.fileName, val.blobFileValue.offset)
+        return asm.inline(where, op_type, op_name, arg, declared, blob=blob)
+    return asm.inline(where, op_type, op_name, arg, declared, _immediate(val, declared, where))
 
 
 def load_model(model: Model_pb2.Model | bytes, weights: WeightSource = None) -> Program:
@@ -139,17 +167,21 @@ def load_model(model: Model_pb2.Model | bytes, weights: WeightSource = None) -> 
         (t for t in TARGETS.values() if t.spec_version == model.specificationVersion), None
     )
     if target is None:
+        known = ", ".join(f"{t.spec_version} ({t.name})" for t in TARGETS.values())
         raise MILParseError(
-            "model.mlmodel", f"unsupported specificationVersion {model.specificationVersion}"
+            "model.mlmodel",
+            f"specificationVersion {model.specificationVersion}: the reference runs programs of "
+            f"specification {known}",
         )
     reader = WeightFile(weights)
     functions = {
         name: _function(name, fn, target, reader)
         for name, fn in sorted(model.mlProgram.functions.items())
     }
-    if "main" not in functions:
-        raise MILParseError("model.mlmodel", "the program has no main function")
-    return Program(target, functions)
+    default = model.description.defaultFunctionName or "main"  # set in multifunction packages
+    if default not in functions:
+        raise MILParseError("model.mlmodel", f"the program has no {default} function")
+    return Program(target, functions, default)
 
 
 # -- artifacts ----------------------------------------------------------------------------------
@@ -173,29 +205,50 @@ class _Files:
         return (self.path / name).read_bytes()
 
 
-def open_artifact(path: str | Path) -> Artifact:
-    """A kernel zip (or an unzipped .mlpackage / mil bundle directory) as a program."""
+def open_artifact(path: str | Path) -> LoadedArtifact:
+    """A kernel zip (or an unzipped .mlpackage / mil bundle / .mlmodelc directory, Apple's
+    compiler's included) as a program."""
     path = Path(path)
     if path.is_file() and not zipfile.is_zipfile(path):
         raise ArtifactError(f"{path} is neither a zip file nor a directory")
     try:
         files = _Files(path)
         names = set(files.names())
+        roots = [n[: -len(COREMLDATA)] for n in names if n.endswith(COREMLDATA)]
+        bundles = sorted(r for r in roots if r + "model.mil" in names)
+        if bundles:
+            return LoadedArtifact("mlmodelc", _compiled_program(files, bundles[0], names))
         if path.suffix == ".mlpackage" and path.is_dir():
             packages = [""]
         else:
             packages = sorted(
-                {str(PurePosixPath(n).parents[2]) for n in names if n.endswith("/" + MODEL_PATH)}
+                {
+                    str(PurePosixPath(n).parents[2])
+                    for n in names
+                    if n.endswith("/" + layout.MODEL_FILE)
+                }
             )
         if packages:
             root = "" if packages[0] in ("", ".") else packages[0] + "/"
-            weights = root + WEIGHTS_PATH
+            weights = root + layout.PACKAGE_WEIGHT_FILE
             blob = files.read(weights) if weights in names else None
-            return Artifact("mlpackage", load_model(files.read(root + MODEL_PATH), blob))
-        if "model.mil" in names:
-            blob = files.read("weights/weight.bin") if "weights/weight.bin" in names else None
-            text = files.read("model.mil").decode("utf-8", errors="strict")
-            return Artifact("mil", parse_text(text, blob).program)
-    except (MILParseError, UnicodeDecodeError, zipfile.BadZipFile, KeyError) as exc:
+            return LoadedArtifact(
+                "mlpackage", load_model(files.read(root + layout.MODEL_FILE), blob)
+            )
+        if layout.MIL_TEXT in names:
+            weights = layout.MIL_WEIGHT_FILE
+            blob = files.read(weights) if weights in names else None
+            text = files.read(layout.MIL_TEXT).decode("utf-8", errors="strict")
+            return LoadedArtifact("mil", parse_text(text, blob).program)
+    except (MILParseError, MlmodelcError, UnicodeDecodeError, zipfile.BadZipFile, KeyError) as exc:
         raise ArtifactError(str(exc)) from None
-    raise ArtifactError(f"{path} holds neither an .mlpackage nor a model.mil")
+    raise ArtifactError(f"{path} holds neither an .mlpackage, a model.mil nor an .mlmodelc")
+
+
+def _compiled_program(files: _Files, root: str, names: set[str]) -> Program:
+    """An .mlmodelc's program: the model it was compiled from, rebuilt (app/mlmodelc), with the
+    bundle's weight file."""
+    model, _, _ = source_model(files.read(root + COREMLDATA), files.read(root + "model.mil"),
+                               where=root.rstrip("/") or ".")  # fmt: skip
+    weights = root + "weights/weight.bin"
+    return load_model(model, files.read(weights) if weights in names else None)

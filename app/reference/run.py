@@ -6,14 +6,14 @@ shape) is found before anything is written; outputs are written as `<dir>/<name>
 
 from __future__ import annotations
 
-import os
-import tempfile
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import numpy as np
 
-from app.reference.executor import ExecutionError, Executor, RunResult, random_inputs
+from app.errors import RequestError
+from app.files import atomic_file
+from app.reference.executor import Executor, RunResult, random_inputs
 from app.reference.load import open_artifact
 
 
@@ -23,13 +23,13 @@ def read_input_files(pairs: Sequence[str]) -> dict[str, np.ndarray]:
     for pair in pairs:
         name, sep, file = pair.partition("=")
         if not sep or not name or not file:
-            raise ExecutionError("--input", f"expects NAME=FILE.npy, got {pair!r}")
+            raise RequestError("--input", f"expects NAME=FILE.npy, got {pair!r}")
         if name in arrays:
-            raise ExecutionError(f"inputs.{name}", "given twice")
+            raise RequestError(f"inputs.{name}", "given twice")
         try:
             arrays[name] = np.load(file, allow_pickle=False)
         except (OSError, ValueError) as exc:
-            raise ExecutionError(f"inputs.{name}", f"cannot read {file}: {exc}") from None
+            raise RequestError(f"inputs.{name}", f"cannot read {file}: {exc}") from None
     return arrays
 
 
@@ -43,31 +43,25 @@ def run_artifact(
     """Run the artifact at `path` (zip or directory) on `inputs`, drawing the ones not given
     from `seed` when it is set; write each output to `output_dir/<name>.npy`.
 
-    Raises ExecutionError for a bad request and load.ArtifactError for an unreadable artifact."""
+    Raises RequestError for a bad request and load.ArtifactError for an unreadable artifact."""
     path = Path(path)
     if not path.exists():
-        raise ExecutionError("artifact", f"{path} does not exist")
+        raise RequestError("artifact", f"{path} does not exist")
     program = open_artifact(path).program
     fn = program.main
     given = dict(inputs)
     if seed is not None:
         drawn = random_inputs(fn, seed)
         given.update({k: v for k, v in drawn.items() if k not in given})
-    result = Executor(program).run(given)
+    result = Executor(program, function=program.default).run(given)
     out_dir = Path(output_dir)
     if out_dir.exists() and not out_dir.is_dir():
-        raise ExecutionError("--output-dir", f"{out_dir} exists and is not a directory")
+        raise RequestError("--output-dir", f"{out_dir} exists and is not a directory")
     out_dir.mkdir(parents=True, exist_ok=True)
     written = []
     for name, array in result.outputs.items():
         target = out_dir / f"{name}.npy"
-        fd, tmp = tempfile.mkstemp(prefix=f".{name}.", suffix=".npy", dir=out_dir)
-        try:
-            with os.fdopen(fd, "wb") as f:
-                np.save(f, array, allow_pickle=False)
-            os.replace(tmp, target)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
+        with atomic_file(target) as f:
+            np.save(f, array, allow_pickle=False)
         written.append(target)
     return result, written

@@ -5,27 +5,42 @@ The program runs with its weights read back from the weight.bin that packaging w
 report covers the artifact's offsets and dtypes as well as the op decomposition. Numbers are kept
 to 4 significant digits, which keeps the report (and so the zip) the same across machines whose
 BLAS libraries sum in different orders.
+
+Error measure (verification.json, the tests, the README): for each output,
+    max_rel_error = max|kernel − exact| / max|exact|
+a normwise relative error: an fp16 result correct to a few units in the last place scores ~1e-3;
+a wrong formula scores ~1. Each catalog op declares the bound it must meet (`tolerance`).
 """
 
 from __future__ import annotations
 
 import json
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
-from app.kernels.spec import KernelSpecError
+from app.errors import RequestError
+from app.graphs.split import Chain
+from app.kernels import KernelBuild
 from app.packaging import Entry
-from app.reference.definitions import DEFINITIONS, TOLERANCE, max_errors
-from app.reference.executor import Executor, random_inputs
-
-if TYPE_CHECKING:
-    from app.kernels import KernelBuild
+from app.packaging.layout import VERIFICATION_JSON
+from app.reference.executor import Executor, RunResult, random_inputs
 
 # The reference holds every intermediate (float64 while accumulating): keep a verification run
 # to a few hundred MiB. 2^25 elements is e.g. a 4096×8192 weight or 8 heads of 2048×2048 scores.
 MAX_VERIFY_ELEMENTS = 1 << 25
 DISTRIBUTION = "standard normal, stored in the input's dtype"
+
+
+def max_errors(got: np.ndarray, exact: np.ndarray) -> tuple[float, float, float]:
+    """(max abs error, normwise relative error, max |exact|); non-finite results give inf."""
+    got64, exact = np.asarray(got, np.float64), np.asarray(exact, np.float64)
+    if not np.isfinite(got64).all():
+        return float("inf"), float("inf"), float(np.abs(exact).max(initial=0.0))
+    err = float(np.abs(got64 - exact).max(initial=0.0))
+    scale = float(np.abs(exact).max(initial=0.0))
+    rel = err / scale if scale > 0 else (0.0 if err == 0 else float("inf"))
+    return err, rel, scale
 
 
 def _largest_tensor(build: KernelBuild) -> tuple[str, int]:
@@ -50,30 +65,56 @@ def _compare(got: np.ndarray, exact: np.ndarray, tolerance: float) -> dict[str, 
     }
 
 
-def verify_build(build: KernelBuild, seed: int = 0) -> dict[str, Any]:
-    """Run `build` on seeded random inputs and compare with its op's float64 definition.
+def verify_build(
+    build: KernelBuild,
+    seed: int = 0,
+    chain: Chain | None = None,
+    max_quantization_error: float | None = None,
+) -> dict[str, Any]:
+    """Run `build` on seeded random inputs and compare with its op's float64 definition; a split
+    graph runs as its `chain` of programs, each fed what the ones before it computed.
 
-    Raises KernelSpecError("verify", ...) when the kernel is too large to verify here."""
+    With quantized weights the definition takes the weights as the program decompresses them
+    (the error fp16 adds, held to the usual tolerances), and the report's `quantization` section
+    compares the same outputs with the definition on the original weights (the error quantizing
+    adds, held to `max_quantization_error` when given).
+
+    Raises RequestError("verify", ...) when the kernel is too large to verify here."""
     name, size = _largest_tensor(build)
     if size > MAX_VERIFY_ELEMENTS:
-        raise KernelSpecError(
+        raise RequestError(
             "verify",
             f"tensor {name!r} has {size} elements; verification runs up to {MAX_VERIFY_ELEMENTS}",
         )
-    op = build.kernel.name
+    op = build.op_name
     fn = build.program.main
     drawn = random_inputs(fn, seed)
+    adjust = build.op.verification_inputs if build.op is not None else None
+    notes = adjust(build.params, drawn, seed) if adjust is not None else {}
     state_names = [v.name for v in fn.inputs if v.type != v.tensor]
     inputs = {k: a for k, a in drawn.items() if k not in state_names}
     states_before = {k: drawn[k] for k in state_names}
 
-    executor = Executor.from_written_weights(build.program)
-    result = executor.run(drawn)
-    exact_out, exact_states = DEFINITIONS[op](build.params, inputs, build.weights, states_before)
-
-    tolerance = TOLERANCE[op]
-    outputs = {k: _compare(result.outputs[k], exact_out[k], tolerance) for k in exact_out}
-    states = {k: _compare(executor.states[k], exact_states[k], tolerance) for k in exact_states}
+    if chain is None:
+        executor = Executor.from_written_weights(build.program)
+        result = executor.run(drawn)
+        states_after = executor.states
+    else:
+        result, states_after = run_chain(chain, drawn), {}
+    exact_out, exact_states = build.exact(inputs, states_before)
+    outputs = {k: _compare(result.outputs[k], exact_out[k], build.tolerance(k)) for k in exact_out}
+    states = {
+        k: _compare(states_after[k], exact_states[k], build.tolerance(k)) for k in exact_states
+    }
+    quantization = (
+        {
+            "quantization": _quantization(
+                build, result, inputs, states_before, max_quantization_error
+            )
+        }
+        if build.quantized
+        else {}
+    )
     return {
         "op": op,
         "name": build.name,
@@ -88,7 +129,7 @@ def verify_build(build: KernelBuild, seed: int = 0) -> dict[str, Any]:
             v.name: {
                 "shape": list(v.tensor.shape),
                 "dtype": v.tensor.dtype.value,
-                "distribution": DISTRIBUTION,
+                "distribution": notes.get(v.name, DISTRIBUTION),
                 **({"state": True} if v.name in state_names else {}),
             }
             for v in fn.inputs
@@ -98,15 +139,72 @@ def verify_build(build: KernelBuild, seed: int = 0) -> dict[str, Any]:
         "fp16_overflow": result.overflowed,
         "nan": result.produced_nan,
         "anomalies": [a.to_json() for a in result.anomalies],
-        "passed": all(c["passed"] for c in (*outputs.values(), *states.values())),
+        **quantization,
+        "passed": all(c["passed"] for c in (*outputs.values(), *states.values()))
+        and quantization.get("quantization", {}).get("passed", True),
     }
+
+
+def verify_functions(build, max_quantization_error: float | None = None) -> dict[str, Any]:
+    """verification.json of a package of functions: each function verified on its own (its
+    inputs drawn from its own signature), passed when all pass."""
+    reports = {name: verify_build(part, max_quantization_error=max_quantization_error)
+               for name, part in build.parts.items()}  # fmt: skip
+    return {
+        "op": build.op_name,
+        "name": build.name,
+        "functions": reports,
+        "default_function": build.program.default,
+        "passed": all(r["passed"] for r in reports.values()),
+    }
+
+
+def _quantization(
+    build: KernelBuild, result: RunResult, inputs: dict, states: dict, limit: float | None
+) -> dict[str, Any]:
+    """The outputs against the definition on the original weights: what quantizing cost."""
+    exact, _ = build.exact(inputs, states, original=True)
+    outputs = {}
+    for name, values in exact.items():
+        err, rel, scale = max_errors(result.outputs[name], values)
+        outputs[name] = {"max_abs_error": _num(err), "max_rel_error": _num(rel),
+                         "max_abs_exact": _num(scale)}  # fmt: skip
+    worst = max((o["max_rel_error"] for o in outputs.values()), key=_as_float, default=0.0)
+    return {
+        "method": "the same outputs against the float64 definition with the weights as given, "
+        "before quantization",
+        "weights": {key: q.to_json() for key, q in sorted(build.quantized.items())},
+        "outputs": outputs,
+        "max_rel_error": worst,
+        "limit": limit,
+        "passed": limit is None or (worst is not None and worst <= limit),
+    }
+
+
+def _as_float(value: float | None) -> float:
+    return float("inf") if value is None else value
+
+
+def run_chain(chain: Chain, inputs: dict[str, np.ndarray]) -> RunResult:
+    """Each program of a chain in order, fed the graph's inputs and the earlier programs' outputs;
+    the graph's outputs and every program's anomalies."""
+    produced: list[dict[str, np.ndarray]] = []
+    anomalies = []
+    for part, links in zip(chain.parts, chain.inputs, strict=True):
+        fed = {
+            name: inputs[link.name] if link.program is None else produced[link.program][link.name]
+            for name, link in links.items()
+        }
+        result = Executor.from_written_weights(part.program).run(fed)
+        produced.append(result.outputs)
+        anomalies += result.anomalies
+    outputs = {name: produced[link.program][link.name] for name, link in chain.outputs.items()}
+    return RunResult(outputs, anomalies)
 
 
 def report_entry(report: dict[str, Any]) -> Entry:
     """A verify_build report as the zip entry verification.json."""
-    return Entry(
-        "verification.json", (json.dumps(report, indent=2, sort_keys=True) + "\n").encode()
-    )
+    return Entry(VERIFICATION_JSON, (json.dumps(report, indent=2, sort_keys=True) + "\n").encode())
 
 
 def verification_entry(build: KernelBuild, seed: int = 0) -> Entry:

@@ -9,35 +9,23 @@ from typing import Annotated
 
 from fastapi import APIRouter, Depends, Path, Query, Request, Response
 
-from app.routers.responses import problems
-from app.schemas.requests import DIGEST_PATTERN, NUMPY_DTYPES, BlobInfo
-from app.service.context import Services, services
-from app.service.intake import MULTIPART, media_type, unsupported_media
-from app.service.problems import Problem
+from app.api.context import Services, services
+from app.api.intake import MULTIPART, media_type, unsupported_media
+from app.api.openapi import UPLOAD_BODY, problems
+from app.api.problems import Problem
+from app.checkpoints.files import read_header, tensor_count
+from app.digest import DIGEST_PATTERN
+from app.files import discard
+from app.schemas.wire import NUMPY_DTYPES, BlobInfo
+from app.tensor_files import TensorFile, sniff, with_digest
 from app.uploads.hashing import StreamHasher
-from app.uploads.spool import MultipartLimits, spool_body, spool_multipart
-from app.uploads.tensors import TensorFile, sniff, with_digest
+from app.uploads.spool import MultipartLimits, declared_length, spool_body, spool_multipart
 
 router = APIRouter(prefix="/v1", tags=["blobs"])
 
 RAW_TYPES = ["application/octet-stream", "application/x-npy", "application/x-safetensors"]
 _SHAPE = re.compile(r"^\[?\s*\d+(\s*,\s*\d+)*\s*\]?$")
 
-_UPLOAD_BODY = {
-    "requestBody": {
-        "required": True,
-        "content": {
-            "multipart/form-data": {
-                "schema": {
-                    "type": "object",
-                    "required": ["file"],
-                    "properties": {"file": {"type": "string", "format": "binary"}},
-                }
-            },
-            "application/octet-stream": {"schema": {"type": "string", "format": "binary"}},
-        },
-    }
-}
 DigestPath = Annotated[
     str,
     Path(
@@ -65,12 +53,13 @@ def _shape(text: str | None) -> tuple[int, ...] | None:
     "/blobs",
     summary="Upload one weight tensor",
     response_model=BlobInfo,
+    response_model_exclude_none=True,
     status_code=201,
     responses={
         200: {"description": "Already stored", "model": BlobInfo},
-        **problems(400, 401, 413, 415, 422),
+        **problems(400, 401, 413, 415, 422, 503, 507),
     },
-    openapi_extra=_UPLOAD_BODY,
+    openapi_extra=UPLOAD_BODY,
 )
 async def upload_blob(
     request: Request,
@@ -94,46 +83,47 @@ async def upload_blob(
             field="query.dtype",
         )
     raw_shape = _shape(shape)
-    settings = svc.settings
     kind = media_type(request)
+    if kind != MULTIPART and kind not in RAW_TYPES and kind:
+        raise unsupported_media(kind, [MULTIPART, *RAW_TYPES])
+    needed = declared_length(request)
+    limit = svc.settings.max_body_bytes if kind == MULTIPART else svc.settings.max_weight_bytes
+    await svc.room_for_upload(needed, limit)
+    with svc.upload_faults(needed):
+        path, hasher = await _spool(request, svc, kind)
+        existed, info = await asyncio.to_thread(_store, svc, path, hasher, dtype, raw_shape)
+    if existed:
+        response.status_code = 200
+    return info
+
+
+async def _spool(
+    request: Request, svc: Services, kind: str
+) -> tuple[FilePath, StreamHasher | None]:
+    """The upload's tensor file in the blob store's spool, and its hasher."""
+    settings = svc.settings
     if kind == MULTIPART:
         limits = MultipartLimits(
             settings.max_json_bytes, settings.max_weight_bytes, settings.max_body_bytes
         )
         body = await spool_multipart(request, limits, set(), svc.spool_path)
-        try:
-            if set(body.files) != {"file"}:
-                raise Problem(
-                    422,
-                    f"expected exactly one part named `file`, got {sorted(body.files) or 'none'}",
-                    title="Invalid upload",
-                    field="file",
-                )
-            path, hasher = body.files["file"].path, body.files["file"].hasher
-        except BaseException:
+        if set(body.files) != {"file"}:
             body.cleanup()
-            raise
-    elif kind in RAW_TYPES or not kind:
-        path, hasher = svc.spool_path(), StreamHasher()
-        try:
-            await spool_body(
-                request, path, settings.max_weight_bytes, "the uploaded tensor", hasher
+            raise Problem(
+                422,
+                f"expected exactly one part named `file`, got {sorted(body.files) or 'none'}",
+                title="Invalid upload",
+                field="file",
             )
-        except BaseException:
-            hasher.close()
-            path.unlink(missing_ok=True)
-            raise
-    else:
-        raise unsupported_media(kind, [MULTIPART, *RAW_TYPES])
-    existed, tensor = await asyncio.to_thread(_store, svc, path, hasher, dtype, raw_shape)
-    if existed:
-        response.status_code = 200
-    return BlobInfo(
-        digest=tensor.digest,
-        dtype=tensor.dtype.name,
-        shape=list(tensor.shape),
-        bytes=tensor.nbytes,
-    )
+        return body.files["file"].path, body.files["file"].hasher
+    path, hasher = svc.spool_path(), StreamHasher()
+    try:
+        await spool_body(request, path, settings.max_weight_bytes, "the uploaded tensor", hasher)
+    except BaseException:
+        hasher.close()
+        discard(path)
+        raise
+    return path, hasher
 
 
 def _store(
@@ -144,14 +134,23 @@ def _store(
     shape: tuple[int, ...] | None,
 ) -> tuple[bool, TensorFile]:
     try:
+        count = tensor_count(path)
+        if count is not None and count > 1:  # a checkpoint (or a shard of one): stored whole
+            if hasher is not None:
+                hasher.close()
+            read_header(path, "file", "the uploaded safetensors file")  # every range in the file
+            digest, size, existed = svc.blobs.put_checkpoint(path, count)
+            return existed, BlobInfo(digest=digest, dtype="safetensors", shape=[], bytes=size,
+                                     tensors=count)  # fmt: skip
         tensor = sniff(path, "file", raw_dtype=dtype, raw_shape=shape)
         tensor = with_digest(tensor, hasher.result() if hasher is not None else None)
         existed = tensor.digest in svc.blobs
-        return existed, svc.blobs.put(tensor)
+        tensor = svc.blobs.put(tensor)
+        return existed, _info(tensor)
     except BaseException:
         if hasher is not None:
             hasher.close()
-        path.unlink(missing_ok=True)
+        discard(path)
         raise
 
 
@@ -172,12 +171,21 @@ async def has_blob(digest: DigestPath, svc: Services = Depends(services)) -> Res
     "/blobs/{digest}",
     summary="Describe a stored blob",
     response_model=BlobInfo,
+    response_model_exclude_none=True,
     responses=problems(401, 404, 422),
 )
 async def get_blob(digest: DigestPath, svc: Services = Depends(services)) -> BlobInfo:
     tensor = await asyncio.to_thread(svc.blobs.get, digest)
     if tensor is None:
+        entry = await asyncio.to_thread(svc.blobs.checkpoint, digest)
+        if entry is not None:
+            return BlobInfo(digest=entry.meta["digest"], dtype="safetensors", shape=[],
+                            bytes=entry.path.stat().st_size, tensors=entry.meta.get("tensors"))  # fmt: skip
         raise Problem(404, f"no blob {digest}", title="Unknown blob", field="path.digest")
+    return _info(tensor)
+
+
+def _info(tensor: TensorFile) -> BlobInfo:
     return BlobInfo(
         digest=tensor.digest, dtype=tensor.dtype.name, shape=list(tensor.shape), bytes=tensor.nbytes
     )

@@ -7,143 +7,40 @@ process (no ANE_REDIS_URL) or on `ane-kernels worker` machines (arq + Redis), wh
 
 from __future__ import annotations
 
-import json
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Path, Query, Request, Response
 from fastapi.responses import FileResponse
 
-from app.jobs import JobSpec, JobState, from_kernel_job
-from app.routers.responses import problems
-from app.service.context import Services, services
-from app.service.intake import (
-    JSON_TYPES,
-    MULTIPART,
-    job_from_json,
-    lasting,
-    media_type,
-    read_request,
-    unsupported_media,
-)
-from app.service.problems import Problem
-from app.uploads.spool import read_small_body
+from app.api.context import Services, services
+from app.api.intake import job_requests
+from app.api.openapi import JOBS_BODY, MAX_BATCH, ZIP, problems
+from app.api.problems import Problem
+from app.jobs.model import JobState
 
 router = APIRouter(prefix="/v1", tags=["jobs"])
 
-MAX_BATCH = 256
 JobId = Annotated[str, Path(description="a job id (the request's cache key)")]
-JOB_EXAMPLE = {
-    "op": "conv",
-    "in_channels": 2,
-    "out_channels": 2,
-    "spatial": 4,
-    "format": "mlmodelc",
-    "weights": {"weight": [[1.0, 0.0], [0.0, 1.0]]},
-}
-_BODY = {
-    "requestBody": {
-        "required": True,
-        "content": {
-            "application/json": {
-                "schema": {
-                    "oneOf": [
-                        {"$ref": "#/components/schemas/KernelRequest"},
-                        {
-                            "type": "object",
-                            "required": ["kernels"],
-                            "properties": {
-                                "kernels": {
-                                    "type": "array",
-                                    "maxItems": MAX_BATCH,
-                                    "items": {"$ref": "#/components/schemas/KernelRequest"},
-                                }
-                            },
-                        },
-                    ]
-                },
-                "examples": {
-                    "one": {"summary": "one kernel, compiled", "value": JOB_EXAMPLE},
-                    "batch": {
-                        "summary": "a batch: one job per kernel",
-                        "value": {"kernels": [JOB_EXAMPLE, {**JOB_EXAMPLE, "name": "second"}]},
-                    },
-                },
-            },
-            "multipart/form-data": {
-                "schema": {
-                    "type": "object",
-                    "required": ["spec"],
-                    "properties": {"spec": {"type": "string"}},
-                    "additionalProperties": {"type": "string", "format": "binary"},
-                }
-            },
-        },
-    }
-}
-
-
-async def _specs(request: Request, svc: Services) -> tuple[list[JobSpec], bool]:
-    """(specs, whether the body was a batch)."""
-    kind = media_type(request)
-    if kind == MULTIPART:  # one kernel with its weights as file parts
-        intake = await read_request(request, svc, None, False)
-        try:
-            return [from_kernel_job(await lasting(intake.job, svc))], False
-        finally:
-            if intake.body is not None:
-                intake.body.cleanup()
-    if kind not in JSON_TYPES:
-        raise unsupported_media(kind, ["application/json", MULTIPART])
-    raw = await read_small_body(request, svc.settings.max_json_bytes)
-    try:
-        data = json.loads(raw)
-    except (ValueError, UnicodeDecodeError) as exc:
-        raise Problem(400, f"the body is not valid JSON: {exc}", title="Malformed JSON") from None
-    if not (isinstance(data, dict) and "kernels" in data):
-        return [from_kernel_job(await job_from_json(raw, svc, None, False))], False
-    kernels = data["kernels"]
-    if (
-        set(data) != {"kernels"}
-        or not isinstance(kernels, list)
-        or not 1 <= len(kernels) <= MAX_BATCH
-    ):
-        raise Problem(
-            422,
-            f'a batch is {{"kernels": [...]}} with 1 to {MAX_BATCH} kernel requests',
-            title="Invalid batch",
-            field="kernels",
-        )
-    specs = []
-    for i, item in enumerate(kernels):
-        try:
-            job = await job_from_json(json.dumps(item).encode(), svc, None, False)
-        except Problem as exc:
-            field = f"kernels.{i}" + (f".{exc.field}" if exc.field else "")
-            raise Problem(
-                exc.status, f"kernels[{i}]: {exc.detail}", title=exc.title, field=field
-            ) from None
-        specs.append(from_kernel_job(job))
-    return specs, True
 
 
 @router.post(
     "/jobs",
     status_code=202,
     summary="Queue a build job (or a batch of them)",
-    openapi_extra=_BODY,
+    openapi_extra=JOBS_BODY,
     responses={
         202: {"description": "The job (or the batch) as it stands; poll GET /v1/jobs/{id}"},
-        **problems(400, 401, 404, 413, 415, 422, 503),
+        **problems(400, 401, 404, 413, 415, 422, 503, 507),
     },
 )
 async def submit(request: Request, svc: Services = Depends(services)) -> dict[str, Any]:
-    specs, batch = await _specs(request, svc)
+    requests, batch = await job_requests(request, svc, MAX_BATCH)
     if batch:
-        return await svc.jobs.submit_batch(specs)
-    return (await svc.jobs.submit(specs[0])).public()
+        return await svc.jobs.submit_batch(requests)
+    return (await svc.jobs.submit(requests[0])).public()
 
 
-@router.get("/jobs", summary="Recent jobs, newest first", responses=problems(401, 422))
+@router.get("/jobs", summary="Recent jobs, newest first", responses=problems(401, 422, 503))
 async def list_jobs(
     state: JobState | None = None,
     limit: Annotated[int, Query(ge=1, le=500)] = 50,
@@ -162,7 +59,7 @@ async def _job(svc: Services, job_id: str):
     return job
 
 
-@router.get("/jobs/{job_id}", summary="A job's state", responses=problems(401, 404))
+@router.get("/jobs/{job_id}", summary="A job's state", responses=problems(401, 404, 503))
 async def get_job(job_id: JobId, svc: Services = Depends(services)) -> dict[str, Any]:
     return (await _job(svc, job_id)).public()
 
@@ -170,7 +67,7 @@ async def get_job(job_id: JobId, svc: Services = Depends(services)) -> dict[str,
 @router.delete(
     "/jobs/{job_id}",
     summary="Cancel a job (a finished job stays as it is)",
-    responses=problems(401, 404),
+    responses=problems(401, 404, 503),
 )
 async def cancel_job(job_id: JobId, svc: Services = Depends(services)) -> dict[str, Any]:
     await _job(svc, job_id)
@@ -184,8 +81,8 @@ async def cancel_job(job_id: JobId, svc: Services = Depends(services)) -> dict[s
     summary="Download a finished job's zip",
     response_class=Response,
     responses={
-        200: {"content": {"application/zip": {"schema": {"type": "string", "format": "binary"}}}},
-        **problems(401, 404),
+        200: {"content": {ZIP: {"schema": {"type": "string", "format": "binary"}}}},
+        **problems(401, 404, 503),
         409: {"description": "The job has not succeeded (yet)"},
     },
 )
@@ -205,13 +102,15 @@ async def job_artifact(job_id: JobId, svc: Services = Depends(services)) -> Resp
     assert job.artifact is not None
     return FileResponse(
         path,
-        media_type="application/zip",
+        media_type=ZIP,
         filename=job.artifact.filename,
         headers={"ETag": f'"{job.artifact.digest}"'},
     )
 
 
-@router.get("/batches/{batch_id}", summary="A batch and its jobs", responses=problems(401, 404))
+@router.get(
+    "/batches/{batch_id}", summary="A batch and its jobs", responses=problems(401, 404, 503)
+)
 async def get_batch(batch_id: str, svc: Services = Depends(services)) -> dict[str, Any]:
     batch = await svc.jobs.get_batch(batch_id)
     if batch is None:
@@ -219,7 +118,7 @@ async def get_batch(batch_id: str, svc: Services = Depends(services)) -> dict[st
     return batch
 
 
-@router.get("/workers", summary="Workers with a live heartbeat", responses=problems(401))
+@router.get("/workers", summary="Workers with a live heartbeat", responses=problems(401, 503))
 async def workers(svc: Services = Depends(services)) -> dict[str, Any]:
     return {
         "engine": svc.jobs.name,

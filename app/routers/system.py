@@ -7,22 +7,29 @@ import platform
 from fastapi import APIRouter, Depends, Response
 
 from app import GENERATOR, __version__
-from app.kernels import KERNELS
+from app.api.context import Services, services
+from app.api.openapi import problems
+from app.api.problems import Problem
+from app.errors import ErrorKind, FieldError
+from app.formats import COMPILED, PACKAGED
+from app.kernels import CATALOG
 from app.mil import TARGETS
-from app.packaging import FORMATS, coremltools_version
-from app.routers.responses import problems
-from app.schemas.requests import Info, Versions
-from app.service.context import Services, services
-from app.service.problems import Problem
+from app.schemas.wire import Info, Versions
+from app.toolchain import coremltools_version
 
 router = APIRouter(tags=["service"])
 
 
 @router.get("/v1/info", summary="Versions, formats and limits", response_model=Info)
 async def info(svc: Services = Depends(services)) -> Info:
-    # mlmodelc is available when a job worker has a compiler: this process's own (a Mac with
-    # Xcode) or a farm's macOS worker with a live heartbeat.
-    compilers = [w for w in await svc.jobs.workers() if w.compiler]
+    # mlmodelc is available when a job worker has a compiler backend: this process's own (the
+    # linux backend anywhere, xcrun on a Mac) or a farm worker's with a live heartbeat.
+    try:
+        compilers = [w for w in await svc.jobs.workers() if w.compiler]
+    except FieldError as exc:  # the broker is away: no farm worker can be seen, nor reached
+        if exc.kind != ErrorKind.UNAVAILABLE:
+            raise
+        compilers = []
     remote = [w for w in compilers if w.queue != "embedded"]
     can_compile = bool(compilers)
     s = svc.settings
@@ -33,15 +40,15 @@ async def info(svc: Services = Depends(services)) -> Info:
             coremltools=coremltools_version(),
             python=platform.python_version(),
         ),
-        formats=[*FORMATS, "mlmodelc"] if can_compile else list(FORMATS),
+        formats=[*PACKAGED, *COMPILED] if can_compile else list(PACKAGED),
         compiler={
             "available": can_compile,
             "name": compilers[0].compiler if compilers else None,
-            "formats": ["mlmodelc"] if can_compile else [],
+            "formats": list(COMPILED) if can_compile else [],
             "workers": len(remote),
         },
         targets=list(TARGETS),
-        ops=list(KERNELS),
+        ops=list(CATALOG),
         limits={
             "max_json_bytes": s.max_json_bytes,
             "max_weight_bytes": s.max_weight_bytes,
@@ -58,11 +65,16 @@ async def healthz() -> dict[str, str]:
     return {"status": "ok"}
 
 
-@router.get("/readyz", summary="Readiness: storage is writable", responses=problems(503))
+@router.get(
+    "/readyz",
+    summary="Readiness: storage writable with room to spare, the job broker reachable",
+    responses=problems(503),
+)
 async def readyz(svc: Services = Depends(services)) -> dict[str, str]:
-    ok, why = svc.ready()
-    if not ok:
-        raise Problem(503, why, title="Not ready")
+    problems_found = await svc.readiness()
+    if problems_found:
+        raise Problem(503, "; ".join(problems_found.values()), title="Not ready",
+                      checks=problems_found)  # fmt: skip
     return {"status": "ready"}
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import pickle
+import select
 import struct
 from typing import Any
 
@@ -28,7 +29,10 @@ def send(fd: int, message: Any) -> None:
         raise ValueError(f"a message of {len(body)} bytes is too large for a pipe message")
     data = memoryview(_LENGTH.pack(len(body)) + body)
     while data:
-        data = data[os.write(fd, data) :]
+        try:
+            data = data[os.write(fd, data) :]
+        except BlockingIOError:  # a non-blocking end (see _read_some) with a full pipe
+            select.select([], [fd], [])
 
 
 def receive(fd: int) -> Any:
@@ -47,7 +51,16 @@ def receive(fd: int) -> Any:
 
 
 def _read_some(fd: int, n: int) -> bytes:
-    chunk = os.read(fd, n)
+    while True:
+        try:
+            chunk = os.read(fd, n)
+            break
+        except BlockingIOError:
+            # The server's event loop (uvloop) puts the descriptors it watches in non-blocking
+            # mode. A message larger than the pipe's capacity arrives in parts, the rest as fast
+            # as the worker writes it: wait for it here (a dead worker makes the pipe readable,
+            # at EOF), or the half-read message would pass for a dead worker.
+            select.select([fd], [], [])
     if not chunk:
         raise EOFError("the other end closed the pipe")
     return chunk

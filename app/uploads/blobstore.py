@@ -2,44 +2,58 @@
 
 An upload is published by renaming its spool file, header and all, so a 200 MB tensor is never
 copied: the sidecar records where its bytes start, their dtype and shape, and the build maps it.
+The store may be shared with other processes (the API and farm workers on one data volume): a
+blob another process stored is found, checked and indexed on first use.
+
+A safetensors file of several tensors (a checkpoint, or a shard of one) is stored whole, by the
+digest of the file. A weight names one of its tensors as `sha256:<file digest>#<tensor name>`:
+that tensor is converted to fp16 (app/checkpoints: F16, BF16, F32; overflow refused) and stored
+as a blob of its own, which is what the build maps and what identifies the weight in cache keys.
 """
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 
 import numpy as np
 
+from app.cache.faults import BLOB_STORE, storage_errors
 from app.cache.store import ContentStore, StoredEntry
-from app.uploads.tensors import TensorFile, with_digest
+from app.checkpoints.convert import to_fp16
+from app.checkpoints.files import Mapped, read_header
+from app.digest import file_digest, hex_of
+from app.errors import RequestError
+from app.files import discard
+from app.request import KernelRequest, WeightRef
+from app.tensor_files import TensorFile, sniff, with_digest
 
-_HEX = re.compile(r"^(?:sha256:)?([0-9a-f]{64})$")
-
-
-def digest_hex(digest: str) -> str | None:
-    """'sha256:<hex>' or bare hex -> hex; None when it is neither."""
-    m = _HEX.match(digest)
-    return m.group(1) if m else None
+CHECKPOINT = "safetensors"  # a stored file of many tensors, not one tensor
 
 
 class BlobStore:
     def __init__(self, root: Path, max_bytes: int, **hooks):
         self.store = ContentStore(root, max_bytes, ".tensor", **hooks)
+        self._converted: dict[tuple[str, str], str] = {}  # (file digest, tensor) -> fp16 blob
 
     def new_spool_path(self) -> Path:
         return self.store.temp_path()
 
     def __contains__(self, digest: str) -> bool:
-        hex_ = digest_hex(digest)
+        hex_ = hex_of(digest)
         return hex_ is not None and hex_ in self.store
 
     def put(self, tensor: TensorFile) -> TensorFile:
         """Publish a sniffed upload (its file must be in the store's tmp dir). Blocking: the
-        digest is a pass over the file; run it off the event loop."""
+        digest is a pass over the file; run it off the event loop. A full or unwritable store
+        raises its storage fault."""
+        with storage_errors(BLOB_STORE, self.store.root, tensor.nbytes):
+            return self._put(tensor)
+
+    def _put(self, tensor: TensorFile) -> TensorFile:
         if not tensor.digest:
             tensor = with_digest(tensor)
-        key = tensor.digest.removeprefix("sha256:")
+        key = hex_of(tensor.digest)
+        assert key is not None
         existing = self.store.get(key)
         if existing is not None:
             tensor.path.unlink(missing_ok=True)
@@ -59,10 +73,119 @@ class BlobStore:
         return _tensor(entry)
 
     def get(self, digest: str) -> TensorFile | None:
-        """The stored tensor (its digest checked once per file version), or None. Blocking."""
-        hex_ = digest_hex(digest)
+        """The stored tensor (its digest checked once per file version), or None (also for a
+        checkpoint file: see `checkpoint`). Blocking."""
+        hex_ = hex_of(digest)
         entry = self.store.get(hex_) if hex_ else None
-        return _tensor(entry) if entry is not None else None
+        if entry is None or entry.meta.get("source") == CHECKPOINT:
+            return None
+        return _tensor(entry)
+
+    # -- checkpoint files -----------------------------------------------------------------------
+    def put_checkpoint(self, path: Path, tensors: int) -> tuple[str, int, bool]:
+        """Publish an uploaded safetensors file of several tensors, whole; (digest, size,
+        whether it was stored already). Blocking: the digest is a pass over the file."""
+        digest = file_digest(path)
+        key = hex_of(digest)
+        assert key is not None
+        size = path.stat().st_size
+        if self.store.get(key) is not None:
+            path.unlink(missing_ok=True)
+            return digest, size, True
+        meta = {"digest": digest, "dtype": CHECKPOINT, "shape": [], "source": CHECKPOINT,
+                "tensors": tensors}  # fmt: skip
+        self.store.publish(key, path, meta)
+        return digest, size, False
+
+    def checkpoint(self, digest: str) -> StoredEntry | None:
+        """A stored checkpoint file (its digest checked once), or None. Blocking."""
+        hex_ = hex_of(digest)
+        entry = self.store.get(hex_) if hex_ else None
+        return entry if entry is not None and entry.meta.get("source") == CHECKPOINT else None
+
+    def checkpoint_tensor(self, field: str, digest: str, name: str) -> TensorFile:
+        """Tensor `name` of checkpoint file `digest`, in fp16, as a blob of its own (converted
+        once per store and process). Blocking."""
+        known = self._converted.get((digest, name))
+        if known is not None and (tensor := self.get(known)) is not None:
+            return tensor
+        entry = self.checkpoint(digest)
+        if entry is None:
+            raise RequestError(field, f"no checkpoint blob {digest}; upload the safetensors file "
+                               "with POST /v1/blobs first", title="Unknown blob")  # fmt: skip
+        found = read_header(entry.path, field, f"checkpoint blob {digest}").get(name)
+        if found is None:
+            raise RequestError(field, f"checkpoint blob {digest} has no tensor {name!r}")
+        try:
+            with Mapped() as mapped:
+                converted = to_fp16(found, mapped)
+        except RequestError as exc:
+            raise RequestError(field, exc.message, title=exc.title) from None
+        if converted.overflow:
+            raise RequestError(field, f"tensor {name!r}: {converted.overflow} values beyond the "
+                               "fp16 range (±65504) would become infinite", title="fp16 overflow",
+                               overflow={name: converted.overflow})  # fmt: skip
+        tmp = self.new_spool_path()
+        try:
+            with open(tmp, "wb") as f:
+                np.save(f, converted.values)
+            tensor = self.put(sniff(tmp, field))
+        except BaseException:
+            tmp.unlink(missing_ok=True)
+            raise
+        self._converted[(digest, name)] = tensor.digest
+        return tensor
+
+    def keep_weights(self, request: KernelRequest) -> KernelRequest:
+        """The request with every weight in the store, for a job: a queued job outlives the
+        request whose spool files hold its file parts (moved in), and its record shows weights
+        by digest, so inline values are stored too: a job lost with its broker can be submitted
+        again from its record as it is. Blocking."""
+        if not any(w.spooled or w.inline is not None for w in request.weights.values()):
+            return request
+        return request.with_weights({n: self._keep(w) for n, w in request.weights.items()})
+
+    def _keep(self, weight: WeightRef) -> WeightRef:
+        if weight.inline is not None:
+            if weight.digest not in self:
+                self._put_array(weight.inline, weight.digest)
+            return weight  # the record keeps its values too: a worker needs no file for them
+        if not weight.spooled or weight.file is None:
+            return weight
+        return WeightRef(weight.digest, weight.dtype, weight.shape, file=self.put(weight.file))
+
+    def _put_array(self, array: np.ndarray, digest: str) -> None:
+        path = self.new_spool_path()
+        try:
+            with storage_errors(BLOB_STORE, self.store.root, array.nbytes), open(path, "wb") as f:
+                np.save(f, array, allow_pickle=False)
+            tensor = with_digest(sniff(path, "weights"))
+        except BaseException:
+            discard(path)
+            raise
+        if tensor.digest != digest:  # cannot happen for canonical arrays; never store a lie
+            discard(path)
+            raise ValueError(f"an inline weight hashed to {tensor.digest}, expected {digest}")
+        self.put(tensor)
+
+    def locate(self, request: KernelRequest) -> KernelRequest:
+        """The request with every weight known only by digest mapped from this store. Blocking."""
+        if all(w.located for w in request.weights.values()):
+            return request
+        located = {}
+        for name, ref in request.weights.items():
+            if not ref.located:
+                tensor = self.get(ref.digest)
+                if tensor is None:
+                    raise RequestError(
+                        f"weights.{name}",
+                        f"blob {ref.digest} is not in the blob store this worker shares with the "
+                        "API (evicted since the request, or the worker is not on the shared data "
+                        "volume)",
+                    )
+                ref = WeightRef(ref.digest, ref.dtype, ref.shape, file=tensor)
+            located[name] = ref
+        return request.with_weights(located)
 
 
 def _tensor(entry: StoredEntry) -> TensorFile:

@@ -10,11 +10,12 @@ be worked out from the stream, `result()` is None and the caller hashes the file
 from __future__ import annotations
 
 import hashlib
-import json
-import struct
 from concurrent.futures import Future, ThreadPoolExecutor
 
-_NPY_MAGIC = b"\x93NUMPY"
+from app.digest import spelled
+from app.errors import RequestError
+from app.tensor_files import parse_header
+
 _BATCH = 1 << 20
 _MAX_PREFIX = 1 << 20  # give up on headers larger than this
 
@@ -22,30 +23,16 @@ _MAX_PREFIX = 1 << 20  # give up on headers larger than this
 def tensor_range(prefix: bytes, tensor_name: str | None) -> tuple[int, int | None] | bool | None:
     """(start, end or None for "to the end of the file") of the tensor bytes; None if more bytes
     are needed to tell; False if the stream cannot say (the caller falls back)."""
-    if len(prefix) < 12:
+    try:
+        # Raw bytes: their dtype and shape do not matter for the range, which is the whole file.
+        header = parse_header(prefix, "", tensor_name=tensor_name, raw_dtype="u1", raw_shape=(1,))
+    except RequestError:
+        return False
+    if header is None:
         return None
-    if prefix.startswith(_NPY_MAGIC):
-        major = prefix[6]
-        if major == 1:
-            return 10 + struct.unpack("<H", prefix[8:10])[0], None
-        return 12 + struct.unpack("<I", prefix[8:12])[0], None
-    if prefix[8:9] == b"{":
-        (n,) = struct.unpack("<Q", prefix[:8])
-        if n > _MAX_PREFIX:
-            return False
-        if len(prefix) < 8 + n:
-            return None
-        try:
-            header = json.loads(prefix[8 : 8 + n])
-            tensors = {k: v for k, v in header.items() if k != "__metadata__"}
-            name = tensor_name if tensor_name in tensors else None
-            if name is None and len(tensors) == 1:
-                name = next(iter(tensors))
-            begin, end = tensors[name]["data_offsets"]
-            return 8 + n + int(begin), 8 + n + int(end)
-        except (ValueError, KeyError, TypeError, AttributeError):
-            return False
-    return 0, None  # raw bytes
+    if header.source == "safetensors":
+        return header.offset, header.offset + header.nbytes
+    return header.offset, None
 
 
 def _update(h, chunks: list) -> None:
@@ -121,4 +108,4 @@ class StreamHasher:
         if self._last is not None:
             self._last.result()
         self.close()
-        return self._range[0], self._hashed, "sha256:" + self._hash.hexdigest()
+        return self._range[0], self._hashed, spelled(self._hash.hexdigest())

@@ -7,38 +7,53 @@ too big, from Content-Length when the client sends one, else when the excess byt
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import AsyncIterator, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import BinaryIO
+from typing import BinaryIO, Protocol
 
 from python_multipart.exceptions import FormParserError
 from python_multipart.multipart import MultipartParser, MultipartState, parse_options_header
-from starlette.requests import Request
 
-from app.service.problems import Problem
+from app.errors import ErrorKind, FieldError
+from app.files import discard
 from app.uploads.hashing import StreamHasher
 
 
-def too_large(what: str, limit: int, field: str | None = None) -> Problem:
-    return Problem(
-        413,
+class Body(Protocol):
+    """An incoming body: its headers (looked up by lower-case name) and its bytes as they come
+    (an HTTP request is one)."""
+
+    headers: Mapping[str, str]
+
+    def stream(self) -> AsyncIterator[bytes]: ...
+
+
+def too_large(what: str, limit: int, field: str | None = None) -> FieldError:
+    return FieldError(
+        field,
         f"{what} is larger than the limit of {limit} bytes",
+        kind=ErrorKind.TOO_LARGE,
         title="Payload too large",
-        field=field,
         limit=limit,
     )
 
 
-def _declared_length(request: Request) -> int | None:
+def malformed(detail: str, title: str = "Bad request") -> FieldError:
+    return FieldError(None, detail, kind=ErrorKind.MALFORMED, title=title)
+
+
+def declared_length(request: Body) -> int | None:
     value = request.headers.get("content-length")
     try:
         return int(value) if value is not None else None
     except ValueError:
-        raise Problem(400, "Content-Length is not a number", title="Bad request") from None
+        raise malformed("Content-Length is not a number") from None
 
 
-async def read_small_body(request: Request, limit: int, what: str = "the JSON body") -> bytes:
-    declared = _declared_length(request)
+async def read_small_body(request: Body, limit: int, what: str = "the JSON body") -> bytes:
+    declared = declared_length(request)
     if declared is not None and declared > limit:
         raise too_large(what, limit)
     chunks, size = [], 0
@@ -51,15 +66,15 @@ async def read_small_body(request: Request, limit: int, what: str = "the JSON bo
 
 
 async def spool_body(
-    request: Request, dest: Path, limit: int, what: str, hasher: StreamHasher | None = None
+    request: Body, dest: Path, limit: int, what: str, hasher: StreamHasher | None = None
 ) -> int:
     """Stream the raw body into `dest` (and `hasher`); returns its size. The caller removes
     `dest` on error."""
-    declared = _declared_length(request)
+    declared = declared_length(request)
     if declared is not None and declared > limit:
         raise too_large(what, limit)
     size = 0
-    with open(dest, "wb") as f:
+    with named(dest), open(dest, "wb") as f:
         async for chunk in request.stream():
             size += len(chunk)
             if size > limit:
@@ -68,6 +83,18 @@ async def spool_body(
             if hasher is not None:
                 hasher.feed(chunk)
     return size
+
+
+@contextlib.contextmanager
+def named(path: Path) -> Iterator[None]:
+    """A failed write names no file (a full disk, say): name the spool file it was writing, so
+    the error can say which directory ran out."""
+    try:
+        yield
+    except OSError as exc:
+        if exc.filename is None:
+            exc.filename = str(path)
+        raise
 
 
 @dataclass
@@ -89,7 +116,7 @@ class MultipartBody:
         for part in self.files.values():
             if part.hasher is not None:
                 part.hasher.close()
-            part.path.unlink(missing_ok=True)
+            discard(part.path)
 
 
 @dataclass
@@ -132,7 +159,7 @@ class _Collector:
         self.headers = {}
         self.count += 1
         if self.count > 64:
-            raise Problem(400, "more than 64 parts in the multipart body", title="Bad request")
+            raise malformed("more than 64 parts in the multipart body")
 
     def on_header_end(self) -> None:
         self.headers[self.header_field.decode("latin-1").lower()] = self.header_value.decode(
@@ -144,9 +171,9 @@ class _Collector:
         _, options = parse_options_header(self.headers.get("content-disposition", ""))
         name = options.get(b"name", b"").decode("utf-8", "replace")
         if not name:
-            raise Problem(400, "a multipart part has no name", title="Bad request")
+            raise malformed("a multipart part has no name")
         if name in self.body.fields or name in self.body.files:
-            raise Problem(422, f"part {name!r} appears twice", title="Invalid request", field=name)
+            raise FieldError(name, f"part {name!r} appears twice", title="Invalid request")
         filename = options.get(b"filename")
         part = SpooledPart(
             name,
@@ -178,7 +205,8 @@ class _Collector:
             assert self.file is not None and self.part.hasher is not None
             # A view, not a copy, of the immutable chunk (the hasher holds on to it).
             chunk = memoryview(data)[start:end] if isinstance(data, bytes) else data[start:end]
-            self.file.write(chunk)
+            with named(self.part.path):
+                self.file.write(chunk)
             self.part.hasher.feed(chunk)
 
     def on_part_end(self) -> None:
@@ -191,20 +219,26 @@ class _Collector:
 
     def close(self) -> None:
         if self.file is not None:
-            self.file.close()
-            self.file = None
+            file, self.file = self.file, None
+            with named(Path(file.name)):
+                file.close()  # flushes: a full disk may only show here
+
+    def abandon(self) -> None:
+        """Close after an error, which this must not hide (the file is removed anyway)."""
+        with contextlib.suppress(OSError):
+            self.close()
 
 
 async def spool_multipart(
-    request: Request, limits: MultipartLimits, memory_parts: set[str], new_path
+    request: Body, limits: MultipartLimits, memory_parts: set[str], new_path
 ) -> MultipartBody:
     """Parse a multipart/form-data body: parts named in `memory_parts` into memory, every other
     part into a file from `new_path()`. On any error the spooled files are removed."""
     _, params = parse_options_header(request.headers.get("content-type"))
     boundary = params.get(b"boundary")
     if not boundary:
-        raise Problem(400, "multipart/form-data without a boundary parameter", title="Bad request")
-    declared = _declared_length(request)
+        raise malformed("multipart/form-data without a boundary parameter")
+    declared = declared_length(request)
     if declared is not None and declared > limits.body_bytes:
         raise too_large("the multipart body", limits.body_bytes)
     body = MultipartBody()
@@ -219,16 +253,14 @@ async def spool_multipart(
             parser.write(chunk)
         parser.finalize()
         if collector.part is not None or parser.state != MultipartState.END:
-            raise Problem(400, "the multipart body ends in the middle of a part",
-                          title="Malformed multipart body")  # fmt: skip
+            raise malformed("the multipart body ends in the middle of a part",
+                            "Malformed multipart body")  # fmt: skip
     except FormParserError as exc:
-        collector.close()
+        collector.abandon()
         body.cleanup()
-        raise Problem(
-            400, f"malformed multipart body: {exc}", title="Malformed multipart body"
-        ) from None
+        raise malformed(f"malformed multipart body: {exc}", "Malformed multipart body") from None
     except BaseException:
-        collector.close()
+        collector.abandon()
         body.cleanup()
         raise
     return body

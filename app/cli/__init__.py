@@ -1,0 +1,47 @@
+"""`ane-kernels`: the command line for the kernel compiler.
+
+    ane-kernels ops [--json]
+    ane-kernels compile OP --params '<json>' [--weights NAME=FILE.npy ...] [--random-weights SEED]
+                        [--format mlpackage|mil|mlmodelc] [--target ios18|ios17] [--name NAME]
+                        [--verify] [--quantize '<json>'] -o OUT.zip
+    ane-kernels compile-graph GRAPH.json [...] -o OUT.zip
+    ane-kernels mlmodelc SRC.mlpackage -o OUT.mlmodelc [--coremlc-version V] [--mil-version V]
+    ane-kernels decompile X.mlmodelc -o X.mlpackage
+    ane-kernels validate PATH
+    ane-kernels run ZIP [--input NAME=FILE.npy ...] [--random-inputs SEED] --output-dir DIR
+    ane-kernels worker --queue ane-macos|ane-linux [--redis-url URL] [--burst] [--check]
+    ane-kernels compile ... --server URL          (the same request, built by a service)
+    ane-kernels jobs submit|status|wait|download|list|cancel ... [--server URL] [--json]
+    ane-kernels build MANIFEST.toml [--server URL] [--out DIR] [--concurrency N] [--check] [--json]
+
+Exit codes: 0 success, 1 an artifact is invalid (or a job failed), 2 a bad request (the message
+names the field), 3 `build --check`: the lock would change, 4 the service is unreachable or busy.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from app.cli import bundles, local, remote
+from app.cli.common import EXIT_USAGE, CLIError
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="ane-kernels", description="Apple Neural Engine kernels on demand"
+    )
+    sub = p.add_subparsers(dest="command", required=True)
+    local.add_commands(sub)
+    bundles.add_commands(sub)
+    remote.add_commands(sub)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    try:
+        return args.run(args)
+    except CLIError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_USAGE

@@ -1,0 +1,65 @@
+"""`.mlmodelc` bundles without a Mac (app/mlmodelc): `mlmodelc` writes one from a package as a
+named release of Apple's compiler writes it, `decompile` rebuilds the package a bundle (Apple's
+or ours) was compiled from."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from app.cli.common import CLIError
+
+
+def cmd_mlmodelc(args) -> int:
+    from app.mlmodelc import MlmodelcError, compile_package, get_profile
+
+    try:
+        profile = get_profile(args.coremlc_version, args.mil_version)
+        bundle = compile_package(args.source, args.output, profile, weights_dir=args.weights_dir)
+    except MlmodelcError as exc:
+        raise CLIError(str(exc)) from None
+    print(f"wrote {bundle.path} as coremlcompiler {profile.coremlc_version} (MIL "
+          f"{profile.mil_version}), program({bundle.program_version}), "
+          f"{len(bundle.files)} files")  # fmt: skip
+    return 0
+
+
+def cmd_decompile(args) -> int:
+    from app.mlmodelc import MlmodelcError, decompile
+
+    try:
+        package = decompile(args.bundle, args.output)
+    except MlmodelcError as exc:
+        raise CLIError(str(exc)) from None
+    made_by = (
+        f"; compiled by coremlcompiler {package.profile.coremlc_version}"
+        if package.profile is not None
+        else ""
+    )
+    print(f"wrote {package.path} ({len(package.files)} files{made_by})")
+    return 0
+
+
+def add_commands(sub) -> None:
+    from app.mlmodelc import DEFAULT_PROFILE, PROFILES
+
+    releases = ", ".join(PROFILES)
+    comp = sub.add_parser(
+        "mlmodelc", help="write the .mlmodelc Apple's compiler writes for a package, on any OS"
+    )
+    comp.add_argument("source", type=Path, help="an .mlpackage directory, or an .mlmodel")
+    comp.add_argument("-o", "--output", type=Path, required=True, help="the .mlmodelc to write")
+    comp.add_argument(
+        "--coremlc-version",
+        help=f"the coremlcompiler release to write as: {releases} "
+        f"(default {DEFAULT_PROFILE.coremlc_version})",
+    )
+    comp.add_argument("--mil-version", help="its MIL component, e.g. 3500.14.1 (checked)")
+    comp.add_argument(
+        "--weights-dir", type=Path, help="for an .mlmodel: the folder @model_path/weights names"
+    )
+    comp.set_defaults(run=cmd_mlmodelc)
+
+    dec = sub.add_parser("decompile", help="rebuild the .mlpackage an .mlmodelc was compiled from")
+    dec.add_argument("bundle", type=Path, help="an .mlmodelc directory")
+    dec.add_argument("-o", "--output", type=Path, required=True, help="the .mlpackage to write")
+    dec.set_defaults(run=cmd_decompile)

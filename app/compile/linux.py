@@ -1,0 +1,64 @@
+"""The `linux` backend: Apple's `coremlcompiler compile` emulated by app/mlmodelc, on any OS.
+
+For an ML Program, Apple's compiler does not compile for the ANE (Core ML does that on the device
+when it loads the model): it prints the program as `model.mil`, copies the weights and writes the
+bundle's descriptions. app/mlmodelc writes those same files, byte for byte as a named compiler
+release (`ANE_MLMODELC_PROFILE`) writes them, so `.mlmodelc` needs no Mac. What it cannot give is
+the placement report: that needs Core ML itself (a macOS worker, `placement: true`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+from app.compile.base import (
+    CompilerError,
+    CompileResult,
+    CompileTimeout,
+    timeout_message,
+)
+from app.mil import Target
+from app.mlmodelc import MlmodelcError, ToolchainProfile, compile_package, get_profile
+from app.toolchain import coremltools_version
+
+NAME = "linux"
+
+
+class LinuxCompiler:
+    name = NAME
+
+    def __init__(self, profile: ToolchainProfile | str | None = None):
+        try:
+            self.profile = (
+                profile if isinstance(profile, ToolchainProfile) else get_profile(profile)
+            )
+        except MlmodelcError as exc:  # a setting's fault, found at startup
+            raise ValueError(f"ANE_MLMODELC_PROFILE={profile!r}: {exc}") from None
+
+    async def toolchain(self) -> dict[str, str | None]:
+        return {
+            "compiler": self.name,
+            "coremlcompiler": self.profile.coremlc_version,
+            "mil": self.profile.mil_version,
+            "coremltools": coremltools_version(),
+        }
+
+    async def compile(
+        self, package: Path, outdir: Path, target: Target, timeout_s: float
+    ) -> CompileResult:
+        out = outdir / f"{package.stem}.mlmodelc"
+        try:
+            bundle = await asyncio.wait_for(
+                asyncio.to_thread(compile_package, package, out, self.profile), timeout_s
+            )
+        except TimeoutError:
+            raise CompileTimeout(timeout_message(timeout_s)) from None
+        except MlmodelcError as exc:
+            raise CompilerError(f"{package.name}: {exc}") from None
+        log = (
+            f"app.mlmodelc: {package.name} -> {out.name} as coremlcompiler "
+            f"{self.profile.coremlc_version} (MIL {self.profile.mil_version}), "
+            f"program({bundle.program_version})\n" + "".join(f"  {f}\n" for f in bundle.files)
+        )
+        return CompileResult(out, log, await self.toolchain())

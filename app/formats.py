@@ -1,0 +1,40 @@
+"""The artifact formats: the one table every list of formats, file name and choice derives from."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+
+@dataclass(frozen=True)
+class Format:
+    name: str
+    description: str
+    compiled: bool  # written by a compiler backend (a job), not by packaging alone
+
+    @property
+    def extension(self) -> str:
+        """What an artifact's file name ends with: `<name>.<extension>`."""
+        return f"{self.name}.zip"
+
+
+FORMATS: dict[str, Format] = {
+    f.name: f
+    for f in (
+        Format("mlpackage", "zipped .mlpackage (Core ML model package)", compiled=False),
+        Format("mil", "model.mil + weights/weight.bin (what ANE-direct runtimes load)", False),
+        Format("mlmodelc", "compiled .mlmodelc (needs a compiler backend)", compiled=True),
+    )
+}
+DEFAULT_FORMAT = "mlpackage"
+PACKAGED = tuple(name for name, f in FORMATS.items() if not f.compiled)
+COMPILED = tuple(name for name, f in FORMATS.items() if f.compiled)
+
+# For pydantic models and type hints; spelled out because Literal needs literal values, and
+# checked against the table below so the two cannot drift.
+FormatName = Literal["mlpackage", "mil", "mlmodelc"]
+assert FormatName.__args__ == tuple(FORMATS)  # type: ignore[attr-defined]
+
+
+def describe_formats() -> str:
+    return "; ".join(f"{f.name}: {f.description}" for f in FORMATS.values())

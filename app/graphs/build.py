@@ -1,0 +1,294 @@
+"""A graph request -> one MIL program: the nodes' ops in a topological order, named after the
+node ids, every weight in the one weight.bin (identical tensors stored once).
+
+Shapes and dtypes flow from the graph inputs: a catalog-op node gets the params its inputs fix
+(`CatalogOp.bind`) and adds its own; a primitive node's tensor arguments are its inputs or its
+weights (constants), its other arguments its params. A node whose output the graph exports names
+that output after the graph's output. Every fault names its path (`nodes[3].inputs.y`,
+`nodes[0].weights.weight`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from app.errors import RequestError
+from app.graphs import meaning
+from app.graphs.primitives import Primitive, resolve_op
+from app.graphs.scope import NodeScope
+from app.graphs.spec import GRAPH_OP, GraphNode, GraphParams, producer
+from app.kernels import CatalogOp, KernelBuild, parse_params
+from app.kernels.compressed import (
+    CompressingBuilder,
+    QuantizedWeight,
+    check_quantize,
+    quantize_weights,
+    read_quantize,
+)
+from app.kernels.op import Arrays, const_name
+from app.kernels.weight_check import check_values, prepare_weights, random_weights
+from app.mil import DType, MILBuildError, OpsetError, Target, Var, get_target
+from app.names import name_problem
+
+Value = Var | tuple[Var, ...]
+
+
+@dataclass(frozen=True)
+class BuiltNode:
+    """A node as built: what verification needs to compute its float64 meaning."""
+
+    index: int
+    node: GraphNode
+    op: CatalogOp | Primitive
+    params: Any  # the catalog op's complete params (None for a primitive)
+    args: dict[str, str | tuple[str, ...]]  # argument -> the var names it reads
+    outputs: tuple[str, ...]  # the var names it produces
+    weights: dict[str, str] = field(default_factory=dict)  # its weight name -> request key
+
+
+@dataclass(frozen=True)
+class GraphBuild(KernelBuild):
+    nodes: tuple[BuiltNode, ...] = ()
+    consts: dict[str, str] = field(default_factory=dict)  # weight key -> its const op
+
+    @property
+    def op_name(self) -> str:
+        return GRAPH_OP
+
+    def const_name(self, weight: str) -> str:
+        return self.consts[weight]
+
+    def where(self, name: str) -> str:
+        """The graph path of an op (named after its node, `<node>_...` inside a catalog op) or of
+        an input/output."""
+        ids = {n.node.id: n.index for n in self.nodes}
+        node = name if name in ids else max((i for i in ids if name.startswith(f"{i}_")),
+                                            key=len, default=None)  # fmt: skip
+        if node is not None:
+            return f"nodes[{ids[node]}]"
+        return f"inputs.{name}" if name in self.params.inputs else f"outputs.{name}"
+
+    def tolerance(self, output: str) -> float:
+        return meaning.tolerance(self, output)
+
+    def exact(self, inputs: Arrays, states: Arrays, *, original: bool = False) -> tuple[dict, dict]:
+        return meaning.evaluate(self, inputs, original=original), {}
+
+
+class _Builder:
+    """One graph being built."""
+
+    def __init__(self, graph: GraphParams, weights: Mapping[str, np.ndarray], target: Target,
+                 random_seed: int | None):  # fmt: skip
+        self.graph, self.given, self.seed = graph, dict(weights), random_seed
+        self.b = CompressingBuilder(target)
+        self.values: dict[str, Value] = {}
+        self.weights: dict[str, np.ndarray] = {}
+        self.quantized: dict[str, QuantizedWeight] = {}
+        self.consts: dict[str, str] = {}
+        self.nodes: list[BuiltNode] = []
+        self.exported = {ref: name for name, ref in graph.outputs.items()}
+
+    def run(self, model_name: str) -> GraphBuild:
+        ids = {n.id for n in self.graph.nodes}
+        for key in self.given:
+            if producer(key) not in ids or "." not in key:
+                raise RequestError(f"weights.{key}", "names no node's weight (<node>.<weight>)")
+        for input_name, spec in self.graph.inputs.items():
+            self.values[input_name] = self.b.input(input_name, DType(spec.dtype), spec.shape)
+        for index in self.graph.order():
+            self._node(index)
+        outputs = []
+        for output, ref in self.graph.outputs.items():
+            value = self._ref(ref, f"outputs.{output}")
+            assert isinstance(value, Var)
+            outputs.append(value)
+        program = self.b.build(outputs)
+        return GraphBuild(None, self.graph, self.b.target, model_name, program, self.weights,
+                          self.quantized, nodes=tuple(self.nodes), consts=self.consts)  # fmt: skip
+
+    # -- references ---------------------------------------------------------------------------
+    def _ref(self, ref: str, where: str) -> Var:
+        source, _, pick = ref.partition(".")
+        value = self.values[source]
+        if not pick:
+            if isinstance(value, tuple):
+                raise RequestError(
+                    where, f"{source!r} has {len(value)} outputs: name one ({source}.0)"
+                )
+            return value
+        if not isinstance(value, tuple):
+            raise RequestError(where, f"{source!r} has one output: refer to it as {source!r}")
+        if not pick.isdigit() or int(pick) >= len(value):
+            raise RequestError(
+                where, f"{source!r} has outputs {source}.0 to {source}.{len(value) - 1}"
+            )
+        return value[int(pick)]
+
+    def _args(self, node: GraphNode, where: str) -> dict[str, Value]:
+        out: dict[str, Value] = {}
+        for arg, ref in node.inputs.items():
+            if isinstance(ref, list):
+                out[arg] = tuple(
+                    self._ref(r, f"{where}.inputs.{arg}[{i}]") for i, r in enumerate(ref)
+                )
+            else:
+                out[arg] = self._ref(ref, f"{where}.inputs.{arg}")
+        return out
+
+    def _weights_of(self, node: GraphNode) -> dict[str, np.ndarray]:
+        prefix = f"{node.id}."
+        return {k.removeprefix(prefix): a for k, a in self.given.items() if k.startswith(prefix)}
+
+    # -- nodes --------------------------------------------------------------------------------
+    def _node(self, index: int) -> None:
+        node = self.graph.nodes[index]
+        where = f"nodes[{index}]"
+        op = resolve_op(node.op, f"{where}.op")
+        args = self._args(node, where)
+        try:
+            if isinstance(op, Primitive):
+                built = self._primitive(index, node, op, args, where)
+            else:
+                built = self._catalog(index, node, op, args, where)
+        except OpsetError as exc:
+            raise RequestError(
+                "target", f"{where} ({node.op}) is not available for {self.b.target}: {exc}"
+            ) from None
+        except MILBuildError as exc:
+            raise RequestError(where, str(exc)) from None
+        self.nodes.append(built)
+
+    def _keep(self, node: GraphNode, weight: str, array: np.ndarray) -> str:
+        key = f"{node.id}.{weight}"
+        self.weights[key], self.consts[key] = array, f"{node.id}_{const_name(weight)}"
+        return key
+
+    def _catalog(self, index: int, node: GraphNode, op: CatalogOp, args: dict[str, Value],
+                 where: str) -> BuiltNode:  # fmt: skip
+        inputs: dict[str, Var] = {}
+        for arg, value in args.items():
+            if isinstance(value, tuple):
+                raise RequestError(f"{where}.inputs.{arg}", f"{op.name} takes one value here")
+            inputs[arg] = value
+        assert op.bind is not None
+        bound = op.bind({arg: v.tensor for arg, v in inputs.items()})
+        for key, value in node.params.items():
+            if key in bound and bound[key] != value:
+                raise RequestError(f"{where}.params.{key}",
+                                   f"{value!r} contradicts its inputs: its inputs fix {bound[key]!r}")  # fmt: skip
+        try:
+            params = parse_params(op, {**bound, **node.params})
+            given = self._weights_of(node)
+            specs = op.weights(params)
+            config = None
+            if node.quantize is not None:  # its faults come before the weights'
+                config = read_quantize(node.quantize, "quantize")
+                check_quantize(op.name, specs, config, self.b.target)
+            if self.seed is not None:
+                given.update(random_weights([s for s in specs if s.name not in given],
+                                            self.seed + index))  # fmt: skip
+            prepared = prepare_weights(specs, given)
+        except RequestError as exc:
+            raise RequestError(f"{where}.{exc.field}", exc.message) from None
+        if config is not None:
+            quantized = quantize_weights(op.name, specs, prepared, config, self.b.target,
+                                         field=f"{where}.quantize", weights_field=f"{where}.weights")  # fmt: skip
+            for w, q in quantized.items():
+                self.b.compressed[f"{node.id}_{const_name(w)}"] = q.compressed
+                self.quantized[f"{node.id}.{w}"] = q
+        out_name = self.exported.get(node.id, node.id)
+        scope = NodeScope(self.b, node.id, where, inputs, out_name)
+        (result,) = op.build(scope, params, prepared)  # type: ignore[arg-type]
+        unread = set(inputs) - scope.read
+        if unread:
+            raise RequestError(f"{where}.inputs.{min(unread)}", f"not an input of {op.name} here")
+        keys = {w: self._keep(node, w, a) for w, a in prepared.items()}
+        self.values[node.id] = result
+        return BuiltNode(index, node, op, params, _names(args), (result.name,), keys)
+
+    def _primitive(self, index: int, node: GraphNode, op: Primitive, args: dict[str, Value],
+                   where: str) -> BuiltNode:  # fmt: skip
+        tensors, consts_ = set(op.tensor_args), set(op.param_args)
+        for arg in args:
+            if arg not in tensors:
+                hint = " (it belongs in params)" if arg in consts_ else ""
+                raise RequestError(
+                    f"{where}.inputs.{arg}", f"not a tensor argument of {op.name}{hint}"
+                )
+        for arg in node.params:
+            if arg not in consts_:
+                hint = " (it belongs in inputs or weights)" if arg in tensors else ""
+                raise RequestError(f"{where}.params.{arg}", f"not an argument of {op.name}{hint}")
+        keys, consts = {}, {}
+        for w, given in self._weights_of(node).items():
+            if w not in tensors or w in args:
+                why = "it is an input too" if w in args else f"not a tensor argument of {op.name}"
+                raise RequestError(f"{where}.weights.{w}", why)
+            array = _weight(f"{where}.weights.{w}", given)
+            consts[w], keys[w] = array, self._keep(node, w, array)
+        params = {k: v for k, v in node.params.items() if v is not None}
+        result = self.b.op(op.name, node.id, out=self._out_names(node), **args, **consts, **params)
+        if result is None:
+            raise RequestError(where, f"{op.name} has no output to use")
+        self.values[node.id] = result
+        produced = result if isinstance(result, tuple) else (result,)
+        return BuiltNode(index, node, op, None, _names(args), tuple(v.name for v in produced), keys)
+
+    def _out_names(self, node: GraphNode) -> list[str] | None:
+        """The names of a primitive's outputs when the graph exports them, else the default."""
+        if node.id in self.exported:
+            return [self.exported[node.id]]
+        picks = {
+            ref.partition(".")[2]: name
+            for ref, name in self.exported.items()
+            if producer(ref) == node.id and "." in ref
+        }
+        if not picks:
+            return None
+        sizes = node.params.get("split_sizes")
+        count = len(sizes) if isinstance(sizes, list) else int(node.params.get("num_splits") or 1)
+        return [picks.get(str(i), f"{node.id}_{i}") for i in range(count)]
+
+
+def _names(args: Mapping[str, Value]) -> dict[str, str | tuple[str, ...]]:
+    return {
+        arg: tuple(v.name for v in value) if isinstance(value, tuple) else value.name
+        for arg, value in args.items()
+    }
+
+
+def _weight(field: str, given: np.ndarray) -> np.ndarray:
+    """A primitive's constant argument: numbers, finite, floats within the fp16 range (a float
+    constant takes the dtype of its partner tensor, fp16 on the ANE)."""
+    array = np.asarray(given)
+    if array.dtype.kind not in "fiub" or array.dtype.itemsize > 8:
+        raise RequestError(field, f"dtype {array.dtype} is not a number type")
+    if array.dtype.kind == "f":
+        array = array.astype(np.float32, copy=False)
+        check_values(field, array, DType.FP16)
+    return np.ascontiguousarray(array)
+
+
+def build_graph(
+    graph: GraphParams,
+    weights: Mapping[str, np.ndarray] | None = None,
+    *,
+    target: str | Target = "ios18",
+    name: str | None = None,
+    random_seed: int | None = None,
+) -> GraphBuild:
+    """Build a graph's program. Missing weights of catalog-op nodes are drawn from
+    `random_seed` when it is given (primitive nodes' weights are always given)."""
+    try:
+        tgt = get_target(target)
+    except ValueError as exc:
+        raise RequestError("target", str(exc)) from None
+    name = name or GRAPH_OP
+    if (problem := name_problem(name)) is not None:
+        raise RequestError("name", problem)
+    return _Builder(graph, weights or {}, tgt, random_seed).run(name)

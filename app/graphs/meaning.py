@@ -1,0 +1,90 @@
+"""What a graph means in float64, and how close its fp16 program must come.
+
+The meaning composes each node's own: a catalog op's `definition` (written from the math, not
+from its MIL) with the weights as given, a primitive's semantics (app/mil/semantics.py) computed
+in float64 without rounding. Verification runs the program with fp16 storage and compares.
+
+Tolerance of an output: each node adds its own bound (a catalog op's `tolerance`; a primitive's,
+app/graphs/primitives.py) to what its inputs carry: the sum of its inputs' bounds for ops whose
+relative errors compound (products, quotients, matrix products, catalog ops), their maximum for
+the others (sums, data movement, activations). That is a first-order bound for well-conditioned
+graphs; a graph that amplifies errors (cancellation in `sub`, division by values near zero, `exp`
+of large values) can exceed it, and verification then says so rather than hiding it. Bounds are
+capped at 1 (an error the size of the output itself).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from app.graphs.primitives import Primitive
+from app.mil.semantics import TABLE, Args
+
+if TYPE_CHECKING:
+    from app.graphs.build import GraphBuild
+
+_COMPOUNDING = {"mul", "real_div", "matmul", "conv"}
+
+
+def evaluate(
+    build: GraphBuild, inputs: Mapping[str, np.ndarray], *, original: bool = False
+) -> dict[str, np.ndarray]:
+    """The graph's outputs in float64, node by node, with the weights the program holds
+    (quantized ones decompressed) or, `original`, as given."""
+    values: dict[str, np.ndarray] = {
+        n: np.asarray(inputs[n], np.float64) for n in build.params.inputs
+    }
+    ops = {op.name: op for op in build.program.main.operations}
+    weights = build.weights if original else build.program_weights
+    originals = {build.consts[key]: array for key, array in weights.items()}
+    for node in build.nodes:
+        if isinstance(node.op, Primitive):
+            op = ops[node.node.id]
+            view = dict(values)
+            for value in op.inputs.values():
+                for var in value if isinstance(value, tuple) else (value,):
+                    if var.op is not None and var.op.type == "const":
+                        view[var.name] = _const(var.op, originals)
+            result = _exact(op, view)
+            results = result if len(op.outputs) > 1 else [result]
+            for var, array in zip(op.outputs, results, strict=True):
+                values[var.name] = np.asarray(array)
+        else:
+            args = {arg: values[name] for arg, name in node.args.items()}  # type: ignore[index]
+            given = {w: weights[key] for w, key in node.weights.items()}
+            outputs, _ = node.op.definition(node.params, args, given, {})
+            values[node.outputs[0]] = outputs["y"]
+    return {name: values[name] for name in build.params.outputs}
+
+
+def _const(op, originals: Mapping[str, np.ndarray]) -> np.ndarray | str:
+    given = originals.get(op.name)
+    if given is None:
+        return op.value.stored()
+    # a weight: its values as given, not as fp16 stores them
+    return np.asarray(given, np.float64) if given.dtype.kind == "f" else given
+
+
+def _exact(op, values: dict) -> np.ndarray | list[np.ndarray]:
+    if op.type == "cast":  # a change of precision means nothing in float64; integers truncate
+        x, dtype = values[op.inputs["x"].name], op.inputs["dtype"].op.value.stored()
+        return np.trunc(x) if dtype.startswith("int") else (x != 0 if dtype == "bool" else x)
+    return TABLE[op.type](Args(op, values, {}, exact=True))
+
+
+def tolerance(build: GraphBuild, output: str) -> float:
+    bound: dict[str, float] = {name: 0.0 for name in build.params.inputs}
+    for node in build.nodes:
+        carried = [
+            bound.get(name, 0.0)
+            for names in node.args.values()
+            for name in (names if isinstance(names, tuple) else (names,))
+        ]
+        compounding = not isinstance(node.op, Primitive) or node.op.name in _COMPOUNDING
+        inherited = sum(carried) if compounding else max(carried, default=0.0)
+        for name in node.outputs:
+            bound[name] = min(1.0, inherited + node.op.tolerance)
+    return float(f"{bound[output]:.3g}")

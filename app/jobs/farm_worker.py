@@ -1,0 +1,227 @@
+"""`ane-kernels worker --queue ane-macos|ane-linux`: an arq worker running kernel jobs.
+
+At-least-once, nothing lost: arq keeps a job in its queue until a worker finishes it and marks a
+running job with an `in-progress` key. Here that key is a lease of ANE_JOB_LEASE_S that the
+worker renews while the job runs; a worker that dies (SIGKILL, power loss) stops renewing, the
+lease lapses and another worker runs the job again. Outputs are content-addressed, so a second
+run is harmless. Graceful stops (SIGINT/SIGTERM) hand running jobs back to the queue at once.
+
+A broker outage never ends a worker (app/jobs/arq_worker.py): it reconnects with backoff, its
+running jobs go on and record their results when the broker is back, and its heartbeat reports
+the outages it rode out (`broker` in /v1/workers).
+
+No fork anywhere: arq is asyncio, and the compiler runs as fork+exec'd subprocess, which macOS
+allows after CoreFoundation is loaded (a bare fork does not).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import platform
+import re
+import shutil
+import time
+from typing import Any
+
+from arq.constants import in_progress_key_prefix
+from arq.worker import Retry, Worker, func
+
+from app.compile import select_compiler
+from app.compile.linux import NAME as LINUX_COMPILER
+from app.jobs.arq_engine import FUNCTION, WORKER
+from app.jobs.arq_worker import FarmWorker
+from app.jobs.broker import broker_client, deserialize, is_broker_fault, serialize, where
+from app.jobs.model import JobError, WorkerInfo
+from app.jobs.outage import BrokerLink, PatientRecords
+from app.jobs.pipeline import Runtime, Transient, fail, give_up, note_retry, run_job
+from app.jobs.queues import QUEUE_MACOS, QUEUES
+from app.jobs.records import RedisRecords
+from app.settings import Settings
+from app.storage import artifact_store, blob_store
+
+log = logging.getLogger("ane.worker")
+
+
+async def ane_job(ctx: dict[str, Any], job_id: str, run: int) -> str:
+    rt: Runtime = ctx["runtime"]
+    settings = rt.settings
+    attempt = ctx["job_try"]
+    stats = ctx["stats"]
+    lease = asyncio.create_task(
+        _renew(ctx["redis"], ctx["broker"], ctx["job_id"], settings.job_lease_s)
+    )
+    stats["running"] += 1
+    try:
+        state = await run_job(rt, job_id, run, attempt)
+    except Transient as exc:
+        if attempt >= settings.job_max_tries:
+            await give_up(rt, job_id, run, attempt, str(exc), exc.kind)
+            return "failed"
+        await note_retry(rt, job_id, run, str(exc))
+        raise Retry(defer=settings.backoff(attempt)) from None
+    except Exception as exc:  # a bug must not leave the record running forever
+        log.exception("job crashed", extra={"job": job_id})
+        message = f"{type(exc).__name__}: {exc}"
+        await fail(rt, job_id, run, JobError(kind="internal", message=message))
+        return "failed"
+    finally:
+        lease.cancel()
+        stats["running"] -= 1
+        stats["finished"] += 1
+    return state.value if state is not None else "skipped"
+
+
+async def _renew(redis, link: BrokerLink, arq_job_id: str, lease_s: float) -> None:
+    key = in_progress_key_prefix + arq_job_id
+    while True:
+        await asyncio.sleep(lease_s / 3)
+        if not link.reachable:
+            continue
+        # SET, not PEXPIRE: a broker restarted from its append-only file has dropped the lease
+        # that lapsed during the outage, and the job is still running here.
+        with contextlib.suppress(Exception):  # a missed renewal costs at most a rerun
+            await redis.set(key, b"1", px=int(lease_s * 1000))
+
+
+def worker_id() -> str:
+    return f"{platform.node()}:{os.getpid()}"
+
+
+async def _heartbeat(ctx: dict[str, Any]) -> None:
+    rt: Runtime = ctx["runtime"]
+    period = rt.settings.worker_heartbeat_s
+    compiler = rt.compiler
+    toolchain = await compiler.toolchain() if compiler is not None else None
+    while True:
+        info = WorkerInfo(
+            id=rt.worker_id,
+            queue=ctx["queue"],
+            platform=platform.system().lower(),
+            hostname=platform.node(),
+            pid=os.getpid(),
+            compiler=compiler.name if compiler else None,
+            toolchain=toolchain,
+            started_at=ctx["started_at"],
+            last_seen=time.time(),
+            broker=ctx["broker"].status(),
+            **ctx["stats"],
+        )
+        if ctx["broker"].reachable:
+            with contextlib.suppress(Exception):  # the poll loop notices outages
+                await ctx["redis"].set(
+                    WORKER + rt.worker_id, info.model_dump_json(), px=int(period * 3000)
+                )
+        await asyncio.sleep(period)
+
+
+def _runtime(ctx: dict[str, Any], settings: Settings, queue: str) -> Runtime:
+    wid = worker_id()
+    workdir = settings.data_dir / "work" / re.sub(r"[^A-Za-z0-9_.-]", "_", wid)
+    shutil.rmtree(workdir, ignore_errors=True)  # this worker's own leftovers only
+    workdir.mkdir(parents=True)
+    cache, blobs = artifact_store(settings), blob_store(settings)
+    compiler = select_compiler(settings.compiler, settings.mlmodelc_profile)
+    # A job's record writes wait out broker outages: the job goes on when the broker is back.
+    records = PatientRecords(RedisRecords(ctx["redis"], settings.job_keep_s), ctx["broker"])
+    return Runtime(settings, records, cache, blobs, compiler, wid, workdir)
+
+
+def build_worker(queue: str, settings: Settings | None = None, burst: bool = False) -> Worker:
+    settings = settings or Settings()
+    if queue not in QUEUES:
+        raise ValueError(f"unknown queue {queue!r}; one of {', '.join(QUEUES)}")
+    if not settings.redis_url:
+        raise ValueError("a worker needs ANE_REDIS_URL (or --redis-url)")
+    compiler = select_compiler(settings.compiler, settings.mlmodelc_profile)
+    if queue == QUEUE_MACOS and (compiler is None or compiler.name == LINUX_COMPILER):
+        raise ValueError(
+            f"the {QUEUE_MACOS} queue compiles with Apple's compiler for Core ML's placement "
+            f"report, and this machine has none (ANE_COMPILER={settings.compiler}; no xcrun on "
+            "PATH)"
+        )
+
+    async def startup(ctx: dict[str, Any]) -> None:
+        if "runtime" in ctx:  # arq's start-up ran again after an outage cut it short
+            return
+        ctx["queue"] = queue
+        ctx["started_at"] = time.time()
+        ctx["stats"] = {"running": 0, "finished": 0}
+        ctx["runtime"] = _runtime(ctx, settings, queue)
+        ctx["heartbeat"] = asyncio.create_task(_heartbeat(ctx))
+        compiler = ctx["runtime"].compiler
+        log.info(
+            "worker ready",
+            extra={"queue": queue, "worker": ctx["runtime"].worker_id,
+                   "compiler": compiler.name if compiler else None},
+        )  # fmt: skip
+
+    async def shutdown(ctx: dict[str, Any]) -> None:
+        task = ctx.get("heartbeat")
+        if task is not None:
+            task.cancel()
+        if "runtime" in ctx:
+            with contextlib.suppress(Exception):
+                await ctx["redis"].delete(WORKER + ctx["runtime"].worker_id)
+
+    job = func(
+        ane_job,
+        name=FUNCTION,
+        # the pipeline enforces ANE_JOB_TIMEOUT_S itself and reports it; this is the backstop
+        timeout=settings.job_timeout_s + 60,
+        # attempts are counted by the pipeline (ANE_JOB_MAX_TRIES), which also records why
+        max_tries=1000,
+        keep_result=settings.job_keep_s,
+    )
+    redis = broker_client(settings.redis_url, settings, queue)
+    link = BrokerLink(redis, where(settings.redis_url), settings.broker_retry_s,
+                      settings.broker_retry_max_s)  # fmt: skip
+    return FarmWorker(
+        [job],
+        lease_s=settings.job_lease_s,
+        link=link,
+        queue_name=queue,
+        redis_pool=redis,
+        on_startup=startup,
+        on_shutdown=shutdown,
+        burst=burst,
+        max_jobs=settings.worker_max_jobs,
+        poll_delay=settings.worker_poll_s,
+        allow_abort_jobs=True,
+        job_serializer=serialize,
+        job_deserializer=deserialize,
+        keep_result=settings.job_keep_s,
+        health_check_interval=settings.worker_heartbeat_s,
+    )
+
+
+def check(queue: str, settings: Settings | None = None) -> tuple[bool, str]:
+    """Whether a worker for `queue` on this host has a live heartbeat, and what was found
+    (container healthchecks, launchd watchdogs): `ane-kernels worker --queue Q --check`. An
+    unreachable broker is said so, naming it."""
+    import redis
+
+    settings = settings or Settings()
+    if not settings.redis_url:
+        return False, "no broker configured (ANE_REDIS_URL or --redis-url)"
+    broker = where(settings.redis_url)
+    client = redis.Redis.from_url(settings.redis_url, socket_timeout=settings.broker_timeout_s,
+                                  socket_connect_timeout=settings.broker_timeout_s)  # fmt: skip
+    try:
+        for key in client.scan_iter(match=f"{WORKER}{platform.node()}:*"):
+            raw = client.get(key)
+            if raw and WorkerInfo.model_validate_json(raw).queue == queue:
+                return True, f"a {queue} worker on {platform.node()} heartbeats in {broker}"
+        return False, f"no {queue} worker on {platform.node()} heartbeats in {broker}"
+    except redis.RedisError as exc:
+        if is_broker_fault(exc):
+            raise BrokerUnreachable(f"the broker {broker} is unreachable: {exc}") from None
+        raise
+    finally:
+        client.close()
+
+
+class BrokerUnreachable(Exception):
+    """`check` could not ask the broker."""

@@ -1,0 +1,131 @@
+"""Several functions of one op in one program: a `functions` option such as
+{"prefill": {"seq_len": 64}, "decode": {"seq_len": 1, "mode": "decode", "cache_len": 512}}
+builds the op once per function (its params with the function's on top) and puts the programs
+side by side, the first function the default, as coremltools' multifunction save does.
+
+The functions take the same weights, so weight.bin holds each tensor once: the blob writer
+stores identical tensors once, and every function's const names the same array. Other blob
+consts (RoPE tables, masks) that share a name across functions but differ are renamed
+`<function>_<name>` in the later functions, since weight.bin offsets are planned by const name.
+Each function is verified on its own.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from app.errors import RequestError
+from app.kernels.catalog import KernelBuild, build_kernel, get_op
+from app.mil import Function, Program, Target
+from app.names import name_problem
+
+
+def check_functions(functions: Mapping[str, Any], target: str) -> None:
+    """Names and shape of the option, before anything is built."""
+    if not isinstance(functions, Mapping) or not functions:
+        raise RequestError("functions", "an object of function name -> params, at least one")
+    if target != "ios18":
+        raise RequestError("target", "a package of several functions needs ios18 (spec 9)")
+    for name, params in functions.items():
+        if (problem := name_problem(name)) is not None:
+            raise RequestError(f"functions.{name}", problem)
+        if not isinstance(params, Mapping):
+            raise RequestError(f"functions.{name}", "the function's params, as an object")
+
+
+@dataclass(frozen=True)
+class FunctionsBuild(KernelBuild):
+    """The functions' programs in one Program; `parts` keeps each function's own build."""
+
+    parts: dict[str, KernelBuild] = field(default_factory=dict)
+
+    def tolerance(self, output: str) -> float:
+        return next(iter(self.parts.values())).tolerance(output)
+
+    def describe_functions(self) -> dict[str, Any]:
+        """kernel.json's `functions`: each one's params, inputs and outputs."""
+
+        def io(var) -> dict[str, Any]:
+            return {"name": var.name, "shape": list(var.tensor.shape),
+                    "dtype": var.tensor.dtype.value}  # fmt: skip
+
+        return {
+            name: {
+                "params": part.params.model_dump(mode="json"),
+                "inputs": [io(v) for v in part.program.main.inputs if v.type == v.tensor],
+                "states": [io(v) for v in part.program.main.inputs if v.type != v.tensor],
+                "outputs": [io(v) for v in part.program.main.outputs],
+            }
+            for name, part in self.parts.items()
+        }
+
+
+def build_functions(
+    op: str,
+    params: Mapping[str, Any],
+    functions: Mapping[str, Mapping[str, Any]],
+    weights: Mapping[str, np.ndarray] | None = None,
+    *,
+    target: str | Target = "ios18",
+    name: str | None = None,
+    random_seed: int | None = None,
+    quantize=None,
+) -> FunctionsBuild:
+    check_functions(functions, target if isinstance(target, str) else target.name)
+    parts: dict[str, KernelBuild] = {}
+    given = dict(weights or {})
+    for fn_name, overrides in functions.items():
+        try:
+            part = build_kernel(op, {**params, **overrides}, given, target=target, name=name,
+                                random_seed=random_seed, quantize=quantize)  # fmt: skip
+        except RequestError as exc:
+            raise RequestError(f"functions.{fn_name}.{exc.field}", exc.message,
+                               title=exc.title) from None  # fmt: skip
+        if parts:
+            first_name, first = next(iter(parts.items()))
+            if _shapes(part) != _shapes(first):
+                raise RequestError(f"functions.{fn_name}", f"takes other weights than "
+                                   f"{first_name}: a package's functions share one set of weights")  # fmt: skip
+        given = {**part.weights, **given}  # random weights drawn once, shared by all
+        parts[fn_name] = part
+    program = _merge(parts)
+    first = next(iter(parts.values()))
+    return FunctionsBuild(get_op(op), first.params, first.target, first.name, program,
+                          first.weights, first.quantized, parts=parts)  # fmt: skip
+
+
+def _shapes(build: KernelBuild) -> dict[str, tuple[int, ...]]:
+    return {k: tuple(v.shape) for k, v in build.weights.items()}
+
+
+def _merge(parts: Mapping[str, KernelBuild]) -> Program:
+    """One Program of the parts' main functions, named after them, the first the default."""
+    taken: dict[str, np.ndarray] = {}  # blob const name -> the value it holds
+    functions = {}
+    target = next(iter(parts.values())).target
+    for fn_name, part in parts.items():
+        fn = part.program.main
+        for op in fn.consts():
+            if op.value is None or not op.value.in_blob(target):
+                continue
+            held = taken.get(op.name)
+            if held is not None and not _same(held, op.value.data):
+                op.name = op.outputs[0].name = f"{fn_name}_{op.name}"
+            taken.setdefault(op.name, op.value.data)
+        functions[fn_name] = Function(fn_name, fn.inputs, fn.operations, fn.outputs)
+    return Program(target, functions, default=next(iter(parts)))
+
+
+def _same(a, b) -> bool:
+    """Whether two const values hold the same numbers (views of one array: without a pass)."""
+    if a is b:
+        return True
+    a, b = np.asarray(a), np.asarray(b)
+    if a.shape != b.shape or a.dtype != b.dtype:
+        return False
+    same_memory = a.__array_interface__["data"][0] == b.__array_interface__["data"][0]
+    return (same_memory and a.strides == b.strides) or bool(np.array_equal(a, b))

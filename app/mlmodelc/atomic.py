@@ -1,0 +1,54 @@
+"""Writing a directory all at once: build it beside the target, then rename it into place.
+
+On any error the half-built directory is removed and the target is untouched; an existing
+target is replaced only after the new one is complete (moved aside, swapped, then deleted).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+
+@contextmanager
+def building(target: Path) -> Iterator[Path]:
+    """Yield a fresh directory to fill; on success it becomes `target`."""
+    target = Path(target)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(
+        tempfile.mkdtemp(prefix=f".{target.name}.", suffix=".partial", dir=target.parent)
+    )
+    try:
+        yield staging
+        if target.exists():
+            old = Path(
+                tempfile.mkdtemp(prefix=f".{target.name}.", suffix=".old", dir=target.parent)
+            )
+            os.rename(target, old / target.name)
+            try:
+                os.rename(staging, target)
+            except OSError:
+                os.rename(old / target.name, target)
+                raise
+            shutil.rmtree(old, ignore_errors=True)
+        else:
+            os.rename(staging, target)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+
+
+def write_file(root: Path, relative: str, data: bytes) -> None:
+    path = root / relative
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(data)
+
+
+def copy_file(source: Path, root: Path, relative: str) -> None:
+    path = root / relative
+    path.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(source, path)

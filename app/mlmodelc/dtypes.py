@@ -1,0 +1,223 @@
+"""MIL data types: their `model.mil` names, and how a TensorValue stores their elements.
+
+Text names for the types Apple's goldens print are proven (`fp16`, `fp32`, `int8`, `int32`,
+`uint8`, `uint32`, `uint64`, `bool`, `string`); the others follow coremltools' spelling
+(`types/type_mapping.py`: `int4`, `uint1`..`uint6`, `fp64`, `int16`, `uint16`, `int64`).
+`bf16`, `fp8e4m3fn` and `fp8e5m2` appear in no golden and in no coremltools release: their
+spelling here is the MIL.proto enum name shortened the same way, an unverified choice.
+
+Storage: which TensorValue field holds the elements is coremltools' convention (its
+`backend/mil/helper.py`), which Apple's parser reads: fp16, int8, uint8, uint32 and the sub-byte
+types as raw little-endian bytes (sub-byte ones packed LSB first); int16/uint16/int32 in `ints`;
+int64/uint64 in `longInts`; fp32 `floats`; fp64 `doubles`. bf16 and fp8 go to `bytes` too
+(unverified, the only field that can hold them exactly). Reading accepts any field.
+"""
+
+from __future__ import annotations
+
+import math
+import struct
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from app.mlmodelc.errors import BadPackageError
+from app.mlmodelc.proto import MIL_pb2
+
+D = MIL_pb2
+
+TEXT_NAMES: dict[int, str] = {
+    D.BOOL: "bool",
+    D.STRING: "string",
+    D.FLOAT8E4M3FN: "fp8e4m3fn",
+    D.FLOAT8E5M2: "fp8e5m2",
+    D.FLOAT16: "fp16",
+    D.FLOAT32: "fp32",
+    D.FLOAT64: "fp64",
+    D.BFLOAT16: "bf16",
+    D.INT8: "int8",
+    D.INT16: "int16",
+    D.INT32: "int32",
+    D.INT64: "int64",
+    D.INT4: "int4",
+    D.UINT8: "uint8",
+    D.UINT16: "uint16",
+    D.UINT32: "uint32",
+    D.UINT64: "uint64",
+    D.UINT4: "uint4",
+    D.UINT2: "uint2",
+    D.UINT1: "uint1",
+    D.UINT6: "uint6",
+    D.UINT3: "uint3",
+}
+BY_TEXT: dict[str, int] = {name: code for code, name in TEXT_NAMES.items()}
+
+FLOATS = frozenset({D.FLOAT8E4M3FN, D.FLOAT8E5M2, D.FLOAT16, D.FLOAT32, D.FLOAT64, D.BFLOAT16})
+SUB_BYTE_BITS: dict[int, int] = {
+    D.INT4: 4,
+    D.UINT4: 4,
+    D.UINT2: 2,
+    D.UINT1: 1,
+    D.UINT6: 6,
+    D.UINT3: 3,
+}
+SIGNED = frozenset({D.INT4, D.INT8, D.INT16, D.INT32, D.INT64})
+# Whole-byte types kept as raw little-endian bytes: struct code per element.
+_BYTE_CODES: dict[int, str] = {D.INT8: "b", D.UINT8: "B", D.UINT32: "I", D.FLOAT16: "e"}
+_INTS = frozenset({D.INT16, D.UINT16, D.INT32})
+_LONGS = frozenset({D.INT64, D.UINT64})
+
+
+def text_name(code: int, where: str = "") -> str:
+    try:
+        return TEXT_NAMES[code]
+    except KeyError:
+        raise BadPackageError(f"unknown MIL data type {code}", where) from None
+
+
+def _fp8_e4m3fn(byte: int) -> float:
+    sign = -1.0 if byte & 0x80 else 1.0
+    exponent, mantissa = (byte >> 3) & 0xF, byte & 0x7
+    if exponent == 0xF and mantissa == 0x7:
+        return math.nan
+    if exponent == 0:
+        return sign * math.ldexp(mantissa, -9)
+    return sign * math.ldexp(8 + mantissa, exponent - 10)
+
+
+def _fp8_e5m2(byte: int) -> float:
+    return float(np.frombuffer(bytes([0, byte]), dtype="<f2")[0])
+
+
+def _encode_fp8(value: float, code: int) -> int:
+    """Nearest representable byte (ties to the even code): exact for values read from text."""
+    decode = _fp8_e4m3fn if code == D.FLOAT8E4M3FN else _fp8_e5m2
+    best, best_error = 0, math.inf
+    for byte in range(256):
+        candidate = decode(byte)
+        if math.isnan(value) or math.isnan(candidate):
+            if math.isnan(value) and math.isnan(candidate):
+                return byte
+            continue
+        if candidate == value and math.copysign(1, candidate) == math.copysign(1, value):
+            return byte
+        error = abs(candidate - value)
+        if error < best_error:
+            best, best_error = byte, error
+    return best
+
+
+def unpack_bits(data: bytes, bits: int, count: int, signed: bool) -> list[int]:
+    """Elements packed least-significant bit first (coremltools `pack_elements_into_bits`)."""
+    as_int = int.from_bytes(data, "little")
+    mask = (1 << bits) - 1
+    out = []
+    for i in range(count):
+        v = (as_int >> (i * bits)) & mask
+        if signed and v & (1 << (bits - 1)):
+            v -= 1 << bits
+        out.append(v)
+    return out
+
+
+def pack_bits(values: Sequence[int], bits: int) -> bytes:
+    mask = (1 << bits) - 1
+    as_int = 0
+    for i, v in enumerate(values):
+        as_int |= (int(v) & mask) << (i * bits)
+    return as_int.to_bytes((len(values) * bits + 7) // 8, "little")
+
+
+def _byte_count(raw: bytes, code: int) -> int:
+    if code in SUB_BYTE_BITS:
+        return len(raw) * 8 // SUB_BYTE_BITS[code]
+    if code in _BYTE_CODES:
+        return len(raw) // struct.calcsize(_BYTE_CODES[code])
+    return len(raw) // 2 if code == D.BFLOAT16 else len(raw)
+
+
+def decode_elements(tensor: MIL_pb2.TensorValue, code: int, count: int | None) -> list[Any]:
+    """The elements of an immediate tensor of type `code` (the first `count`, or all)."""
+    field = tensor.WhichOneof("value")
+    if field is None:
+        return []
+    if field == "bytes":
+        raw = tensor.bytes.values
+        if count is None:
+            count = _byte_count(raw, code)
+        if code in SUB_BYTE_BITS:
+            return unpack_bits(raw, SUB_BYTE_BITS[code], count, code in SIGNED)
+        if code in _BYTE_CODES:
+            fmt = _BYTE_CODES[code]
+            return [
+                float(v) if code == D.FLOAT16 else v
+                for v in struct.unpack(f"<{count}{fmt}", raw[: count * struct.calcsize(fmt)])
+            ]
+        if code == D.BFLOAT16:
+            return [struct.unpack("<f", b"\0\0" + raw[2 * i : 2 * i + 2])[0] for i in range(count)]
+        if code == D.FLOAT8E4M3FN:
+            return [_fp8_e4m3fn(b) for b in raw[:count]]
+        if code == D.FLOAT8E5M2:
+            return [_fp8_e5m2(b) for b in raw[:count]]
+        if code == D.BOOL:
+            return [bool(b) for b in raw[:count]]
+        return list(raw[:count])
+    values = list(getattr(tensor, field).values)
+    if code == D.BOOL:
+        return [bool(v) for v in values]
+    if code == D.STRING:
+        return [v if isinstance(v, str) else v.decode("utf-8") for v in values]
+    if code in FLOATS:
+        return [float(v) for v in values]
+    if code == D.UINT64:
+        return [int(v) + (1 << 64) if v < 0 else int(v) for v in values]
+    return [int(v) for v in values]
+
+
+def _as_int64(value: int) -> int:
+    return value - (1 << 64) if value >= 1 << 63 else value
+
+
+def storage_field(code: int) -> str:
+    """The TensorValue field `encode_elements` fills for `code`."""
+    if code == D.BOOL:
+        return "bools"
+    if code == D.STRING:
+        return "strings"
+    if code == D.FLOAT32:
+        return "floats"
+    if code == D.FLOAT64:
+        return "doubles"
+    if code in _INTS:
+        return "ints"
+    if code in _LONGS:
+        return "longInts"
+    return "bytes"
+
+
+def encode_elements(tensor: MIL_pb2.TensorValue, code: int, values: Sequence[Any]) -> None:
+    """Store `values` in the field coremltools (and Apple's reader) use for `code`."""
+    if code == D.BOOL:
+        tensor.bools.values.extend(bool(v) for v in values)
+    elif code == D.STRING:
+        tensor.strings.values.extend(values)
+    elif code == D.FLOAT32:
+        tensor.floats.values.extend(values)
+    elif code == D.FLOAT64:
+        tensor.doubles.values.extend(values)
+    elif code in _INTS:
+        tensor.ints.values.extend(int(v) for v in values)
+    elif code in _LONGS:
+        # longInts is int64: a uint64 from 2^63 up is stored as its two's complement.
+        tensor.longInts.values.extend(_as_int64(int(v)) for v in values)
+    elif code in SUB_BYTE_BITS:
+        tensor.bytes.values = pack_bits(values, SUB_BYTE_BITS[code])
+    elif code in _BYTE_CODES:
+        tensor.bytes.values = struct.pack(f"<{len(values)}{_BYTE_CODES[code]}", *values)
+    elif code == D.BFLOAT16:
+        tensor.bytes.values = b"".join(struct.pack("<f", v)[2:] for v in values)
+    elif code in (D.FLOAT8E4M3FN, D.FLOAT8E5M2):
+        tensor.bytes.values = bytes(_encode_fp8(float(v), code) for v in values)
+    else:
+        raise ValueError(f"no storage for MIL data type {code}")

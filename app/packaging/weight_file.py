@@ -1,0 +1,22 @@
+"""Lays out a program's blob-backed consts in one weight.bin (the ANE compiler refuses more than
+16 weight files, so every tensor shares one); identical tensors are stored once."""
+
+from __future__ import annotations
+
+from app.blob import BlobWriter, pack_subbyte
+from app.mil import Program
+
+
+def plan_weights(program: Program) -> tuple[BlobWriter, dict[str, int]]:
+    """The writer (nothing written yet) and each blob const's metadata offset, by const name."""
+    writer = BlobWriter()
+    offsets = {}
+    for op in program.blob_consts():
+        assert op.value is not None and not isinstance(op.value.data, str)
+        dtype = op.value.type.dtype.blob
+        if op.value.type.dtype.is_subbyte:  # packed LSB-first, as coremltools' writer does
+            data = pack_subbyte(op.value.stored(), dtype)
+            offsets[op.name] = writer.add_packed(data, dtype, op.value.type.size)
+        else:
+            offsets[op.name] = writer.add(op.value.data, dtype)
+    return writer, offsets

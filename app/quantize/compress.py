@@ -1,0 +1,36 @@
+"""One entry point: a weight and a config in, the constexpr arguments and the weight they give out."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from app.mil.targets import Target
+from app.mil.types import DType
+from app.quantize.config import LinearConfig, PalettizeConfig, QuantizeConfig
+from app.quantize.linear import linear
+from app.quantize.palettize import palettize
+from app.quantize.prune import prune
+from app.quantize.result import Compressed
+
+
+def quantize(
+    weight: np.ndarray,
+    config: QuantizeConfig,
+    target: str | Target = "ios18",
+    *,
+    channel_axis: int = 0,
+    input_axis: int = 1,
+    dtype: DType = DType.FP16,
+    field: str = "quantize",
+    weight_field: str = "weight",
+) -> Compressed:
+    """Compress `weight` (output channels on `channel_axis`, their inputs on `input_axis`) for
+    `target`; the decompressed weight has `dtype`. Errors name `field` or `weight_field`."""
+    names = {"dtype": dtype, "field": field, "weight_field": weight_field}
+    if isinstance(config, PalettizeConfig):
+        return palettize(weight, config, target, channel_axis=channel_axis, **names)
+    if isinstance(config, LinearConfig):
+        return linear(
+            weight, config, target, channel_axis=channel_axis, input_axis=input_axis, **names
+        )
+    return prune(weight, config, target, channel_axis=channel_axis, **names)

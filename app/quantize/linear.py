@@ -1,0 +1,112 @@
+"""Linear (affine) quantization: integers plus a scale, and an offset where the range needs one.
+
+The arithmetic is coremltools' own (`linear_quantize_weights.blockwise_compress`, which calls
+`optimize._utils.compute_qparams_by_dtype`, and `ios18_quant_params_to_ios16` for ios17), run on
+the weight in its stored dtype as coremltools runs it on an fp16 const, so data, scales and offsets
+are the ones `coremltools.optimize.coreml.linear_quantize_weights` writes for the same weight.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from app.mil.targets import Target, get_target
+from app.mil.types import DType
+from app.quantize.config import LinearConfig, check_config
+from app.quantize.coremltools_parts import ct_utils, linear_quantize_weights
+from app.quantize.result import Compressed, ConstexprOp, Param, as_weight
+
+
+def block_sizes(config: LinearConfig, rank: int, channel_axis: int, input_axis: int) -> list[int]:
+    """coremltools' per-axis block sizes (0: the whole axis) for a granularity (infer_block_sizes)."""
+    sizes = [0] * rank
+    if config.granularity != "per_tensor":
+        sizes[channel_axis] = 1
+    if config.granularity == "per_block":
+        sizes[input_axis] = config.block_size
+    return sizes
+
+
+def quantize_blocks(
+    w: np.ndarray, dtype: str, symmetric: bool, sizes: list[int]
+) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
+    """(data, scale, offset) of `w`, scale and offset of the weight's rank (one per block)."""
+    mode = "LINEAR_SYMMETRIC" if symmetric else "LINEAR"
+    with np.errstate(divide="ignore", invalid="ignore"):  # an all-zero block has scale 0
+        params = linear_quantize_weights.blockwise_compress_by_dtype(w, dtype, mode, sizes)
+    plain = np.dtype(params.data.dtype.str)  # int8/uint8 without coremltools' sub-byte metadata
+    scale = np.asarray(params.scale, w.dtype)
+    data = params.data.astype(plain)  # astype, not np.array: that keeps the metadata
+    offset = None if params.offset is None else np.asarray(params.offset).astype(plain)
+    # An all-zero block has scale 0, and 0/0 left NaN (no integer) in its data and offset: store
+    # zeros there, which decompress to the same 0 whatever they are.
+    if (scale == 0).any():
+        blocked = _blocked_shape(data.shape, scale.shape)
+        zero = np.broadcast_to(_over_blocks(scale == 0, blocked), blocked).reshape(data.shape)
+        data[zero] = 0
+        if offset is not None:
+            offset[scale == 0] = 0
+    return data, scale, offset
+
+
+def linear(
+    weight: np.ndarray,
+    config: LinearConfig,
+    target: str | Target = "ios18",
+    *,
+    channel_axis: int = 0,
+    input_axis: int = 1,
+    dtype: DType = DType.FP16,
+    field: str = "quantize",
+    weight_field: str = "weight",
+) -> Compressed:
+    """`constexpr_blockwise_shift_scale` arguments (ios18; offset only when not symmetric-signed)
+    or `constexpr_affine_dequantize` ones (ios17: per channel, a zero point always, axis)."""
+    shape = np.shape(weight)
+    check_config(
+        config, shape, target, channel_axis=channel_axis, input_axis=input_axis, field=field
+    )
+    w = as_weight(weight, dtype, weight_field)
+    sizes = block_sizes(config, w.ndim, channel_axis, input_axis)
+    data, scale, offset = quantize_blocks(w, config.dtype, config.symmetric, sizes)
+    dense = dequantize(data, scale, offset, dtype)
+    int_dtype = DType(config.dtype)
+    if get_target(target).order >= 18:
+        args = {"data": Param(data, int_dtype), "scale": Param(scale, dtype)}
+        if offset is not None:
+            args["offset"] = Param(offset, int_dtype)
+        return Compressed((ConstexprOp("constexpr_blockwise_shift_scale", args),), dense)
+    old = ct_utils.ios18_quant_params_to_ios16(
+        ct_utils.QuantParams(data=data, scale=scale, offset=offset, nbits=int_dtype.bits)
+    )
+    args = {
+        "quantized_data": Param(data, int_dtype),
+        "zero_point": Param(np.asarray(old.zero_point, data.dtype), int_dtype),
+        "scale": Param(np.asarray(old.scale, dtype.numpy), dtype),
+        "axis": Param(np.asarray(old.axis, np.int32), DType.INT32),
+    }
+    return Compressed((ConstexprOp("constexpr_affine_dequantize", args),), dense)
+
+
+def dequantize(
+    data: np.ndarray, scale: np.ndarray, offset: np.ndarray | None, dtype: DType
+) -> np.ndarray:
+    """scale · (data − offset) per block, rounded once to `dtype`. float32 holds every product
+    exactly (at most 9 integer bits times an 11-bit fp16 scale), so the one rounding is the only
+    one, as in float64; each parameter is broadcast over its block, not repeated."""
+    blocked = _blocked_shape(data.shape, scale.shape)
+    values = data.reshape(blocked).astype(np.float32)
+    if offset is not None:
+        values -= _over_blocks(offset.astype(np.float32), blocked)
+    values *= _over_blocks(scale.astype(np.float32), blocked)
+    return values.reshape(data.shape).astype(dtype.numpy)
+
+
+def _blocked_shape(shape: tuple[int, ...], blocks: tuple[int, ...]) -> tuple[int, ...]:
+    """Each axis split into (blocks, elements per block)."""
+    return tuple(n for d, p in zip(shape, blocks, strict=True) for n in (p, d // p))
+
+
+def _over_blocks(param: np.ndarray, blocked: tuple[int, ...]) -> np.ndarray:
+    """A per-block parameter shaped to broadcast over `blocked`."""
+    return param.reshape(tuple(n for p in param.shape for n in (p, 1)))

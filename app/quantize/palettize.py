@@ -1,0 +1,85 @@
+"""Palettization: k-means look-up tables and the indices into them.
+
+The grouping, the LUT layout and the iOS16 conversion are coremltools' own
+(`palettize_weights.grouped_channelwise_compress`, `ios18_lut_params_to_ios16`), called on plain
+arrays. The clustering is coremltools' k-means helper forced onto its bundled `kmeans1d`, the
+optimal 1-D k-means (a dynamic programme over the sorted distinct values, weighted by their
+counts): deterministic on every machine, and no larger an error than any other clustering of the
+same values. coremltools itself takes this path for fp16 weights of 10,000 elements or more per
+group and scikit-learn's seeded KMeans below that (not a dependency here), so for those large
+weights our tables are coremltools' byte for byte.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from app.mil.targets import Target, get_target
+from app.mil.types import DType
+from app.quantize.config import PalettizeConfig, check_config
+from app.quantize.coremltools_parts import (
+    _get_kmeans_lookup_table_and_weight,
+    ct_utils,
+    palettize_weights,
+)
+from app.quantize.result import Compressed, ConstexprOp, Param, as_weight
+
+_INDEX_DTYPES = {
+    1: DType.UINT1,
+    2: DType.UINT2,
+    3: DType.UINT3,
+    4: DType.UINT4,
+    6: DType.UINT6,
+    8: DType.UINT8,
+}
+
+
+def _kmeans(nbits: int):
+    def lut_function(group: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        lut, indices = _get_kmeans_lookup_table_and_weight(nbits, group, force_kmeans1d=True)
+        return lut.astype(group.dtype), np.asarray(indices, np.uint8)
+
+    return lut_function
+
+
+def palettize(
+    weight: np.ndarray,
+    config: PalettizeConfig,
+    target: str | Target = "ios18",
+    *,
+    channel_axis: int = 0,
+    dtype: DType = DType.FP16,
+    field: str = "quantize",
+    weight_field: str = "weight",
+) -> Compressed:
+    """`constexpr_lut_to_dense` arguments for `weight`: iOS18 form (uintN indices shaped like the
+    weight, lut [.., groups, .., 2^nbits, 1]) or, on ios17, the iOS16 form (packed uint8 indices,
+    a flat lut, the shape)."""
+    check_config(config, np.shape(weight), target, channel_axis=channel_axis, field=field)
+    w = as_weight(weight, dtype, weight_field)
+    group = config.group_size if config.granularity == "per_grouped_channel" else 0
+    params = palettize_weights.grouped_channelwise_compress(
+        w, "CUSTOM", config.nbits, channel_axis, group, lut_function=_kmeans(config.nbits)
+    )
+    indices = params.indices.astype(np.uint8)  # drops coremltools' sub-byte dtype metadata
+    lut = np.asarray(params.lut, dtype.numpy)
+    dense = _dense(indices, lut, channel_axis)
+    if get_target(target).order >= 18:
+        args = {"indices": Param(indices, _INDEX_DTYPES[config.nbits]), "lut": Param(lut, dtype)}
+    else:
+        old = ct_utils.ios18_lut_params_to_ios16(params._replace(indices=indices, lut=lut))
+        args = {
+            "indices": Param(np.asarray(old.indices, np.uint8), DType.UINT8),
+            "lut": Param(np.asarray(old.lut, dtype.numpy), dtype),
+            "shape": Param(np.asarray(old.shape, np.uint32), DType.UINT32),
+        }
+    return Compressed((ConstexprOp("constexpr_lut_to_dense", args),), dense)
+
+
+def _dense(indices: np.ndarray, lut: np.ndarray, channel_axis: int) -> np.ndarray:
+    """lut[table of the element's channel group, index]."""
+    groups, channels = lut.shape[channel_axis], indices.shape[channel_axis]
+    view = [1] * indices.ndim
+    view[channel_axis] = channels
+    table = (np.arange(channels) // (channels // groups)).reshape(view)
+    return lut.reshape(groups, -1)[table, indices]

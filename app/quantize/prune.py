@@ -1,0 +1,78 @@
+"""Magnitude pruning: the smallest weights become zeros, stored as a bit mask plus the rest.
+
+The selection is coremltools' own (`prune_weights.compress_by_magnitude`: every weight whose
+magnitude is at most the target_sparsity percentile, so ties may prune a little more), and so are
+the mask layouts (`ios16_sparse_params_to_ios18`). With int8, the pruned weight is quantized per
+channel (symmetric) the way coremltools' joint compression quantizes a pruned weight: the scales
+come from the dense pruned tensor, the kept integers go to
+`constexpr_sparse_blockwise_shift_scale`, whose (mask, values) feed `constexpr_sparse_to_dense`.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from app.mil.targets import Target, get_target
+from app.mil.types import DType
+from app.quantize.config import LinearConfig, PruneConfig, QuantizeConfigError, check_config
+from app.quantize.coremltools_parts import ct_utils, prune_weights
+from app.quantize.linear import block_sizes, dequantize, quantize_blocks
+from app.quantize.result import Compressed, ConstexprOp, Param, as_weight
+
+
+def prune(
+    weight: np.ndarray,
+    config: PruneConfig,
+    target: str | Target = "ios18",
+    *,
+    channel_axis: int = 0,
+    dtype: DType = DType.FP16,
+    field: str = "quantize",
+    weight_field: str = "weight",
+) -> Compressed:
+    """`constexpr_sparse_to_dense` arguments: iOS18 form (nonzero values, a uint1 mask shaped like
+    the weight) or, on ios17, the iOS16 form (a byte-packed mask and the shape)."""
+    check_config(config, np.shape(weight), target, channel_axis=channel_axis, field=field)
+    w = as_weight(weight, dtype, weight_field)
+    old = prune_weights.compress_by_magnitude(w, config.target_sparsity)
+    if old.nonzero_data.size == 0:
+        raise QuantizeConfigError(
+            f"{field}.target_sparsity", "prunes every weight (they are all zero or equal)"
+        )
+    if get_target(target).order < 18:
+        args = {
+            "mask": Param(np.asarray(old.mask, np.uint8), DType.UINT8),
+            "nonzero_data": Param(np.asarray(old.nonzero_data, dtype.numpy), dtype),
+            "shape": Param(np.asarray(old.shape, np.uint32), DType.UINT32),
+        }
+        dense = prune_weights.decompress(old).astype(dtype.numpy)
+        return Compressed((ConstexprOp("constexpr_sparse_to_dense", args),), dense)
+    new = ct_utils.ios16_sparse_params_to_ios18(old)
+    mask = new.mask.astype(np.uint8)  # astype drops coremltools' uint1 dtype metadata
+    if config.dtype is None:
+        args = {"mask": Param(mask, DType.UINT1), "nonzero_data": Param(new.nonzero_data, dtype)}
+        dense = ct_utils.sparse_to_dense(new.nonzero_data, mask).astype(dtype.numpy)
+        return Compressed((ConstexprOp("constexpr_sparse_to_dense", args),), dense)
+    pruned = ct_utils.sparse_to_dense(new.nonzero_data, mask)
+    return _pruned_int8(pruned, mask, config, dtype, channel_axis)
+
+
+def _pruned_int8(
+    pruned: np.ndarray, mask: np.ndarray, config: PruneConfig, dtype: DType, channel_axis: int
+) -> Compressed:
+    assert config.dtype is not None
+    linear = LinearConfig(dtype=config.dtype)
+    sizes = block_sizes(linear, pruned.ndim, channel_axis, input_axis=channel_axis)  # per channel
+    data, scale, offset = quantize_blocks(pruned, config.dtype, linear.symmetric, sizes)
+    int_dtype = DType(config.dtype)
+    args = {
+        "data_mask": Param(mask, DType.UINT1),
+        "nonzero_data": Param(data[mask != 0], int_dtype),
+        "scale": Param(scale, dtype),
+    }
+    if offset is not None:
+        args["offset"] = Param(offset, int_dtype)
+    gather = ConstexprOp("constexpr_sparse_blockwise_shift_scale", args)
+    scatter = ConstexprOp("constexpr_sparse_to_dense", {}, {"mask": 0, "nonzero_data": 1})
+    dense = np.where(mask != 0, dequantize(data, scale, offset, dtype), 0).astype(dtype.numpy)
+    return Compressed((gather, scatter), dense)

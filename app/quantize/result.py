@@ -1,0 +1,65 @@
+"""What a quantizer returns: the constexpr op(s) that rebuild a weight, and the weight they give."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from app.mil.types import DType
+
+
+@dataclass(frozen=True)
+class Param:
+    """One const argument of a constexpr op: its values (one per element, also for sub-byte
+    dtypes) and the MIL dtype it is stored as."""
+
+    array: np.ndarray
+    dtype: DType
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes it takes stored (sub-byte values packed)."""
+        return -(-self.array.size * self.dtype.bits // 8)
+
+
+@dataclass(frozen=True)
+class ConstexprOp:
+    """One op of the chain. `chained` binds arguments to outputs of the op before it (by output
+    index), for the pruned-then-quantized pair."""
+
+    op_type: str
+    params: dict[str, Param]
+    chained: dict[str, int] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Compressed:
+    """A compressed weight: ops[-1] produces `decompressed` (shape and dtype of the weight)."""
+
+    ops: tuple[ConstexprOp, ...]
+    decompressed: np.ndarray
+
+    @property
+    def dtype(self) -> DType:
+        return DType.from_numpy(self.decompressed.dtype)
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes of every stored argument, against `decompressed.nbytes` uncompressed."""
+        return sum(p.nbytes for op in self.ops for p in op.params.values())
+
+
+def as_weight(weight: np.ndarray, dtype: DType, field: str) -> np.ndarray:
+    """The weight in the dtype it is compressed in (as coremltools compresses fp16 consts), checked
+    finite there: an inf or NaN has no place in a LUT or a scale."""
+    from app.quantize.config import QuantizeConfigError
+
+    array = np.asarray(weight)
+    if array.dtype.kind != "f":
+        raise QuantizeConfigError(field, f"must hold floats to be quantized, not {array.dtype}")
+    with np.errstate(over="ignore"):
+        converted = array.astype(dtype.numpy)
+    if not np.isfinite(converted).all():
+        raise QuantizeConfigError(field, f"has values that are not finite in {dtype.value}")
+    return converted
