@@ -4,13 +4,16 @@ VENV := .venv
 BIN := $(VENV)/bin
 HOST ?= 127.0.0.1
 PORT ?= 8000
+# Extras installed into .venv. CI adds `reference` (torch, transformers) so the transformer
+# blocks are also compared with Hugging Face's own layers; without it that comparison is skipped.
+EXTRAS ?= dev
 
 .PHONY: run test lint format bench clean
 
 $(BIN)/activate: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e '.[dev]'
+	$(BIN)/pip install --quiet -e '.[$(EXTRAS)]'
 	touch $(BIN)/activate
 
 run: $(BIN)/activate

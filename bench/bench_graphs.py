@@ -64,20 +64,6 @@ def per_node() -> list[dict]:
     return rows
 
 
-def ffn(d: int, h: int) -> dict:
-    return {
-        "inputs": {"x": {"shape": [1, d, 1, S]}},
-        "nodes": [
-            {"id": "gate", "op": "conv", "params": {"out_channels": h}, "inputs": {"x": "x"}},
-            {"id": "up", "op": "conv", "params": {"out_channels": h}, "inputs": {"x": "x"}},
-            {"id": "act", "op": "silu", "inputs": {"x": "gate"}},
-            {"id": "h", "op": "mul", "inputs": {"x": "act", "y": "up"}},
-            {"id": "down", "op": "conv", "params": {"out_channels": d}, "inputs": {"x": "h"}},
-        ],
-        "outputs": {"y": "down"},
-    }
-
-
 def ffn_against_coremltools(D: int, H: int, rounds: int = 5) -> dict:
     with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
         import coremltools as ct
@@ -85,6 +71,7 @@ def ffn_against_coremltools(D: int, H: int, rounds: int = 5) -> dict:
         from coremltools.converters.mil.mil import types
 
     from app import artifacts
+    from app.graphs.examples import swiglu_ffn
     from app.request import KernelRequest
 
     rng = np.random.default_rng(0)
@@ -94,7 +81,7 @@ def ffn_against_coremltools(D: int, H: int, rounds: int = 5) -> dict:
         "down": (rng.standard_normal((D, H, 1, 1)) * H**-0.5).astype(np.float16),
     }
     request = KernelRequest.create(
-        "graph", ffn(D, H), {f"{k}.weight": v for k, v in w.items()}, name="ffn"
+        "graph", swiglu_ffn(D, H, S), {f"{k}.weight": v for k, v in w.items()}, name="ffn"
     )
 
     def ours() -> None:

@@ -13,6 +13,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from app.api.openapi import SWIGLU_FFN
+from app.graphs.examples import swiglu_ffn
 from app.graphs.primitives import PRIMITIVES
 from app.validation import validate
 
@@ -26,18 +27,7 @@ W = {
 
 
 def ffn(weights: dict | None = None, **extra) -> dict:
-    nodes = [
-        {"id": "gate", "op": "conv", "params": {"out_channels": H}, "inputs": {"x": "x"}},
-        {"id": "up", "op": "conv", "params": {"out_channels": H}, "inputs": {"x": "x"}},
-        {"id": "act", "op": "silu", "inputs": {"x": "gate"}},
-        {"id": "h", "op": "mul", "inputs": {"x": "act", "y": "up"}},
-        {"id": "down", "op": "conv", "params": {"out_channels": D}, "inputs": {"x": "h"}},
-    ]
-    for node in nodes:
-        if weights is not None and node["id"] in weights:
-            node["weights"] = {"weight": weights[node["id"]]}
-    return {"name": "ffn", "inputs": {"x": {"shape": [1, D, 1, S]}}, "nodes": nodes,
-            "outputs": {"y": "down"}, **extra}  # fmt: skip
+    return {"name": "ffn", **swiglu_ffn(D, H, S, weights), **extra}
 
 
 def inline() -> dict[str, list]:

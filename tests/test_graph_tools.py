@@ -11,6 +11,7 @@ import pytest
 
 from app import artifacts
 from app.client import Client
+from app.graphs.examples import swiglu_ffn
 from app.request import KernelRequest
 
 D, H, S = 8, 16, 4
@@ -20,17 +21,7 @@ WEIGHTS = {
     "up.weight": (RNG.standard_normal((H, D)) * 0.3).astype(np.float32),
     "down.weight": (RNG.standard_normal((D, H)) * 0.3).astype(np.float32),
 }
-GRAPH = {
-    "inputs": {"x": {"shape": [1, D, 1, S]}},
-    "nodes": [
-        {"id": "gate", "op": "conv", "params": {"out_channels": H}, "inputs": {"x": "x"}},
-        {"id": "up", "op": "conv", "params": {"out_channels": H}, "inputs": {"x": "x"}},
-        {"id": "act", "op": "silu", "inputs": {"x": "gate"}},
-        {"id": "h", "op": "mul", "inputs": {"x": "act", "y": "up"}},
-        {"id": "down", "op": "conv", "params": {"out_channels": D}, "inputs": {"x": "h"}},
-    ],
-    "outputs": {"y": "down"},
-}
+GRAPH = swiglu_ffn(D, H, S)
 
 
 def local(fmt="mil", name="ffn") -> bytes:

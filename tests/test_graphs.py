@@ -12,6 +12,7 @@ import pytest
 from app import artifacts
 from app.errors import RequestError
 from app.graphs.build import build_graph
+from app.graphs.examples import swiglu_ffn
 from app.graphs.spec import GraphParams
 from app.mil import parse_text
 from app.reference.load import open_artifact
@@ -20,17 +21,7 @@ from app.validation import validate
 
 D, H, S = 16, 24, 8
 RNG = np.random.default_rng(0)
-FFN = {
-    "inputs": {"x": {"shape": [1, D, 1, S], "dtype": "fp16"}},
-    "nodes": [
-        {"id": "gate", "op": "conv", "params": {"out_channels": H}, "inputs": {"x": "x"}},
-        {"id": "up", "op": "conv", "params": {"out_channels": H}, "inputs": {"x": "x"}},
-        {"id": "act", "op": "silu", "inputs": {"x": "gate"}},
-        {"id": "h", "op": "mul", "inputs": {"x": "act", "y": "up"}},
-        {"id": "down", "op": "conv", "params": {"out_channels": D}, "inputs": {"x": "h"}},
-    ],
-    "outputs": {"y": "down"},
-}
+FFN = swiglu_ffn(D, H, S)
 FFN_WEIGHTS = {
     "gate.weight": (RNG.standard_normal((H, D)) * D**-0.5).astype(np.float32),
     "up.weight": (RNG.standard_normal((H, D)) * D**-0.5).astype(np.float32),

@@ -10,6 +10,7 @@ from fastapi import FastAPI
 
 from app.api.auth import add_security
 from app.api.problems import MEDIA_TYPE as PROBLEM_MEDIA_TYPE
+from app.graphs.examples import swiglu_ffn
 from app.kernels import CATALOG
 from app.schemas.wire import KERNEL_REQUEST_ADAPTER, GraphRequest, ProblemDocument
 
@@ -162,21 +163,12 @@ def _matrix(rows: int, cols: int, seed: int) -> list[list[float]]:
 
 SWIGLU_FFN = {
     "name": "ffn",
-    "inputs": {"x": {"shape": [1, 4, 1, 8], "dtype": "fp16"}},
-    "nodes": [
-        {"id": "gate", "op": "conv", "params": {"out_channels": 8}, "inputs": {"x": "x"},
-         "weights": {"weight": _matrix(8, 4, 0)}},
-        {"id": "up", "op": "conv", "params": {"out_channels": 8}, "inputs": {"x": "x"},
-         "weights": {"weight": _matrix(8, 4, 1)}},
-        {"id": "act", "op": "silu", "inputs": {"x": "gate"}},
-        {"id": "h", "op": "mul", "inputs": {"x": "act", "y": "up"}},
-        {"id": "down", "op": "conv", "params": {"out_channels": 4}, "inputs": {"x": "h"},
-         "weights": {"weight": _matrix(4, 8, 2)}},
-    ],
-    "outputs": {"y": "down"},
+    **swiglu_ffn(
+        4, 8, 8, {"gate": _matrix(8, 4, 0), "up": _matrix(8, 4, 1), "down": _matrix(4, 8, 2)}
+    ),
     "format": "mil",
     "verify": True,
-}  # fmt: skip
+}
 GRAPH_EXAMPLES = {
     "swiglu_ffn": {"summary": "a SwiGLU FFN (down(silu(gate(x)) * up(x))), verified", "value": SWIGLU_FFN},
     "rmsnorm_residual": {
