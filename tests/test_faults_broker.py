@@ -135,6 +135,11 @@ def test_redis_killed_mid_compile_and_started_again_empty(tmp_path):
                                env=cli_env)  # fmt: skip
                 eventually(lambda: len(xcrun_events(xcrun_log, event="start")) == 3, 60,
                            "three compiles running")  # fmt: skip
+                # `jobs wait` can submit again only a job it has seen: let it fetch it once.
+                followed = f"/v1/jobs/{waited['id']}"
+                eventually(lambda: any(d["path"] == followed and d["status"] == 200
+                                       for d in access_log(log_path(data_dir, url))),
+                           60, "`jobs wait` following its job")  # fmt: skip
 
                 server.kill()
                 assert_broker_503(c.post("/v1/jobs", json=job_body("during")))

@@ -8,54 +8,39 @@ Works on coremltools' protobuf messages (`Model_pb2`, `MIL_pb2`) for any ML Prog
 choice made where no Apple output was available to copy is said so in the module concerned.
 """
 
-from app.mlmodelc.compiler import CompiledBundle, bundle_files, compile_package, model_mil
-from app.mlmodelc.coremldata import COREMLDATA
-from app.mlmodelc.decompiler import DecompiledPackage, decompile, source_model
-from app.mlmodelc.dialect import PROGRAM_1_0, PROGRAM_1_3, Dialect
-from app.mlmodelc.errors import (
-    BadBundleError,
-    BadPackageError,
-    MilSyntaxError,
-    MlmodelcError,
-    UnknownProfileError,
-    UnsupportedConstructError,
-    WeightFileError,
-)
-from app.mlmodelc.parser import ParsedProgram, parse_program
-from app.mlmodelc.printer import print_program
-from app.mlmodelc.profiles import (
-    DEFAULT_PROFILE,
-    PROFILES,
-    ToolchainProfile,
-    dialect_for,
-    get_profile,
-)
+# Submodules load on first use: the compiler, the decompiler and the parser need coremltools'
+# protobuf messages, whose import takes seconds (all of coremltools, and torch where installed),
+# while every ane-kernels command reads PROFILES to build its parser.
+from __future__ import annotations
 
-__all__ = [
-    "COREMLDATA",
-    "DEFAULT_PROFILE",
-    "PROFILES",
-    "PROGRAM_1_0",
-    "PROGRAM_1_3",
-    "BadBundleError",
-    "BadPackageError",
-    "CompiledBundle",
-    "DecompiledPackage",
-    "Dialect",
-    "MilSyntaxError",
-    "MlmodelcError",
-    "ParsedProgram",
-    "ToolchainProfile",
-    "UnknownProfileError",
-    "UnsupportedConstructError",
-    "WeightFileError",
-    "bundle_files",
-    "compile_package",
-    "decompile",
-    "dialect_for",
-    "get_profile",
-    "model_mil",
-    "parse_program",
-    "print_program",
-    "source_model",
-]
+import importlib
+
+_HOMES = {
+    "compiler": ("CompiledBundle", "bundle_files", "compile_package", "model_mil"),
+    "coremldata": ("COREMLDATA",),
+    "decompiler": ("DecompiledPackage", "decompile", "source_model"),
+    "dialect": ("PROGRAM_1_0", "PROGRAM_1_3", "Dialect"),
+    "errors": (
+        "BadBundleError",
+        "BadPackageError",
+        "MilSyntaxError",
+        "MlmodelcError",
+        "UnknownProfileError",
+        "UnsupportedConstructError",
+        "WeightFileError",
+    ),
+    "parser": ("ParsedProgram", "parse_program"),
+    "printer": ("print_program",),
+    "profiles": ("DEFAULT_PROFILE", "PROFILES", "ToolchainProfile", "dialect_for", "get_profile"),
+}
+_MODULE_OF = {name: module for module, names in _HOMES.items() for name in names}
+__all__ = sorted(_MODULE_OF)
+
+
+def __getattr__(name: str):
+    module = _MODULE_OF.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
+    globals()[name] = value
+    return value
