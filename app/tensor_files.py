@@ -13,7 +13,6 @@ from __future__ import annotations
 import io
 import json
 import math
-import os
 import struct
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -22,6 +21,7 @@ import numpy as np
 
 from app.digest import file_digest
 from app.errors import RequestError
+from app.files import atomic_file
 
 _NPY_MAGIC = b"\x93NUMPY"
 _SAFETENSORS_DTYPES = {
@@ -260,9 +260,8 @@ def _canonicalise(tensor: TensorFile, fortran: bool) -> TensorFile:
         order="F" if fortran else "C",
     )
     canonical = np.ascontiguousarray(mapped, dtype=tensor.dtype.newbyteorder("<"))
-    tmp = tensor.path.with_suffix(".canonical")
-    canonical.tofile(tmp)
-    os.replace(tmp, tensor.path)
+    with atomic_file(tensor.path) as f:
+        canonical.tofile(f)
     return replace(tensor, offset=0, dtype=canonical.dtype, source="npy")
 
 

@@ -53,3 +53,21 @@ def test_mismatched_range_is_not_trusted(tmp_path):
     tensor = sniff(path, "f")
     wrong = (tensor.offset, tensor.nbytes - 4, "sha256:" + "0" * 64)
     assert with_digest(tensor, wrong).digest == tensor_digest(W)
+
+
+@pytest.mark.parametrize(
+    "array",
+    [
+        np.arange(6, dtype=">f4").reshape(2, 3),
+        np.asfortranarray(np.arange(6, dtype="<f4").reshape(2, 3)),
+    ],
+    ids=["big-endian", "fortran-order"],
+)
+def test_a_non_canonical_npy_is_rewritten_in_place(tmp_path, array):
+    path = tmp_path / "w.npy"
+    np.save(path, array)
+    tensor = with_digest(sniff(path, "weights"))
+    assert tensor.offset == 0 and tensor.dtype == np.dtype("<f4") and tensor.shape == (2, 3)
+    assert np.fromfile(path, tensor.dtype).reshape(2, 3).tolist() == array.tolist()
+    assert tensor.digest == tensor_digest(np.ascontiguousarray(array, "<f4"))
+    assert [p.name for p in tmp_path.iterdir()] == ["w.npy"]  # no temp file left beside it

@@ -11,6 +11,7 @@ mlmodelc zip:   <name>.mlmodelc/...      (what the compiler wrote: model.mil, co
 from __future__ import annotations
 
 import asyncio
+import filecmp
 import os
 import re
 import shutil
@@ -26,7 +27,6 @@ from app.compile.base import CompileFailure, Compiler, CompileResult
 from app.compile.linux import NAME as LINUX_COMPILER
 from app.compile.linux import LinuxCompiler
 from app.compile.placement import placement_report
-from app.digest import file_digest
 from app.mil import Target, get_target
 from app.mlmodelc import DEFAULT_PROFILE, PROFILES
 from app.packaging import Entry, layout, to_json, write_zip
@@ -137,9 +137,8 @@ async def conformance_with_linux(
     except CompileFailure as exc:
         return {"backend": LINUX_COMPILER, "profile": profile.name, "identical": False,
                 "error": exc.message}  # fmt: skip
-    theirs = await asyncio.to_thread(_files, apple.mlmodelc)
-    ours = await asyncio.to_thread(_files, mine.mlmodelc)
-    different = sorted(f for f in theirs.keys() & ours.keys() if theirs[f] != ours[f])
+    theirs, ours = _files(apple.mlmodelc), _files(mine.mlmodelc)
+    different = await asyncio.to_thread(_differing, theirs, ours)
     report: dict[str, Any] = {
         "backend": LINUX_COMPILER,
         "profile": profile.name,
@@ -154,11 +153,16 @@ async def conformance_with_linux(
     return report
 
 
-def _files(bundle: Path) -> dict[str, str]:
-    """Every file of a bundle by relative path, as its sha256 (read in chunks)."""
-    return {
-        p.relative_to(bundle).as_posix(): file_digest(p) for p in bundle.rglob("*") if p.is_file()
-    }
+def _files(bundle: Path) -> dict[str, Path]:
+    """Every file of a bundle, by relative path."""
+    return {p.relative_to(bundle).as_posix(): p for p in bundle.rglob("*") if p.is_file()}
+
+
+def _differing(theirs: dict[str, Path], ours: dict[str, Path]) -> list[str]:
+    """The files both bundles hold whose bytes differ (sizes first, then up to the first
+    differing block: the weight files are the bulk and usually equal)."""
+    both = theirs.keys() & ours.keys()
+    return sorted(f for f in both if not filecmp.cmp(theirs[f], ours[f], shallow=False))
 
 
 def _write_zip(

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+from app.mlmodelc.dtypes import SUB_BYTE_BITS
 from app.mlmodelc.proto import MIL_pb2
 
 D = MIL_pb2
@@ -54,7 +55,6 @@ _SOURCE_OPERAND = {
     "constexpr_blockwise_shift_scale": "data",
     "constexpr_cast": "source_val",
 }
-_SUB_BYTE_BITS = {D.INT4: 4, D.UINT4: 4, D.UINT1: 1, D.UINT2: 2, D.UINT3: 3, D.UINT6: 6}
 
 
 def summary(names: set[str]) -> str | None:
@@ -106,8 +106,8 @@ def constexpr_storage(op: MIL_pb2.Operation, symbols: dict[str, MIL_pb2.ValueTyp
         return "Sparse"
     if kind == "constexpr_lut_to_dense":
         indices = dtype_of("indices")
-        if indices in _SUB_BYTE_BITS:
-            return f"Palettized ({_SUB_BYTE_BITS[indices]} bits)"
+        if indices in SUB_BYTE_BITS:
+            return f"Palettized ({SUB_BYTE_BITS[indices]} bits)"
         lut = _operand(op, "lut")
         if lut is None and "lut" in op.inputs and op.inputs["lut"].arguments:
             lut = symbols.get(op.inputs["lut"].arguments[0].name)

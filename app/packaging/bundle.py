@@ -166,16 +166,18 @@ def write_chain_zip(
     """A graph split into a chain of programs, in one zip: each program's files (a package each,
     or a mil bundle in its own directory), chain.json (the order and the wiring: `chain` gives it
     from the programs' paths) and kernel.json describing the whole graph."""
+    description = describe_build(whole, fmt, digests, extra_description)
+    # every part's weights are the whole's: hash each tensor once
+    known = {key: w["sha256"] for key, w in description["weights"].items()}
     entries: list[Entry] = []
     empty_dirs: list[str] = []
     paths = []
     for part in parts:
         prefix = f"{part.name}/" if fmt == "mil" else ""
-        files = program_files(part, fmt, digests=digests, prefix=prefix)
+        files = program_files(part, fmt, digests=known, prefix=prefix)
         entries += files.entries
         empty_dirs += files.empty_dirs
         paths.append(part.name if fmt == "mil" else layout.package_root(part.name))
-    description = describe_build(whole, fmt, digests, extra_description)
     description["chain"] = [p.name for p in parts]
     entries += [
         Entry(layout.KERNEL_JSON, to_json(description)),

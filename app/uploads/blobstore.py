@@ -125,13 +125,11 @@ class BlobStore:
             raise RequestError(field, f"tensor {name!r}: {converted.overflow} values beyond the "
                                "fp16 range (±65504) would become infinite", title="fp16 overflow",
                                overflow={name: converted.overflow})  # fmt: skip
-        tmp = self.new_spool_path()
+        spooled = self._spool_array(converted.values, field)
         try:
-            with open(tmp, "wb") as f:
-                np.save(f, converted.values)
-            tensor = self.put(sniff(tmp, field))
+            tensor = self.put(spooled)
         except BaseException:
-            tmp.unlink(missing_ok=True)
+            discard(spooled.path)
             raise
         self._converted[(digest, name)] = tensor.digest
         return tensor
@@ -154,17 +152,21 @@ class BlobStore:
             return weight
         return WeightRef(weight.digest, weight.dtype, weight.shape, file=self.put(weight.file))
 
-    def _put_array(self, array: np.ndarray, digest: str) -> None:
+    def _spool_array(self, array: np.ndarray, field: str) -> TensorFile:
+        """`array` as a hashed .npy spool file, ready for `put`; nothing is left if writing fails."""
         path = self.new_spool_path()
         try:
             with storage_errors(BLOB_STORE, self.store.root, array.nbytes), open(path, "wb") as f:
                 np.save(f, array, allow_pickle=False)
-            tensor = with_digest(sniff(path, "weights"))
+            return with_digest(sniff(path, field))
         except BaseException:
             discard(path)
             raise
+
+    def _put_array(self, array: np.ndarray, digest: str) -> None:
+        tensor = self._spool_array(array, "weights")
         if tensor.digest != digest:  # cannot happen for canonical arrays; never store a lie
-            discard(path)
+            discard(tensor.path)
             raise ValueError(f"an inline weight hashed to {tensor.digest}, expected {digest}")
         self.put(tensor)
 
