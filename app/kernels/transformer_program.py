@@ -105,10 +105,7 @@ def decode_mask(b: Builder, p: AttentionParams, length: Var) -> Var:
         "cache_positions", np.arange(cache_len, dtype=np.int32).reshape(1, 1, -1, 1)
     )
     ahead = b.op("sub", "cache_ahead", x=length, y=positions)  # length − c, int32
-    valid = b.op("minimum", "cache_valid", x=b.op("maximum", "cache_ahead_pos", x=ahead, y=0), y=1)
-    hidden = b.op("sub", "cache_hidden", x=b.op("cast", "cache_valid_fp16", x=valid, dtype="fp16"),
-                  y=1.0)  # fmt: skip
-    cache_mask = b.op("mul", "cache_mask", x=hidden, y=-MASKED)
+    cache_mask = _masked_unless_ahead(b, ahead, "cache_mask")
     if t > 1:
         cache_mask = b.op("tile", "cache_mask_rows", x=cache_mask, reps=[1, 1, 1, t])
     new_mask = b.const("new_mask", causal_mask(t), FP16)
@@ -213,10 +210,16 @@ def state_mask(b: Builder, p: AttentionParams, length: Var) -> Var:
     rows = b.const("cache_positions", np.arange(cache_len, dtype=np.int32).reshape(1, 1, -1, 1))
     steps = b.const("token_steps", np.arange(1, t + 1, dtype=np.int32).reshape(1, 1, 1, -1))
     ahead = b.op("sub", "cache_ahead", x=b.op("add", "query_ends", x=length, y=steps), y=rows)
+    return _masked_unless_ahead(b, ahead, "attn_mask")
+
+
+def _masked_unless_ahead(b: Builder, ahead: Var, name: str) -> Var:
+    """0 where the int32 `ahead` is positive, MASKED elsewhere: clamped to {0, 1} in int32 (exact
+    for any cache length), then scaled once in fp16."""
     valid = b.op("minimum", "cache_valid", x=b.op("maximum", "cache_ahead_pos", x=ahead, y=0), y=1)
     hidden = b.op("sub", "cache_hidden", x=b.op("cast", "cache_valid_fp16", x=valid, dtype="fp16"),
                   y=1.0)  # fmt: skip
-    return b.op("mul", "attn_mask", x=hidden, y=-MASKED)
+    return b.op("mul", name, x=hidden, y=-MASKED)
 
 
 def mlp(
