@@ -16,7 +16,7 @@ from __future__ import annotations
 import importlib
 
 _HOMES = {
-    "compiler": ("CompiledBundle", "bundle_files", "compile_package", "model_mil"),
+    "compiler": ("CompiledBundle", "compile_package"),
     "coremldata": ("COREMLDATA",),
     "decompiler": ("DecompiledPackage", "decompile", "source_model"),
     "dialect": ("PROGRAM_1_0", "PROGRAM_1_3", "Dialect"),

@@ -67,10 +67,10 @@ def bundle_files(
     source: SourceModel,
     bundle_stem: str,
     profile: ToolchainProfile,
-    surveys: dict[str, FunctionSurvey] | None = None,
+    surveys: dict[str, FunctionSurvey],
 ) -> dict[str, bytes]:
-    """Every generated file of the bundle (weights excluded), by relative path; `surveys` are
-    the functions' surveys when the caller already has them."""
+    """Every generated file of the bundle (weights excluded), by relative path, given the
+    program's function surveys."""
     description = canonical_description(source.description, source.label)
     return {
         "model.mil": model_mil(source, profile).encode("utf-8"),

@@ -25,7 +25,7 @@ import re
 from app.mlmodelc import nsjson
 from app.mlmodelc.proto import Model_pb2
 from app.mlmodelc.schema import feature_entry
-from app.mlmodelc.survey import FunctionSurvey, survey_program
+from app.mlmodelc.survey import FunctionSurvey
 from app.mlmodelc.wire import read_fields
 
 TOP_KEYS = (
@@ -93,14 +93,13 @@ def build_metadata(
     model: Model_pb2.Model,
     description: bytes,
     bundle_stem: str,
-    where: str = "model.mlmodel",
-    surveys: dict[str, FunctionSurvey] | None = None,
+    where: str,
+    surveys: dict[str, FunctionSurvey],
 ) -> list[dict]:
-    """The metadata.json object (a list holding one dictionary) for `model`; `surveys` are the
-    functions' surveys when the caller already has them."""
+    """The metadata.json object (a list holding one dictionary) for `model`, given its
+    functions' surveys."""
     desc = model.description
     program = model.mlProgram
-    surveys = surveys if surveys is not None else survey_program(program)
     default = desc.defaultFunctionName or (
         "main" if "main" in program.functions else min(program.functions)
     )
@@ -161,9 +160,9 @@ def metadata_json(
     model: Model_pb2.Model,
     description: bytes,
     bundle_stem: str,
-    where: str = "model.mlmodel",
-    trailing_newline: bool = False,
-    surveys: dict[str, FunctionSurvey] | None = None,
+    where: str,
+    trailing_newline: bool,
+    surveys: dict[str, FunctionSurvey],
 ) -> bytes:
     text = nsjson.dumps(build_metadata(model, description, bundle_stem, where, surveys))
     return (text + "\n" if trailing_newline else text).encode("utf-8")
