@@ -4,8 +4,8 @@ VENV := .venv
 BIN := $(VENV)/bin
 HOST ?= 127.0.0.1
 PORT ?= 8000
-# Extras installed into .venv. CI adds `reference` (torch, transformers) so the transformer
-# blocks are also compared with Hugging Face's own layers; without it that comparison is skipped.
+# Extras installed into a new .venv. `make test EXTRAS=dev,reference` adds torch and transformers,
+# so the transformer blocks are also compared with Hugging Face's own layers (skipped without).
 EXTRAS ?= dev
 
 .PHONY: run test lint format bench clean
