@@ -1,4 +1,4 @@
 """ANE Kernel Service: Apple Neural Engine kernels compiled on demand."""
 
-__version__ = "0.2.0"
+__version__ = "0.3.0"
 GENERATOR = "ane-kernels"

@@ -12,7 +12,7 @@ from coremltools.libmilstoragepython import _BlobStorageReader
 from coremltools.optimize import _utils as ct_utils
 
 from app.mil import Builder, DType, Program, emit_text
-from app.mil.proto import emit_proto
+from app.mil.to_proto import emit_proto
 from app.packaging import build_info, manifest, plan_weights
 from app.quantize import Compressed, add_compressed
 

@@ -12,10 +12,10 @@ import pytest
 from quantize_support import coremltools_decompress, write_weights
 
 from app.mil import Builder, DType, MILBuildError, emit_text, parse_text
-from app.mil.proto import emit_proto
+from app.mil.from_proto import load_model
+from app.mil.to_proto import emit_proto
 from app.packaging import plan_weights
 from app.reference import Executor
-from app.reference.load import load_model
 
 GOLDENS = Path(__file__).resolve().parents[2] / "shared" / "goldens" / "silero-vad"
 if not GOLDENS.exists():  # the worktree layout: /work/wt/<name>, shared/ beside the checkouts

@@ -9,17 +9,16 @@ from pathlib import Path
 import pytest
 from mlmodelc_support import SILERO, bundle_of
 
-from app.mlmodelc import (
+from app.language import (
     BadBundleError,
     BadPackageError,
     MilSyntaxError,
     UnknownProfileError,
     WeightFileError,
-    compile_package,
-    decompile,
     get_profile,
 )
-from app.mlmodelc.profiles import DEFAULT_PROFILE
+from app.language.profiles import DEFAULT_PROFILE
+from app.mlmodelc import compile_package, decompile
 
 SOURCE = SILERO[1] / "source.mlpackage"  # unified_int8: 7 constexpr ops reading weight.bin
 SPEC = "Data/com.apple.CoreML/model.mlmodel"

@@ -17,7 +17,8 @@ from mlmodelc_support import (
     read_model,
 )
 
-from app.mlmodelc import compile_package, decompile, get_profile, parse_program, print_program
+from app.language import get_profile, parse_program, print_program
+from app.mlmodelc import compile_package, decompile
 from app.mlmodelc.analytics import read_analytics
 from app.mlmodelc.coremldata import read_coremldata
 

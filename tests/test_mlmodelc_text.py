@@ -12,9 +12,9 @@ import math
 import pytest
 from coremltools.proto import MIL_pb2
 
-from app.mlmodelc import PROGRAM_1_0, PROGRAM_1_3, MilSyntaxError, parse_program, print_program
-from app.mlmodelc.dtypes import TEXT_NAMES, encode_elements
-from app.mlmodelc.hexfloat import format_hex, parse_float
+from app.language import PROGRAM_1_0, PROGRAM_1_3, MilSyntaxError, parse_program, print_program
+from app.language.elements import TEXT_NAMES, encode_elements
+from app.language.hexfloat import format_hex, parse_float
 
 D = MIL_pb2
 

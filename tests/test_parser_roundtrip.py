@@ -12,11 +12,12 @@ from kernel_cases import SMALL, VARIANTS
 from app.errors import RequestError
 from app.kernels import build_kernel
 from app.mil import Builder, DType, MILParseError, emit_text, parse_text
-from app.mil.proto import emit_proto
+from app.mil.from_proto import load_model
+from app.mil.to_proto import emit_proto
 from app.packaging import plan_weights, write_kernel_zip
 from app.reference import Executor
 from app.reference.executor import random_inputs
-from app.reference.load import ArtifactError, load_model, open_artifact
+from app.reference.load import ArtifactError, open_artifact
 
 INFO = {"coremltools-version": "9.0", "ane-kernels-version": "0.1.0"}
 
@@ -158,7 +159,7 @@ BAD = [
     (
         "missing semicolon",
         edit(')[name = string("ax")];', ')[name = string("ax")]'),
-        "line 8: expected ';', found 'tensor'",
+        "line 8: expected ';' after operation 'mul' (line 7), found 'tensor'",
     ),
     (
         "declared shape",
@@ -197,7 +198,11 @@ BAD = [
         "line 7: op 'mul': name 'a' is already used",
     ),
     ("garbage", edit("{\n    func", "{\n    $func"), "line 4: unexpected character '$'"),
-    ("trailing", lambda t: t + "}\n", "line 11: expected the end of the text, found '}'"),
+    (
+        "trailing",
+        lambda t: t + "}\n",
+        "line 10: expected the end of the text after the program, found '}'",
+    ),
 ]
 
 

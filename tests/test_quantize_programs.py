@@ -16,7 +16,7 @@ from quantize_support import (
 )
 
 from app.mil import Builder, DType
-from app.mil.proto import emit_proto
+from app.mil.to_proto import emit_proto
 from app.packaging import build_info
 from app.quantize import parse_config, quantize
 from app.reference import Executor

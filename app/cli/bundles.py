@@ -10,7 +10,8 @@ from app.cli.common import CLIError
 
 
 def cmd_mlmodelc(args) -> int:
-    from app.mlmodelc import MlmodelcError, compile_package, get_profile
+    from app.language import MlmodelcError, get_profile
+    from app.mlmodelc import compile_package
 
     try:
         profile = get_profile(args.coremlc_version, args.mil_version)
@@ -24,7 +25,8 @@ def cmd_mlmodelc(args) -> int:
 
 
 def cmd_decompile(args) -> int:
-    from app.mlmodelc import MlmodelcError, decompile
+    from app.language import MlmodelcError
+    from app.mlmodelc import decompile
 
     try:
         package = decompile(args.bundle, args.output)
@@ -40,7 +42,7 @@ def cmd_decompile(args) -> int:
 
 
 def add_commands(sub) -> None:
-    from app.mlmodelc import DEFAULT_PROFILE, PROFILES
+    from app.language import DEFAULT_PROFILE, PROFILES
 
     releases = ", ".join(PROFILES)
     comp = sub.add_parser(

@@ -18,8 +18,9 @@ from app.compile.base import (
     CompileTimeout,
     timeout_message,
 )
+from app.language import MlmodelcError, ToolchainProfile, get_profile
 from app.mil import Target
-from app.mlmodelc import MlmodelcError, ToolchainProfile, compile_package, get_profile
+from app.mlmodelc import compile_package
 from app.toolchain import coremltools_version
 
 NAME = "linux"

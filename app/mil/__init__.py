@@ -1,6 +1,6 @@
 """MIL program IR, builder with type inference, and the model.mil emitter and parser.
 
-The protobuf emitter is `app.mil.proto` (imported on its own: it loads coremltools)."""
+The protobuf emitter is `app.mil.to_proto` (imported on its own: it loads coremltools)."""
 
 from app.mil.assemble import MILParseError, ParsedProgram
 from app.mil.builder import Builder
@@ -15,9 +15,8 @@ from app.mil.ir import (
     Var,
 )
 from app.mil.ops import OPS
-from app.mil.parser import parse_text
 from app.mil.targets import DEFAULT_TARGET, TARGETS, Target, TargetName, get_target
-from app.mil.text import WEIGHT_PATH, emit_text, hex_float
+from app.mil.text import emit_text, parse_text
 from app.mil.types import DType, StateType, TensorType
 
 __all__ = [
@@ -25,7 +24,6 @@ __all__ = [
     "IDENTIFIER",
     "OPS",
     "TARGETS",
-    "WEIGHT_PATH",
     "Builder",
     "ConstValue",
     "DType",
@@ -43,6 +41,5 @@ __all__ = [
     "Var",
     "emit_text",
     "get_target",
-    "hex_float",
     "parse_text",
 ]

@@ -2,7 +2,8 @@
 
 Every op is re-created through the `Builder`, so its types are inferred again and compared with
 the declared ones; BLOBFILE consts are read back from `weight.bin` with the declared dtype and
-shape. Shared by the text parser (`app.mil.parser`) and the protobuf loader (`app.reference.load`).
+shape. Used by the protobuf loader (`app.mil.from_proto`), which `model.mil` text reaches through the
+language layer's parser.
 """
 
 from __future__ import annotations
@@ -13,11 +14,11 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from app.blob import BlobFormatError, BlobReader
+from app.language.paths import WEIGHT_PATH
 from app.mil.builder import Builder
 from app.mil.ir import ConstValue, Function, MILBuildError, Program, Var
 from app.mil.ops import lookup
 from app.mil.targets import Target
-from app.mil.text import WEIGHT_PATH
 from app.mil.types import StateType, TensorType, ValueType
 
 WeightSource = str | os.PathLike[str] | bytes | BlobReader | None

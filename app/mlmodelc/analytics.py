@@ -14,7 +14,7 @@ import base64
 import hashlib
 import struct
 
-from app.mlmodelc.errors import BadBundleError
+from app.language.errors import BadBundleError
 
 
 def model_hash(model_bytes: bytes) -> str:

@@ -15,10 +15,10 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from app.mlmodelc.errors import WeightFileError
-from app.mlmodelc.proto import MIL_pb2
+from app.language.errors import WeightFileError
+from app.language.messages import MIL_pb2
+from app.language.paths import MODEL_PATH
 
-MODEL_PATH = "@model_path/"
 _SENTINEL = 0xDEADBEEF
 _METADATA = struct.Struct("<IIQQ")
 

@@ -17,16 +17,16 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from app.language.errors import BadPackageError
+from app.language.messages import MIL_pb2
+from app.language.printer import print_program
+from app.language.profiles import DEFAULT_PROFILE, ToolchainProfile, dialect_for, get_profile
 from app.mlmodelc.analytics import write_analytics
 from app.mlmodelc.atomic import building, copy_file, write_file
 from app.mlmodelc.blobrefs import check_refs, program_attribute_refs
 from app.mlmodelc.compilerattrs import build_info, flexible_shape_information
 from app.mlmodelc.coremldata import COREMLDATA, canonical_description, write_coremldata
-from app.mlmodelc.errors import BadPackageError
 from app.mlmodelc.metadata import metadata_json
-from app.mlmodelc.printer import print_program
-from app.mlmodelc.profiles import DEFAULT_PROFILE, ToolchainProfile, dialect_for, get_profile
-from app.mlmodelc.proto import MIL_pb2
 from app.mlmodelc.source import SourceModel, read_source
 from app.mlmodelc.survey import FunctionSurvey, survey_program
 

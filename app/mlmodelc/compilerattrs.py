@@ -17,8 +17,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from app.mlmodelc.errors import UnsupportedConstructError
-from app.mlmodelc.proto import MIL_pb2, Model_pb2
+from app.language.errors import UnsupportedConstructError
+from app.language.messages import MIL_pb2, Model_pb2
 
 D = MIL_pb2
 

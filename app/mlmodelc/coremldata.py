@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import struct
 
-from app.mlmodelc.errors import BadBundleError, BadPackageError
+from app.language.errors import BadBundleError, BadPackageError
 from app.mlmodelc.wire import read_fields
 
 MAGIC = 502

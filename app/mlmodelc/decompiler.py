@@ -19,14 +19,14 @@ import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
+from app.language.errors import BadBundleError
+from app.language.messages import MIL_pb2, Model_pb2
+from app.language.parser import parse_program
+from app.language.profiles import PROFILES, ToolchainProfile
 from app.mlmodelc.atomic import building, copy_file, write_file
 from app.mlmodelc.blobrefs import blob_refs, check_refs
 from app.mlmodelc.compilerattrs import build_info_entries, build_info_value
 from app.mlmodelc.coremldata import COREMLDATA, read_coremldata
-from app.mlmodelc.errors import BadBundleError
-from app.mlmodelc.parser import parse_program
-from app.mlmodelc.profiles import PROFILES, ToolchainProfile
-from app.mlmodelc.proto import MIL_pb2, Model_pb2
 from app.mlmodelc.wire import length_delimited, write_varint
 
 COMPILER_KEYS = {"coremlc-component-MIL", "coremlc-version"}

@@ -22,8 +22,8 @@ from __future__ import annotations
 
 import re
 
+from app.language.messages import Model_pb2
 from app.mlmodelc import nsjson
-from app.mlmodelc.proto import Model_pb2
 from app.mlmodelc.schema import feature_entry
 from app.mlmodelc.survey import FunctionSurvey
 from app.mlmodelc.wire import read_fields

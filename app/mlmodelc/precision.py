@@ -23,8 +23,8 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from app.mlmodelc.dtypes import SUB_BYTE_BITS
-from app.mlmodelc.proto import MIL_pb2
+from app.language.elements import SUB_BYTE_BITS
+from app.language.messages import MIL_pb2
 
 D = MIL_pb2
 

@@ -18,8 +18,8 @@ NSDictionary come out as Apple's does; Apple builds the two kinds in different o
 
 from __future__ import annotations
 
-from app.mlmodelc.errors import UnsupportedConstructError
-from app.mlmodelc.proto import FeatureTypes_pb2, Model_pb2
+from app.language.errors import UnsupportedConstructError
+from app.language.messages import FeatureTypes_pb2, Model_pb2
 
 A = FeatureTypes_pb2.ArrayFeatureType
 ARRAY_TYPES = {

@@ -14,8 +14,8 @@ from pathlib import Path
 
 from google.protobuf.message import DecodeError
 
-from app.mlmodelc.errors import BadPackageError
-from app.mlmodelc.proto import Model_pb2
+from app.language.errors import BadPackageError
+from app.language.messages import Model_pb2
 from app.mlmodelc.wire import read_fields
 
 DATA_DIR = "Data"

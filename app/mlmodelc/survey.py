@@ -10,10 +10,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from app.language.messages import MIL_pb2
 from app.mlmodelc.blobrefs import BlobRef, op_place, refs_in_value
 from app.mlmodelc.opnames import display_name
 from app.mlmodelc.precision import DISPLAY, constexpr_storage, element_types, summary
-from app.mlmodelc.proto import MIL_pb2
 
 
 @dataclass

@@ -20,7 +20,7 @@ from typing import Any, BinaryIO
 from app.formats import PACKAGED
 from app.kernels import KernelBuild
 from app.mil import emit_text
-from app.mil.proto import emit_proto
+from app.mil.to_proto import emit_proto
 from app.packaging import layout
 from app.packaging.describe import build_info, describe, to_json
 from app.packaging.weight_file import plan_weights

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from app.mil import WEIGHT_PATH
+from app.language.paths import WEIGHT_PATH
 
 KERNEL_JSON = "kernel.json"
 VERIFICATION_JSON = "verification.json"

@@ -19,10 +19,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from app.mlmodelc.dialect import OPSET_TEXT, Dialect
-from app.mlmodelc.errors import BadPackageError
-from app.mlmodelc.proto import MIL_pb2
-from app.mlmodelc.valuetext import type_text, value_text
+from app.language.dialect import OPSET_TEXT, Dialect
+from app.language.errors import BadPackageError
+from app.language.messages import MIL_pb2
+from app.language.print_values import type_text, value_text
 
 Attributes = Mapping[str, MIL_pb2.Value]
 

@@ -9,11 +9,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from app.mlmodelc.cursor import Cursor
-from app.mlmodelc.dtypes import BY_TEXT, FLOATS, encode_elements, storage_field
-from app.mlmodelc.hexfloat import parse_float
-from app.mlmodelc.lexer import unquote
-from app.mlmodelc.proto import MIL_pb2
+from app.language.cursor import Cursor
+from app.language.elements import BY_TEXT, FLOATS, encode_elements, storage_field
+from app.language.hexfloat import parse_float
+from app.language.lexer import unquote
+from app.language.messages import MIL_pb2
 
 D = MIL_pb2
 COMPOUND = ("tensor", "list", "tuple", "dict", "state")

@@ -6,7 +6,7 @@ import bisect
 import re
 from dataclasses import dataclass
 
-from app.mlmodelc.errors import MilSyntaxError
+from app.language.errors import MilSyntaxError
 
 _TOKEN = re.compile(
     r"""

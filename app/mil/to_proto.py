@@ -1,4 +1,4 @@
-"""The MIL protobuf emitter (Model.mlmodel inside an .mlpackage), through coremltools' own classes.
+"""The IR -> MIL protobuf (Model.mlmodel inside an .mlpackage), Core ML's own message classes.
 
 Shaped the way coremltools serialises programs, the form Apple's compiler is known to accept:
 every parameter is its own named const op, every op has a `name` attribute, blob-backed consts
@@ -13,16 +13,13 @@ from functools import cache
 import numpy as np
 
 from app.blob import BlobDType, pack_subbyte
+from app.language.messages import MIL_pb2 as pb
+from app.language.messages import Model_pb2
+from app.language.paths import WEIGHT_PATH
 from app.mil.inline import InlinePlan, form, is_inline_value
 from app.mil.ir import ConstValue, Operation, Program, Var
 from app.mil.targets import Target
-from app.mil.text import WEIGHT_PATH
 from app.mil.types import DType, StateType, TensorType, ValueType
-from app.toolchain import quiet_coremltools
-
-with quiet_coremltools():
-    from coremltools.proto import MIL_pb2 as pb
-    from coremltools.proto import Model_pb2
 
 
 @cache
@@ -114,6 +111,7 @@ def _set_build_info(val: pb.Value, build_info: Mapping[str, str]) -> None:
     string_type = _tensor_type(_STRING)
     val.type.dictionaryType.keyType.CopyFrom(string_type)
     val.type.dictionaryType.valueType.CopyFrom(string_type)
+    val.immediateValue.dictionary.SetInParent()  # present even when empty
     for k, v in sorted(build_info.items()):
         pair = val.immediateValue.dictionary.values.add()
         _set_immediate(pair.key, _STRING, k)
@@ -146,7 +144,8 @@ def emit_proto(
     build_info: Mapping[str, str],
     metadata: Mapping[str, str] | None = None,
 ) -> Model_pb2.Model:
-    """The Model message of an ML Program; `offsets` as for `emit_text`."""
+    """The Model message of an ML Program; `offsets` maps each blob-backed const's name to the
+    metadata offset of its weight.bin entry."""
     model = Model_pb2.Model(specificationVersion=program.target.spec_version)
     if program.multifunction:  # as coremltools' multifunction save: per function, no top level
         for fn in program.functions.values():
@@ -157,8 +156,15 @@ def emit_proto(
     for key, value in sorted((metadata or {}).items()):
         model.description.metadata.userDefined[key] = value
 
-    mlp = model.mlProgram
-    mlp.version = 1
+    model.mlProgram.CopyFrom(emit_program(program, offsets, build_info))
+    return model
+
+
+def emit_program(
+    program: Program, offsets: Mapping[str, int], build_info: Mapping[str, str]
+) -> pb.Program:
+    """The Program message (what `model.mil` prints); `offsets` as for `emit_proto`."""
+    mlp = pb.Program(version=1)
     opset = program.target.opset
     for fn in program.functions.values():
         fpb = mlp.functions[fn.name]
@@ -172,4 +178,4 @@ def emit_proto(
             if op.name not in folded:
                 _set_operation(block.operations.add(), op, offsets, program.target)
     _set_build_info(mlp.attributes["buildInfo"], build_info)
-    return model
+    return mlp

@@ -22,8 +22,8 @@ from typing import Any
 
 import numpy as np
 
-from app.mlmodelc.errors import BadPackageError
-from app.mlmodelc.proto import MIL_pb2
+from app.language.errors import BadPackageError
+from app.language.messages import MIL_pb2
 
 D = MIL_pb2
 

@@ -14,11 +14,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from app.mlmodelc.dialect import Dialect
-from app.mlmodelc.dtypes import FLOATS, decode_elements, text_name
-from app.mlmodelc.errors import BadPackageError
-from app.mlmodelc.hexfloat import format_hex
-from app.mlmodelc.proto import MIL_pb2
+from app.language.dialect import Dialect
+from app.language.elements import FLOATS, decode_elements, text_name
+from app.language.errors import BadPackageError
+from app.language.hexfloat import format_hex
+from app.language.messages import MIL_pb2
 
 D = MIL_pb2
 

@@ -28,8 +28,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from app.mlmodelc.dialect import PROGRAM_1_0, PROGRAM_1_3, Dialect
-from app.mlmodelc.errors import UnknownProfileError
+from app.language.dialect import PROGRAM_1_0, PROGRAM_1_3, Dialect
+from app.language.errors import UnknownProfileError
 
 
 @dataclass(frozen=True)

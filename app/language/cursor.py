@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from app.mlmodelc.errors import MilSyntaxError
-from app.mlmodelc.lexer import Source, Token
+from app.language.errors import MilSyntaxError
+from app.language.lexer import Source, Token
 
 
 class Cursor:

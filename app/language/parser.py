@@ -8,13 +8,21 @@ inputs, outputs, attributes and nested blocks) and the dialect the text was writ
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
-from app.mlmodelc.cursor import Cursor
-from app.mlmodelc.dialect import DIALECTS, OPSET_PROTO, Dialect
-from app.mlmodelc.lexer import Source
-from app.mlmodelc.proto import MIL_pb2
-from app.mlmodelc.textvalues import parse_type, parse_value, starts_value
+from app.language.cursor import Cursor
+from app.language.dialect import DIALECTS, OPSET_PROTO, Dialect
+from app.language.lexer import Source
+from app.language.messages import MIL_pb2
+from app.language.parse_values import parse_type, parse_value, starts_value
+
+
+@dataclass(frozen=True)
+class FunctionLines:
+    """Where a function stands in the text: its `func` line and each top-level operation's."""
+
+    head: int
+    operations: tuple[int, ...]
 
 
 @dataclass(frozen=True)
@@ -22,6 +30,7 @@ class ParsedProgram:
     program: MIL_pb2.Program
     dialect: Dialect
     trailing_newline: bool
+    lines: dict[str, FunctionLines] = field(default_factory=dict)  # for messages naming a line
 
 
 def _attributes(c: Cursor, target) -> None:
@@ -60,9 +69,12 @@ def _argument(c: Cursor, arg: MIL_pb2.Argument) -> None:
         _binding(c, arg)
 
 
-def _block_tail(c: Cursor, block: MIL_pb2.Block) -> None:
-    """`{ operations } -> (outputs);` (the opening brace already read)."""
+def _block_tail(c: Cursor, block: MIL_pb2.Block, lines: list[int] | None = None) -> None:
+    """`{ operations } -> (outputs);` (the opening brace already read); `lines` collects the line
+    each operation starts on."""
     while not c.at("}"):
+        if lines is not None:
+            lines.append(c.source.position(c.token.offset)[0])
         _operation(c, block.operations.add())
     c.expect("}")
     c.expect("->")
@@ -119,7 +131,8 @@ def _operation(c: Cursor, op: MIL_pb2.Operation) -> None:
     c.advance()
 
 
-def _function(c: Cursor, program: MIL_pb2.Program) -> None:
+def _function(c: Cursor, program: MIL_pb2.Program, lines: dict[str, FunctionLines]) -> None:
+    head = c.source.position(c.token.offset)[0]
     c.expect("func")
     token = c.token
     name = c.name("a function name")
@@ -138,7 +151,9 @@ def _function(c: Cursor, program: MIL_pb2.Program) -> None:
     if c.at("["):
         _attributes(c, fn.attributes)
     c.expect("{")
-    _block_tail(c, fn.block_specializations[fn.opset])
+    operations: list[int] = []
+    _block_tail(c, fn.block_specializations[fn.opset], operations)
+    lines[name] = FunctionLines(head, tuple(operations))
 
 
 def parse_program(text: str, name: str = "model.mil") -> ParsedProgram:
@@ -156,9 +171,10 @@ def parse_program(text: str, name: str = "model.mil") -> ParsedProgram:
     if c.at("["):
         _attributes(c, program.attributes)
     c.expect("{")
+    lines: dict[str, FunctionLines] = {}
     while not c.at("}"):
-        _function(c, program)
+        _function(c, program, lines)
     c.expect("}")
     if c.token.kind != "end":
         raise c.error("expected the end of the text after the program")
-    return ParsedProgram(program, DIALECTS[version.text], text.endswith("\n"))
+    return ParsedProgram(program, DIALECTS[version.text], text.endswith("\n"), lines)
