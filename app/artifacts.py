@@ -29,6 +29,7 @@ from app.graphs.build import build_graph
 from app.graphs.split import Chain, split, split_stream
 from app.kernels import KernelBuild, build_kernel
 from app.kernels.functions import FunctionsBuild, build_functions
+from app.language.targets import DEFAULT_TARGET
 from app.packaging import Entry, write_chain_zip, write_kernel_zip
 from app.packaging.digesting import DigestingWriter
 from app.preflight import (
@@ -317,7 +318,7 @@ def kernel_zip(
     weights: dict | None = None,
     *,
     format: str = "mlpackage",
-    target: str = "ios18",
+    target: str = DEFAULT_TARGET,
     name: str | None = None,
     verify: bool = False,
     random_seed: int | None = None,

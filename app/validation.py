@@ -17,14 +17,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from app.blob import BlobFormatError, BlobReader
-from app.mil import TARGETS, DType
+from app.language.targets import ALL_TARGETS
+from app.mil import DType
 from app.mlmodelc import COREMLDATA
 from app.packaging import layout
 from app.toolchain import quiet_coremltools
 
-# The opset of each ML Program specification version: ours (app/mil/targets.py) and the earlier
-# ones Apple-compiled bundles may hold (iOS15 = 6, iOS16 = 7), which the loader checks as well.
-OPSETS = {6: "CoreML5", 7: "CoreML6", **{t.spec_version: t.opset for t in TARGETS.values()}}
+# The opset of each ML Program specification version, ours and the ones Apple-compiled bundles
+# may hold, which the loader checks as well.
+OPSETS = {t.spec_version: t.opset for t in ALL_TARGETS.values()}
 
 
 class InvalidArtifact(ValueError):

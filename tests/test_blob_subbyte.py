@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 from coremltools.libmilstoragepython import _BlobStorageReader, _BlobStorageWriter
 
-from app.blob import BlobDType, BlobReader, BlobWriter, pack_subbyte
+from app.blob import BlobReader, BlobWriter, blob_dtype, pack_subbyte
 from app.mil import Builder, DType
 from app.packaging import plan_weights
 
@@ -56,7 +56,7 @@ def test_blob_writer_matches_coremltools_mixed_with_fp16(tmp_path, dtype, n):
     want, want_offsets = coremltools_bytes(tmp_path / "ct.bin", items)
     writer = BlobWriter()
     offsets = [
-        writer.add_packed(pack_subbyte(a, BlobDType[d.name]), BlobDType[d.name], a.size)
+        writer.add_packed(pack_subbyte(a, blob_dtype(d)), blob_dtype(d), a.size)
         if d.is_subbyte
         else writer.add(a)
         for d, a in items
@@ -71,7 +71,7 @@ def test_blob_writer_matches_coremltools_mixed_with_fp16(tmp_path, dtype, n):
         entry = reader.entry(off)
         if d.is_subbyte:
             assert entry.padding_bits == (-a.size * d.bits) % 8
-        np.testing.assert_array_equal(reader.read_values(off, BlobDType[d.name]), a)
+        np.testing.assert_array_equal(reader.read_values(off, blob_dtype(d)), a)
 
 
 @pytest.mark.parametrize("n", [11, 13, 29, 101, 1001])

@@ -1,6 +1,13 @@
 """Blob Storage v2 (``weight.bin``): the only module that knows these bytes."""
 
-from .dtypes import BlobDType, blob_dtype_for, pack_subbyte, packed_size, unpack_subbyte
+from .dtypes import (
+    BlobDType,
+    blob_dtype,
+    blob_dtype_for,
+    pack_subbyte,
+    packed_size,
+    unpack_subbyte,
+)
 from .format import BlobEntry, BlobFormatError
 from .reader import BlobReader
 from .writer import BlobWriter
@@ -11,6 +18,7 @@ __all__ = [
     "BlobFormatError",
     "BlobReader",
     "BlobWriter",
+    "blob_dtype",
     "blob_dtype_for",
     "pack_subbyte",
     "packed_size",

@@ -1,7 +1,8 @@
-"""Blob Storage v2 data type codes and their numpy counterparts.
+"""Blob Storage v2 data type codes and their numpy counterparts, derived from the one dtype table.
 
-The codes are the ``BlobDataType`` values of coremltools' MILBlob (``BlobDataType.hpp``). They are
-not the MIL.proto ``DataType`` enum (FLOAT16=10, ...), which is a different numbering.
+The codes are the ``BlobDataType`` values of coremltools' MILBlob (``BlobDataType.hpp``), kept in
+`app.language.dtypes` beside the other facts of each dtype. They are not the MIL.proto
+``DataType`` enum (FLOAT16=10, ...), which is a different numbering.
 """
 
 from __future__ import annotations
@@ -11,53 +12,33 @@ from typing import Any
 
 import numpy as np
 
+from app.language.dtypes import DType
+from app.language.packing import pack_bits, unpack_bits
 
-class BlobDType(IntEnum):
-    FP16 = 1
-    FP32 = 2
-    UINT8 = 3
-    INT8 = 4
-    BF16 = 5
-    INT16 = 6
-    UINT16 = 7
-    INT4 = 8
-    UINT1 = 9
-    UINT2 = 10
-    UINT4 = 11
-    UINT3 = 12
-    UINT6 = 13
-    INT32 = 14
-    UINT32 = 15
-    FP8E4M3FN = 16
-    FP8E5M2 = 17
-
+# The codes, named as the MIL dtypes they store (BlobDType.FP16 == 1, ...), in code order.
+BlobDType = IntEnum(
+    "BlobDType",
+    sorted(((d.name, d.blob_code) for d in DType if d.in_blob), key=lambda item: item[1]),
+)
 
 # Bits per element for the packed (sub-byte) types.
 SUBBYTE_BITS: dict[BlobDType, int] = {
-    BlobDType.INT4: 4,
-    BlobDType.UINT1: 1,
-    BlobDType.UINT2: 2,
-    BlobDType.UINT3: 3,
-    BlobDType.UINT4: 4,
-    BlobDType.UINT6: 6,
+    BlobDType(d.blob_code): d.bits for d in DType if d.in_blob and d.is_subbyte
 }
 
 # How a payload is stored, as an explicit little-endian numpy dtype. numpy has no bf16/fp8, so
 # those are exposed as their raw bit patterns; sub-byte payloads are raw packed bytes.
 STORAGE_NP_DTYPE: dict[BlobDType, np.dtype] = {
-    BlobDType.FP16: np.dtype("<f2"),
-    BlobDType.FP32: np.dtype("<f4"),
-    BlobDType.UINT8: np.dtype("u1"),
-    BlobDType.INT8: np.dtype("i1"),
-    BlobDType.BF16: np.dtype("<u2"),
-    BlobDType.INT16: np.dtype("<i2"),
-    BlobDType.UINT16: np.dtype("<u2"),
-    BlobDType.INT32: np.dtype("<i4"),
-    BlobDType.UINT32: np.dtype("<u4"),
-    BlobDType.FP8E4M3FN: np.dtype("u1"),
-    BlobDType.FP8E5M2: np.dtype("u1"),
-    **{dt: np.dtype("u1") for dt in SUBBYTE_BITS},
+    BlobDType(d.blob_code): np.dtype("u1") if d.is_subbyte else d.numpy.newbyteorder("<")
+    for d in DType
+    if d.in_blob
 }
+
+
+def blob_dtype(dtype: DType) -> BlobDType:
+    """The code weight.bin stores a MIL dtype under."""
+    return BlobDType(dtype.blob_code)
+
 
 # (numpy kind, itemsize) -> natural blob type. Keyed by kind/size so byte order does not matter.
 _NATURAL: dict[tuple[str, int], BlobDType] = {
@@ -117,37 +98,13 @@ def packed_size(dtype: BlobDType, n_elements: int) -> tuple[int, int]:
 
 def pack_subbyte(values: np.ndarray, dtype: BlobDType) -> bytes:
     """Pack integer values LSB-first, the bit order coremltools' writer uses (uint4 [1, 2] -> 0x21)."""
-    bits = SUBBYTE_BITS[dtype]
-    v = np.asarray(values).reshape(-1)
-    lo, hi = (-8, 7) if dtype == BlobDType.INT4 else (0, (1 << bits) - 1)
-    if v.size and (int(v.min()) < lo or int(v.max()) > hi):
-        raise ValueError(f"values out of range [{lo}, {hi}] for {dtype.name}")
-    if v.dtype.kind not in "iu" or v.dtype.itemsize != 1:
-        v = v.astype(np.int16)
-    u = (v & ((1 << bits) - 1)).astype(np.uint8)
-    if 8 % bits:  # 3 or 6 bits straddle bytes: through a bit stream
-        expanded = np.unpackbits(u[:, None], axis=1, bitorder="little")[:, :bits]
-        return np.packbits(expanded.reshape(-1), bitorder="little").tobytes()
-    if bits == 1:
-        return np.packbits(u, bitorder="little").tobytes()
-    per_byte = 8 // bits  # 2 or 4 values a byte, the first in the low bits
-    u = np.concatenate([u, np.zeros(-u.size % per_byte, np.uint8)]).reshape(-1, per_byte)
-    packed = u[:, 0].copy()
-    for i in range(1, per_byte):
-        packed |= u[:, i] << (i * bits)
-    return packed.tobytes()
+    mil = DType.from_blob_code(dtype)
+    assert mil is not None
+    return pack_bits(values, mil)
 
 
 def unpack_subbyte(data: bytes | np.ndarray, dtype: BlobDType, n_elements: int) -> np.ndarray:
     """Inverse of :func:`pack_subbyte`: uint8 values (int8 for INT4)."""
-    bits = SUBBYTE_BITS[dtype]
-    raw = np.frombuffer(data, dtype=np.uint8) if isinstance(data, bytes) else np.asarray(data)
-    stream = np.unpackbits(raw.view(np.uint8), bitorder="little")[: n_elements * bits]
-    if stream.size != n_elements * bits:
-        raise ValueError(f"{len(raw)} bytes hold fewer than {n_elements} {dtype.name} values")
-    out = np.packbits(stream.reshape(n_elements, bits), axis=1, bitorder="little").reshape(-1)
-    if dtype == BlobDType.INT4:
-        signed = out.astype(np.int8)
-        signed[signed >= 8] -= 16
-        return signed
-    return out
+    mil = DType.from_blob_code(dtype)
+    assert mil is not None
+    return unpack_bits(data, mil, n_elements)

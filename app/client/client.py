@@ -30,6 +30,7 @@ from app.client import flows
 from app.client.errors import error_from_response
 from app.client.flows import Call, Sleep
 from app.files import atomic_file
+from app.language.targets import DEFAULT_TARGET
 
 RETRY_STATUSES = (429, 503)
 DEFAULT_RETRY_AFTER = 1.0
@@ -77,7 +78,7 @@ class _API(abc.ABC):
 
     # -- operations ---------------------------------------------------------------------------
     def compile(self, op: str, params: Mapping[str, Any], weights: Mapping[str, np.ndarray] | None = None, *,
-                format: str = "mlpackage", target: str = "ios18", name: str | None = None, verify: bool = False,
+                format: str = "mlpackage", target: str = DEFAULT_TARGET, name: str | None = None, verify: bool = False,
                 bypass_cache: bool = False, save_to: str | os.PathLike | None = None,
                 quantize: Mapping[str, Any] | None = None, max_quantization_error: float | None = None,
                 placement: bool = False):  # fmt: skip
@@ -92,7 +93,7 @@ class _API(abc.ABC):
         return self._drive(flows.compile(op, params, weights, path, self.poll_interval, **options))
 
     def compile_graph(self, graph: Mapping[str, Any], weights: Mapping[str, np.ndarray] | None = None, *,
-                      format: str = "mlpackage", target: str = "ios18", name: str | None = None,
+                      format: str = "mlpackage", target: str = DEFAULT_TARGET, name: str | None = None,
                       verify: bool = False, bypass_cache: bool = False,
                       save_to: str | os.PathLike | None = None):  # fmt: skip
         """A graph's zip (one program): `graph` holds inputs, nodes and outputs; `weights` maps
@@ -103,7 +104,7 @@ class _API(abc.ABC):
         return self._drive(flows.compile_graph(graph, weights, path, self.poll_interval, **options))
 
     def submit_graph(self, graph: Mapping[str, Any], weights: Mapping[str, np.ndarray] | None = None, *,
-                     format: str = "mlpackage", target: str = "ios18", name: str | None = None,
+                     format: str = "mlpackage", target: str = DEFAULT_TARGET, name: str | None = None,
                      verify: bool = False):  # fmt: skip
         """Queue a graph's build job; returns a Job (AsyncJob for the async client)."""
         options = {"format": format, "target": target, "name": name, "verify": verify or None}
@@ -119,7 +120,7 @@ class _API(abc.ABC):
         return self._drive(flows.upload(array))
 
     def submit(self, op: str, params: Mapping[str, Any], weights: Mapping[str, np.ndarray] | None = None, *,
-               format: str = "mlpackage", target: str = "ios18", name: str | None = None, verify: bool = False,
+               format: str = "mlpackage", target: str = DEFAULT_TARGET, name: str | None = None, verify: bool = False,
                quantize: Mapping[str, Any] | None = None, max_quantization_error: float | None = None,
                placement: bool = False):  # fmt: skip
         """Queue a build job; returns a Job (AsyncJob for the async client)."""

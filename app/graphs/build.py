@@ -11,17 +11,15 @@ that output after the graph's output. Every fault names its path (`nodes[3].inpu
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
-from typing import Any
 
 import numpy as np
 
 from app.errors import RequestError
-from app.graphs import meaning
+from app.graphs.built import BuiltNode, GraphBuild
 from app.graphs.primitives import Primitive, resolve_op
 from app.graphs.scope import NodeScope
 from app.graphs.spec import GRAPH_OP, GraphNode, GraphParams, producer
-from app.kernels import CatalogOp, KernelBuild, parse_params
+from app.kernels import CatalogOp, parse_params
 from app.kernels.compressed import (
     CompressingBuilder,
     QuantizedWeight,
@@ -29,54 +27,13 @@ from app.kernels.compressed import (
     quantize_weights,
     read_quantize,
 )
-from app.kernels.op import Arrays, const_name
+from app.kernels.op import const_name
 from app.kernels.weight_check import check_values, prepare_weights, random_weights
+from app.language.targets import DEFAULT_TARGET
 from app.mil import DType, MILBuildError, OpsetError, Target, Var, get_target
 from app.names import name_problem
 
 Value = Var | tuple[Var, ...]
-
-
-@dataclass(frozen=True)
-class BuiltNode:
-    """A node as built: what verification needs to compute its float64 meaning."""
-
-    index: int
-    node: GraphNode
-    op: CatalogOp | Primitive
-    params: Any  # the catalog op's complete params (None for a primitive)
-    args: dict[str, str | tuple[str, ...]]  # argument -> the var names it reads
-    outputs: tuple[str, ...]  # the var names it produces
-    weights: dict[str, str] = field(default_factory=dict)  # its weight name -> request key
-
-
-@dataclass(frozen=True)
-class GraphBuild(KernelBuild):
-    nodes: tuple[BuiltNode, ...] = ()
-    consts: dict[str, str] = field(default_factory=dict)  # weight key -> its const op
-
-    @property
-    def op_name(self) -> str:
-        return GRAPH_OP
-
-    def const_name(self, weight: str) -> str:
-        return self.consts[weight]
-
-    def where(self, name: str) -> str:
-        """The graph path of an op (named after its node, `<node>_...` inside a catalog op) or of
-        an input/output."""
-        ids = {n.node.id: n.index for n in self.nodes}
-        node = name if name in ids else max((i for i in ids if name.startswith(f"{i}_")),
-                                            key=len, default=None)  # fmt: skip
-        if node is not None:
-            return f"nodes[{ids[node]}]"
-        return f"inputs.{name}" if name in self.params.inputs else f"outputs.{name}"
-
-    def tolerance(self, output: str) -> float:
-        return meaning.tolerance(self, output)
-
-    def exact(self, inputs: Arrays, states: Arrays, *, original: bool = False) -> tuple[dict, dict]:
-        return meaning.evaluate(self, inputs, original=original), {}
 
 
 class _Builder:
@@ -278,7 +235,7 @@ def build_graph(
     graph: GraphParams,
     weights: Mapping[str, np.ndarray] | None = None,
     *,
-    target: str | Target = "ios18",
+    target: str | Target = DEFAULT_TARGET,
     name: str | None = None,
     random_seed: int | None = None,
 ) -> GraphBuild:

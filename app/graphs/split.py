@@ -14,7 +14,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from app.errors import RequestError
-from app.graphs.build import BuiltNode, GraphBuild, build_graph
+from app.graphs.build import build_graph
+from app.graphs.built import BuiltNode, GraphBuild
 from app.graphs.spec import GraphParams, producer
 from app.kernels import KernelBuild, build_kernel
 from app.quantize import QuantizeConfig

@@ -38,6 +38,7 @@ from app.kernels.compressed import (
 from app.kernels.op import Arrays, CatalogOp, const_name
 from app.kernels.params import OpParams
 from app.kernels.weight_check import prepare_weights, random_weights
+from app.language.targets import DEFAULT_TARGET
 from app.mil import MILBuildError, OpsetError, Program, Target, get_target
 from app.names import name_problem
 from app.quantize import QuantizeConfig
@@ -134,7 +135,7 @@ def build_kernel(
     params: Mapping[str, Any] | OpParams | None,
     weights: Mapping[str, np.ndarray] | None = None,
     *,
-    target: str | Target = "ios18",
+    target: str | Target = DEFAULT_TARGET,
     name: str | None = None,
     random_seed: int | None = None,
     quantize: Mapping[str, Any] | QuantizeConfig | None = None,

@@ -17,6 +17,7 @@ import numpy as np
 
 from app.errors import RequestError
 from app.kernels.op import WeightSpec
+from app.language.targets import DEFAULT_TARGET
 from app.mil import Builder, DType, Target, Var
 from app.quantize import (
     Compressed,
@@ -119,7 +120,7 @@ def quantizable(op: str, specs: Sequence[WeightSpec], field: str = "quantize") -
 class CompressingBuilder(Builder):
     """A builder that puts the consts named in `compressed` in as their constexpr ops."""
 
-    def __init__(self, target: str | Target = "ios18", function: str = "main"):
+    def __init__(self, target: str | Target = DEFAULT_TARGET, function: str = "main"):
         super().__init__(target, function)
         self.compressed: dict[str, Compressed] = {}  # const name -> what replaces it
 

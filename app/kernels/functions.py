@@ -20,7 +20,7 @@ import numpy as np
 
 from app.errors import RequestError
 from app.kernels.catalog import KernelBuild, build_kernel, get_op
-from app.mil import Function, Program, Target
+from app.mil import DEFAULT_TARGET, TARGETS, Function, Program, Target
 from app.names import name_problem
 
 
@@ -28,7 +28,7 @@ def check_functions(functions: Mapping[str, Any], target: str) -> None:
     """Names and shape of the option, before anything is built."""
     if not isinstance(functions, Mapping) or not functions:
         raise RequestError("functions", "an object of function name -> params, at least one")
-    if target != "ios18":
+    if target in TARGETS and not TARGETS[target].multifunction:
         raise RequestError("target", "a package of several functions needs ios18 (spec 9)")
     for name, params in functions.items():
         if (problem := name_problem(name)) is not None:
@@ -70,7 +70,7 @@ def build_functions(
     functions: Mapping[str, Mapping[str, Any]],
     weights: Mapping[str, np.ndarray] | None = None,
     *,
-    target: str | Target = "ios18",
+    target: str | Target = DEFAULT_TARGET,
     name: str | None = None,
     random_seed: int | None = None,
     quantize=None,

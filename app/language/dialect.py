@@ -10,16 +10,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-# Proto opset name <-> the name printed in `func main<ios16>`. coremltools `_OPSET`:
-# CoreML5 = iOS15 ... CoreML8 = iOS18, CoreML9 = iOS26 (goldens: CoreML5 -> ios15,
-# CoreML6 -> ios16, CoreML7 -> ios17, CoreML8 -> ios18; `ios26` is unseen in any golden).
-OPSET_TEXT = {
-    "CoreML5": "ios15",
-    "CoreML6": "ios16",
-    "CoreML7": "ios17",
-    "CoreML8": "ios18",
-    "CoreML9": "ios26",
-}
+from app.language.targets import ALL_TARGETS
+
+# Proto opset name <-> the name printed in `func main<ios16>`, from the target table.
+OPSET_TEXT = {t.opset: t.name for t in ALL_TARGETS.values()}
 OPSET_PROTO = {text: proto for proto, text in OPSET_TEXT.items()}
 
 

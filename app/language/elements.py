@@ -1,17 +1,5 @@
-"""MIL data types: their `model.mil` names, and how a TensorValue stores their elements.
-
-Text names for the types Apple's goldens print are proven (`fp16`, `fp32`, `int8`, `int32`,
-`uint8`, `uint32`, `uint64`, `bool`, `string`); the others follow coremltools' spelling
-(`types/type_mapping.py`: `int4`, `uint1`..`uint6`, `fp64`, `int16`, `uint16`, `int64`).
-`bf16`, `fp8e4m3fn` and `fp8e5m2` appear in no golden and in no coremltools release: their
-spelling here is the MIL.proto enum name shortened the same way, an unverified choice.
-
-Storage: which TensorValue field holds the elements is coremltools' convention (its
-`backend/mil/helper.py`), which Apple's parser reads: fp16, int8, uint8, uint32 and the sub-byte
-types as raw little-endian bytes (sub-byte ones packed LSB first); int16/uint16/int32 in `ints`;
-int64/uint64 in `longInts`; fp32 `floats`; fp64 `doubles`. bf16 and fp8 go to `bytes` too
-(unverified, the only field that can hold them exactly). Reading accepts any field.
-"""
+"""How a TensorValue stores the elements of each MIL data type: decoded for the printer, encoded
+for the parser (which field, by the one dtype table; reading accepts any field)."""
 
 from __future__ import annotations
 
@@ -22,51 +10,20 @@ from typing import Any
 
 import numpy as np
 
+from app.language.dtypes import DType
 from app.language.errors import BadPackageError
 from app.language.messages import MIL_pb2
+from app.language.packing import pack_bits, unpack_bits
 
 D = MIL_pb2
 
-TEXT_NAMES: dict[int, str] = {
-    D.BOOL: "bool",
-    D.STRING: "string",
-    D.FLOAT8E4M3FN: "fp8e4m3fn",
-    D.FLOAT8E5M2: "fp8e5m2",
-    D.FLOAT16: "fp16",
-    D.FLOAT32: "fp32",
-    D.FLOAT64: "fp64",
-    D.BFLOAT16: "bf16",
-    D.INT8: "int8",
-    D.INT16: "int16",
-    D.INT32: "int32",
-    D.INT64: "int64",
-    D.INT4: "int4",
-    D.UINT8: "uint8",
-    D.UINT16: "uint16",
-    D.UINT32: "uint32",
-    D.UINT64: "uint64",
-    D.UINT4: "uint4",
-    D.UINT2: "uint2",
-    D.UINT1: "uint1",
-    D.UINT6: "uint6",
-    D.UINT3: "uint3",
-}
+# Views of the one dtype table (app.language.dtypes), keyed by MIL.proto DataType number.
+TEXT_NAMES: dict[int, str] = {d.proto: d.value for d in DType}
 BY_TEXT: dict[str, int] = {name: code for code, name in TEXT_NAMES.items()}
-
-FLOATS = frozenset({D.FLOAT8E4M3FN, D.FLOAT8E5M2, D.FLOAT16, D.FLOAT32, D.FLOAT64, D.BFLOAT16})
-SUB_BYTE_BITS: dict[int, int] = {
-    D.INT4: 4,
-    D.UINT4: 4,
-    D.UINT2: 2,
-    D.UINT1: 1,
-    D.UINT6: 6,
-    D.UINT3: 3,
-}
-SIGNED = frozenset({D.INT4, D.INT8, D.INT16, D.INT32, D.INT64})
+FLOATS = frozenset(d.proto for d in DType if d.is_float or d.is_raw_float)
+SUB_BYTE_BITS: dict[int, int] = {d.proto: d.bits for d in DType if d.is_subbyte}
 # Whole-byte types kept as raw little-endian bytes: struct code per element.
 _BYTE_CODES: dict[int, str] = {D.INT8: "b", D.UINT8: "B", D.UINT32: "I", D.FLOAT16: "e"}
-_INTS = frozenset({D.INT16, D.UINT16, D.INT32})
-_LONGS = frozenset({D.INT64, D.UINT64})
 
 
 def text_name(code: int, where: str = "") -> str:
@@ -108,27 +65,6 @@ def _encode_fp8(value: float, code: int) -> int:
     return best
 
 
-def unpack_bits(data: bytes, bits: int, count: int, signed: bool) -> list[int]:
-    """Elements packed least-significant bit first (coremltools `pack_elements_into_bits`)."""
-    as_int = int.from_bytes(data, "little")
-    mask = (1 << bits) - 1
-    out = []
-    for i in range(count):
-        v = (as_int >> (i * bits)) & mask
-        if signed and v & (1 << (bits - 1)):
-            v -= 1 << bits
-        out.append(v)
-    return out
-
-
-def pack_bits(values: Sequence[int], bits: int) -> bytes:
-    mask = (1 << bits) - 1
-    as_int = 0
-    for i, v in enumerate(values):
-        as_int |= (int(v) & mask) << (i * bits)
-    return as_int.to_bytes((len(values) * bits + 7) // 8, "little")
-
-
 def _byte_count(raw: bytes, code: int) -> int:
     if code in SUB_BYTE_BITS:
         return len(raw) * 8 // SUB_BYTE_BITS[code]
@@ -147,7 +83,7 @@ def decode_elements(tensor: MIL_pb2.TensorValue, code: int, count: int | None) -
         if count is None:
             count = _byte_count(raw, code)
         if code in SUB_BYTE_BITS:
-            return unpack_bits(raw, SUB_BYTE_BITS[code], count, code in SIGNED)
+            return unpack_bits(raw, _dtype(code), count).tolist()
         if code in _BYTE_CODES:
             fmt = _BYTE_CODES[code]
             return [
@@ -181,19 +117,14 @@ def _as_int64(value: int) -> int:
 
 def storage_field(code: int) -> str:
     """The TensorValue field `encode_elements` fills for `code`."""
-    if code == D.BOOL:
-        return "bools"
-    if code == D.STRING:
-        return "strings"
-    if code == D.FLOAT32:
-        return "floats"
-    if code == D.FLOAT64:
-        return "doubles"
-    if code in _INTS:
-        return "ints"
-    if code in _LONGS:
-        return "longInts"
-    return "bytes"
+    return _dtype(code).field
+
+
+def _dtype(code: int) -> DType:
+    found = DType.from_proto(code)
+    if found is None:
+        raise ValueError(f"no storage for MIL data type {code}")
+    return found
 
 
 def encode_elements(tensor: MIL_pb2.TensorValue, code: int, values: Sequence[Any]) -> None:
@@ -206,13 +137,13 @@ def encode_elements(tensor: MIL_pb2.TensorValue, code: int, values: Sequence[Any
         tensor.floats.values.extend(values)
     elif code == D.FLOAT64:
         tensor.doubles.values.extend(values)
-    elif code in _INTS:
+    elif storage_field(code) == "ints":
         tensor.ints.values.extend(int(v) for v in values)
-    elif code in _LONGS:
+    elif storage_field(code) == "longInts":
         # longInts is int64: a uint64 from 2^63 up is stored as its two's complement.
         tensor.longInts.values.extend(_as_int64(int(v)) for v in values)
     elif code in SUB_BYTE_BITS:
-        tensor.bytes.values = pack_bits(values, SUB_BYTE_BITS[code])
+        tensor.bytes.values = pack_bits(np.asarray(values, dtype=np.int16), _dtype(code))
     elif code in _BYTE_CODES:
         tensor.bytes.values = struct.pack(f"<{len(values)}{_BYTE_CODES[code]}", *values)
     elif code == D.BFLOAT16:

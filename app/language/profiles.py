@@ -28,8 +28,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from app.language.dialect import PROGRAM_1_0, PROGRAM_1_3, Dialect
+from app.language.dialect import DIALECTS, PROGRAM_1_0, Dialect
 from app.language.errors import UnknownProfileError
+from app.language.targets import ALL_TARGETS
 
 
 @dataclass(frozen=True)
@@ -97,5 +98,9 @@ def _unknown(what: str) -> str:
 
 
 def dialect_for(spec_version: int) -> Dialect:
-    """`program(1.3)` for specification version 9 and later, `program(1.0)` before."""
-    return PROGRAM_1_3 if spec_version >= 9 else PROGRAM_1_0
+    """The dialect of the newest target at or below `spec_version` (the target table's program
+    version: `program(1.3)` from specification 9 on, `program(1.0)` before)."""
+    known = [t for t in ALL_TARGETS.values() if t.spec_version <= spec_version]
+    if not known:
+        return PROGRAM_1_0
+    return DIALECTS[max(known, key=lambda t: t.spec_version).program_version]

@@ -2,6 +2,7 @@
 
 The protobuf emitter is `app.mil.to_proto` (imported on its own: it loads coremltools)."""
 
+from app.language.targets import DEFAULT_TARGET, TARGETS, Target, TargetName, get_target
 from app.mil.assemble import MILParseError, ParsedProgram
 from app.mil.builder import Builder
 from app.mil.ir import (
@@ -15,7 +16,6 @@ from app.mil.ir import (
     Var,
 )
 from app.mil.ops import OPS
-from app.mil.targets import DEFAULT_TARGET, TARGETS, Target, TargetName, get_target
 from app.mil.text import emit_text, parse_text
 from app.mil.types import DType, StateType, TensorType
 

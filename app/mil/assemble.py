@@ -13,12 +13,12 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from app.blob import BlobFormatError, BlobReader
+from app.blob import BlobFormatError, BlobReader, blob_dtype
 from app.language.paths import WEIGHT_PATH
+from app.language.targets import Target
 from app.mil.builder import Builder
 from app.mil.ir import ConstValue, Function, MILBuildError, Program, Var
 from app.mil.ops import lookup
-from app.mil.targets import Target
 from app.mil.types import StateType, TensorType, ValueType
 
 WeightSource = str | os.PathLike[str] | bytes | BlobReader | None
@@ -55,7 +55,7 @@ class WeightFile:
             except (OSError, BlobFormatError) as exc:
                 raise MILParseError("weight.bin", str(exc)) from None
         try:
-            return np.array(self.reader.read_values(offset, t.dtype.blob, t.shape))
+            return np.array(self.reader.read_values(offset, blob_dtype(t.dtype), t.shape))
         except BlobFormatError as exc:
             raise MILParseError(where, f"const {name!r}: {exc}") from None
 

@@ -16,6 +16,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from app.language.targets import DEFAULT_TARGET, TARGETS, Target, get_target
 from app.mil.ir import (
     IDENTIFIER,
     ConstValue,
@@ -28,12 +29,11 @@ from app.mil.ir import (
     Var,
 )
 from app.mil.ops import infer, lookup
-from app.mil.targets import TARGETS, Target, get_target
 from app.mil.types import DType, StateType, TensorType
 
 
 class Builder:
-    def __init__(self, target: str | Target = "ios18", function: str = "main"):
+    def __init__(self, target: str | Target = DEFAULT_TARGET, function: str = "main"):
         self.target = get_target(target)
         self.function = function
         self._inputs: list[Var] = []

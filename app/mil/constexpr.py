@@ -16,15 +16,12 @@ The declarations (argument names and dtypes) sit with every other op in `app.mil
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING
 
 import numpy as np
 
+from app.mil.call import Call
 from app.mil.ir import Var
 from app.mil.types import DType, TensorType
-
-if TYPE_CHECKING:
-    from app.mil.ops import Call
 
 _LUT_SIZES = (2, 4, 16, 64, 256)  # iOS16: nbits 1, 2, 4, 6 or 8
 

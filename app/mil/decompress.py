@@ -10,19 +10,14 @@ tests/test_mil_constexpr.py and tests/test_quantize_programs.py compare the two.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import numpy as np
 
-if TYPE_CHECKING:
-    from app.mil.semantics import Args
+from app.language.dtypes import DType
+from app.language.packing import unpack_bits
+from app.mil.args import Args
 
-
-def _unpack(packed: np.ndarray, bits: int, count: int) -> np.ndarray:
-    """`count` unsigned `bits`-wide values packed LSB-first (the iOS16 `indices` layout)."""
-    stream = np.unpackbits(np.asarray(packed, np.uint8), bitorder="little")[: count * bits]
-    weights = 1 << np.arange(bits, dtype=np.int64)
-    return stream.reshape(count, bits).astype(np.int64) @ weights
+# The iOS16 `indices` of an n-bit palette: unsigned, packed LSB first.
+_INDEX_DTYPES = {1: DType.UINT1, 2: DType.UINT2, 4: DType.UINT4, 6: DType.UINT6, 8: DType.UINT8}
 
 
 def _per_block(param: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
@@ -49,8 +44,9 @@ def affine_dequantize(a: Args) -> np.ndarray:
 def _lut_to_dense_ios16(a: Args) -> np.ndarray:
     lut = a.f64("lut")
     shape = tuple(int(d) for d in a["shape"])
-    bits = int(np.log2(lut.size))
-    return lut[_unpack(a["indices"], bits, int(np.prod(shape)))].reshape(shape)
+    index_dtype = _INDEX_DTYPES[int(np.log2(lut.size))]
+    indices = unpack_bits(np.asarray(a["indices"], np.uint8), index_dtype, int(np.prod(shape)))
+    return lut[indices].reshape(shape)
 
 
 def _sparse_to_dense_ios16(a: Args) -> np.ndarray:

@@ -13,17 +13,15 @@ from collections.abc import Mapping
 
 import numpy as np
 
-from app.blob import BlobDType, unpack_subbyte
 from app.language.dialect import OPSET_TEXT
 from app.language.messages import MIL_pb2 as pb
 from app.language.messages import Model_pb2
+from app.language.packing import unpack_bits
 from app.language.parser import FunctionLines
+from app.language.targets import TARGETS, Target
 from app.mil.assemble import Assembler, MILParseError, ParsedProgram, WeightFile, WeightSource
 from app.mil.ir import ConstValue, Function, Program
-from app.mil.targets import TARGETS, Target
 from app.mil.types import DType, StateType, TensorType, ValueType
-
-_DTYPES = {d.proto: d for d in DType}
 
 
 def _value_type(vt: pb.ValueType, where: str) -> ValueType:
@@ -36,8 +34,9 @@ def _value_type(vt: pb.ValueType, where: str) -> ValueType:
     if kind != "tensorType":
         raise MILParseError(where, f"unsupported value type {kind}")
     tt = vt.tensorType
-    if tt.dataType not in _DTYPES:
-        raise MILParseError(where, f"unknown MIL.proto data type {tt.dataType}")
+    dtype = DType.from_proto(tt.dataType)
+    if dtype is None or dtype.is_raw_float:
+        raise MILParseError(where, f"unsupported MIL.proto data type {tt.dataType}")
     dims = []
     for d in tt.dimensions:
         if d.WhichOneof("dimension") != "constant":
@@ -45,7 +44,7 @@ def _value_type(vt: pb.ValueType, where: str) -> ValueType:
         dims.append(d.constant.size)
     if len(dims) != tt.rank:
         raise MILParseError(where, f"rank {tt.rank} with {len(dims)} dimensions")
-    return TensorType(_DTYPES[tt.dataType], tuple(dims))
+    return TensorType(dtype, tuple(dims))
 
 
 def _immediate(val: pb.Value, t: TensorType, where: str) -> ConstValue:
@@ -57,7 +56,7 @@ def _immediate(val: pb.Value, t: TensorType, where: str) -> ConstValue:
         return ConstValue(tv.strings.values[0], t)
     if field == "bytes" and t.dtype.is_subbyte:
         try:
-            data = unpack_subbyte(tv.bytes.values, BlobDType[t.dtype.name], t.size)
+            data = unpack_bits(tv.bytes.values, t.dtype, t.size)
         except ValueError as exc:
             raise MILParseError(where, f"{t}: {exc}") from None
     elif field == "bytes":

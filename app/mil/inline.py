@@ -12,9 +12,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from app.language.targets import Target
 from app.mil.ir import Function, Operation, Var
 from app.mil.ops import lookup
-from app.mil.targets import Target
 
 
 def form(op: Operation, target: Target) -> str:

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from app.mil.targets import BLOB_MIN_SIZE, Target
+from app.language.targets import BLOB_MIN_SIZE, Target
 from app.mil.types import StateType, TensorType, ValueType
 
 IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_@]*\Z")

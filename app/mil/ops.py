@@ -11,9 +11,10 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from app.language.targets import TARGETS, Target
 from app.mil import constexpr
-from app.mil.ir import Input, MILBuildError, OpsetError, Var
-from app.mil.targets import TARGETS, Target
+from app.mil.call import Call
+from app.mil.ir import Input, MILBuildError, OpsetError
 from app.mil.types import FLOATS, NUMERIC, DType, StateType, TensorType
 
 INT = frozenset({DType.INT32})
@@ -44,50 +45,6 @@ class OpDef:
     # inputs (iOS18 declarations), "attributes" in the attribute block with empty parentheses
     # (iOS16 declarations, in any program that uses them).
     form: str = "refs"
-
-
-class Call:
-    """One op application being checked: typed access to its arguments for inference rules."""
-
-    def __init__(self, opdef: OpDef, name: str, inputs: dict[str, Input]):
-        self.opdef, self.name, self.inputs = opdef, name, inputs
-
-    def fail(self, arg: str | None, message: str) -> MILBuildError:
-        return MILBuildError(f"{self.opdef.name} {self.name}", arg, message)
-
-    def has(self, arg: str) -> bool:
-        return arg in self.inputs
-
-    def type(self, arg: str) -> TensorType:
-        var = self.inputs[arg]
-        assert isinstance(var, Var)
-        return var.tensor
-
-    def types(self, arg: str) -> list[TensorType]:
-        value = self.inputs[arg]
-        return [v.tensor for v in (value if isinstance(value, tuple) else (value,))]
-
-    def const(self, arg: str, default=None):
-        """The const value of an argument as plain Python (int, bool, str, list)."""
-        var = self.inputs.get(arg)
-        if var is None:
-            return default
-        assert isinstance(var, Var) and var.op is not None and var.op.value is not None
-        value = var.op.value.stored()
-        return value if isinstance(value, str) else np.asarray(value).tolist()
-
-    def axes(self, arg: str, rank: int, default=None) -> list[int]:
-        """Axes normalised to 0..rank-1, checked in range and unique."""
-        raw = self.const(arg, default)
-        raw = [raw] if isinstance(raw, int) else list(raw)
-        out = []
-        for a in raw:
-            if not -rank <= a < rank:
-                raise self.fail(arg, f"axis {a} is out of range for rank {rank}")
-            out.append(a % rank)
-        if len(set(out)) != len(out):
-            raise self.fail(arg, f"repeated axis in {raw}")
-        return out
 
 
 def _broadcast(a: tuple[int, ...], b: tuple[int, ...], call: Call) -> tuple[int, ...]:
@@ -600,7 +557,7 @@ def infer(op_type: str, name: str, inputs: dict[str, Input], target: Target) -> 
     opdef = lookup(op_type, target)
     if opdef is None:
         raise MILBuildError(f"{op_type} {name}", None, f"unknown op type {op_type!r}")
-    call = Call(opdef, name, inputs)
+    call = Call(opdef.name, name, inputs)
     if not target.includes(opdef.since):
         raise OpsetError(
             f"{op_type} {name}", None, f"not in the {target} opset (available from {opdef.since})"
@@ -614,11 +571,13 @@ def infer(op_type: str, name: str, inputs: dict[str, Input], target: Target) -> 
             if not spec.optional:
                 raise call.fail(arg, "required argument is missing")
             continue
-        _check_arg(call, arg, spec, inputs[arg], bound)
+        _check_arg(call, opdef, arg, spec, inputs[arg], bound)
     return opdef.infer(call)
 
 
-def _check_arg(call: Call, arg: str, spec: Arg, value: Input, bound: dict[str, DType]) -> None:
+def _check_arg(
+    call: Call, opdef: OpDef, arg: str, spec: Arg, value: Input, bound: dict[str, DType]
+) -> None:
     if spec.variadic != isinstance(value, tuple):
         raise call.fail(arg, "expects a tuple of values" if spec.variadic else "expects one value")
     for var in value if isinstance(value, tuple) else (value,):
@@ -628,7 +587,7 @@ def _check_arg(call: Call, arg: str, spec: Arg, value: Input, bound: dict[str, D
             raise call.fail(arg, f"must be a const, got {var.name!r}")
         dtype = var.tensor.dtype
         if isinstance(spec.dtypes, str):
-            allowed = call.opdef.domains.get(spec.dtypes, ANY_TENSOR)
+            allowed = opdef.domains.get(spec.dtypes, ANY_TENSOR)
             if bound.setdefault(spec.dtypes, dtype) != dtype:
                 raise call.fail(arg, f"dtype {dtype.value} differs from {bound[spec.dtypes].value}")
         else:

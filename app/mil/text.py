@@ -34,9 +34,12 @@ def emit_text(
     )
 
 
-def parse_text(text: str, weights: WeightSource = None) -> ParsedProgram:
+def parse_text(
+    text: str, weights: WeightSource = None, default: str | None = None
+) -> ParsedProgram:
     """Parse model.mil text; `weights` is weight.bin (a path, its bytes, or a BlobReader), needed
-    when the text has BLOBFILE consts."""
+    when the text has BLOBFILE consts. The text names no default function: `default` when given
+    (a bundle's kernel.json says it), else main, else the first by name."""
     try:
         parsed = parse_program(text)
     except MilSyntaxError as exc:
@@ -49,7 +52,7 @@ def parse_text(text: str, weights: WeightSource = None) -> ParsedProgram:
             f"program({parsed.dialect.version}) does not match {target} "
             f"(program({target.program_version}))",
         )
-    # model.mil names no default function: main, else the first one
-    names = sorted(parsed.program.functions)
-    default = "main" if "main" in names else (names[0] if names else "main")
+    if default is None:
+        names = sorted(parsed.program.functions)
+        default = "main" if "main" in names else (names[0] if names else "main")
     return load_program(parsed.program, target, weights, default, parsed.lines)

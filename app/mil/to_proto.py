@@ -12,13 +12,13 @@ from functools import cache
 
 import numpy as np
 
-from app.blob import BlobDType, pack_subbyte
 from app.language.messages import MIL_pb2 as pb
 from app.language.messages import Model_pb2
+from app.language.packing import pack_bits
 from app.language.paths import WEIGHT_PATH
+from app.language.targets import Target
 from app.mil.inline import InlinePlan, form, is_inline_value
 from app.mil.ir import ConstValue, Operation, Program, Var
-from app.mil.targets import Target
 from app.mil.types import DType, StateType, TensorType, ValueType
 
 
@@ -42,34 +42,29 @@ def _value_type(t: ValueType) -> pb.ValueType:
 
 
 def _set_immediate(val: pb.Value, t: TensorType, value) -> None:
-    """Fill `val` with an inline value, in the TensorValue field coremltools reads for each dtype.
-    (Messages are filled in place throughout: copying nested protobuf messages dominates otherwise.)"""
+    """Fill `val` with an inline value, in the TensorValue field the dtype table names (the one
+    coremltools' reader and Apple's take it from). Messages are filled in place throughout:
+    copying nested protobuf messages dominates otherwise."""
     val.type.CopyFrom(_tensor_type(t))
     tv = val.immediateValue.tensor
-    if t.dtype is DType.STRING:
+    field = t.dtype.field
+    if field == "strings":
         tv.strings.values.append(str(value))
         return
     array = np.asarray(value, dtype=t.dtype.numpy).reshape(-1)
-    if t.dtype.is_subbyte:  # packed LSB-first, like coremltools' _numpy_val_to_bytes
-        tv.bytes.values = pack_subbyte(array, BlobDType[t.dtype.name])
-    elif t.dtype in _IN_BYTES:
+    if t.dtype.is_subbyte:
+        tv.bytes.values = pack_bits(array, t.dtype)
+    elif field == "bytes":  # little-endian
         tv.bytes.values = array.astype(array.dtype.newbyteorder("<")).tobytes()
-    elif t.dtype is DType.FP32:
-        tv.floats.values.extend(array.tolist())
-    elif t.dtype is DType.FP64:
-        tv.doubles.values.extend(array.tolist())
-    elif t.dtype is DType.BOOL:
+    elif field == "bools":
         tv.bools.values.extend(bool(b) for b in array)
-    elif t.dtype in (DType.INT64, DType.UINT64):
-        tv.longInts.values.extend(int(i) for i in array)
-    else:
-        tv.ints.values.extend(int(i) for i in array)
+    elif field in ("floats", "doubles"):
+        getattr(tv, field).values.extend(array.tolist())
+    else:  # ints, longInts
+        getattr(tv, field).values.extend(int(i) for i in array)
 
 
 _STRING = TensorType(DType.STRING, ())
-# The dtypes coremltools' milproto reader takes from TensorValue.bytes (types.IMMEDIATE_VALUE_TYPES_
-# IN_BYTES, plus the sub-byte ones above); little-endian.
-_IN_BYTES = (DType.FP16, DType.INT8, DType.UINT8, DType.UINT32)
 
 
 def _set_const(val: pb.Value, value: ConstValue, offset: int | None) -> None:

@@ -20,6 +20,8 @@ base version was seen where a later one could have shown. What was not seen, and
 
 from __future__ import annotations
 
+from app.language.targets import BY_OPSET
+
 _16, _17, _18 = 16, 17, 18
 
 VERSIONS: dict[str, tuple[int, ...]] = {
@@ -91,7 +93,6 @@ VERSIONS: dict[str, tuple[int, ...]] = {
     "shape": (),
     "upsample_nearest_neighbor": (),
 }
-_OPSET_NUMBER = {"CoreML5": 15, "CoreML6": 16, "CoreML7": 17, "CoreML8": 18, "CoreML9": 26}
 
 
 def _camel(op: str, upper: bool) -> str:
@@ -102,7 +103,8 @@ def _camel(op: str, upper: bool) -> str:
 
 def resolved_version(op: str, opset: str) -> int:
     """The iOS version of `op` Apple's registry picks for a function of `opset` (15 = base)."""
-    level = _OPSET_NUMBER.get(opset, 15)
+    target = BY_OPSET.get(opset)
+    level = target.order if target is not None else 15
     if level <= 15:
         return 15
     known = VERSIONS.get(op)

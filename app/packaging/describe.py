@@ -62,6 +62,8 @@ def describe(
         },
         "generator": generator(),
         "coremltools_version": coremltools_version(),
+        # model.mil names no default function (Apple's printer sorts them): kernel.json does
+        **({"default_function": program.default} if program.multifunction else {}),
         **(extra or {}),
     }
 

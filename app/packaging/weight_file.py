@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from app.blob import BlobWriter, pack_subbyte
+from app.blob import BlobWriter, blob_dtype, pack_subbyte
 from app.mil import Program
 
 
@@ -13,7 +13,7 @@ def plan_weights(program: Program) -> tuple[BlobWriter, dict[str, int]]:
     offsets = {}
     for op in program.blob_consts():
         assert op.value is not None and not isinstance(op.value.data, str)
-        dtype = op.value.type.dtype.blob
+        dtype = blob_dtype(op.value.type.dtype)
         if op.value.type.dtype.is_subbyte:  # packed LSB-first, as coremltools' writer does
             data = pack_subbyte(op.value.stored(), dtype)
             offsets[op.name] = writer.add_packed(data, dtype, op.value.type.size)

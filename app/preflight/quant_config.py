@@ -10,6 +10,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from app.language.targets import DEFAULT_TARGET, TARGETS
 from app.quantize import (
     LinearConfig,
     PalettizeConfig,
@@ -20,7 +21,6 @@ from app.quantize import (
     parse_config,
 )
 
-TARGETS = ("ios17", "ios18")  # the targets that have constexpr ops
 QUANTIZE_CONFIGS = (PalettizeConfig, LinearConfig, PruneConfig)
 
 
@@ -50,7 +50,9 @@ class QuantFormat:
         return "prune" + (f" + {self.dtype}" if self.dtype else "")
 
 
-def read_config(config: Mapping[str, Any] | QuantizeConfig, target: str = "ios18") -> QuantFormat:
+def read_config(
+    config: Mapping[str, Any] | QuantizeConfig, target: str = DEFAULT_TARGET
+) -> QuantFormat:
     """The format of a config (its JSON form is read by app.quantize, which names the key at
     fault in a QuantizeConfigError); checked against `target`."""
     if target not in TARGETS:
@@ -64,9 +66,9 @@ def read_config(config: Mapping[str, Any] | QuantizeConfig, target: str = "ios18
     if isinstance(parsed, LinearConfig):
         block = parsed.block_size if parsed.granularity == "per_block" else None
         op = (
-            "constexpr_affine_dequantize"
-            if target == "ios17"
-            else "constexpr_blockwise_shift_scale"
+            "constexpr_blockwise_shift_scale"
+            if TARGETS[target].ios18_compression
+            else "constexpr_affine_dequantize"
         )
         return QuantFormat("linear", None, parsed.dtype, parsed.granularity, None, block, op)
     return QuantFormat("prune", None, parsed.dtype, None, None, None, "constexpr_sparse_to_dense")

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
+from app.language.targets import DEFAULT_TARGET
 from app.preflight.findings import Finding, Severity
 from app.preflight.quant_config import QuantFormat, read_config
 from app.quantize import QuantizeConfig, QuantizeConfigError
@@ -219,7 +220,7 @@ def quantization_reports(
     config: Mapping[str, Any] | QuantizeConfig,
     chip: str = ANY,
     *,
-    target: str = "ios18",
+    target: str = DEFAULT_TARGET,
     path: str | None = None,
 ) -> list[QuantReport]:
     """The reports that cover this config on `chip` ("any": every family) and `path` (None:
@@ -232,7 +233,11 @@ def _covering(fmt: QuantFormat, chip: str, paths: tuple[str, ...]) -> list[Quant
 
 
 def quantization_status(
-    config: Mapping[str, Any] | QuantizeConfig, chip: str, path: str, *, target: str = "ios18"
+    config: Mapping[str, Any] | QuantizeConfig,
+    chip: str,
+    path: str,
+    *,
+    target: str = DEFAULT_TARGET,
 ) -> Status | None:
     """The worst status any report gives for this config, chip and path; None if none covers it."""
     reports = quantization_reports(config, chip, target=target, path=path)
@@ -243,7 +248,7 @@ def quantization_findings(
     config: Mapping[str, Any] | QuantizeConfig,
     chip: str = ANY,
     *,
-    target: str = "ios18",
+    target: str = DEFAULT_TARGET,
     path: str | None = None,
     node: str = "weight",
 ) -> list[Finding]:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from app.mil.targets import Target
+from app.language.targets import DEFAULT_TARGET, Target
 from app.mil.types import DType
 from app.quantize.config import LinearConfig, PalettizeConfig, QuantizeConfig
 from app.quantize.linear import linear
@@ -16,7 +16,7 @@ from app.quantize.result import Compressed
 def quantize(
     weight: np.ndarray,
     config: QuantizeConfig,
-    target: str | Target = "ios18",
+    target: str | Target = DEFAULT_TARGET,
     *,
     channel_axis: int = 0,
     input_axis: int = 1,

@@ -17,7 +17,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import MISSING, dataclass, fields
 from typing import Any
 
-from app.mil.targets import Target, get_target
+from app.language.targets import Target, get_target
 
 PALETTE_BITS = (1, 2, 3, 4, 6, 8)
 # The iOS16 constexpr_lut_to_dense (ios17 programs) takes 2, 4, 16, 64 or 256 LUT entries.
@@ -148,13 +148,13 @@ def check_config(
 def check_target(config: QuantizeConfig, target: str | Target, field: str = "quantize") -> None:
     """Raise `QuantizeConfigError` unless `config` is valid on `target` for some weight: the
     checks that need no shape (the ANE preflight reads configs this way)."""
-    order = get_target(target).order
+    tgt = get_target(target)
     if isinstance(config, PalettizeConfig):
-        _check_palettize(config, order, field)
+        _check_palettize(config, tgt, field)
     elif isinstance(config, LinearConfig):
-        _check_linear(config, order, field)
+        _check_linear(config, tgt, field)
     else:
-        _check_prune(config, order, field)
+        _check_prune(config, tgt, field)
 
 
 def _one_of(value, allowed: Sequence, where: str) -> None:
@@ -167,38 +167,38 @@ def _positive(value: int, where: str) -> None:
         raise QuantizeConfigError(where, f"must be a positive integer, not {value}")
 
 
-def _check_palettize(config: PalettizeConfig, order: int, field: str) -> None:
+def _check_palettize(config: PalettizeConfig, target: Target, field: str) -> None:
     _one_of(config.nbits, PALETTE_BITS, f"{field}.nbits")
     _one_of(config.granularity, ("per_tensor", "per_grouped_channel"), f"{field}.granularity")
-    if order < 18 and config.nbits not in PALETTE_BITS_IOS17:
+    if not target.ios18_compression and config.nbits not in PALETTE_BITS_IOS17:
         raise QuantizeConfigError(
             f"{field}.nbits", "3-bit palettes need ios18 (ios17 takes 1, 2, 4, 6 or 8 bits)"
         )
     if config.granularity == "per_grouped_channel":
-        if order < 18:
+        if not target.ios18_compression:
             raise QuantizeConfigError(f"{field}.granularity", "per_grouped_channel needs ios18")
         _positive(config.group_size, f"{field}.group_size")
 
 
-def _check_linear(config: LinearConfig, order: int, field: str) -> None:
+def _check_linear(config: LinearConfig, target: Target, field: str) -> None:
     _one_of(config.dtype, LINEAR_DTYPES, f"{field}.dtype")
     _one_of(config.granularity, ("per_tensor", "per_channel", "per_block"), f"{field}.granularity")
-    if order < 18 and config.dtype in ("int4", "uint4"):
+    if not target.ios18_compression and config.dtype in ("int4", "uint4"):
         raise QuantizeConfigError(f"{field}.dtype", f"{config.dtype} needs ios18")
     if config.granularity == "per_block":
-        if order < 18:
+        if not target.ios18_compression:
             raise QuantizeConfigError(f"{field}.granularity", "per_block needs ios18")
         _positive(config.block_size, f"{field}.block_size")
 
 
-def _check_prune(config: PruneConfig, order: int, field: str) -> None:
+def _check_prune(config: PruneConfig, target: Target, field: str) -> None:
     if not 0 < config.target_sparsity < 1:
         raise QuantizeConfigError(
             f"{field}.target_sparsity", f"{config.target_sparsity} is not in (0, 1)"
         )
     if config.dtype is not None:
         _one_of(config.dtype, PRUNE_DTYPES, f"{field}.dtype")
-        if order < 18:
+        if not target.ios18_compression:
             raise QuantizeConfigError(
                 f"{field}.dtype", "pruned and quantized weights need ios18 (chained constexpr ops)"
             )

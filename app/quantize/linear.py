@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from app.mil.targets import Target, get_target
+from app.language.targets import DEFAULT_TARGET, Target, get_target
 from app.mil.types import DType
 from app.quantize.config import LinearConfig, check_config
 from app.quantize.coremltools_parts import ct_utils, linear_quantize_weights
@@ -52,7 +52,7 @@ def quantize_blocks(
 def linear(
     weight: np.ndarray,
     config: LinearConfig,
-    target: str | Target = "ios18",
+    target: str | Target = DEFAULT_TARGET,
     *,
     channel_axis: int = 0,
     input_axis: int = 1,
@@ -71,7 +71,7 @@ def linear(
     data, scale, offset = quantize_blocks(w, config.dtype, config.symmetric, sizes)
     dense = dequantize(data, scale, offset, dtype)
     int_dtype = DType(config.dtype)
-    if get_target(target).order >= 18:
+    if get_target(target).ios18_compression:
         args = {"data": Param(data, int_dtype), "scale": Param(scale, dtype)}
         if offset is not None:
             args["offset"] = Param(offset, int_dtype)

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from app.mil.targets import Target, get_target
+from app.language.targets import DEFAULT_TARGET, Target, get_target
 from app.mil.types import DType
 from app.quantize.config import PalettizeConfig, check_config
 from app.quantize.coremltools_parts import (
@@ -45,7 +45,7 @@ def _kmeans(nbits: int):
 def palettize(
     weight: np.ndarray,
     config: PalettizeConfig,
-    target: str | Target = "ios18",
+    target: str | Target = DEFAULT_TARGET,
     *,
     channel_axis: int = 0,
     dtype: DType = DType.FP16,
@@ -64,7 +64,7 @@ def palettize(
     indices = params.indices.astype(np.uint8)  # drops coremltools' sub-byte dtype metadata
     lut = np.asarray(params.lut, dtype.numpy)
     dense = _dense(indices, lut, channel_axis)
-    if get_target(target).order >= 18:
+    if get_target(target).ios18_compression:
         args = {"indices": Param(indices, _INDEX_DTYPES[config.nbits]), "lut": Param(lut, dtype)}
     else:
         old = ct_utils.ios18_lut_params_to_ios16(params._replace(indices=indices, lut=lut))

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from app.mil.targets import Target, get_target
+from app.language.targets import DEFAULT_TARGET, Target, get_target
 from app.mil.types import DType
 from app.quantize.config import LinearConfig, PruneConfig, QuantizeConfigError, check_config
 from app.quantize.coremltools_parts import ct_utils, prune_weights
@@ -23,7 +23,7 @@ from app.quantize.result import Compressed, ConstexprOp, Param, as_weight
 def prune(
     weight: np.ndarray,
     config: PruneConfig,
-    target: str | Target = "ios18",
+    target: str | Target = DEFAULT_TARGET,
     *,
     channel_axis: int = 0,
     dtype: DType = DType.FP16,
@@ -39,7 +39,7 @@ def prune(
         raise QuantizeConfigError(
             f"{field}.target_sparsity", "prunes every weight (they are all zero or equal)"
         )
-    if get_target(target).order < 18:
+    if not get_target(target).ios18_compression:
         args = {
             "mask": Param(np.asarray(old.mask, np.uint8), DType.UINT8),
             "nonzero_data": Param(np.asarray(old.nonzero_data, dtype.numpy), dtype),

@@ -19,11 +19,12 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from app.blob import BlobFormatError, BlobReader
+from app.blob import BlobFormatError, BlobReader, blob_dtype
 from app.errors import RequestError
 from app.mil import Function, Program, StateType, TensorType, Var
+from app.mil.args import Args
 from app.mil.assemble import WeightSource
-from app.mil.semantics import TABLE, Args
+from app.mil.semantics import TABLE
 
 
 @dataclass(frozen=True)
@@ -118,7 +119,7 @@ class Executor:
                 raise RequestError(f"weights.{op.name}", "no offset in weight.bin for this const")
             t = op.value.type
             try:
-                data = reader.read_values(offsets[op.name], t.dtype.blob, t.shape)
+                data = reader.read_values(offsets[op.name], blob_dtype(t.dtype), t.shape)
             except BlobFormatError as exc:
                 raise RequestError(f"weights.{op.name}", str(exc)) from None
             consts[op.name] = np.array(data)

@@ -8,6 +8,7 @@ Ops are re-created through the builder (`app.mil.from_proto`), so types are chec
 
 from __future__ import annotations
 
+import json
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
@@ -84,7 +85,8 @@ def open_artifact(path: str | Path) -> LoadedArtifact:
             weights = layout.MIL_WEIGHT_FILE
             blob = files.read(weights) if weights in names else None
             text = files.read(layout.MIL_TEXT).decode("utf-8", errors="strict")
-            return LoadedArtifact("mil", parse_text(text, blob).program)
+            default = _default_function(files, names)
+            return LoadedArtifact("mil", parse_text(text, blob, default).program)
     except (MILParseError, MlmodelcError, UnicodeDecodeError, zipfile.BadZipFile, KeyError) as exc:
         raise ArtifactError(str(exc)) from None
     raise ArtifactError(f"{path} holds neither an .mlpackage, a model.mil nor an .mlmodelc")
@@ -97,3 +99,15 @@ def _compiled_program(files: _Files, root: str, names: set[str]) -> Program:
                                where=root.rstrip("/") or ".")  # fmt: skip
     weights = root + "weights/weight.bin"
     return load_model(model, files.read(weights) if weights in names else None)
+
+
+def _default_function(files: _Files, names: set[str]) -> str | None:
+    """The default function kernel.json names beside a mil bundle (model.mil names none)."""
+    if layout.KERNEL_JSON not in names:
+        return None
+    try:
+        described = json.loads(files.read(layout.KERNEL_JSON))
+    except ValueError as exc:
+        raise ArtifactError(f"kernel.json is not JSON: {exc}") from None
+    default = described.get("default_function") if isinstance(described, dict) else None
+    return default if isinstance(default, str) else None

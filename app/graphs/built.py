@@ -1,4 +1,5 @@
-"""What a graph means in float64, and how close its fp16 program must come.
+"""A graph as built (its nodes, weights and program), what it means in float64, and how close its
+fp16 program must come.
 
 The meaning composes each node's own: a catalog op's `definition` (written from the math, not
 from its MIL) with the weights as given, a primitive's semantics (app/mil/semantics.py) computed
@@ -16,15 +17,60 @@ capped at 1 (an error the size of the output itself).
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import TYPE_CHECKING
+from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
 from app.graphs.primitives import Primitive
-from app.mil.semantics import TABLE, Args
+from app.graphs.spec import GRAPH_OP, GraphNode
+from app.kernels import CatalogOp, KernelBuild
+from app.kernels.op import Arrays
+from app.mil.args import Args
+from app.mil.semantics import TABLE
 
-if TYPE_CHECKING:
-    from app.graphs.build import GraphBuild
+
+@dataclass(frozen=True)
+class BuiltNode:
+    """A node as built: what verification needs to compute its float64 meaning."""
+
+    index: int
+    node: GraphNode
+    op: CatalogOp | Primitive
+    params: Any  # the catalog op's complete params (None for a primitive)
+    args: dict[str, str | tuple[str, ...]]  # argument -> the var names it reads
+    outputs: tuple[str, ...]  # the var names it produces
+    weights: dict[str, str] = field(default_factory=dict)  # its weight name -> request key
+
+
+@dataclass(frozen=True)
+class GraphBuild(KernelBuild):
+    nodes: tuple[BuiltNode, ...] = ()
+    consts: dict[str, str] = field(default_factory=dict)  # weight key -> its const op
+
+    @property
+    def op_name(self) -> str:
+        return GRAPH_OP
+
+    def const_name(self, weight: str) -> str:
+        return self.consts[weight]
+
+    def where(self, name: str) -> str:
+        """The graph path of an op (named after its node, `<node>_...` inside a catalog op) or of
+        an input/output."""
+        ids = {n.node.id: n.index for n in self.nodes}
+        node = name if name in ids else max((i for i in ids if name.startswith(f"{i}_")),
+                                            key=len, default=None)  # fmt: skip
+        if node is not None:
+            return f"nodes[{ids[node]}]"
+        return f"inputs.{name}" if name in self.params.inputs else f"outputs.{name}"
+
+    def tolerance(self, output: str) -> float:
+        return tolerance(self, output)
+
+    def exact(self, inputs: Arrays, states: Arrays, *, original: bool = False) -> tuple[dict, dict]:
+        return evaluate(self, inputs, original=original), {}
+
 
 _COMPOUNDING = {"mul", "real_div", "matmul", "conv"}
 

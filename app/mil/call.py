@@ -1,0 +1,52 @@
+"""One op application being checked by the builder: what an op's type-inference rule sees."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from app.mil.ir import Input, MILBuildError, Var
+from app.mil.types import TensorType
+
+
+class Call:
+    """One op application being checked: typed access to its arguments for inference rules."""
+
+    def __init__(self, op_type: str, name: str, inputs: dict[str, Input]):
+        self.op_type, self.name, self.inputs = op_type, name, inputs
+
+    def fail(self, arg: str | None, message: str) -> MILBuildError:
+        return MILBuildError(f"{self.op_type} {self.name}", arg, message)
+
+    def has(self, arg: str) -> bool:
+        return arg in self.inputs
+
+    def type(self, arg: str) -> TensorType:
+        var = self.inputs[arg]
+        assert isinstance(var, Var)
+        return var.tensor
+
+    def types(self, arg: str) -> list[TensorType]:
+        value = self.inputs[arg]
+        return [v.tensor for v in (value if isinstance(value, tuple) else (value,))]
+
+    def const(self, arg: str, default=None):
+        """The const value of an argument as plain Python (int, bool, str, list)."""
+        var = self.inputs.get(arg)
+        if var is None:
+            return default
+        assert isinstance(var, Var) and var.op is not None and var.op.value is not None
+        value = var.op.value.stored()
+        return value if isinstance(value, str) else np.asarray(value).tolist()
+
+    def axes(self, arg: str, rank: int, default=None) -> list[int]:
+        """Axes normalised to 0..rank-1, checked in range and unique."""
+        raw = self.const(arg, default)
+        raw = [raw] if isinstance(raw, int) else list(raw)
+        out = []
+        for a in raw:
+            if not -rank <= a < rank:
+                raise self.fail(arg, f"axis {a} is out of range for rank {rank}")
+            out.append(a % rank)
+        if len(set(out)) != len(out):
+            raise self.fail(arg, f"repeated axis in {raw}")
+        return out
