@@ -77,7 +77,7 @@ def validate(path: str | Path) -> Report:
 def _validate_mlmodelc(bundle: Path, shown: str) -> Report:
     """An .mlmodelc (ours or Apple's): the package it was compiled from, rebuilt from its
     model.mil and coremldata.bin (app/mlmodelc), through the package checks."""
-    from app.language import MlmodelcError
+    from app.language.errors import MlmodelcError
     from app.mlmodelc import decompile
 
     with tempfile.TemporaryDirectory(prefix="ane-validate-") as tmp:

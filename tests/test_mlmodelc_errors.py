@@ -9,15 +9,14 @@ from pathlib import Path
 import pytest
 from mlmodelc_support import SILERO, bundle_of
 
-from app.language import (
+from app.language.errors import (
     BadBundleError,
     BadPackageError,
     MilSyntaxError,
     UnknownProfileError,
     WeightFileError,
-    get_profile,
 )
-from app.language.profiles import DEFAULT_PROFILE
+from app.language.profiles import DEFAULT_PROFILE, get_profile
 from app.mlmodelc import compile_package, decompile
 
 SOURCE = SILERO[1] / "source.mlpackage"  # unified_int8: 7 constexpr ops reading weight.bin

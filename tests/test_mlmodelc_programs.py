@@ -19,7 +19,8 @@ import numpy as np
 import pytest
 from mlmodelc_support import GOLDENS, coremltools_loads, files_of
 
-from app.language import get_profile, parse_program
+from app.language.parser import parse_program
+from app.language.profiles import get_profile
 from app.mlmodelc import compile_package, decompile
 from app.mlmodelc.coremldata import read_coremldata
 from app.mlmodelc.decompiler import model_bytes

@@ -10,7 +10,8 @@ from app.cli.common import CLIError
 
 
 def cmd_mlmodelc(args) -> int:
-    from app.language import MlmodelcError, get_profile
+    from app.language.errors import MlmodelcError
+    from app.language.profiles import get_profile
     from app.mlmodelc import compile_package
 
     try:
@@ -25,7 +26,7 @@ def cmd_mlmodelc(args) -> int:
 
 
 def cmd_decompile(args) -> int:
-    from app.language import MlmodelcError
+    from app.language.errors import MlmodelcError
     from app.mlmodelc import decompile
 
     try:
@@ -42,7 +43,7 @@ def cmd_decompile(args) -> int:
 
 
 def add_commands(sub) -> None:
-    from app.language import DEFAULT_PROFILE, PROFILES
+    from app.language.profiles import DEFAULT_PROFILE, PROFILES
 
     releases = ", ".join(PROFILES)
     comp = sub.add_parser(

@@ -27,7 +27,7 @@ from app.compile.base import CompileFailure, Compiler, CompileResult
 from app.compile.linux import NAME as LINUX_COMPILER
 from app.compile.linux import LinuxCompiler
 from app.compile.placement import placement_report
-from app.language import DEFAULT_PROFILE, PROFILES
+from app.language.profiles import DEFAULT_PROFILE, PROFILES
 from app.mil import Target, get_target
 from app.packaging import Entry, layout, to_json, write_zip
 from app.packaging.digesting import DigestingWriter

@@ -18,7 +18,8 @@ from app.compile.base import (
     CompileTimeout,
     timeout_message,
 )
-from app.language import MlmodelcError, ToolchainProfile, get_profile
+from app.language.errors import MlmodelcError
+from app.language.profiles import ToolchainProfile, get_profile
 from app.mil import Target
 from app.mlmodelc import compile_package
 from app.toolchain import coremltools_version
