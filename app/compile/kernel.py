@@ -27,7 +27,7 @@ from app.compile.base import CompileFailure, Compiler, CompileResult
 from app.compile.linux import NAME as LINUX_COMPILER
 from app.compile.linux import LinuxCompiler
 from app.compile.placement import placement_report
-from app.language.profiles import DEFAULT_PROFILE, PROFILES
+from app.language.profiles import DEFAULT_PROFILE, get_profile
 from app.mil import Target, get_target
 from app.packaging import Entry, layout, to_json, write_zip
 from app.packaging.digesting import DigestingWriter
@@ -126,10 +126,11 @@ async def conformance_with_linux(
 ) -> dict[str, Any]:
     """The linux backend's bundle for the same package, compared with the one Apple's compiler
     wrote, file by file: a conformance signal from every real compile. The profile is the
-    compiler's own release when the linux backend knows it, else its default (said so)."""
+    compiler's own release, written with the nearest observed release's rules when the linux
+    backend has not seen it (said so), or the default when the release is not known at all."""
     version = re.search(r"\d+\.\d+\.\d+", apple.toolchain.get("coremlcompiler") or "")
     release = version.group(0) if version else None
-    profile = PROFILES.get(release or "", DEFAULT_PROFILE)
+    profile = get_profile(release) if release else DEFAULT_PROFILE
     outdir = workdir / "linux"
     outdir.mkdir()
     try:
@@ -147,9 +148,10 @@ async def conformance_with_linux(
         "only_apple": sorted(theirs.keys() - ours.keys()),
         "only_linux": sorted(ours.keys() - theirs.keys()),
     }
-    if profile.name != release:
-        report["note"] = (f"no linux profile for coremlcompiler {release or 'of unknown version'}; "
-                          f"compared with {profile.name}")  # fmt: skip
+    if release is None:
+        report["note"] = f"coremlcompiler of unknown version; compared with {profile.describe()}"
+    elif not profile.observed:
+        report["note"] = f"compared with {profile.describe()}"
     return report
 
 

@@ -59,8 +59,7 @@ class LinuxCompiler:
         except MlmodelcError as exc:
             raise CompilerError(f"{package.name}: {exc}") from None
         log = (
-            f"app.mlmodelc: {package.name} -> {out.name} as coremlcompiler "
-            f"{self.profile.coremlc_version} (MIL {self.profile.mil_version}), "
+            f"app.mlmodelc: {package.name} -> {out.name} as {self.profile.describe()}, "
             f"program({bundle.program_version})\n" + "".join(f"  {f}\n" for f in bundle.files)
         )
         return CompileResult(out, log, await self.toolchain())
