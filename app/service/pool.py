@@ -1,4 +1,6 @@
-"""The bounded pool of worker processes that build kernels.
+"""The bounded pool of worker processes that build kernels: every build of the API process, the
+synchronous ones and those of the embedded job engine with their compiles (its `run` is the
+process's `RunBuild`, app/compile/runner.py).
 
 Processes, not threads: building a program is pure Python, and a build thread holding the GIL
 made the event loop wait up to a switch interval (5 ms) at every step, which cut the request rate
