@@ -28,6 +28,7 @@ import asyncio
 import gc
 import logging
 import multiprocessing
+import pickle
 import select
 import traceback
 from collections import deque
@@ -50,11 +51,17 @@ class WorkerLost(Exception):
 
 
 class _Raised:
-    """An exception from the worker, with its traceback as text (tracebacks do not pickle)."""
+    """An exception from the worker, with its traceback as text (tracebacks do not pickle).
+    One that would not unpickle on the server's side (an `__init__` taking other arguments
+    than it passes up) goes as a RuntimeError naming it: else its answer could never be read."""
 
     def __init__(self, exc: BaseException):
-        self.exc = exc
         self.trace = "".join(traceback.format_exception(exc))
+        try:
+            pickle.loads(messages.encode(exc))
+        except Exception:
+            exc = RuntimeError(f"{type(exc).__name__}: {exc}")
+        self.exc = exc
 
 
 def _serve(conn: Connection) -> None:
