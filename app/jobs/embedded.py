@@ -1,4 +1,5 @@
 """The embedded engine: jobs run by asyncio tasks inside the API process, records in memory.
+Their builds run where the API's own do (`run_build`: the build pool), never in a thread here.
 
 The default (no Redis, nothing else to start): `make run` on a fresh machine serves every format
 its own compiler allows. Records do not survive a restart; set ANE_REDIS_URL for that.
@@ -18,6 +19,7 @@ from pathlib import Path
 from app.cache.store import ContentStore
 from app.compile import Compiler
 from app.compile.placement import unavailable_reason as placement_unavailable
+from app.compile.runner import RunBuild
 from app.errors import ErrorKind, FieldError
 from app.formats import COMPILED, PACKAGED
 from app.jobs.engine import JobEngine
@@ -41,12 +43,13 @@ class EmbeddedEngine(JobEngine):
         blobs: BlobStore,
         compiler: Compiler | None,
         workdir: Path,
+        run_build: RunBuild,
     ):
         super().__init__(settings, store)
         self.records = MemoryRecords(settings.job_keep_s)
         self.worker_id = f"{platform.node()}:{os.getpid()}:embedded"
         self.runtime = Runtime(
-            settings, self.records, store, blobs, compiler, self.worker_id, workdir
+            settings, self.records, store, blobs, compiler, self.worker_id, workdir, run_build
         )
         self._queue: asyncio.Queue[tuple[str, int]] = asyncio.Queue()
         self._running: dict[str, asyncio.Task] = {}
