@@ -1,0 +1,142 @@
+"""The project's programs as Core AI programs, run by Apple's own CPU runtime (coreai-core, in a
+child process) and held to each op's fp16 tolerance against its float64 definition: every catalog
+example, the graph examples, a decoder layer's two functions, quantized convolutions and matmuls.
+What cannot be translated is named before anything is built."""
+
+import numpy as np
+import pytest
+
+pytest.importorskip("coreai.authoring", reason="needs the coreai extra (coreai-core)")
+
+from kernel_cases import SMALL, VARIANTS
+from test_graphs import FFN_WEIGHTS, MIXED, MIXED_WEIGHTS
+
+from app.artifacts import build_program
+from app.coreai import Call, aimodel_files, run_aimodel, translate, untranslatable
+from app.coreai.weights import pack_subbyte
+from app.graphs.examples import swiglu_ffn
+from app.mil import Builder, DType
+from app.reference.apple import apple_report, fp16_accumulations
+from app.reference.verify import max_errors
+from app.request import KernelRequest
+
+CASES = [(op, params) for op, params in SMALL.items()] + VARIANTS
+
+
+def _build(op, params, weights=None, **options):
+    return build_program(KernelRequest.create(op, params, weights, **options), random_seed=0)
+
+
+def _assert_passes(report):
+    for name, fn in report["functions"].items():
+        for kind in ("outputs", "states"):
+            for out, check in fn[kind].items():
+                assert check["passed"], (name, kind, out, check)
+    assert report["passed"]
+
+
+@pytest.mark.parametrize(
+    ("op", "params"), CASES, ids=[f"{op}-{i}" for i, (op, _) in enumerate(CASES)]
+)
+def test_each_catalog_example_runs_on_apples_runtime_within_its_tolerance(op, params):
+    report = apple_report(_build(op, params))
+    _assert_passes(report)
+
+
+@pytest.mark.parametrize(
+    ("graph", "weights"), [(swiglu_ffn(16, 24, 8), FFN_WEIGHTS), (MIXED, MIXED_WEIGHTS)],
+    ids=["swiglu_ffn", "mixed"],
+)  # fmt: skip
+def test_the_graph_examples_run_within_their_tolerance(graph, weights):
+    _assert_passes(apple_report(_build("graph", graph, weights)))
+
+
+def test_a_decoder_layer_with_prefill_and_decode_functions_is_two_graphs_sharing_weights():
+    base = {"hidden_size": 32, "intermediate_size": 48, "num_attention_heads": 4,
+            "num_key_value_heads": 2, "seq_len": 8}  # fmt: skip
+    functions = {"prefill": {}, "decode": {"seq_len": 1, "mode": "decode", "cache_len": 16}}
+    build = _build("decoder_layer", base, functions=functions)
+    text = str(translate(build.program))
+    assert "coreai.graph @prefill" in text and "coreai.graph @decode" in text
+    report = apple_report(build)
+    assert set(report["functions"]) == {"prefill", "decode"}
+    _assert_passes(report)
+
+
+QUANTIZE = [
+    {"mode": "palettize", "nbits": 4},
+    {"mode": "palettize", "nbits": 2, "granularity": "per_grouped_channel", "group_size": 2},
+    {"mode": "palettize", "nbits": 8},
+    {"mode": "linear", "dtype": "int8"},
+    {"mode": "linear", "dtype": "int4", "granularity": "per_block", "block_size": 8},
+    {"mode": "linear", "dtype": "uint4", "granularity": "per_block", "block_size": 8,
+     "symmetric": False},
+]  # fmt: skip
+SHAPES = {"conv": {"in_channels": 16, "out_channels": 8, "spatial": 3},
+          "matmul": {"in_features": 16, "out_features": 8, "tokens": 5}}  # fmt: skip
+
+
+@pytest.mark.parametrize("op", SHAPES)
+@pytest.mark.parametrize("config", QUANTIZE, ids=lambda c: "-".join(str(v) for v in c.values()))
+def test_quantized_weights_stay_compressed_and_decompress_as_the_definition_says(op, config):
+    build = _build(op, SHAPES[op], quantize=config)
+    text = str(translate(build.program))
+    assert ("lut_to_dense" if config["mode"] == "palettize" else "blockwise_shift_scale") in text
+    _assert_passes(apple_report(build))
+
+
+def test_sub_byte_values_are_packed_low_bits_first():
+    assert pack_subbyte(np.array([1, 2, 3]), 4).tolist() == [0x21, 0x03]
+    assert pack_subbyte(np.array([-1, 7]), 4).tolist() == [0x7F]
+    assert pack_subbyte(np.array([1, 2, 3, 0, 3]), 2).tolist() == [0b00111001, 0b11]
+
+
+@pytest.mark.parametrize(
+    ("x_shape", "w_shape", "weight_first", "transpose_y"),
+    [((2, 3, 16), (16, 8), False, False), ((5, 16), (8, 16), False, True),
+     ((1, 16, 5), (8, 16), True, False)],
+)  # fmt: skip
+def test_a_matmul_with_a_weight_is_a_1x1_convolution(x_shape, w_shape, weight_first, transpose_y):
+    """Apple's CPU runtime sums an fp16 batch_matmul in fp16; a convolution sums in fp32."""
+    rng = np.random.default_rng(0)
+    w = rng.standard_normal(w_shape).astype(np.float16)
+    b = Builder("ios18")
+    x = b.input("x", DType.FP16, x_shape)
+    weight = b.const("W", w, DType.FP16)
+    operands = {"x": weight, "y": x} if weight_first else {"x": x, "y": weight}
+    y = b.op("matmul", "y", **operands, transpose_y=transpose_y)
+    program = b.build([y])
+    text = str(translate(program))
+    assert "coreai.conv2d" in text and "batch_matmul" not in text
+    assert fp16_accumulations(program) == []
+    given = rng.standard_normal(x_shape).astype(np.float16)
+    wt = w.astype(np.float64).T if transpose_y else w.astype(np.float64)
+    exact = wt @ given.astype(np.float64) if weight_first else given.astype(np.float64) @ wt
+    (result,) = run_aimodel(aimodel_files(translate(program)), [Call("main", {"x": given})]).results
+    assert max_errors(result.outputs["y"], exact)[1] < 2e-3
+
+
+def test_a_matmul_of_two_fp16_activations_names_its_inner_dimension():
+    build = _build("matmul", {"in_features": 4, "out_features": 8, "tokens": 3, "dynamic": True})
+    assert "batch_matmul" in str(translate(build.program))
+    assert fp16_accumulations(build.program) == [4]
+
+
+def test_attention_keeps_fp16_batch_matmuls_and_its_tolerance_says_so():
+    build = _build("sdpa", SMALL["sdpa"])
+    report = apple_report(build)
+    dims = report["fp16_accumulation"]["batch_matmul_inner_dims"]
+    assert dims and report["fp16_accumulation"]["tolerance_added"] == pytest.approx(
+        sum(dims) * 2.0**-11, rel=1e-3
+    )
+
+
+@pytest.mark.parametrize(
+    ("config", "names"),
+    [({"mode": "palettize", "nbits": 3}, "uint3"),
+     ({"mode": "prune", "target_sparsity": 0.5}, "constexpr_sparse_to_dense")],
+)  # fmt: skip
+def test_what_core_ai_cannot_express_is_named(config, names):
+    found = untranslatable(_build("conv", SHAPES["conv"], quantize=config).program)
+    assert found is not None and names in found.reason
+    assert found.op.name
