@@ -11,7 +11,7 @@ coreai-core is optional (the `coreai` extra): importing this package never impor
 from app.coreai.asset import aimodel_files
 from app.coreai.availability import PACKAGE, PINNED, coreai_version, require_coreai
 from app.coreai.runtime import AppleRuntimeError, Call, run_aimodel
-from app.coreai.translate import Untranslatable, translate, untranslatable
+from app.coreai.translate import TranslationError, Untranslatable, translate, untranslatable
 from app.coreai.weights import SUBBYTE_NOTE
 
 __all__ = [
@@ -20,6 +20,7 @@ __all__ = [
     "SUBBYTE_NOTE",
     "AppleRuntimeError",
     "Call",
+    "TranslationError",
     "Untranslatable",
     "aimodel_files",
     "coreai_version",

@@ -4,23 +4,12 @@ that builds or runs an `.aimodel`)."""
 
 from __future__ import annotations
 
-from functools import cache
-from importlib.metadata import PackageNotFoundError, version
-
 from app.errors import ErrorKind, FieldError
+from app.toolchain import coreai_version
 
 PACKAGE = "coreai-core"
 # The one version tested: state handles go through its private, unversioned compiler API.
 PINNED = "1.0.0b3"
-
-
-@cache
-def coreai_version() -> str | None:
-    """The installed coreai-core version, None when it is not installed."""
-    try:
-        return version(PACKAGE)
-    except PackageNotFoundError:
-        return None
 
 
 def require_coreai() -> str:

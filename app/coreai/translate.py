@@ -34,6 +34,14 @@ class Untranslatable:
     reason: str
 
 
+class TranslationError(ValueError):
+    """An op a rule found it cannot write (a case of a known op Core AI has no form for)."""
+
+    def __init__(self, found: Untranslatable):
+        self.found = found
+        super().__init__(found.reason)
+
+
 def untranslatable(program: Program) -> Untranslatable | None:
     """The first op of `program` this translation has no rule for, None when all have one."""
     for fn in program.functions.values():
@@ -130,7 +138,11 @@ def _graph(fn: Function, constants: Constants) -> None:
                 data = value_of(op.inputs["data"])._to_mlir()  # type: ignore[arg-type]
                 tokens[state] = raw.write_handle(handles[state], data, token(state))
                 continue
-            results = RULES[op.type](Step(op, value_of, constants))
+            try:
+                results = RULES[op.type](Step(op, value_of, constants))
+            except NotImplementedError as exc:
+                found = Untranslatable(fn.name, op, f"op {op.type!r}: {exc} has no Core AI form")
+                raise TranslationError(found) from None
             for var, result in zip(op.outputs, results, strict=True):
                 env[var.name] = result
         outputs = [value_of(v)._to_mlir() for v in fn.outputs]  # type: ignore[attr-defined]

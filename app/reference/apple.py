@@ -13,8 +13,16 @@ from __future__ import annotations
 
 from typing import Any
 
-from app.coreai import Call, aimodel_files, coreai_version, run_aimodel, translate
+from app.coreai import (
+    AppleRuntimeError,
+    Call,
+    aimodel_files,
+    coreai_version,
+    run_aimodel,
+    translate,
+)
 from app.coreai.step import is_weight
+from app.errors import RequestError
 from app.kernels import KernelBuild
 from app.mil import DType, Program
 from app.reference.verify import compare, draw_inputs
@@ -87,3 +95,36 @@ def apple_report(
         report["child_exit_status"] = run.exit_status
         report["note"] = "the runtime aborted at exit after writing every result (a known bug)"
     return report
+
+
+def with_apple_runtime(
+    report: dict[str, Any], build: KernelBuild, files: dict[str, bytes]
+) -> dict[str, Any]:
+    """The reference report with Apple's beside it (`apple_runtime`) and how the two agree: each
+    output's error under both executors, passed only when both pass. A runtime failure is a
+    clear error carrying the runtime's message."""
+    try:
+        apple = apple_report(build, files)
+    except AppleRuntimeError as exc:
+        raise RequestError(
+            "verify", f"Apple's runtime failed the .aimodel: {exc.message}",
+            title="Core AI runtime failed",
+        ) from None  # fmt: skip
+    reference = report.get("functions") or {build.program.default: report}
+    outputs = {}
+    for fn, ran in apple["functions"].items():
+        for kind in ("outputs", "states"):
+            for name, check in ran[kind].items():
+                ours = reference[fn][kind][name]
+                key = f"{fn}.{name}" if "functions" in report else name
+                outputs[key] = {"reference_max_rel_error": ours["max_rel_error"],
+                                "apple_runtime_max_rel_error": check["max_rel_error"],
+                                "both_passed": ours["passed"] and check["passed"]}  # fmt: skip
+    agreement = {
+        "method": "each output and state checked against the same float64 definition by both "
+        "executors, on the same seeded inputs",
+        "outputs": outputs,
+        "both_passed": all(o["both_passed"] for o in outputs.values()),
+    }
+    return {**report, "apple_runtime": apple, "agreement": agreement,
+            "passed": bool(report["passed"] and apple["passed"])}  # fmt: skip
