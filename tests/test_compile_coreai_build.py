@@ -5,11 +5,10 @@ Engine compile fails (apple/coreai-models #205), refused naming the architecture
 
 import asyncio
 import json
-import os
 import zipfile
-from pathlib import Path
 
 import pytest
+import test_compile_xcrun
 
 pytest.importorskip("coreai.authoring", reason="needs the coreai extra (coreai-core)")
 
@@ -20,16 +19,7 @@ from app.compile.coreai_build import ARCHITECTURES, CoreAIBuild, check_architect
 from app.errors import RequestError
 from app.request import KernelRequest
 
-FAKE = Path(__file__).parent / "fake_xcrun"
-
-
-@pytest.fixture
-def stand_in(monkeypatch, tmp_path):
-    log = tmp_path / "xcrun.log"
-    monkeypatch.setenv("PATH", f"{FAKE}{os.pathsep}{os.environ['PATH']}")
-    monkeypatch.setenv("FAKE_XCRUN_LOG", str(log))
-    monkeypatch.delenv("FAKE_COREAI_GPU_ONLY", raising=False)
-    return log
+stand_in = test_compile_xcrun.stand_in  # PATH with the labelled stand-in xcrun first
 
 
 def _prepared():

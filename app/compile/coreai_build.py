@@ -18,7 +18,6 @@ architecture's output directory is that architecture's bundle. One thing is chec
 
 from __future__ import annotations
 
-import os
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
@@ -31,7 +30,7 @@ from app.compile.base import (
     timeout_message,
     trim,
 )
-from app.compile.process import TimedOut, run, version_of
+from app.compile.process import TimedOut, run_relative, version_of
 from app.errors import RequestError
 from app.preflight.quantization import CHIP_FAMILIES
 
@@ -117,13 +116,10 @@ class CoreAIBuild:
         return CompiledSet(bundles, regions, "".join(logs), await self.toolchain())
 
     async def _one(self, asset: Path, outdir: Path, arch: str, timeout_s: float):
-        # Paths relative to a common directory keep temporary names out of the log.
-        cwd = os.path.commonpath([asset.absolute(), outdir.absolute()])
-        argv = compile_argv(
-            Path(os.path.relpath(asset, cwd)), Path(os.path.relpath(outdir, cwd)), arch
-        )
         try:
-            done = await run(argv, timeout_s, cwd=cwd)
+            argv, done = await run_relative(
+                lambda src, out: compile_argv(src, out, arch), asset, outdir, timeout_s
+            )
         except FileNotFoundError:
             raise CompilerUnavailable(
                 "xcrun is not on PATH (needs macOS 27 with Xcode 27)"
