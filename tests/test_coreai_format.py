@@ -27,6 +27,7 @@ from app.coreai.package import aimodel_of
 from app.errors import ErrorKind, FieldError, RequestError
 from app.kernels import CATALOG, build_kernel
 from app.request import KernelRequest
+from app.validation import InvalidArtifact, validate
 
 CONV = {"in_channels": 32, "out_channels": 16, "spatial": 4}
 INT4 = {"mode": "linear", "dtype": "int4", "granularity": "per_block", "block_size": 8}
@@ -206,3 +207,17 @@ def test_the_readme_examples_run(tmp_path):
     exec(code, scope)
     with _zip(scope["zip_bytes"]) as zf:
         assert json.loads(zf.read("verification.json"))["apple_runtime"]["passed"]
+
+
+def test_validate_checks_an_aimodel_with_apples_loader(tmp_path):
+    path = tmp_path / "conv.aimodel.zip"
+    path.write_bytes(kernel_zip("conv", CONV, format="aimodel", random_seed=0))
+    report = validate(path)
+    assert report.kind == "aimodel" and any("loaded by coreai-core" in n for n in report.notes)
+    broken = tmp_path / "broken.zip"
+    with zipfile.ZipFile(path) as src, zipfile.ZipFile(broken, "w") as dst:
+        for item in src.namelist():
+            data = src.read(item)
+            dst.writestr(item, data[:-1] + b"\0" if item.endswith("main.mlirb") else data)
+    with pytest.raises(InvalidArtifact, match=r"main\.hash is not the sha256"):
+        validate(broken)
