@@ -17,6 +17,7 @@ from app.coreai.weights import pack_subbyte
 from app.graphs.examples import swiglu_ffn
 from app.mil import Builder, DType
 from app.reference.apple import apple_report, fp16_accumulations
+from app.reference.executor import Executor
 from app.reference.verify import max_errors
 from app.request import KernelRequest
 
@@ -140,3 +141,50 @@ def test_what_core_ai_cannot_express_is_named(config, names):
     found = untranslatable(_build("conv", SHAPES["conv"], quantize=config).program)
     assert found is not None and names in found.reason
     assert found.op.name
+
+
+def test_the_ios16_form_of_compressed_weights_is_named():
+    config = {"mode": "palettize", "nbits": 4}
+    found = untranslatable(_build("conv", SHAPES["conv"], quantize=config, target="ios17").program)
+    assert found is not None and "iOS16 form of 'constexpr_lut_to_dense'" in found.reason
+    assert found.op.name
+
+
+def _primitives_program():
+    """One program through the rules no catalog example reaches, each output its own check."""
+    b = Builder("ios18")
+    x = b.input("x", DType.FP16, (1, 4, 3, 6))
+    q = b.input("q", DType.FP16, (2, 5, 8))
+    outs = [
+        b.op("slice_by_index", "sliced", x=x, begin=[0, 1, 0, 1], end=[1, 4, 3, 6],
+             stride=[1, 2, 1, 2], begin_mask=[False, False, True, False],
+             squeeze_mask=[True, False, False, False]),
+        b.op("slice_by_size", "window", x=x, begin=[0, 1, 1, 2], size=[1, 2, -1, 3]),
+        b.op("squeeze", "squeezed", x=b.op("expand_dims", "expanded", x=x, axes=[0]), axes=[0]),
+        b.op("reduce_l2_norm", "norm", x=x, axes=[1], keep_dims=False),
+        b.op("gelu", "gelu_tanh", x=x, mode="TANH_APPROXIMATION"),
+        b.op("gelu", "gelu_sigmoid", x=x, mode="SIGMOID_APPROXIMATION"),
+        b.op("rsqrt", "inv", x=b.op("abs", "mag", x=x), epsilon=1e-2),
+        b.op("concat", "woven", values=(x, x), axis=1, interleave=True),
+        b.op("softmax", "probs", x=x, axis=-1),
+        b.op("tile", "tiled", x=x, reps=[1, 1, 2, 1]),
+        b.op("conv", "padded", x=x, weight=b.const("w3", np.full((2, 4, 3, 3), 0.1), DType.FP16),
+             pad_type="custom", pad=[1, 1, 0, 2]),
+        b.op("conv", "same", x=x, weight=b.const("w2", np.full((2, 4, 2, 3), 0.1), DType.FP16),
+             pad_type="same", strides=[2, 1]),
+        b.op("scaled_dot_product_attention", "attended", query=q, key=q, value=q,
+             attn_mask=b.const("keep", np.tril(np.ones((5, 5), bool)), DType.BOOL)),
+    ]  # fmt: skip
+    return b.build(outs)
+
+
+def test_shape_and_elementwise_rules_match_the_reference_executor():
+    program = _primitives_program()
+    rng = np.random.default_rng(0)
+    inputs = {v.name: rng.standard_normal(v.tensor.shape).astype(np.float16)
+              for v in program.main.inputs}  # fmt: skip
+    expected = Executor(program).run(inputs).outputs
+    (got,) = run_aimodel(aimodel_files(translate(program)), [Call("main", inputs)]).results
+    for name, want in expected.items():
+        assert got.outputs[name].shape == want.shape, name
+        assert max_errors(got.outputs[name], want)[1] < 5e-3, name

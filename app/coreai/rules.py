@@ -171,16 +171,18 @@ def _slice_by_index(step: Step) -> list:
     masks = {m: step.const(m, [False] * rank) for m in ("begin_mask", "end_mask", "squeeze_mask")}
     begins, ends, strides = [], [], []
     for i, d in enumerate(shape):
-        if masks["squeeze_mask"][i]:
-            b = step.const("begin")[i] % d
-            begins.append(b), ends.append(b + 1), strides.append(1)
-            continue
-        b = None if masks["begin_mask"][i] else step.const("begin")[i]
-        e = None if masks["end_mask"][i] else step.const("end")[i]
-        start, stop, s = slice(b, e, stride[i]).indices(d)
-        if s < 0:
-            raise NotImplementedError("slice_by_index with a negative stride")
-        begins.append(start), ends.append(stop), strides.append(s)
+        if masks["squeeze_mask"][i]:  # one index, its axis dropped by the reshape below
+            start = step.const("begin")[i] % d
+            stop, by = start + 1, 1
+        else:
+            b = None if masks["begin_mask"][i] else step.const("begin")[i]
+            e = None if masks["end_mask"][i] else step.const("end")[i]
+            start, stop, by = slice(b, e, stride[i]).indices(d)
+            if by < 0:
+                raise NotImplementedError("slice_by_index with a negative stride")
+        begins.append(start)
+        ends.append(stop)
+        strides.append(by)
     return [_reshape(step, _slice(step, begins, ends, strides), step.out[0].shape)]
 
 
@@ -219,7 +221,7 @@ def _conv(step: Step) -> list:
     else:
         pad = step.const("pad", [0, 0, 0, 0]) if pad_type == "custom" else [0, 0, 0, 0]
     if any(pad):
-        pads = step.indices([0, 0, 0, 0, *pad], "int32")
+        pads = step.indices([0, 0, 0, 0, *pad], "uint32")  # (before, after) per axis
         x = _ca().pad(x, pads, step.make(np.zeros(()), x_type))
     out = _ca().conv2d(x, weight, list(strides), list(dilations), step.const("groups", 1))
     if step.has("bias"):

@@ -55,7 +55,8 @@ class Constants:
         array = np.asarray(array)
         bits = _SUBBYTE_BITS.get(dtype_name)
         if bits is None and array.size < _INLINE_BELOW:
-            return constant(np.ascontiguousarray(array, numpy_dtype(dtype_name)), dtype=dtype)
+            # asarray, not ascontiguousarray: that one makes a 0-d scalar 1-d
+            return constant(np.asarray(array, numpy_dtype(dtype_name)), dtype=dtype)
         if bits is None:
             buffer = np.ascontiguousarray(array, numpy_dtype(dtype_name))
         else:
