@@ -25,7 +25,9 @@ from app.cli import main as cli_main
 from app.coreai import AppleRuntimeError, Call, run_aimodel
 from app.coreai.package import aimodel_of
 from app.errors import ErrorKind, FieldError, RequestError
+from app.graphs.examples import swiglu_ffn
 from app.kernels import CATALOG, build_kernel
+from app.reference.apple import with_apple_runtime
 from app.request import KernelRequest
 from app.validation import InvalidArtifact, validate
 
@@ -221,3 +223,22 @@ def test_validate_checks_an_aimodel_with_apples_loader(tmp_path):
             dst.writestr(item, data[:-1] + b"\0" if item.endswith("main.mlirb") else data)
     with pytest.raises(InvalidArtifact, match=r"main\.hash is not the sha256"):
         validate(broken)
+
+
+def test_in_a_graph_the_refusal_names_the_node():
+    graph = swiglu_ffn(16, 24, 8)
+    graph["nodes"][0]["quantize"] = {"mode": "prune", "target_sparsity": 0.5}
+    with pytest.raises(RequestError) as caught:
+        prepare(KernelRequest.create("graph", graph, format="aimodel"), random_seed=0)
+    assert caught.value.field == "nodes[0]"
+
+
+def test_a_runtime_failure_during_verify_is_a_request_error_with_the_runtimes_message():
+    build = build_kernel("conv", CONV, random_seed=0)
+    files = dict(aimodel_of(build))
+    files["main.mlirb"] = files["main.mlirb"][:64]  # a truncated program
+    with pytest.raises(RequestError) as caught:
+        with_apple_runtime({"passed": True, "outputs": {}, "states": {}}, build, files)
+    assert caught.value.field == "verify"
+    assert caught.value.message.startswith("Apple's runtime failed the .aimodel: ")
+    assert len(caught.value.message) > len("Apple's runtime failed the .aimodel: ") + 10
