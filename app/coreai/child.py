@@ -25,9 +25,7 @@ from pathlib import Path
 
 import numpy as np
 
-ASSET = "model.aimodel"
-CALLS = "calls.json"
-DONE = "done"
+from app.coreai.exchange import ASSET, CALLS, DONE
 
 
 async def _run(workdir: Path) -> None:

@@ -20,7 +20,7 @@ from pathlib import Path
 import numpy as np
 
 from app.coreai.asset import write_asset
-from app.coreai.child import ASSET, CALLS, DONE
+from app.coreai.exchange import ASSET, CALLS, DONE
 
 _MESSAGE_LIMIT = 2000
 
@@ -76,7 +76,7 @@ def run_aimodel(files: dict[str, bytes], calls: list[Call], timeout_s: float = 3
         except subprocess.TimeoutExpired:
             raise AppleRuntimeError(f"the runtime did not finish within {timeout_s:g}s") from None
         if not (workdir / DONE).exists():
-            said = _said(done.stderr)
+            said = _said(done.stderr).replace(f"{workdir}/", "")  # no temporary paths
             status = (
                 f"killed by signal {-done.returncode}"
                 if done.returncode < 0
