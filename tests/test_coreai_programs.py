@@ -59,6 +59,9 @@ def test_a_decoder_layer_with_prefill_and_decode_functions_is_two_graphs_sharing
     build = _build("decoder_layer", base, functions=functions)
     text = str(translate(build.program))
     assert "coreai.graph @prefill" in text and "coreai.graph @decode" in text
+    alone = _build("decoder_layer", base).program  # the prefill function on its own
+    both_bytes = len(aimodel_files(translate(build.program))["main.mlirb"])
+    assert both_bytes < 1.2 * len(aimodel_files(translate(alone))["main.mlirb"])  # weights once
     report = apple_report(build)
     assert set(report["functions"]) == {"prefill", "decode"}
     _assert_passes(report)
