@@ -21,13 +21,14 @@ from app.compile import Compiler
 from app.compile.placement import unavailable_reason as placement_unavailable
 from app.compile.runner import RunBuild
 from app.errors import ErrorKind, FieldError
-from app.formats import COMPILED, PACKAGED
+from app.formats import COMPILED, available_formats
 from app.jobs.engine import JobEngine
 from app.jobs.model import Job, JobError, WorkerInfo
 from app.jobs.pipeline import Runtime, Transient, fail, give_up, note_retry, run_job
 from app.jobs.records import MemoryRecords
 from app.request import KernelRequest
 from app.settings import Settings
+from app.toolchain import coreai_version
 from app.uploads.blobstore import BlobStore
 
 log = logging.getLogger("ane.jobs")
@@ -73,14 +74,15 @@ class EmbeddedEngine(JobEngine):
 
     def check(self, request: KernelRequest) -> None:
         if request.artifact_format.compiled and self.runtime.compiler is None:
+            servable = available_formats(compiler=False, coreai=coreai_version() is not None)
             raise FieldError(
                 "format",
                 f"format {', '.join(COMPILED)} needs a compiler backend and this service has none "
                 f"(ANE_COMPILER={self.settings.compiler}). Available formats: "
-                f"{', '.join(PACKAGED)}",
+                f"{', '.join(servable)}",
                 kind=ErrorKind.UNAVAILABLE,
                 title="Compiler unavailable",
-                available_formats=list(PACKAGED),
+                available_formats=servable,
             )
         if request.placement and (reason := placement_unavailable()) is not None:
             raise FieldError(
