@@ -13,8 +13,8 @@ from test_graphs import FFN_WEIGHTS, MIXED, MIXED_WEIGHTS
 
 from app.artifacts import build_program
 from app.coreai import Call, aimodel_files, run_aimodel, translate, untranslatable
-from app.coreai.weights import pack_subbyte
 from app.graphs.examples import swiglu_ffn
+from app.language.packing import pack_bits
 from app.mil import Builder, DType
 from app.reference.apple import apple_report, fp16_accumulations
 from app.reference.executor import Executor
@@ -90,9 +90,10 @@ def test_quantized_weights_stay_compressed_and_decompress_as_the_definition_says
 
 
 def test_sub_byte_values_are_packed_low_bits_first():
-    assert pack_subbyte(np.array([1, 2, 3]), 4).tolist() == [0x21, 0x03]
-    assert pack_subbyte(np.array([-1, 7]), 4).tolist() == [0x7F]
-    assert pack_subbyte(np.array([1, 2, 3, 0, 3]), 2).tolist() == [0b00111001, 0b11]
+    # the one bit packer serves Core AI constants too: the order coreai-core's runtime reads
+    assert list(pack_bits(np.array([1, 2, 3]), DType.UINT4)) == [0x21, 0x03]
+    assert list(pack_bits(np.array([-1, 7]), DType.INT4)) == [0x7F]
+    assert list(pack_bits(np.array([1, 2, 3, 0, 3]), DType.UINT2)) == [0b00111001, 0b11]
 
 
 @pytest.mark.parametrize(

@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from app.language.packing import pack_bits
+
 SUBBYTE_NOTE = (
     "sub-byte weights (int4/uint4/uint2) are packed two or four values per byte, the first in "
     "the low bits, as coreai-core's CPU runtime reads them; the packing Apple's device compiler "
@@ -21,18 +23,7 @@ SUBBYTE_NOTE = (
 )
 # Smaller constants are written inline in the program text (the authoring API's own limit).
 _INLINE_BELOW = 256
-_SUBBYTE_BITS = {"int4": 4, "uint4": 4, "uint2": 2}
-
-
-def pack_subbyte(values: np.ndarray, bits: int) -> np.ndarray:
-    """Integers (one per element) packed `8 // bits` per byte, the first in the low bits."""
-    flat = (np.asarray(values).astype(np.int64).ravel() & ((1 << bits) - 1)).astype(np.uint8)
-    per = 8 // bits
-    flat = np.pad(flat, (0, (-len(flat)) % per)).reshape(-1, per)
-    packed = np.zeros(len(flat), np.uint8)
-    for j in range(per):
-        packed |= (flat[:, j] << (bits * j)).astype(np.uint8)
-    return packed
+_SUBBYTE = frozenset({"int4", "uint4", "uint2"})
 
 
 class Constants:
@@ -49,18 +40,18 @@ class Constants:
         from coreai.authoring.constant import constant
         from coreai.authoring.operation import Value
 
-        from app.coreai.dtypes import coreai_dtype, numpy_dtype
+        from app.coreai.dtypes import coreai_dtype, mil_dtype, numpy_dtype
 
         dtype = coreai_dtype(dtype_name)
         array = np.asarray(array)
-        bits = _SUBBYTE_BITS.get(dtype_name)
-        if bits is None and array.size < _INLINE_BELOW:
+        subbyte = dtype_name in _SUBBYTE
+        if not subbyte and array.size < _INLINE_BELOW:
             # asarray, not ascontiguousarray: that one makes a 0-d scalar 1-d
             return constant(np.asarray(array, numpy_dtype(dtype_name)), dtype=dtype)
-        if bits is None:
+        if not subbyte:
             buffer = np.ascontiguousarray(array, numpy_dtype(dtype_name))
-        else:
-            buffer = pack_subbyte(array, bits)
+        else:  # the one bit packer: LSB first, as weight.bin and MIL immediates
+            buffer = np.frombuffer(pack_bits(array, mil_dtype(dtype_name)), np.uint8)
         mlir_type = TensorType(tuple(array.shape), dtype)._to_mlir()
         name = f"w{self.count}"
         self.count += 1
