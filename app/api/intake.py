@@ -32,19 +32,13 @@ from app.cache.memo import Fingerprint, fingerprint_of
 from app.errors import FieldError, RequestError
 from app.graphs.spec import GRAPH_OP
 from app.kernels import get_op
-from app.quantize import QuantizeConfig
-from app.request import (
-    KernelRequest,
-    WeightRef,
-    check_placement,
-    read_functions,
-    read_quantization,
-)
+from app.request import KernelRequest, WeightRef
 from app.schemas.wire import (
     KERNEL_REQUEST_ADAPTER,
     REQUEST_MODELS,
     GraphRequest,
     RawWeight,
+    RequestOptions,
     params_of,
 )
 from app.uploads.spool import (
@@ -193,13 +187,12 @@ async def incoming_kernel(
         return
     if kind != MULTIPART:
         raise unsupported_media(kind, ["application/json", MULTIPART])
-    limits = MultipartLimits(
-        settings.max_json_bytes, settings.max_weight_bytes, settings.max_body_bytes
-    )
     needed = declared_length(request)
     await svc.room_for_upload(needed, settings.max_body_bytes)
     with svc.upload_faults(needed):
-        body = await spool_multipart(request, limits, {"spec"}, svc.spool_path)
+        body = await spool_multipart(
+            request, MultipartLimits.of(settings), {"spec"}, svc.spool_path
+        )
     try:
         if "spec" not in body.fields:
             raise Problem(
@@ -234,28 +227,36 @@ class _Slot:
     defaults: tuple[str | None, tuple[int, ...] | None] = (None, None)
 
 
+def _checked(wire: BaseModel, bypass: bool) -> KernelRequest:
+    """The request a validated wire body asks for, checked (before any weight is read), still
+    without its weights."""
+    options = {k: getattr(wire, k) for k in RequestOptions.model_fields}
+    options["bypass_cache"] = bypass or options["bypass_cache"]
+    if isinstance(wire, GraphRequest):
+        return KernelRequest.create(graph=wire.graph(), **options)
+    return KernelRequest.create(wire.op, params_of(wire), quantize=wire.quantize,  # type: ignore[attr-defined]
+                                functions=wire.functions, **options)  # type: ignore[attr-defined]  # fmt: skip
+
+
 async def _kernel_request(
     wire: BaseModel, body: MultipartBody | None, svc: Services, bypass: bool
 ) -> KernelRequest:
-    op = wire.op  # type: ignore[attr-defined]
-    params = params_of(wire)
+    request = _checked(wire, bypass)
     parts = body.files if body is not None else {}
     if parts:
-        check_part_names(op, params, list(parts))
+        check_part_names(request, list(parts))
     given: dict[str, Any] = wire.weights  # type: ignore[attr-defined]
     slots = {
-        name: _Slot(name, f"weights.{name}", given.get(name), raw_defaults(op, params, name))
+        name: _Slot(name, f"weights.{name}", given.get(name), raw_defaults(request, name))
         for name in sorted({*given, *parts})
     }
-    quantize = read_quantization(op, params, wire.target, wire.quantize,  # type: ignore[attr-defined]
-                                 wire.max_quantization_error)  # fmt: skip
-    return _request(op, params, quantize, await _weights(slots, parts, svc), wire, bypass)
+    return request.with_weights(await _weights(slots, parts, svc))
 
 
 async def _graph_request(
     wire: GraphRequest, body: MultipartBody | None, svc: Services, bypass: bool
 ) -> KernelRequest:
-    graph = wire.graph()
+    request = _checked(wire, bypass)
     parts = body.files if body is not None else {}
     index = {node.id: i for i, node in enumerate(wire.nodes)}
     slots = {}
@@ -270,19 +271,7 @@ async def _graph_request(
                 title="Unexpected multipart part",
             )  # fmt: skip
         slots.setdefault(name, _Slot(name, f"nodes[{index[node]}].weights.{w}", None))
-    read_quantization(GRAPH_OP, graph, wire.target, None, wire.max_quantization_error)
-    return _request(GRAPH_OP, graph, None, await _weights(slots, parts, svc), wire, bypass)
-
-
-def _request(op: str, params, quantize: QuantizeConfig | None, weights: dict[str, WeightRef],
-             wire, bypass: bool) -> KernelRequest:  # fmt: skip
-    check_placement(wire.format, wire.placement)
-    functions = read_functions(op, getattr(wire, "functions", None), wire.target)
-    return KernelRequest(op, params, weights, wire.format, wire.target, wire.name,
-                         verify=wire.verify, bypass_cache=bypass or wire.bypass_cache,
-                         preflight=wire.preflight, quantize=quantize,
-                         max_quantization_error=wire.max_quantization_error,
-                         placement=wire.placement, functions=functions)  # fmt: skip
+    return request.with_weights(await _weights(slots, parts, svc))
 
 
 async def _weights(

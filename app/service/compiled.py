@@ -46,7 +46,7 @@ class CompiledService:
 
     async def answer(self, request: KernelRequest) -> Served | Pending:
         request = await asyncio.to_thread(self.blobs.keep_weights, request)
-        before = await self.jobs.get(request.key())
+        before = await self.jobs.get(request.key)
         job = await self.jobs.submit(request)
         job = await self.jobs.wait(job.id, self.wait_s) or job
         if job.state == JobState.succeeded:

@@ -18,6 +18,7 @@ from python_multipart.multipart import MultipartParser, MultipartState, parse_op
 
 from app.errors import ErrorKind, FieldError
 from app.files import discard
+from app.settings import Settings
 from app.uploads.hashing import StreamHasher
 
 
@@ -124,6 +125,11 @@ class MultipartLimits:
     field_bytes: int  # each in-memory part
     file_bytes: int  # each spooled part
     body_bytes: int  # the whole body
+
+    @classmethod
+    def of(cls, settings: Settings) -> MultipartLimits:
+        """A part held in memory is JSON (a request's spec); a file part is one tensor."""
+        return cls(settings.max_json_bytes, settings.max_weight_bytes, settings.max_body_bytes)
 
 
 class _Collector:
