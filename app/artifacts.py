@@ -163,7 +163,7 @@ def prepare(
     size = weight_bytes(build)
     if limits.max_artifact_bytes is not None and size > limits.max_artifact_bytes:
         raise FieldError(
-            None,
+            "weights",
             f"this kernel's weights take {size} bytes, over the limit of "
             f"{limits.max_artifact_bytes} bytes per artifact",
             kind=ErrorKind.TOO_LARGE,

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 
-from app.errors import ErrorKind, FieldError
+from app.errors import ErrorKind, FieldError, ServiceError
 from app.jobs.engine import JobEngine
 from app.jobs.model import Job, JobState
 from app.request import KernelRequest
@@ -28,16 +28,16 @@ JOB_FAILURE_KINDS = {
 
 
 def job_failure(job: Job) -> FieldError:
-    """The error a failed or cancelled job answers a synchronous request with."""
+    """The error a failed or cancelled job answers a synchronous request with: naming the
+    input at fault when the job's error does."""
     error = job.error
     kind = error.kind if error else "cancelled"
-    return FieldError(
-        error.field if error else None,
-        error.message if error else f"job {job.id} was cancelled",
-        kind=JOB_FAILURE_KINDS.get(kind, ErrorKind.INTERNAL),
-        title="Compile failed" if kind == "compiler" else f"Job {kind}",
-        job=job.id,
-    )
+    message = error.message if error else f"job {job.id} was cancelled"
+    options = {"kind": JOB_FAILURE_KINDS.get(kind, ErrorKind.INTERNAL), "job": job.id,
+               "title": "Compile failed" if kind == "compiler" else f"Job {kind}"}  # fmt: skip
+    if error is not None and error.field is not None:
+        return FieldError(error.field, message, **options)
+    return ServiceError(message, **options)
 
 
 class CompiledService:
