@@ -130,9 +130,8 @@ def _preflight(
 ) -> tuple[Finding, ...]:
     """The ANE preflight's findings for the programs, then for the quantized weights."""
     memo = None
-    if (
-        request.kind is not RequestKind.GRAPH
-    ):  # params as JSON text: they may hold lists, which do not hash
+    # a kernel's params as JSON text: they may hold lists, which do not hash
+    if request.kind is not RequestKind.GRAPH:
         params = orjson.dumps(request.params_json, option=orjson.OPT_SORT_KEYS)
         functions = orjson.dumps(
             list((request.functions or {}).items()), option=orjson.OPT_SORT_KEYS

@@ -4,11 +4,12 @@ failure it is, as values any layer can raise.
 A `FieldError` carries a `kind` (the sort of failure), the `field` path of the input at fault
 ("params.in_channels", "weights.bias", "inputs.x"), a message a person can act on, an optional
 specific `title` and extra members for the answer (a limit, the formats available, a retry
-delay). Two kinds of failure have no one field to name, and their own types: a `BodyError` (the
-body's bytes do not parse, or there are too many of them) and a `ServiceError` (the service
-could not do it: busy, its storage or broker away, a worker lost). Both are FieldErrors with
-field None, so whatever answers one answers them all. Nothing here knows HTTP: the edge turns a kind
-into a status through one table (app/api/problems.py), the CLI prints `error: <field>: <message>`.
+delay). Two sorts of failure have no one field to name, and types of their own: a `BodyError`
+(the body's bytes do not parse, or there are too many of them) and a `ServiceError` (the
+service could not do it: busy, its storage or broker away, a worker lost). Both are FieldErrors
+with field None, so whatever answers one answers them all. Nothing here knows HTTP: the edge
+turns a kind into a status through one table (app/api/problems.py), the CLI prints
+`error: <field>: <message>`.
 
 Errors cross process boundaries (build workers, job records) as they are: `__reduce__` keeps
 their keyword state, which default exception pickling would drop.
