@@ -5,10 +5,11 @@ artifact's file name and which options enter the key.
 A request is of one of three kinds (`RequestKind`): one catalog op, several functions of one op
 in one package, or a graph of ops and primitives in one program. `KernelRequest.create` is the
 one way to make one: every edge calls it, and it refuses a mix of kinds (a graph with
-`functions`, say) naming the field. It holds the validated params, the weights (each identified by digest,
-dtype and shape, with its values inline, in a file on this machine, or only in the shared blob
-store), the format and target, the model name and whether to verify. Its JSON form is what a job
-record stores and what the jobs API shows (weights by digest, inline values left out).
+`functions`, say) naming the field. A request holds the validated params, the weights (each
+identified by digest, dtype and shape, with its values inline, in a file on this machine, or only
+in the shared blob store), the format and target, the model name and whether to verify. Its JSON
+form is what a job record stores and what the jobs API shows (weights by digest, inline values
+left out).
 """
 
 from __future__ import annotations
@@ -113,6 +114,8 @@ class RequestKind(StrEnum):
 
 @dataclass(frozen=True)
 class KernelRequest:
+    """One request of one kind; made by `create` (or `from_json`, which calls it)."""
+
     kind: RequestKind
     # The catalog op; a graph's is "graph", its name wherever a request is named by one word
     # (cache keys, job records, metrics, the default model name).
