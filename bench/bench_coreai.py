@@ -110,7 +110,7 @@ def main() -> None:
     conv_weight = (rng.standard_normal((C, C)) * C**-0.5).astype(np.float16)
     cases = {
         f"SwiGLU FFN graph D={D} H={H} S={S}": (
-            KernelRequest.create("graph", swiglu_ffn(D, H, S), ffn_weights, format="aimodel"),
+            KernelRequest.create(graph=swiglu_ffn(D, H, S), weights=ffn_weights, format="aimodel"),
             lambda: _direct_ffn(ffn_weights),
         ),
         f"conv {C}×{C} S={S}": (

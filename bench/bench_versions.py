@@ -45,7 +45,14 @@ else:
     rng = np.random.default_rng(0)
     w = {f"{k}.weight": (rng.standard_normal(s) * 0.05).astype(np.float16)
          for k, s in (("gate", (H, D, 1, 1)), ("up", (H, D, 1, 1)), ("down", (D, H, 1, 1)))}
-    build = lambda: kernel_zip("graph", swiglu_ffn(D, H, S), w, name="ffn")
+    import inspect
+    from app import artifacts
+    from app.request import KernelRequest
+    if "graph" in inspect.signature(KernelRequest.create).parameters:  # since the request kinds
+        request = KernelRequest.create(graph=swiglu_ffn(D, H, S), weights=w, name="ffn")
+    else:
+        request = KernelRequest.create("graph", swiglu_ffn(D, H, S), w, name="ffn")
+    build = lambda: artifacts.zip_bytes(artifacts.prepare(request))
     warm, runs = 3, 30
 for _ in range(warm):
     build()

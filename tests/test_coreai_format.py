@@ -86,11 +86,10 @@ def test_two_processes_write_byte_identical_zips():
 
 
 def test_the_cache_key_holds_the_coreai_core_version(monkeypatch):
-    request = KernelRequest.create("conv", CONV, format="aimodel")
-    before = request.key()
-    assert KernelRequest.create("conv", CONV, format="mlpackage").key() != before
+    before = KernelRequest.create("conv", CONV, format="aimodel").key
+    assert KernelRequest.create("conv", CONV, format="mlpackage").key != before
     monkeypatch.setattr("app.request.coreai_version", lambda: "1.0.0b4")
-    assert request.key() != before
+    assert KernelRequest.create("conv", CONV, format="aimodel").key != before
 
 
 def test_verify_reports_both_executors_and_their_agreement():
@@ -229,7 +228,7 @@ def test_in_a_graph_the_refusal_names_the_node():
     graph = swiglu_ffn(16, 24, 8)
     graph["nodes"][0]["quantize"] = {"mode": "prune", "target_sparsity": 0.5}
     with pytest.raises(RequestError) as caught:
-        prepare(KernelRequest.create("graph", graph, format="aimodel"), random_seed=0)
+        prepare(KernelRequest.create(graph=graph, format="aimodel"), random_seed=0)
     assert caught.value.field == "nodes[0]"
 
 

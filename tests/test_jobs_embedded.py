@@ -69,12 +69,12 @@ def spec(name="conv", fmt="mlmodelc", **kw):
 
 def test_job_key_is_the_synchronous_paths_cache_key():
     wire = REQUEST_MODELS["conv"].model_validate({"op": "conv", **PARAMS, "format": "mil"})
-    sync = KernelRequest(
-        "conv", params_of(wire), {"weight": inline_tensor("weight", W.tolist())}, "mil", "ios18"
+    sync = KernelRequest.create(
+        "conv", params_of(wire), {"weight": inline_tensor("weight", W.tolist())}, format="mil"
     )
-    assert spec(name=None, fmt="mil").key() == sync.key()
-    assert spec(name=None, fmt="mil").key() != spec(name=None, fmt="mlpackage").key()
-    assert spec(name="other", fmt="mil").key() != sync.key()
+    assert spec(name=None, fmt="mil").key == sync.key
+    assert spec(name=None, fmt="mil").key != spec(name=None, fmt="mlpackage").key
+    assert spec(name="other", fmt="mil").key != sync.key
 
 
 def test_a_generation_job_gives_the_same_bytes_as_the_synchronous_path(tmp_path, xcrun_log):
@@ -218,9 +218,9 @@ def test_verify_adds_verification_json_and_its_own_key(tmp_path, xcrun_log):
 
     wire = REQUEST_MODELS["conv"].model_validate({"op": "conv", **PARAMS, "format": "mil"})
     weights = {"weight": inline_tensor("weight", W.tolist())}
-    sync = KernelRequest("conv", params_of(wire), weights, "mil", "ios18", verify=True)
+    sync = KernelRequest.create("conv", params_of(wire), weights, format="mil", verify=True)
     verified = spec(name=None, fmt="mil", verify=True)
-    assert verified.key() == sync.key() != spec(name=None, fmt="mil").key()
+    assert verified.key == sync.key != spec(name=None, fmt="mil").key
 
     async def scenario():
         async with engine(tmp_path) as eng:

@@ -192,7 +192,7 @@ async def _produce(rt: Runtime, job: Job) -> dict[str, Any]:
         )
     toolchain = await rt.compiler.toolchain()
     # The compiled artifact's key adds the toolchain: a new Xcode compiles afresh.
-    key = request.key(extra={"toolchain": toolchain})
+    key = request.compiled_key(toolchain)
     if not request.bypass_cache:
         found = await asyncio.to_thread(rt.store.get, key)
         if found is not None:

@@ -43,6 +43,10 @@ class FunctionsBuild(KernelBuild):
 
     parts: dict[str, KernelBuild] = field(default_factory=dict)
 
+    @property
+    def function_builds(self) -> tuple[KernelBuild, ...]:
+        return tuple(self.parts.values())
+
     def tolerance(self, output: str) -> float:
         return next(iter(self.parts.values())).tolerance(output)
 

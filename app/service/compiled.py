@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
-from app.errors import ErrorKind, FieldError
+from app.errors import ErrorKind, FieldError, ServiceError
 from app.jobs.engine import JobEngine
 from app.jobs.model import Job, JobState
 from app.request import KernelRequest
@@ -29,16 +29,16 @@ JOB_FAILURE_KINDS = {
 
 
 def job_failure(job: Job) -> FieldError:
-    """The error a failed or cancelled job answers a synchronous request with."""
+    """The error a failed or cancelled job answers a synchronous request with: naming the
+    input at fault when the job's error does."""
     error = job.error
     kind = error.kind if error else "cancelled"
-    return FieldError(
-        error.field if error else None,
-        error.message if error else f"job {job.id} was cancelled",
-        kind=JOB_FAILURE_KINDS.get(kind, ErrorKind.INTERNAL),
-        title="Compile failed" if kind == "compiler" else f"Job {kind}",
-        job=job.id,
-    )
+    message = error.message if error else f"job {job.id} was cancelled"
+    options = {"kind": JOB_FAILURE_KINDS.get(kind, ErrorKind.INTERNAL), "job": job.id,
+               "title": "Compile failed" if kind == "compiler" else f"Job {kind}"}  # fmt: skip
+    if error is not None and error.field is not None:
+        return FieldError(error.field, message, **options)
+    return ServiceError(message, **options)
 
 
 class CompiledService:
@@ -47,7 +47,7 @@ class CompiledService:
 
     async def answer(self, request: KernelRequest) -> Served | Pending:
         request = await asyncio.to_thread(self.blobs.keep_weights, request)
-        before = await self.jobs.get(request.key())
+        before = await self.jobs.get(request.key)
         job = await self.jobs.submit(request)
         job = await self.jobs.wait(job.id, self.wait_s) or job
         if job.state == JobState.succeeded:

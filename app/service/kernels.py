@@ -91,7 +91,7 @@ class KernelService:
             return await self.compiled(request)
         served = await self.serve(request)
         if fingerprint is not None and not request.bypass_cache:
-            self.memo.put(fingerprint, request.op, request.key())
+            self.memo.put(fingerprint, request.op, request.key)
         return served
 
     def _remembered(self, fingerprint: Fingerprint) -> Served | None:
@@ -144,7 +144,7 @@ class KernelService:
 
     async def _artifact(self, request: KernelRequest) -> tuple[StoredEntry, bool, bytes | None]:
         """(entry, whether this request built it, its bytes when a build handed them over)."""
-        key = request.key()
+        key = request.key
         if not request.bypass_cache:
             found = self.store.verified(key)
             if found is not None:
