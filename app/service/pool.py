@@ -38,7 +38,7 @@ from multiprocessing.connection import Connection
 from typing import Any, TypeVar
 
 from app.artifacts import warm
-from app.errors import ErrorKind, FieldError
+from app.errors import ErrorKind, FieldError, ServiceError
 from app.service import messages
 
 T = TypeVar("T")
@@ -251,8 +251,7 @@ class BuildPool:
     async def run(self, fn: Callable[..., T], *args, alone: bool = False) -> T:
         """`fn(*args)` in a worker; `alone`: never batched with other builds."""
         if self._pending >= self.capacity:
-            raise FieldError(
-                None,
+            raise ServiceError(
                 f"all {self.workers} build workers are busy and {self.backlog} builds are "
                 f"waiting; retry in {self.retry_after} s",
                 kind=ErrorKind.UNAVAILABLE,
@@ -265,8 +264,7 @@ class BuildPool:
             # Shielded: a cancelled request leaves its build to finish with its batch.
             result = await asyncio.shield(self._submit(fn, args, alone))
         except WorkerLost:
-            raise FieldError(
-                None,
+            raise ServiceError(
                 "the build worker died during this build; retry it",
                 kind=ErrorKind.UNAVAILABLE,
                 title="Build worker lost",
