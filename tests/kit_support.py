@@ -60,3 +60,9 @@ def write_model(folder: Path, config: dict, seed: int = 0, dtype: str = "float32
     (folder / "tokenizer.json").write_text(json.dumps(TOKENIZER_JSON))
     (folder / "generation_config.json").write_text(json.dumps({"eos_token_id": [2, 3]}))
     return folder
+
+
+# The checkpoints tests/make_kit_fixtures.py runs through transformers (name -> config, seed)
+FIXTURE_MODELS = {"llama": (KIT_LLAMA, 0), "qwen2": (KIT_QWEN2, 1), "qwen3": (KIT_QWEN3, 2)}
+FIXTURE_PROMPT = [5, 17, 3, 250, 9, 1]
+FIXTURE_NEW_TOKENS = 3
