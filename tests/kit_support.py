@@ -29,7 +29,13 @@ KIT_QWEN3 = {
     "attention_bias": False, "vocab_size": 260, "tie_word_embeddings": True,
     "max_position_embeddings": 64,
 }  # fmt: skip
-TOKENIZER_JSON = {"version": "1.0", "model": {"type": "WordLevel", "vocab": {"<unk>": 0}}}
+# a word-level tokenizer in the tokenizers library's format: "hello world" -> [5, 17]
+TOKENIZER_JSON = {
+    "version": "1.0", "truncation": None, "padding": None, "added_tokens": [], "normalizer": None,
+    "pre_tokenizer": {"type": "Whitespace"}, "post_processor": None, "decoder": None,
+    "model": {"type": "WordLevel", "vocab": {"<unk>": 0, "hello": 5, "world": 17},
+              "unk_token": "<unk>"},
+}  # fmt: skip
 
 
 def model_tensors(config: dict, seed: int) -> dict[str, np.ndarray]:

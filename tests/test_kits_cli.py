@@ -107,3 +107,14 @@ def test_generate_bad_input(folder, tmp_path, capsys):
     assert main(["generate", str(out), "--prompt-ids", "1,x"]) == 2
     assert main(["generate", str(out), "--prompt-ids", "1,99999"]) == 2
     assert "outside the vocabulary" in capsys.readouterr().err
+
+
+def test_prompt_text_through_the_kits_tokenizer(folder, tmp_path, capsys):
+    pytest.importorskip("tokenizers", reason="--prompt reads tokenizer.json with tokenizers")
+    out = tmp_path / "kit.zip"
+    assert main(["model", str(folder), "-o", str(out), "--context", "8", "--prefill", "4"]) == 0
+    capsys.readouterr()
+    assert main(["generate", str(out), "--prompt", "hello world", "--max-new-tokens", "2"]) == 0
+    by_text = capsys.readouterr().out
+    assert main(["generate", str(out), "--prompt-ids", "5,17", "--max-new-tokens", "2"]) == 0
+    assert capsys.readouterr().out == by_text
