@@ -166,3 +166,27 @@ def test_generate_refuses_what_the_context_cannot_hold(folders, tmp_path):
     path, _ = build(folders, tmp_path, "qwen2")
     with pytest.raises(RequestError, match="context of 16"):
         Kit.open(path).generate(PROMPT, 12)
+
+
+def test_mistral_builds_within_its_sliding_window(tmp_path, capsys):
+    from app.cli import main
+
+    config = KIT_LLAMA | {"model_type": "mistral", "architectures": ["MistralForCausalLM"],
+                          "vocab_size": 200, "sliding_window": 8, "rope_scaling": None}  # fmt: skip
+    folder = write_model(tmp_path / "mistral", config, seed=5)
+    assert main(["model", str(folder), "-o", str(tmp_path / "k.zip"), "--context", "16"]) == 2
+    assert "config.sliding_window" in capsys.readouterr().err
+    path = tmp_path / "ok.zip"
+    result = build_kit(folder, path, KitOptions(context=8, prefill=4, verify=True))
+    assert result.meta["architecture"]["model_type"] == "mistral" and result.verification["passed"]
+
+
+def test_quantized_kit_verifies_on_the_weights_it_holds(folders, tmp_path):
+    _, plain = build(folders, tmp_path, "qwen2")
+    quantize = {"layers": {"mode": "palettize", "nbits": 4},
+                "head": {"mode": "linear", "dtype": "int8"}}  # fmt: skip
+    path, meta = build(folders, tmp_path, "qwen2", quantize=quantize, verify=True)
+    assert meta["quantize"] == quantize and meta["verification"]["passed"]
+    for small, full in zip(meta["programs"], plain["programs"], strict=True):
+        assert small["weight_bytes"] < full["weight_bytes"] * 0.6, small["name"]
+    assert len(Kit.open(path).generate(PROMPT, 2)[0]) == 2
