@@ -55,6 +55,14 @@ def build(folders, tmp_path, arch, **options) -> tuple[Path, dict]:
     return out, result.meta
 
 
+def extracted(folders, tmp_path, arch, **options) -> tuple[Path, dict]:
+    """A kit built and unzipped: its directory and kit.json."""
+    path, meta = build(folders, tmp_path, arch, **options)
+    with zipfile.ZipFile(path) as zf:
+        zf.extractall(tmp_path / "x")
+    return tmp_path / "x", meta
+
+
 CASES = [
     (a, f, kv) for a in CONFIGS for f in ("mlpackage", "mlmodelc", "mil") for kv in ("io", "state")
 ]
@@ -116,13 +124,11 @@ def test_layers_grouped_under_the_budget_compute_the_same(folders, tmp_path):
 
 
 def test_every_mlpackage_loads_in_coremltools(folders, tmp_path):
-    path, meta = build(folders, tmp_path, "qwen2", kv="state")
-    with zipfile.ZipFile(path) as zf:
-        zf.extractall(tmp_path / "x")
+    unpacked, meta = extracted(folders, tmp_path, "qwen2", kv="state")
     import coremltools as ct
 
     for program in meta["programs"]:
-        package = tmp_path / "x" / program["path"]
+        package = unpacked / program["path"]
         assert coremltools_loads(package) > 0
         for function in program["functions"]:
             if function != "main":
@@ -132,11 +138,9 @@ def test_every_mlpackage_loads_in_coremltools(folders, tmp_path):
 
 
 def test_every_mlmodelc_decompiles_back(folders, tmp_path):
-    path, meta = build(folders, tmp_path, "llama", format="mlmodelc")
-    with zipfile.ZipFile(path) as zf:
-        zf.extractall(tmp_path / "x")
+    unpacked, meta = extracted(folders, tmp_path, "llama", format="mlmodelc")
     for program in meta["programs"]:
-        bundle = tmp_path / "x" / program["path"]
+        bundle = unpacked / program["path"]
         out = tmp_path / "back" / f"{program['name']}.mlpackage"
         decompile(bundle, out)
         back, compiled = open_artifact(out).program, open_artifact(bundle).program
