@@ -125,6 +125,7 @@ def test_layers_grouped_under_the_budget_compute_the_same(folders, tmp_path):
 
 def test_every_mlpackage_loads_in_coremltools(folders, tmp_path):
     unpacked, meta = extracted(folders, tmp_path, "qwen2", kv="state")
+    assert "ANECCompile -14" in meta["kv_note"]  # what is reported of states on the ANE
     import coremltools as ct
 
     for program in meta["programs"]:

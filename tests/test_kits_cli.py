@@ -105,6 +105,7 @@ def test_generate_bad_input(folder, tmp_path, capsys):
     assert main(["model", str(folder), "-o", str(out), "--context", "8", "--prefill", "4"]) == 0
     capsys.readouterr()
     assert main(["generate", str(out), "--prompt-ids", "1,x"]) == 2
+    assert main(["generate", str(out), "--prompt-ids", "1", "--max-new-tokens", "0"]) == 2
     assert main(["generate", str(out), "--prompt-ids", "1,99999"]) == 2
     assert "outside the vocabulary" in capsys.readouterr().err
 

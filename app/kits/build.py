@@ -120,9 +120,10 @@ def build_kit_files(checkpoint: str | Path, options: KitOptions = KitOptions(),
     files: dict[str, bytes] = {}
     built: list[Built] = []
     held: dict[str, np.ndarray] = {}  # the weights the programs compute with, for verification
+    total = len(plan.layers) + len(plan.head)
     for k, layers in enumerate(plan.layers):
         name = f"decoder_{k}"
-        say(f"{name}: layers {layers.start}-{layers.stop - 1}")
+        say(f"[{k + 1}/{total}] {name}: layers {layers.start}-{layers.stop - 1}")
         stack = {key: v for key, v in model.decoder.items() if key in type(base).model_fields}
         stack |= {"first_layer": layers.start, "num_layers": len(layers)}
         weights = model.layer_weights(layers.start, len(layers))
@@ -138,7 +139,7 @@ def build_kit_files(checkpoint: str | Path, options: KitOptions = KitOptions(),
     head_rows = []
     for k, rows in enumerate(plan.head):
         name = f"head_{k}"
-        say(f"{name}: vocabulary {rows.start}-{rows.stop - 1}")
+        say(f"[{len(plan.layers) + k + 1}/{total}] {name}: vocabulary {rows.start}-{rows.stop - 1}")
         build = head_piece(name, model.hidden_size, eps, norm, head[rows.start : rows.stop], head_q)
         head_rows.append(build.program_weights["lm_head.weight"])
         built.append(Built(name, "head", build, {"vocab": [rows.start, rows.stop]}))
@@ -235,6 +236,7 @@ def _kit_json(model: Model, options: KitOptions, plan: Plan, built: list[Built],
         "context": context,
         "prefill": prefill,
         "kv": options.kv,
+        **({"kv_note": manifest.STATE_NOTE} if options.kv == "state" else {}),
         "quantize": dict(options.quantize) if options.quantize else None,
         "programs": [
             {

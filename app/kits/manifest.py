@@ -44,6 +44,15 @@ POSITIONS = {
 }
 
 
+# What is known of in-graph state on the ANE (docs/kits.md); kit.json carries it with kv "state"
+STATE_NOTE = (
+    "reported: the ANE compiler rejects in-graph state mutation on some chips (ANECCompile -14 "
+    "for a stateful Qwen3-0.6B decode on M5 Pro, FluidInference/mobius PR #77), stateful "
+    "models running on CPU_AND_GPU only (apple/coremltools #2325), and state dimensions needing "
+    "multiples of 32 (apple/coremltools #2631); kv io avoids all of it"
+)
+
+
 def digests(files: Mapping[str, bytes]) -> dict[str, str]:
     return {path: hashlib.sha256(data).hexdigest() for path, data in sorted(files.items())}
 

@@ -176,6 +176,8 @@ class Session:
         """Greedy decoding: (the new tokens, one row of logits per new token)."""
         if not prompt:
             raise RequestError("prompt_ids", "at least one token")
+        if max_new_tokens < 1:
+            raise RequestError("max_new_tokens", f"at least 1, got {max_new_tokens}")
         vocab = self.kit.embeddings.shape[0]
         bad = [t for t in prompt if not 0 <= t < vocab]
         if bad:
