@@ -73,6 +73,7 @@ class Prepared:
     findings: tuple[Finding, ...] = ()  # the ANE preflight's, in program order
     verification: dict[str, Any] | None = None  # the reference report, when asked for
     chain: Chain | None = None  # a graph split into programs within the budget
+    aimodel: dict[str, bytes] | None = None  # format aimodel: the asset's files (app.coreai)
 
     @property
     def preflight_summary(self) -> str:
@@ -185,7 +186,7 @@ def prepare(
     if splits and size > budget and isinstance(build, FunctionsBuild):
         raise RequestError("functions", "a package of functions is one program: no split")
     if splits and size > budget:
-        if request.artifact_format.compiled:
+        if request.artifact_format.compiled or request.format == "aimodel":
             raise RequestError("format", "a split program is packaged as mlpackage or mil programs")
         if request.is_graph:
             chain = split(build, budget, request.arrays(), request.target, build.name)  # type: ignore[arg-type]
@@ -197,8 +198,13 @@ def prepare(
     if error is not None:
         raise RequestError(build.where(error.node), f"{error.rule}: {error.message}",
                            title="Preflight failed", preflight=error.to_json())  # fmt: skip
+    files = None
+    if request.format == "aimodel":  # translated before anything is verified or written
+        from app.coreai.package import aimodel_of
+
+        files = aimodel_of(build)
     if not request.verifies:
-        return Prepared(request, build, findings, chain=chain)
+        return Prepared(request, build, findings, chain=chain, aimodel=files)
     from app.reference.verify import verify_build, verify_functions
 
     limit = request.max_quantization_error
@@ -218,7 +224,11 @@ def prepare(
             title="Quantization error too large",
             quantization=quantization,
         )
-    return Prepared(request, build, findings, report, chain)
+    if files is not None:
+        from app.reference.apple import with_apple_runtime
+
+        report = with_apple_runtime(report, build, files)
+    return Prepared(request, build, findings, report, chain, files)
 
 
 def write(prepared: Prepared, out: BinaryIO, fmt: str | None = None) -> dict[str, Any]:
@@ -234,6 +244,10 @@ def write(prepared: Prepared, out: BinaryIO, fmt: str | None = None) -> dict[str
                            "default_function": prepared.build.program.default}  # fmt: skip
     options = {"digests": digests, "extra_entries": prepared.extra_entries,
                "extra_description": preflight_json}  # fmt: skip
+    if (fmt or request.format) == "aimodel" and prepared.aimodel is not None:
+        from app.coreai.package import write_aimodel_zip
+
+        return write_aimodel_zip(prepared.build, prepared.aimodel, out, **options)
     if prepared.chain is not None:
         chain = prepared.chain
         return write_chain_zip(prepared.build, chain.parts, chain.to_json, out,

@@ -33,7 +33,7 @@ from app.mil import DEFAULT_TARGET, TARGETS
 from app.names import name_problem
 from app.quantize import QuantizeConfig, config_json
 from app.tensor_files import TensorFile
-from app.toolchain import coremltools_version
+from app.toolchain import coreai_version, coremltools_version
 
 # Bump when the key's layout changes, so old cache entries are simply never hit again.
 KEY_VERSION = 1
@@ -226,6 +226,8 @@ class KernelRequest:
             extra["placement"] = True
         if self.functions is not None:
             extra["functions"] = [[n, dict(p)] for n, p in self.functions.items()]  # ordered
+        if self.format == "aimodel":  # coreai-core writes those bytes
+            extra["coreai"] = coreai_version()
         doc = {
             "v": KEY_VERSION,
             "op": self.op,

@@ -20,6 +20,7 @@ from app.jobs.model import JobState
 from app.jobs.select import make_engine
 from app.request import KernelRequest
 from app.schemas.wire import REQUEST_MODELS, params_of
+from app.service.pool import BuildPool
 from app.settings import Settings
 from app.uploads.blobstore import BlobStore
 
@@ -41,21 +42,25 @@ def xcrun_log(monkeypatch, tmp_path):
 
 @contextlib.asynccontextmanager
 async def engine(tmp_path, compiler="xcrun", **settings):
+    """An embedded engine wired as the API wires it: builds and compiles in a build pool."""
     cache = ContentStore(tmp_path / "data" / "artifacts", 1 << 30, ".zip")
     blobs = BlobStore(tmp_path / "data" / "blobs", 1 << 30)
     defaults = {"job_retry_backoff_s": 0.05, "compile_timeout_s": 30}
+    pool = BuildPool(1, 8, 1)
     eng = make_engine(
         Settings(**{**defaults, **settings}),
         store=cache,
         blobs=blobs,
-        compiler=select_compiler(compiler),
+        compiler=select_compiler(compiler, run=pool.run),
         workdir=tmp_path / "data" / "work",
+        run_build=pool.run,
     )
-    await eng.start()
+    await asyncio.gather(eng.start(), pool.warm())
     try:
         yield eng
     finally:
         await eng.close()
+        pool.shutdown()
 
 
 def spec(name="conv", fmt="mlmodelc", **kw):

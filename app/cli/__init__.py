@@ -2,7 +2,7 @@
 
     ane-kernels ops [--json]
     ane-kernels compile OP --params '<json>' [--weights NAME=FILE.npy ...] [--random-weights SEED]
-                        [--format mlpackage|mil|mlmodelc] [--target ios18|ios17] [--name NAME]
+                        [--format mlpackage|mil|mlmodelc|aimodel] [--target ios18|ios17] [--name NAME]
                         [--verify] [--quantize '<json>'] -o OUT.zip
     ane-kernels compile-graph GRAPH.json [...] -o OUT.zip
     ane-kernels mlmodelc SRC.mlpackage -o OUT.mlmodelc [--coremlc-version V] [--mil-version V]

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from app.cli.common import EXIT_FAILED, CLIError
 from app.errors import FieldError
-from app.formats import FORMATS
+from app.formats import KIT_FORMATS
 
 
 def cmd_model(args) -> int:
@@ -115,7 +115,7 @@ def add_commands(sub) -> None:
     model.add_argument("checkpoint", metavar="CHECKPOINT_DIR",
                        help="a save_pretrained folder: config.json, safetensors, tokenizer files")  # fmt: skip
     model.add_argument("-o", "--output", required=True, metavar="KIT.zip")
-    model.add_argument("--format", choices=list(FORMATS), default="mlpackage")
+    model.add_argument("--format", choices=KIT_FORMATS, default="mlpackage")
     model.add_argument("--context", type=int, help="positions the KV cache holds (default 512)")
     model.add_argument("--prefill", type=int, help="tokens per prefill chunk (default 64)")
     model.add_argument("--device", help="the device to plan for (default: no device, 16,384 axis)")

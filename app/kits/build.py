@@ -19,7 +19,7 @@ import numpy as np
 from app.artifacts import weight_bytes
 from app.errors import RequestError
 from app.files import atomic_file
-from app.formats import FORMATS
+from app.formats import KIT_FORMATS
 from app.kernels.decoder_stack import layer_bytes
 from app.kernels.rope import tables
 from app.kits import manifest
@@ -93,8 +93,8 @@ def _lengths(model: Model, options: KitOptions) -> tuple[int, int]:
 
 
 def _check_options(options: KitOptions) -> None:
-    if options.format not in FORMATS:
-        raise RequestError("format", f"{options.format!r}; one of {', '.join(FORMATS)}")
+    if options.format not in KIT_FORMATS:
+        raise RequestError("format", f"{options.format!r}; one of {', '.join(KIT_FORMATS)}")
     if options.kv not in ("io", "state"):
         raise RequestError("kv", f"{options.kv!r}; io (cache as inputs/outputs) or state (ios18)")
     if options.device is not None:

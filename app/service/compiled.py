@@ -8,6 +8,7 @@ with the job (`Pending`), so the client follows it instead of holding a connecti
 from __future__ import annotations
 
 import asyncio
+from pathlib import Path
 
 from app.errors import ErrorKind, FieldError
 from app.jobs.engine import JobEngine
@@ -51,21 +52,28 @@ class CompiledService:
         job = await self.jobs.wait(job.id, self.wait_s) or job
         if job.state == JobState.succeeded:
             path = await self.jobs.artifact_path(job)
-            if path is not None and job.artifact is not None:
+            if path is not None:
                 # A hit: the job had finished before, or was finished at once from the store.
                 cached = JobState.generating.value not in job.stages or (
                     before is not None
                     and before.state == JobState.succeeded
                     and before.run == job.run
                 )
-                try:
-                    f = open(path, "rb")  # noqa: SIM115 - the caller streams and closes it
-                except FileNotFoundError:
-                    return Pending(job)
-                a = job.artifact
-                return Served(a.digest, a.filename, request.op, a.size, not cached, file=f,
-                              preflight=a.preflight)  # fmt: skip
+                return open_job_artifact(job, path, built=not cached) or Pending(job)
         if job.state in (JobState.failed, JobState.cancelled):
             raise job_failure(job)
         # Still queued or compiling (or succeeded but evicted meanwhile): follow the job.
         return Pending(job)
+
+
+def open_job_artifact(job: Job, path: Path, built: bool = False) -> Served | None:
+    """A succeeded job's artifact (at `path`) as an answer, its file held open so an eviction
+    cannot pull it away mid-answer; None when it was evicted before it could be opened."""
+    a = job.artifact
+    assert a is not None, "a succeeded job records its artifact"
+    try:
+        f = open(path, "rb")  # noqa: SIM115 - the caller streams and closes it
+    except FileNotFoundError:
+        return None
+    return Served(a.digest, a.filename, job.request.op, a.size, built, file=f,
+                  preflight=a.preflight)  # fmt: skip
