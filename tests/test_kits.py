@@ -195,3 +195,11 @@ def test_quantized_kit_verifies_on_the_weights_it_holds(folders, tmp_path):
     for small, full in zip(meta["programs"], plain["programs"], strict=True):
         assert small["weight_bytes"] < full["weight_bytes"] * 0.6, small["name"]
     assert len(Kit.open(path).generate(PROMPT, 2)[0]) == 2
+
+
+def test_formats_a_kit_cannot_take_are_refused(folders, tmp_path):
+    for options in ({"format": "aimodel"}, {"kv": "cache"}, {"device": "m4"}):
+        with pytest.raises(RequestError) as err:
+            build_kit(folders["qwen2"], tmp_path / "k.zip", KitOptions(**options))
+        assert err.value.field == next(iter(options))
+    assert not (tmp_path / "k.zip").exists()
