@@ -108,6 +108,12 @@ def test_generate_bad_input(folder, tmp_path, capsys):
     assert main(["generate", str(out), "--prompt-ids", "1", "--max-new-tokens", "0"]) == 2
     assert main(["generate", str(out), "--prompt-ids", "1,99999"]) == 2
     assert "outside the vocabulary" in capsys.readouterr().err
+    kernel = tmp_path / "kernel.zip"  # a kernel zip, not a kit
+    assert main(["compile", "rmsnorm", "--params", '{"channels": 8, "spatial": 2}',
+                 "--random-weights", "0", "--format", "mil", "-o", str(kernel)]) == 0  # fmt: skip
+    capsys.readouterr()
+    assert main(["generate", str(kernel), "--prompt-ids", "1"]) == 2
+    assert "no kit.json in the zip" in capsys.readouterr().err
 
 
 def test_prompt_text_through_the_kits_tokenizer(folder, tmp_path, capsys):

@@ -32,7 +32,7 @@ import numpy as np
 from app.errors import RequestError
 from app.kits.manifest import KIT_JSON, KIT_VERSION
 from app.reference import Executor
-from app.reference.load import open_artifact
+from app.reference.load import ArtifactError, open_artifact
 
 
 class KitError(RequestError):
@@ -80,11 +80,22 @@ class Kit:
 
     def __init__(self, files: Mapping[str, bytes]):
         if KIT_JSON not in files:
-            raise KitError(f"no {KIT_JSON} in the kit")
-        meta = json.loads(files[KIT_JSON])
-        if meta.get("kit_version") != KIT_VERSION:
-            raise KitError(f"kit_version {meta.get('kit_version')!r}; this runner reads "
-                           f"{KIT_VERSION}")  # fmt: skip
+            raise KitError(f"no {KIT_JSON} in the zip: not a model kit (ane-kernels model)")
+        try:
+            meta = json.loads(files[KIT_JSON])
+        except ValueError as exc:
+            raise KitError(f"{KIT_JSON} is not JSON: {exc}") from None
+        if not isinstance(meta, dict) or meta.get("kit_version") != KIT_VERSION:
+            version = meta.get("kit_version") if isinstance(meta, dict) else None
+            raise KitError(f"kit_version {version!r}; this runner reads {KIT_VERSION}")
+        try:
+            self._load(files, meta)
+        except KeyError as exc:
+            raise KitError(f"{KIT_JSON} lacks {exc}, which kit_version {KIT_VERSION} has") from None
+        except ArtifactError as exc:
+            raise KitError(f"a program cannot be read back: {exc}") from None
+
+    def _load(self, files: Mapping[str, bytes], meta: dict[str, Any]) -> None:
         for path, digest in meta["files"].items():
             if path not in files:
                 raise KitError(f"{path} (listed in kit.json) is not in the kit")
