@@ -30,6 +30,8 @@ FORMATS: dict[str, Format] = {
 DEFAULT_FORMAT = "mlpackage"
 PACKAGED = tuple(name for name, f in FORMATS.items() if not f.compiled)
 COMPILED = tuple(name for name, f in FORMATS.items() if f.compiled)
+# The formats a model kit's programs take (app/kits): Core ML's and the raw MIL bundle
+KIT_FORMATS = ("mlpackage", "mlmodelc", "mil")
 
 # For pydantic models and type hints; spelled out because Literal needs literal values, and
 # checked against the table below so the two cannot drift.

@@ -3,7 +3,7 @@ written here with Hugging Face's tensor names: each verifies; residual streams u
 and RMSNorm inputs up to 60000 stay within the tolerance; prefill then decode over the returned
 K/V gives the last tokens of one longer prefill; and, when torch and transformers are installed,
 the float64 definitions and the fp16 programs agree with transformers' own LlamaDecoderLayer,
-Qwen2DecoderLayer, rotary embedding and activations."""
+Qwen2DecoderLayer, Qwen3DecoderLayer (per-head q/k norms), rotary embedding and activations."""
 
 from __future__ import annotations
 
@@ -229,6 +229,9 @@ def _hf_layer(kind: str, config: dict, seed: int):
     if kind == "qwen2":
         from transformers import Qwen2Config as Config
         from transformers.models.qwen2.modeling_qwen2 import Qwen2DecoderLayer as Layer
+    elif kind == "qwen3":
+        from transformers import Qwen3Config as Config
+        from transformers.models.qwen3.modeling_qwen3 import Qwen3DecoderLayer as Layer
     else:
         from transformers import LlamaConfig as Config
         from transformers.models.llama.modeling_llama import LlamaDecoderLayer as Layer
@@ -265,6 +268,10 @@ HF_CASES = {
     "qwen2": ("qwen2", {"hidden_size": 32, "intermediate_size": 40, "num_attention_heads": 4,
                         "num_key_value_heads": 1, "rms_norm_eps": 1e-6, "rope_theta": 1e6,
                         "hidden_act": "silu"}),
+    "qwen3-qk-norm": ("qwen3", {"hidden_size": 32, "intermediate_size": 40,
+                                "num_attention_heads": 4, "num_key_value_heads": 2,
+                                "head_dim": 16, "rms_norm_eps": 1e-6, "rope_theta": 1e6,
+                                "hidden_act": "silu"}),
 }  # fmt: skip
 
 
@@ -278,6 +285,8 @@ def test_decoder_layer_matches_transformers(case):
     params = op_params(config, seq_len=s, position_offset=offset)
     if kind == "qwen2":
         params |= {"attention_bias": True, "o_proj_bias": False}
+    if kind == "qwen3":
+        params |= {"qk_norm": True}
     build = build_kernel("decoder_layer", params, weights)
     cos, sin = tables(np.arange(offset, offset + s), build.params.dim, build.params.rope_theta,
                       build.params.rope_scaling)  # fmt: skip
