@@ -23,12 +23,12 @@ import orjson
 from app.cache.faults import ARTIFACT_STORE, storage_fault
 from app.cache.hot import SMALL_ARTIFACT_BYTES
 from app.cache.store import Published, StoreLocation, publish_files
+from app.catalog_build import build_functions, build_kernel
 from app.errors import ErrorKind, FieldError, RequestError
 from app.files import atomic_file, discard
 from app.graphs.build import build_graph
 from app.graphs.split import Chain, split, split_stream
-from app.kernels import KernelBuild, build_kernel
-from app.kernels.functions import build_functions
+from app.kernels import KernelBuild
 from app.language.targets import DEFAULT_TARGET
 from app.packaging import Entry, write_chain_zip, write_kernel_zip
 from app.packaging.digesting import DigestingWriter

@@ -58,7 +58,7 @@ def _side_by_side(package: Callable[[], None], bundle: Callable[[], None], round
 def bench_catalog_kernel(tmp: Path, rounds: int = 7) -> dict:
     import numpy as np
 
-    from app.kernels import build_kernel
+    from app.catalog_build import build_kernel
     from app.mlmodelc import compile_package
     from app.packaging import write_kernel_zip
 

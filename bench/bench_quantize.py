@@ -64,7 +64,8 @@ def main() -> None:
         from coremltools.optimize import coreml as cto
 
     from app.artifacts import kernel_zip
-    from app.quantize import parse_config, quantize
+    from app.quantize import parse_config
+    from app.quantize.compress import quantize
 
     rng = np.random.default_rng(0)
     w = (rng.standard_normal((N, N)) * N**-0.5).astype(np.float32)

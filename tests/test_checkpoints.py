@@ -208,7 +208,7 @@ def test_cli_mismatches_exit_2_and_write_nothing(tmp_path, capsys, args, says):
 def test_a_stack_from_a_checkpoint_verifies_as_one_program(tmp_path):
     path, config, _ = write_checkpoint(tmp_path, LLAMA, dtype="float16")
     loaded = load("decoder_stack", path, config, "0-2", {"seq_len": 6, "position_offset": 4})
-    from app.kernels import build_kernel
+    from app.catalog_build import build_kernel
 
     report = verify_build(build_kernel("decoder_stack", loaded.params, loaded.weights), seed=2)
     assert report["passed"] and len(report["outputs"]) == 7

@@ -21,12 +21,13 @@ from http_support import assert_problem
 pytest.importorskip("coreai.authoring", reason="needs the coreai extra (coreai-core)")
 
 from app.artifacts import kernel_zip, prepare
+from app.catalog_build import build_kernel
 from app.cli import main as cli_main
 from app.coreai import AppleRuntimeError, Call, run_aimodel
 from app.coreai.package import aimodel_of
 from app.errors import ErrorKind, FieldError, RequestError
 from app.graphs.examples import swiglu_ffn
-from app.kernels import CATALOG, build_kernel
+from app.kernels import CATALOG
 from app.reference.apple import with_apple_runtime
 from app.request import KernelRequest
 from app.validation import InvalidArtifact, validate

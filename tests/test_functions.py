@@ -14,9 +14,8 @@ import pytest
 from http_support import assert_problem, kernel_json
 
 from app.artifacts import kernel_zip
+from app.catalog_build import build_functions, build_kernel
 from app.errors import RequestError
-from app.kernels import build_kernel
-from app.kernels.functions import build_functions
 from app.reference import Executor
 from app.reference.executor import random_inputs
 from app.validation import validate

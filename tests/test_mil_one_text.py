@@ -13,11 +13,12 @@ import pytest
 from kernel_cases import SMALL, VARIANTS
 from mlmodelc_support import extract_kernel_package
 
+from app.catalog_build import build_kernel
 from app.errors import RequestError
 from app.graphs.build import build_graph
 from app.graphs.examples import swiglu_ffn
 from app.graphs.spec import GraphParams
-from app.kernels import KernelBuild, build_kernel
+from app.kernels import KernelBuild
 from app.language.parser import parse_program
 from app.language.profiles import DEFAULT_PROFILE
 from app.mlmodelc import compile_package

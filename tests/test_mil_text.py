@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 from kernel_cases import SMALL
 
-from app.kernels import build_kernel
+from app.catalog_build import build_kernel
 from app.language.hexfloat import format_hex as hex_float
 from app.mil import Builder, DType, emit_text
 from app.packaging import build_info, plan_weights

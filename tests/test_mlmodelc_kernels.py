@@ -14,8 +14,8 @@ import pytest
 from kernel_cases import SMALL, VARIANTS
 from mlmodelc_support import extract_kernel_package, files_of, read_model
 
+from app.catalog_build import build_kernel
 from app.errors import RequestError
-from app.kernels import build_kernel
 from app.language.parser import parse_program
 from app.mlmodelc import compile_package, decompile
 from app.packaging import write_kernel_zip

@@ -11,7 +11,7 @@ from coremltools.proto import MIL_pb2, Model_pb2
 
 from app.artifacts import kernel_zip
 from app.blob import BlobReader
-from app.kernels import build_kernel
+from app.catalog_build import build_kernel
 from app.packaging import write_kernel_zip
 from app.packaging.digesting import DigestingWriter
 

@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 from kernel_cases import SMALL, VARIANTS
 
+from app.catalog_build import build_kernel
 from app.errors import RequestError
-from app.kernels import build_kernel
 from app.mil import Builder, DType, MILParseError, emit_text, parse_text
 from app.mil.from_proto import load_model
 from app.mil.to_proto import emit_proto

@@ -11,7 +11,8 @@ import numpy as np
 import pytest
 from kernel_cases import SMALL, VARIANTS
 
-from app.kernels import CATALOG, build_kernel
+from app.catalog_build import build_kernel
+from app.kernels import CATALOG
 from app.mil import Builder, DType
 from app.preflight import (
     RULES,

@@ -11,8 +11,8 @@ from app.quantize import (
     PruneConfig,
     QuantizeConfigError,
     parse_config,
-    quantize,
 )
+from app.quantize.compress import quantize
 
 W = np.random.default_rng(0).standard_normal((24, 36, 1, 1)).astype(np.float32)
 

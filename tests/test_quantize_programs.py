@@ -18,7 +18,8 @@ from quantize_support import (
 from app.mil import Builder, DType
 from app.mil.to_proto import emit_proto
 from app.packaging import build_info
-from app.quantize import parse_config, quantize
+from app.quantize import parse_config
+from app.quantize.compress import quantize
 from app.reference import Executor
 from app.reference.load import open_artifact
 from app.validation import validate

@@ -12,7 +12,8 @@ import pytest
 from quantize_support import write_mlpackage
 
 from app.mil import Builder, DType
-from app.quantize import parse_config, quantize
+from app.quantize import parse_config
+from app.quantize.compress import quantize
 
 with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
     import coremltools as ct

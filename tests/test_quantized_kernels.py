@@ -15,8 +15,8 @@ import pytest
 from quantize_support import coremltools_weight
 
 from app.artifacts import kernel_zip, prepare
+from app.catalog_build import build_kernel
 from app.errors import RequestError
-from app.kernels import build_kernel
 from app.reference import Executor
 from app.reference.load import open_artifact
 from app.request import KernelRequest

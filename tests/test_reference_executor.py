@@ -6,8 +6,8 @@ import io
 import numpy as np
 import pytest
 
+from app.catalog_build import build_kernel
 from app.errors import RequestError
-from app.kernels import build_kernel
 from app.mil import OPS, Builder, DType
 from app.mil.semantics import TABLE
 from app.packaging import plan_weights

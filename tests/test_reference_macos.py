@@ -17,7 +17,8 @@ import numpy as np
 import pytest
 from kernel_cases import SMALL, VARIANTS
 
-from app.kernels import CATALOG, build_kernel
+from app.catalog_build import build_kernel
+from app.kernels import CATALOG
 from app.packaging import write_kernel_zip
 from app.reference import Executor
 from app.reference.executor import random_inputs

@@ -12,7 +12,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from app.kernels import CATALOG, build_kernel
+from app.catalog_build import build_kernel
+from app.kernels import CATALOG
 from app.mil import Builder, DType
 from app.reference import Executor
 

@@ -11,9 +11,10 @@ import numpy as np
 import pytest
 from kernel_cases import SMALL, VARIANTS
 
+from app.catalog_build import build_kernel
 from app.cli import main
 from app.errors import RequestError
-from app.kernels import CATALOG, build_kernel
+from app.kernels import CATALOG
 from app.packaging import write_kernel_zip
 from app.reference import Executor
 from app.reference.verify import MAX_VERIFY_ELEMENTS, verification_entry, verify_build

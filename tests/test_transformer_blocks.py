@@ -11,8 +11,9 @@ import pytest
 from checkpoint_support import LLAMA, layer_weights, op_params, write_checkpoint
 from safetensors.numpy import load_file
 
+from app.catalog_build import build_kernel
 from app.errors import RequestError
-from app.kernels import CATALOG, build_kernel
+from app.kernels import CATALOG
 from app.kernels.rope import Llama3RopeScaling, rope_inputs
 from app.reference import Executor
 from app.reference.verify import max_errors, verify_build

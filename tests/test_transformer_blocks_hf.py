@@ -12,7 +12,8 @@ import numpy as np
 import pytest
 from checkpoint_support import LLAMA, op_params
 
-from app.kernels import CATALOG, build_kernel
+from app.catalog_build import build_kernel
+from app.kernels import CATALOG
 from app.kernels.rope import Llama3RopeScaling, tables
 from app.reference import Executor
 from app.reference.verify import max_errors

@@ -14,6 +14,7 @@ from collections.abc import Mapping
 
 import numpy as np
 
+from app.catalog_build import quantize_weights
 from app.errors import RequestError
 from app.graphs.built import BuiltNode, GraphBuild
 from app.graphs.primitives import Primitive, resolve_op
@@ -24,7 +25,6 @@ from app.kernels.compressed import (
     CompressingBuilder,
     QuantizedWeight,
     check_quantize,
-    quantize_weights,
     read_quantize,
 )
 from app.kernels.op import const_name

@@ -13,11 +13,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from app.catalog_build import build_kernel
 from app.errors import RequestError
 from app.graphs.build import build_graph
 from app.graphs.built import BuiltNode, GraphBuild
 from app.graphs.spec import GraphParams, producer
-from app.kernels import KernelBuild, build_kernel
+from app.kernels import KernelBuild
 from app.quantize import QuantizeConfig
 
 

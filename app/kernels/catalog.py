@@ -1,4 +1,4 @@
-"""The op catalog and `build_kernel`: op name + params + weights -> a checked MIL program.
+"""The op catalog: every op's module, listed once (app/catalog_build.py builds from it).
 
 The catalog lists each op's module once, in the order users see it (GET /v1/ops, the CLI);
 everything else about an op is declared in its module.
@@ -30,18 +30,11 @@ from app.kernels import (
     update_state,
 )
 from app.kernels.compressed import (
-    CompressingBuilder,
     QuantizedWeight,
-    quantize_weights,
-    read_quantize,
 )
 from app.kernels.op import Arrays, CatalogOp, const_name
 from app.kernels.params import OpParams
-from app.kernels.weight_check import prepare_weights, random_weights
-from app.language.targets import DEFAULT_TARGET
-from app.mil import MILBuildError, OpsetError, Program, Target, get_target
-from app.names import name_problem
-from app.quantize import QuantizeConfig
+from app.mil import Program, Target
 
 _MODULES = (
     conv,
@@ -134,46 +127,3 @@ def parse_params(op: CatalogOp, params: Mapping[str, Any] | OpParams | None) -> 
         err = exc.errors()[0]
         loc = ".".join(str(p) for p in err["loc"])
         raise RequestError(f"params.{loc}" if loc else "params", err["msg"]) from None
-
-
-def build_kernel(
-    op: str,
-    params: Mapping[str, Any] | OpParams | None,
-    weights: Mapping[str, np.ndarray] | None = None,
-    *,
-    target: str | Target = DEFAULT_TARGET,
-    name: str | None = None,
-    random_seed: int | None = None,
-    quantize: Mapping[str, Any] | QuantizeConfig | None = None,
-) -> KernelBuild:
-    """Validate a request and build its program. Missing weights are an error unless
-    `random_seed` is given, which draws every missing weight reproducibly. `quantize` compresses
-    the op's weight matrices (app/quantize; its errors name `quantize.<key>`)."""
-    catalog_op = get_op(op)
-    p = parse_params(catalog_op, params)
-    try:
-        tgt = get_target(target)
-    except ValueError as exc:
-        raise RequestError("target", str(exc)) from None
-    name = name or op
-    if (problem := name_problem(name)) is not None:
-        raise RequestError("name", problem)
-    specs = catalog_op.weights(p)
-    given = dict(weights or {})
-    if random_seed is not None:
-        missing = [s for s in specs if s.name not in given]
-        given.update(random_weights(missing, random_seed))
-    prepared = prepare_weights(specs, given)
-    builder = CompressingBuilder(tgt)
-    quantized = {}
-    if quantize is not None:
-        quantized = quantize_weights(op, specs, prepared, read_quantize(quantize, "quantize"), tgt)
-        builder.compressed.update({const_name(k): q.compressed for k, q in quantized.items()})
-    try:
-        outputs = catalog_op.build(builder, p, prepared)
-        program = builder.build(outputs)
-    except OpsetError as exc:
-        raise RequestError("target", f"{op} is not available for {tgt.name}: {exc}") from None
-    except MILBuildError as exc:
-        raise RequestError("params", str(exc)) from exc
-    return KernelBuild(catalog_op, p, tgt, name, program, prepared, quantized)

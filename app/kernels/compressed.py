@@ -27,7 +27,6 @@ from app.quantize import (
     check_config,
     config_json,
     parse_config,
-    quantize,
 )
 
 
@@ -81,28 +80,6 @@ def check_quantize(
         except QuantizeConfigError as exc:
             raise RequestError(exc.field, exc.message) from None
     return chosen
-
-
-def quantize_weights(
-    op: str,
-    specs: Sequence[WeightSpec],
-    weights: Mapping[str, np.ndarray],
-    config: QuantizeConfig,
-    target: Target,
-    *,
-    field: str = "quantize",
-    weights_field: str = "weights",
-) -> dict[str, QuantizedWeight]:
-    """Every quantizable weight of an op compressed by `config`, by weight name."""
-    out = {}
-    for spec in check_quantize(op, specs, config, target, field):
-        try:
-            compressed = quantize(weights[spec.name], config, target, dtype=spec.dtype,
-                                  field=field, weight_field=f"{weights_field}.{spec.name}")  # fmt: skip
-        except QuantizeConfigError as exc:
-            raise RequestError(exc.field, exc.message) from None
-        out[spec.name] = QuantizedWeight(config, compressed)
-    return out
 
 
 def quantizable(op: str, specs: Sequence[WeightSpec], field: str = "quantize") -> list[WeightSpec]:

@@ -19,8 +19,8 @@ from typing import Any
 import numpy as np
 
 from app.errors import RequestError
-from app.kernels.catalog import KernelBuild, build_kernel, get_op
-from app.mil import DEFAULT_TARGET, TARGETS, Function, Program, Target
+from app.kernels.catalog import KernelBuild
+from app.mil import TARGETS, Function, Program
 from app.names import name_problem
 
 
@@ -68,45 +68,11 @@ class FunctionsBuild(KernelBuild):
         }
 
 
-def build_functions(
-    op: str,
-    params: Mapping[str, Any],
-    functions: Mapping[str, Mapping[str, Any]],
-    weights: Mapping[str, np.ndarray] | None = None,
-    *,
-    target: str | Target = DEFAULT_TARGET,
-    name: str | None = None,
-    random_seed: int | None = None,
-    quantize=None,
-) -> FunctionsBuild:
-    check_functions(functions, target if isinstance(target, str) else target.name)
-    parts: dict[str, KernelBuild] = {}
-    given = dict(weights or {})
-    for fn_name, overrides in functions.items():
-        try:
-            part = build_kernel(op, {**params, **overrides}, given, target=target, name=name,
-                                random_seed=random_seed, quantize=quantize)  # fmt: skip
-        except RequestError as exc:
-            raise RequestError(f"functions.{fn_name}.{exc.field}", exc.message,
-                               title=exc.title) from None  # fmt: skip
-        if parts:
-            first_name, first = next(iter(parts.items()))
-            if _shapes(part) != _shapes(first):
-                raise RequestError(f"functions.{fn_name}", f"takes other weights than "
-                                   f"{first_name}: a package's functions share one set of weights")  # fmt: skip
-        given = {**part.weights, **given}  # random weights drawn once, shared by all
-        parts[fn_name] = part
-    program = _merge(parts)
-    first = next(iter(parts.values()))
-    return FunctionsBuild(get_op(op), first.params, first.target, first.name, program,
-                          first.weights, first.quantized, parts=parts)  # fmt: skip
-
-
-def _shapes(build: KernelBuild) -> dict[str, tuple[int, ...]]:
+def weight_shapes(build: KernelBuild) -> dict[str, tuple[int, ...]]:
     return {k: tuple(v.shape) for k, v in build.weights.items()}
 
 
-def _merge(parts: Mapping[str, KernelBuild]) -> Program:
+def merge_functions(parts: Mapping[str, KernelBuild]) -> Program:
     """One Program of the parts' main functions, named after them, the first the default."""
     taken: dict[str, np.ndarray] = {}  # blob const name -> the value it holds
     functions = {}

@@ -20,10 +20,11 @@ from typing import Any
 
 import numpy as np
 
+from app.catalog_build import build_functions
 from app.graphs.build import build_graph
 from app.graphs.spec import GraphParams
 from app.kernels import KernelBuild
-from app.kernels.functions import FunctionsBuild, build_functions
+from app.kernels.functions import FunctionsBuild
 from app.mlmodelc import compile_package
 from app.packaging import Entry, layout, write_kernel_zip
 from app.packaging.bundle import program_files

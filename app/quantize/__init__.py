@@ -1,7 +1,10 @@
 """Quantized weights: palettization, linear quantization and pruning on NumPy arrays, returning
-the arguments of the constexpr op(s) that rebuild the weight and the weight they rebuild."""
+the arguments of the constexpr op(s) that rebuild the weight and the weight they rebuild.
 
-from app.quantize.compress import quantize
+The package exports what describes and places compressed weights (configs, results, the ops that
+rebuild them), which loads without coremltools. The compressing itself runs coremltools' own
+arithmetic: `from app.quantize.compress import quantize`."""
+
 from app.quantize.config import (
     LINEAR_DTYPES,
     PALETTE_BITS,
@@ -16,9 +19,6 @@ from app.quantize.config import (
     parse_config,
 )
 from app.quantize.emit import add_compressed
-from app.quantize.linear import linear
-from app.quantize.palettize import palettize
-from app.quantize.prune import prune
 from app.quantize.result import Compressed, ConstexprOp, Param
 
 __all__ = [
@@ -36,9 +36,5 @@ __all__ = [
     "check_config",
     "check_target",
     "config_json",
-    "linear",
-    "palettize",
     "parse_config",
-    "prune",
-    "quantize",
 ]

@@ -11,7 +11,8 @@ import sys
 
 import numpy as np
 
-from app.kernels import CATALOG, build_kernel
+from app.catalog_build import build_kernel
+from app.kernels import CATALOG
 from app.kernels.rope import rope_inputs
 from app.reference.executor import Executor
 from app.reference.verify import max_errors

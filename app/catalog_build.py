@@ -1,0 +1,137 @@
+"""The catalog's build entry: op name + params + weights -> a checked MIL program, its weights
+compressed first when a quantize config asks (`build_kernel`), or several such programs as the
+functions of one package (`build_functions`).
+
+It sits above the catalog (app/kernels) because compressing runs coremltools' own quantization
+arithmetic (app/quantize), and the catalog and the IR load without coremltools: a command that
+lists ops or reads a program does not pay for it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from app.errors import RequestError
+from app.kernels import KernelBuild, get_op, parse_params
+from app.kernels.compressed import (
+    CompressingBuilder,
+    QuantizedWeight,
+    check_quantize,
+    read_quantize,
+)
+from app.kernels.functions import (
+    FunctionsBuild,
+    check_functions,
+    merge_functions,
+    weight_shapes,
+)
+from app.kernels.op import WeightSpec, const_name
+from app.kernels.params import OpParams
+from app.kernels.weight_check import prepare_weights, random_weights
+from app.language.targets import DEFAULT_TARGET
+from app.mil import MILBuildError, OpsetError, Target, get_target
+from app.names import name_problem
+from app.quantize import QuantizeConfig, QuantizeConfigError
+from app.quantize.compress import quantize
+
+
+def build_kernel(
+    op: str,
+    params: Mapping[str, Any] | OpParams | None,
+    weights: Mapping[str, np.ndarray] | None = None,
+    *,
+    target: str | Target = DEFAULT_TARGET,
+    name: str | None = None,
+    random_seed: int | None = None,
+    quantize: Mapping[str, Any] | QuantizeConfig | None = None,
+) -> KernelBuild:
+    """Validate a request and build its program. Missing weights are an error unless
+    `random_seed` is given, which draws every missing weight reproducibly. `quantize` compresses
+    the op's weight matrices (app/quantize; its errors name `quantize.<key>`)."""
+    catalog_op = get_op(op)
+    p = parse_params(catalog_op, params)
+    try:
+        tgt = get_target(target)
+    except ValueError as exc:
+        raise RequestError("target", str(exc)) from None
+    name = name or op
+    if (problem := name_problem(name)) is not None:
+        raise RequestError("name", problem)
+    specs = catalog_op.weights(p)
+    given = dict(weights or {})
+    if random_seed is not None:
+        missing = [s for s in specs if s.name not in given]
+        given.update(random_weights(missing, random_seed))
+    prepared = prepare_weights(specs, given)
+    builder = CompressingBuilder(tgt)
+    quantized = {}
+    if quantize is not None:
+        quantized = quantize_weights(op, specs, prepared, read_quantize(quantize, "quantize"), tgt)
+        builder.compressed.update({const_name(k): q.compressed for k, q in quantized.items()})
+    try:
+        outputs = catalog_op.build(builder, p, prepared)
+        program = builder.build(outputs)
+    except OpsetError as exc:
+        raise RequestError("target", f"{op} is not available for {tgt.name}: {exc}") from None
+    except MILBuildError as exc:
+        raise RequestError("params", str(exc)) from exc
+    return KernelBuild(catalog_op, p, tgt, name, program, prepared, quantized)
+
+
+def quantize_weights(
+    op: str,
+    specs: Sequence[WeightSpec],
+    weights: Mapping[str, np.ndarray],
+    config: QuantizeConfig,
+    target: Target,
+    *,
+    field: str = "quantize",
+    weights_field: str = "weights",
+) -> dict[str, QuantizedWeight]:
+    """Every quantizable weight of an op compressed by `config`, by weight name."""
+    out = {}
+    for spec in check_quantize(op, specs, config, target, field):
+        try:
+            compressed = quantize(weights[spec.name], config, target, dtype=spec.dtype,
+                                  field=field, weight_field=f"{weights_field}.{spec.name}")  # fmt: skip
+        except QuantizeConfigError as exc:
+            raise RequestError(exc.field, exc.message) from None
+        out[spec.name] = QuantizedWeight(config, compressed)
+    return out
+
+
+def build_functions(
+    op: str,
+    params: Mapping[str, Any],
+    functions: Mapping[str, Mapping[str, Any]],
+    weights: Mapping[str, np.ndarray] | None = None,
+    *,
+    target: str | Target = DEFAULT_TARGET,
+    name: str | None = None,
+    random_seed: int | None = None,
+    quantize=None,
+) -> FunctionsBuild:
+    check_functions(functions, target if isinstance(target, str) else target.name)
+    parts: dict[str, KernelBuild] = {}
+    given = dict(weights or {})
+    for fn_name, overrides in functions.items():
+        try:
+            part = build_kernel(op, {**params, **overrides}, given, target=target, name=name,
+                                random_seed=random_seed, quantize=quantize)  # fmt: skip
+        except RequestError as exc:
+            raise RequestError(f"functions.{fn_name}.{exc.field}", exc.message,
+                               title=exc.title) from None  # fmt: skip
+        if parts:
+            first_name, first = next(iter(parts.items()))
+            if weight_shapes(part) != weight_shapes(first):
+                raise RequestError(f"functions.{fn_name}", f"takes other weights than "
+                                   f"{first_name}: a package's functions share one set of weights")  # fmt: skip
+        given = {**part.weights, **given}  # random weights drawn once, shared by all
+        parts[fn_name] = part
+    program = merge_functions(parts)
+    first = next(iter(parts.values()))
+    return FunctionsBuild(get_op(op), first.params, first.target, first.name, program,
+                          first.weights, first.quantized, parts=parts)  # fmt: skip
