@@ -3,8 +3,8 @@ compressed first when a quantize config asks (`build_kernel`), or several such p
 functions of one package (`build_functions`).
 
 It sits above the catalog (app/kernels) because compressing runs coremltools' own quantization
-arithmetic (app/quantize), and the catalog and the IR load without coremltools: a command that
-lists ops or reads a program does not pay for it.
+arithmetic (app.quantize.compress), and the catalog and the IR load without coremltools: a command
+that lists ops, reads a program or builds an unquantized one does not pay for it.
 """
 
 from __future__ import annotations
@@ -35,7 +35,6 @@ from app.language.targets import DEFAULT_TARGET
 from app.mil import MILBuildError, OpsetError, Target, get_target
 from app.names import name_problem
 from app.quantize import QuantizeConfig, QuantizeConfigError
-from app.quantize.compress import quantize
 
 
 def build_kernel(
@@ -93,6 +92,10 @@ def quantize_weights(
 ) -> dict[str, QuantizedWeight]:
     """Every quantizable weight of an op compressed by `config`, by weight name."""
     out = {}
+    # Only a quantized request loads the compressor: it runs coremltools' own arithmetic, whose
+    # import loads the whole converter stack (seconds per process) that nothing else here needs.
+    from app.quantize.compress import quantize
+
     for spec in check_quantize(op, specs, config, target, field):
         try:
             compressed = quantize(weights[spec.name], config, target, dtype=spec.dtype,

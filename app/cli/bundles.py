@@ -7,12 +7,12 @@ from __future__ import annotations
 from pathlib import Path
 
 from app.cli.common import CLIError
+from app.language.errors import MlmodelcError
+from app.language.profiles import DEFAULT_PROFILE, PROFILES, get_profile
+from app.mlmodelc import compile_package, decompile
 
 
 def cmd_mlmodelc(args) -> int:
-    from app.language.errors import MlmodelcError
-    from app.language.profiles import get_profile
-    from app.mlmodelc import compile_package
 
     try:
         profile = get_profile(args.coremlc_version, args.mil_version)
@@ -25,8 +25,6 @@ def cmd_mlmodelc(args) -> int:
 
 
 def cmd_decompile(args) -> int:
-    from app.language.errors import MlmodelcError
-    from app.mlmodelc import decompile
 
     try:
         package = decompile(args.bundle, args.output)
@@ -38,7 +36,6 @@ def cmd_decompile(args) -> int:
 
 
 def add_commands(sub) -> None:
-    from app.language.profiles import DEFAULT_PROFILE, PROFILES
 
     releases = ", ".join(PROFILES)
     comp = sub.add_parser(

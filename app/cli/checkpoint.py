@@ -7,6 +7,7 @@ from pathlib import Path
 
 import numpy as np
 
+from app.checkpoints import load
 from app.cli.common import CLIError
 from app.errors import FieldError
 
@@ -37,7 +38,6 @@ def from_checkpoint(
 ) -> tuple[dict, dict[str, np.ndarray]]:
     """(params, weights) with the checkpoint's: the config's params under --params, the layer's
     tensors in fp16 beside any --weights."""
-    from app.checkpoints import load
 
     if args.checkpoint is None:
         if args.config or args.layers:

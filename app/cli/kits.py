@@ -10,10 +10,10 @@ from pathlib import Path
 from app.cli.common import EXIT_FAILED, CLIError
 from app.errors import FieldError
 from app.formats import KIT_FORMATS
+from app.kits import Kit, KitOptions, build_kit
 
 
 def cmd_model(args) -> int:
-    from app.kits import KitOptions, build_kit
 
     quantize = None
     if args.quantize is not None:
@@ -76,7 +76,6 @@ def _ids(text: str) -> list[int]:
 
 
 def cmd_generate(args) -> int:
-    from app.kits import Kit
 
     if args.prompt_ids is None and args.prompt is None:
         raise CLIError("give --prompt-ids 1,2,3 (or --prompt TEXT with tokenizers installed)")

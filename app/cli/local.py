@@ -9,17 +9,27 @@ from pathlib import Path
 
 import numpy as np
 
+from app import artifacts
+from app.catalog_info import catalog
 from app.cli.checkpoint import add_arguments as add_checkpoint_arguments
 from app.cli.checkpoint import from_checkpoint
 from app.cli.common import EXIT_FAILED, CLIError, load_weights_arg
+from app.cli.remote import compile_graph_remote, compile_remote, guarded
+from app.compile import CompileFailure, save_compiled, select_compiler
 from app.errors import FieldError
 from app.formats import FORMATS, PACKAGED
+from app.jobs.farm_worker import BrokerUnreachable, build_worker, check
 from app.jobs.queues import QUEUES
 from app.mil import DEFAULT_TARGET, TARGETS
+from app.observability import logs
+from app.reference.load import ArtifactError
+from app.reference.run import read_input_files, run_artifact
+from app.request import KernelRequest
+from app.settings import Settings
+from app.validation import InvalidArtifact, validate
 
 
 def cmd_ops(args) -> int:
-    from app.catalog_info import catalog
 
     ops = catalog()
     if args.json:
@@ -32,16 +42,12 @@ def cmd_ops(args) -> int:
 
 
 def cmd_compile(args) -> int:
-    from app import artifacts
-    from app.request import KernelRequest
 
     params = _params(args.params)
     args.quantize = None if args.quantize is None else _json_object(args.quantize, "--quantize")
     functions = None if args.functions is None else _json_object(args.functions, "--functions")
     params, weights = from_checkpoint(args, params, load_weights_arg(args.weights))
     if args.server:
-        from app.cli.remote import compile_remote, guarded
-
         if args.random_weights is not None or functions is not None:
             raise CLIError("--random-weights and --functions are local only")
         return guarded(lambda a: compile_remote(a, params, weights))(args)
@@ -59,7 +65,6 @@ def cmd_compile(args) -> int:
 
 def _write(prepared, fmt: str, output: Path) -> int:
     """Write the zip (an interrupted run leaves no partial one behind); the exit code."""
-    from app import artifacts
 
     if FORMATS[fmt].compiled:
         compile_locally(prepared, output)
@@ -72,8 +77,6 @@ def _write(prepared, fmt: str, output: Path) -> int:
 def compile_locally(prepared, output: Path) -> None:
     """An .mlmodelc zip from this machine's compiler backend (ANE_COMPILER: xcrun on a Mac with
     the Xcode tools, else the linux backend)."""
-    from app.compile import CompileFailure, save_compiled, select_compiler
-    from app.settings import Settings
 
     settings = Settings()
     try:
@@ -105,14 +108,10 @@ def cmd_compile_graph(args) -> int:
     """`compile-graph graph.json`: a graph request (the POST /v1/graphs body) built into one
     program; node weights inline in the file, as --weights <node>.<weight>=FILE.npy, or drawn
     with --random-weights."""
-    from app import artifacts
-    from app.request import KernelRequest
 
     body = _graph_file(args.graph)
     weights = load_weights_arg(args.weights)
     if args.server:
-        from app.cli.remote import compile_graph_remote, guarded
-
         if args.random_weights is not None:
             raise CLIError("--random-weights is local only; pass --weights files to a server")
         return guarded(lambda a: compile_graph_remote(a, body, weights))(args)
@@ -170,8 +169,6 @@ def _json_object(text: str, flag: str) -> dict:
 
 def cmd_run(args) -> int:
     """Run a kernel zip with the numerical reference; outputs go to DIR/<name>.npy."""
-    from app.reference.load import ArtifactError
-    from app.reference.run import read_input_files, run_artifact
 
     try:
         inputs = read_input_files(args.input)
@@ -190,7 +187,6 @@ def cmd_run(args) -> int:
 
 
 def cmd_validate(args) -> int:
-    from app.validation import InvalidArtifact, validate
 
     try:
         report = validate(args.path)
@@ -202,9 +198,6 @@ def cmd_validate(args) -> int:
 
 
 def cmd_worker(args) -> int:
-    from app.jobs.farm_worker import BrokerUnreachable, build_worker, check
-    from app.observability import logs
-    from app.settings import Settings
 
     overrides = {"redis_url": args.redis_url} if args.redis_url else {}
     settings = Settings(**overrides)

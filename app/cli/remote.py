@@ -22,6 +22,9 @@ from app.cli.common import (
 )
 from app.client import APIError, AsyncClient, Client, Unavailable
 from app.client.errors import ServerError
+from app.farm.build import build, lock_would_change
+from app.farm.manifest import ManifestError, load_manifest
+from app.farm.progress import Reporter
 from app.formats import FORMATS, PACKAGED
 from app.mil import DEFAULT_TARGET, TARGETS
 
@@ -118,9 +121,6 @@ def _jobs(args) -> int:
 
 
 def _build(args) -> int:
-    from app.farm.build import build, lock_would_change
-    from app.farm.manifest import ManifestError, load_manifest
-    from app.farm.progress import Reporter
 
     try:
         kernels = load_manifest(args.manifest)
