@@ -13,6 +13,7 @@
     ane-kernels compile ... --server URL          (the same request, built by a service)
     ane-kernels jobs submit|status|wait|download|list|cancel ... [--server URL] [--json]
     ane-kernels build MANIFEST.toml [--server URL] [--out DIR] [--concurrency N] [--check] [--json]
+    ane-kernels devices [--json]
 
 Exit codes: 0 success, 1 an artifact is invalid (or a job failed), 2 a bad request (the message
 names the field), 3 `build --check`: the lock would change, 4 the service is unreachable or busy.
@@ -23,7 +24,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from app.cli import bundles, local, remote
+from app.cli import bundles, devices, local, remote
 from app.cli.common import EXIT_USAGE, CLIError
 
 
@@ -35,6 +36,7 @@ def parser() -> argparse.ArgumentParser:
     local.add_commands(sub)
     bundles.add_commands(sub)
     remote.add_commands(sub)
+    devices.add_commands(sub)
     return p
 
 
