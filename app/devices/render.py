@@ -11,10 +11,11 @@ from __future__ import annotations
 
 import re
 import sys
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from pathlib import Path
 
 from app.devices.facts import Fact
+from app.devices.markdown import table
 from app.devices.sources import SOURCES
 from app.devices.table import CHIPS, GB, MiB
 
@@ -30,17 +31,6 @@ UNITS: dict[str, tuple[str, Callable[[float], str]]] = {
     "streams_palettized": ("streams palettized weights", lambda v: "yes" if v else "no"),
     "streams_int8": ("streams int8 weights", lambda v: "yes" if v else "no"),
 }
-
-
-def cell(text: object) -> str:
-    return str(text).replace("|", "\\|").replace("\n", " ")
-
-
-def table(header: Iterable[str], rows: Iterable[Iterable[object]]) -> str:
-    header = list(header)
-    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    lines += ["| " + " | ".join(cell(c) for c in row) + " |" for row in rows]
-    return "\n".join(lines) + "\n"
 
 
 def show(quantity: str, fact: Fact) -> str:
@@ -69,7 +59,16 @@ def sources_table() -> str:
 
 
 def blocks() -> dict[str, Callable[[], str]]:
-    return {"chips": chips_summary, "facts": chip_facts, "sources": sources_table}
+    from app.devices.calibration_report import calibration_table, excluded_table, model_table
+
+    return {
+        "chips": chips_summary,
+        "facts": chip_facts,
+        "sources": sources_table,
+        "calibration": calibration_table,
+        "excluded": excluded_table,
+        "model": model_table,
+    }
 
 
 _BLOCK = re.compile(r"(<!-- generated:(\w+) -->\n)(.*?)(<!-- end:\2 -->)", re.S)
