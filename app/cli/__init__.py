@@ -14,6 +14,8 @@
     ane-kernels jobs submit|status|wait|download|list|cancel ... [--server URL] [--json]
     ane-kernels build MANIFEST.toml [--server URL] [--out DIR] [--concurrency N] [--check] [--json]
     ane-kernels devices [--json]
+    ane-kernels plan CONFIG_OR_CHECKPOINT --device NAME [--quantize JSON] [--context N]
+                     [--prefill N] [--path coreml|ane-direct|coreai] [--json]
 
 Exit codes: 0 success, 1 an artifact is invalid (or a job failed), 2 a bad request (the message
 names the field), 3 `build --check`: the lock would change, 4 the service is unreachable or busy.
