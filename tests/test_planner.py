@@ -197,3 +197,5 @@ def test_the_readme_examples_run(tmp_path):
         outputs.append(done.stdout)
     assert "`a19-pro`" in outputs[0] and "fits" in outputs[1].splitlines()[-1]
     assert json.loads(outputs[2])["fits_with"]["precision"] == "4-bit palettized"
+    assert "estimate: m1=" in outputs[3]
+    assert outputs[4].startswith("m4: ") and "\na18-pro: " in outputs[4]

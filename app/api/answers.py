@@ -7,10 +7,12 @@ from fastapi import Request, Response
 from fastapi.responses import JSONResponse, StreamingResponse
 
 from app.api.openapi import ZIP
+from app.estimates import header_value, works_from_json
 from app.service.kernels import Pending, Served
 
 _CHUNK = 1 << 20
 PREFLIGHT_HEADER = "X-ANE-Preflight"  # the ANE preflight's counts per severity and rules fired
+ESTIMATE_HEADER = "X-ANE-Estimate"  # predicted latency and bound on the default devices
 
 
 def matches(if_none_match: str | None, etag: str) -> bool:
@@ -36,6 +38,8 @@ def artifact_response(answer: Served | Pending, request: Request) -> Response:
     }
     if answer.preflight is not None:
         headers[PREFLIGHT_HEADER] = answer.preflight
+    if (work := works_from_json(answer.work)) is not None:
+        headers[ESTIMATE_HEADER] = header_value(*work)
     if matches(request.headers.get("if-none-match"), answer.etag):
         if answer.file is not None:
             answer.file.close()

@@ -16,6 +16,7 @@
     ane-kernels devices [--json]
     ane-kernels plan CONFIG_OR_CHECKPOINT --device NAME [--quantize JSON] [--context N]
                      [--prefill N] [--path coreml|ane-direct|coreai] [--json]
+    ane-kernels estimate ARTIFACT [--device NAME ...] [--path ...] [--json]
 
 Exit codes: 0 success, 1 an artifact is invalid (or a job failed), 2 a bad request (the message
 names the field), 3 `build --check`: the lock would change, 4 the service is unreachable or busy.
@@ -26,7 +27,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from app.cli import bundles, devices, local, remote
+from app.cli import bundles, devices, estimate, local, remote
 from app.cli.common import EXIT_USAGE, CLIError
 
 
@@ -39,6 +40,7 @@ def parser() -> argparse.ArgumentParser:
     bundles.add_commands(sub)
     remote.add_commands(sub)
     devices.add_commands(sub)
+    estimate.add_commands(sub)
     return p
 
 

@@ -66,6 +66,9 @@ def _write(prepared, fmt: str, output: Path) -> int:
     else:
         artifacts.save(prepared, output)
     print(f"wrote {output} ({output.stat().st_size} bytes)")
+    from app.estimates import header_value, works_from_json
+
+    print(f"estimate: {header_value(*works_from_json(prepared.work))}")
     return _verified(prepared)
 
 
