@@ -49,7 +49,8 @@ def _mil_dir(where: Path, scratch: Path) -> Path:
     if (where / MIL).is_file():
         return where
     if where.suffix == ".mlpackage":
-        from app.mlmodelc import MlmodelcError, compile_package
+        from app.language.errors import MlmodelcError
+        from app.mlmodelc import compile_package
 
         try:
             return compile_package(where, scratch / f"{where.stem}.mlmodelc").path

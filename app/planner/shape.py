@@ -14,7 +14,7 @@ from typing import Any
 from app.checkpoints.config import params_from_config, text_config
 from app.devices.llm import FP16, INT8, DecoderShape, Precision, palettized
 from app.errors import RequestError
-from app.mil import DEFAULT_TARGET
+from app.language.targets import DEFAULT_TARGET
 from app.quantize import (
     LinearConfig,
     PalettizeConfig,
