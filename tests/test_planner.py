@@ -96,8 +96,21 @@ def test_a_layer_over_every_envelope_cannot_fit_any_split_and_says_by_how_much()
     problem = next(p for p in plan["problems"] if p["limit"] == "program_weight_bytes")
     assert problem["over_by"] == layer - (2 << 30)
     assert "no split into whole layers fits" in problem["message"]
-    assert plan["fits_with"]["quantize"] == {"mode": "linear", "dtype": "int8",
-                                             "granularity": "per_channel"}  # fmt: skip
+    # int8 would fit, but on ios18 it lowers to constexpr_blockwise_shift_scale, reported failing
+    # on M4 through Core ML and on every chip ANE-direct: the 6-bit palette is named instead
+    for path in ("coreml", "ane-direct"):
+        named = make_plan(huge, "m4", path=path).to_json()["fits_with"]
+        assert named["quantize"] == {"mode": "palettize", "nbits": 6}, path
+    # Core AI has no reports: the lightest format that fits is named
+    core_ai = make_plan(huge, "m4", path="coreai").to_json()["fits_with"]
+    assert core_ai["quantize"] == {"mode": "linear", "dtype": "int8", "granularity": "per_channel"}
+
+
+def test_a_plan_carries_the_field_reports_on_its_quantization():
+    reports = make_plan(QWEN3_0_6B, "m4", quantize={"mode": "linear", "dtype": "int8"}).to_json()
+    rules = {r["rule"] for r in reports["quantization_reports"]}
+    assert rules == {"quant.reported-failing"}
+    assert make_plan(QWEN3_0_6B, "m4").to_json()["quantization_reports"] == []
 
 
 def test_the_1b_layer_the_old_budget_refused_now_groups_into_few_programs():

@@ -31,6 +31,8 @@ from app.devices.model import RANGE, chain_seconds, roofline
 from app.errors import RequestError
 from app.estimates import device_or_error, path_or_error
 from app.planner.shape import precision_of, shape_from_config
+from app.preflight import PATHS as REPORT_PATHS
+from app.preflight import Status, quantization_findings, quantization_status
 
 DEFAULT_CONTEXT = 2048
 DEFAULT_PREFILL = 512
@@ -98,6 +100,15 @@ class Plan:
                         "tiles": -(-self.grouping.head_tiles // parts)})  # fmt: skip
         return out
 
+    def quantization_reports(self) -> list[dict]:
+        """What the field reports for this quantization on this chip family and path (the
+        preflight's quantization table): failures and slowdowns, with their sources."""
+        if self.quantize is None or self.path not in REPORT_PATHS:
+            return []
+        findings = quantization_findings(self.quantize, self.chip.report_family, path=self.path,
+                                         node="weights")  # fmt: skip
+        return [f.to_json() for f in findings]
+
     def to_json(self) -> dict:
         decode = 1 / self.decode_s
         prefill = self.prefill / self.prefill_s
@@ -133,6 +144,7 @@ class Plan:
             "kv_cache_bytes": self.kv_cache_bytes,
             "app_memory_bytes": self.chip.app_memory_bytes,
             "efficiency": vars(eff.efficiency(self.path, self.chip.generation)),
+            "quantization_reports": self.quantization_reports(),
             "device_facts": facts,
         }  # fmt: skip
 
@@ -210,12 +222,21 @@ def make_plan(
     return Plan(**{**vars(plan), "fits_with": _lightest_fit(plan)})
 
 
+def _reported_failing(candidate: Mapping[str, Any], chip: Chip, path: str) -> bool:
+    if path not in REPORT_PATHS:
+        return False
+    status = quantization_status(candidate, chip.report_family, path)
+    return status is Status.REPORTED_FAILING
+
+
 def _lightest_fit(plan: Plan) -> dict[str, Any]:
-    """The first candidate lighter than the plan's own precision that fits, or why none does."""
+    """The first candidate lighter than the plan's own precision that fits (skipping any the
+    field reports failing on this chip and path), or why none does."""
     tried = []
     for candidate in CANDIDATES:
         precision = precision_of(candidate)
-        if precision.bits >= plan.precision.bits:
+        if precision.bits >= plan.precision.bits or _reported_failing(candidate, plan.chip,
+                                                                      plan.path):  # fmt: skip
             continue
         other = _plan(plan.shape, plan.chip, plan.path, precision, candidate, plan.context,
                       plan.prefill)  # fmt: skip
