@@ -116,6 +116,10 @@ def test_kernel_answers_carry_an_estimate_and_get_estimate_prices_the_artifact(c
     header = first.headers["x-ane-estimate"]
     assert [part.split("=")[0] for part in header.split("; ")] == list(DEFAULT_DEVICES)
     assert client.post("/v1/kernels/conv", json=body).headers["x-ane-estimate"] == header
+    chosen = client.post("/v1/kernels/conv", params={"device": ["m4", "a15"]}, json=body)
+    assert [p.split("=")[0] for p in chosen.headers["x-ane-estimate"].split("; ")] == ["m4", "a15"]
+    assert_problem(client.post("/v1/kernels/conv", params={"device": "m9"}, json=body), 422,
+                   "device")  # fmt: skip
     etag = first.headers["etag"]
     answer = client.get("/v1/estimate", params={"artifact": etag, "device": ["m4", "a15"]})
     assert answer.status_code == 200, answer.text

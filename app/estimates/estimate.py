@@ -80,11 +80,14 @@ def estimate_works(
     }
 
 
-def header_value(works: Sequence[ProgramWork], kind: str) -> str:
-    """`m4=0.214ms memory; a18-pro=...`: the default devices' latency (the slowest function's,
-    for a package of functions) and bound; `!` marks a device it does not fit."""
+def header_value(
+    works: Sequence[ProgramWork], kind: str, chips: Sequence[Chip] | None = None
+) -> str:
+    """`m4=0.214ms memory; a18-pro=...`: each device's latency (the slowest function's, for a
+    package of functions) and bound, over `chips` or the default devices; `!` marks a device it
+    does not fit."""
     parts = []
-    for chip in devices_or_error(DEFAULT_DEVICES):
+    for chip in chips or devices_or_error(DEFAULT_DEVICES):
         priced = estimate_device(chip, works, kind, "coreml")
         slowest = max(priced["programs"], key=lambda p: p["latency_ms"])
         total = priced.get("latency_ms", slowest["latency_ms"])
