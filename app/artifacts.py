@@ -25,6 +25,7 @@ from app.cache.hot import SMALL_ARTIFACT_BYTES
 from app.cache.store import Published, StoreLocation, publish_files
 from app.catalog_build import build_functions, build_kernel
 from app.errors import ErrorKind, FieldError, RequestError
+from app.estimates import build_works, works_to_json
 from app.files import atomic_file, discard
 from app.graphs.build import build_graph
 from app.graphs.split import Chain, split, split_stream
@@ -78,6 +79,12 @@ class Prepared:
     @property
     def preflight_summary(self) -> str:
         return summary_header(self.findings)
+
+    @property
+    def work(self) -> dict[str, Any]:
+        """Each program's FLOPs and bytes: kept beside the artifact (never in it), so that its
+        estimate follows the device table and the calibration as they are when asked."""
+        return works_to_json(*build_works(self.build, self.chain))
 
     @property
     def extra_entries(self) -> list[Entry]:
@@ -279,7 +286,7 @@ def publish(
             finally:
                 written = out.size
         meta = {**meta, "digest": digest, "filename": prepared.request.filename,
-                "preflight": prepared.preflight_summary}  # fmt: skip
+                "preflight": prepared.preflight_summary, "work": prepared.work}  # fmt: skip
         published = publish_files(store, key, tmp, meta)
     except BaseException as exc:
         discard(tmp)

@@ -13,11 +13,13 @@ from pathlib import Path
 from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from app.devices import DEFAULT_PROGRAM_WEIGHT_BYTES
+
 MiB = 1 << 20
 GiB = 1 << 30
-# Weights per program the ANE is reported to compile (the smaller of the reports; why, and the
-# sources: app/preflight/options.py).
-DEFAULT_PROGRAM_WEIGHT_BUDGET = 8 * MiB
+# Weights per program: the smallest envelope of the device table (an iPhone's 1 GiB), so that a
+# default build compiles for every chip it lists (why, and the sources: docs/devices.md).
+DEFAULT_PROGRAM_WEIGHT_BUDGET = DEFAULT_PROGRAM_WEIGHT_BYTES
 
 
 class Settings(BaseSettings):

@@ -75,6 +75,7 @@ SERVER_LIMITS = {
     "max_weight_bytes": str(4 << 20),
     "max_body_bytes": str(6 << 20),
     "max_artifact_bytes": str(16 << 20),
+    "max_program_weight_bytes": str(8 << 20),  # a budget small graphs can cross (split tests)
 }
 
 

@@ -293,8 +293,9 @@ CASES = [
     Case("weights.budget", W, "w2", ("192 bytes", "100"),
          lambda: weights((8, 4, 1, 1), (8, 8, 1, 1)), lambda: weights((8, 4, 1, 1)),
          PreflightOptions(max_program_weight_bytes=100)),
-    Case("weights.budget", W, "w1", ("8,388,610", "8,388,608"),
-         lambda: weights((4_194_305,), lazy=True), lambda: weights((4_194_304,), lazy=True)),
+    # the default budget: the device table's smallest per-program envelope (an iPhone's 1 GiB)
+    Case("weights.budget", W, "w1", ("1,073,741,826", "1,073,741,824"),
+         lambda: weights((536_870_913,), lazy=True), lambda: weights((536_870_912,), lazy=True)),
     Case("weights.max", E, "w2", ("2,147,483,682", "2,147,483,648"),
          lambda: weights((16,), ((1 << 30) + 1,), lazy=True),
          lambda: weights((1 << 30,), lazy=True)),

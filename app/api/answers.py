@@ -7,10 +7,13 @@ from fastapi import Request, Response
 from fastapi.responses import JSONResponse, StreamingResponse
 
 from app.api.openapi import ZIP
+from app.devices import Chip
+from app.estimates import devices_or_error, header_value, works_from_json
 from app.service.kernels import Pending, Served
 
 _CHUNK = 1 << 20
 PREFLIGHT_HEADER = "X-ANE-Preflight"  # the ANE preflight's counts per severity and rules fired
+ESTIMATE_HEADER = "X-ANE-Estimate"  # predicted latency and bound on the default devices
 
 
 def matches(if_none_match: str | None, etag: str) -> bool:
@@ -20,7 +23,15 @@ def matches(if_none_match: str | None, etag: str) -> bool:
     return "*" in tags or etag in tags or etag.strip('"') in tags
 
 
-def artifact_response(answer: Served | Pending, request: Request) -> Response:
+def estimate_devices(request: Request) -> list[Chip]:
+    """The devices X-ANE-Estimate covers: the request's `device` query values, or the default
+    set. Read before the build, so an unknown name is a 422 that costs nothing."""
+    return devices_or_error(request.query_params.getlist("device"))
+
+
+def artifact_response(
+    answer: Served | Pending, request: Request, devices: list[Chip] | None = None
+) -> Response:
     """200 with the zip (304 when If-None-Match names it), or 202 with a job still running."""
     if isinstance(answer, Pending):
         job = answer.job
@@ -36,6 +47,8 @@ def artifact_response(answer: Served | Pending, request: Request) -> Response:
     }
     if answer.preflight is not None:
         headers[PREFLIGHT_HEADER] = answer.preflight
+    if (work := works_from_json(answer.work)) is not None:
+        headers[ESTIMATE_HEADER] = header_value(*work, devices)
     if matches(request.headers.get("if-none-match"), answer.etag):
         if answer.file is not None:
             answer.file.close()

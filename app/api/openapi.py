@@ -145,6 +145,16 @@ BYPASS_PARAMETER = {
     "description": "build again even if cached (same as `bypass_cache` in the body)",
     "schema": {"type": "boolean", "default": False, "title": "Bypass Cache"},
 }
+DEVICE_PARAMETER = {
+    "name": "device",
+    "in": "query",
+    "required": False,
+    "description": "a device to estimate the build on in X-ANE-Estimate (repeat for several; "
+    "none: a default set; GET /v1/devices lists them)",
+    "schema": {"type": "array", "items": {"type": "string"}, "title": "Device"},
+    "style": "form",
+    "explode": True,
+}
 OP_PARAMETER = {
     "name": "op",
     "in": "path",

@@ -230,6 +230,11 @@ class ContentStore:
         self._touch(key, path, st)
         return StoredEntry(key, path, meta, _signature(st))
 
+    def meta_by_digest(self, digest: str) -> dict[str, Any] | None:
+        """The sidecar of an entry this process has indexed whose content has `digest` (an
+        artifact's ETag), or None. A scan of the in-memory index: no file is read."""
+        return next((m for m in list(self._meta.values()) if m.get("digest") == digest), None)
+
     def get(self, key: str) -> StoredEntry | None:
         """The entry with its digest checked (once per file version), or None. An entry another
         process published into a shared store is found too, checked, and indexed here. Blocking:

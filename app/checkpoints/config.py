@@ -36,7 +36,7 @@ def read_config(path: str | Path) -> dict[str, Any]:
     return config
 
 
-def _text_config(config: dict[str, Any]) -> dict[str, Any]:
+def text_config(config: dict[str, Any]) -> dict[str, Any]:
     """The language model's part of a config: multimodal configs nest it as `text_config`."""
     if "hidden_size" not in config and isinstance(config.get("text_config"), dict):
         return config["text_config"]
@@ -45,7 +45,7 @@ def _text_config(config: dict[str, Any]) -> dict[str, Any]:
 
 def params_from_config(config: dict[str, Any]) -> dict[str, Any]:
     """The decoder params a config sets (the ops take the subset they need)."""
-    config = _text_config(config)
+    config = text_config(config)
     params = {k: config[k] for k in DIRECT if config.get(k) is not None}
     for key in ("hidden_size", "num_attention_heads"):
         if key not in params:
@@ -90,7 +90,7 @@ def _rope(config: dict[str, Any]) -> dict[str, Any]:
 def check_window(config: dict[str, Any], span: int) -> None:
     """Refuse sliding-window attention when a program's keys span more than the window (within
     it, windowed and full attention are the same)."""
-    config = _text_config(config)
+    config = text_config(config)
     window = config.get("sliding_window")
     active = config.get("use_sliding_window", config.get("model_type") in ("mistral", "mixtral"))
     if window and active and span > window:

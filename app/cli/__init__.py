@@ -16,6 +16,10 @@
     ane-kernels compile ... --server URL          (the same request, built by a service)
     ane-kernels jobs submit|status|wait|download|list|cancel ... [--server URL] [--json]
     ane-kernels build MANIFEST.toml [--server URL] [--out DIR] [--concurrency N] [--check] [--json]
+    ane-kernels devices [--json]
+    ane-kernels plan CONFIG_OR_CHECKPOINT --device NAME [--quantize JSON] [--context N]
+                     [--prefill N] [--path coreml|ane-direct|coreai] [--json]
+    ane-kernels estimate ARTIFACT [--device NAME ...] [--path ...] [--json]
 
 Exit codes: 0 success, 1 an artifact is invalid (or a job failed), 2 a bad request (the message
 names the field), 3 `build --check`: the lock would change, 4 the service is unreachable or busy.
@@ -26,7 +30,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from app.cli import bundles, kits, local, remote
+from app.cli import bundles, devices, estimate, kits, local, remote
 from app.cli.common import EXIT_USAGE, CLIError
 
 
@@ -39,6 +43,8 @@ def parser() -> argparse.ArgumentParser:
     bundles.add_commands(sub)
     kits.add_commands(sub)
     remote.add_commands(sub)
+    devices.add_commands(sub)
+    estimate.add_commands(sub)
     return p
 
 

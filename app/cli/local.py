@@ -17,6 +17,7 @@ from app.cli.common import EXIT_FAILED, CLIError, load_weights_arg
 from app.cli.remote import compile_graph_remote, compile_remote, guarded
 from app.compile import CompileFailure, save_compiled, select_compiler
 from app.errors import FieldError
+from app.estimates import header_value, works_from_json
 from app.formats import FORMATS, PACKAGED
 from app.jobs.farm_worker import BrokerUnreachable, build_worker, check
 from app.jobs.queues import QUEUES
@@ -71,6 +72,7 @@ def _write(prepared, fmt: str, output: Path) -> int:
     else:
         artifacts.save(prepared, output)
     print(f"wrote {output} ({output.stat().st_size} bytes)")
+    print(f"estimate: {header_value(*works_from_json(prepared.work))}")
     return _verified(prepared)
 
 

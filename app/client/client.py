@@ -152,6 +152,17 @@ class _API(abc.ABC):
     def workers(self):
         return self._drive(flows.simple("GET", "/v1/workers"))
 
+    def devices(self):
+        return self._drive(flows.simple("GET", "/v1/devices"))
+
+    def plan(self, config: Mapping[str, Any], device: str, *, quantize: Mapping[str, Any] | None = None,
+             context: int = 2048, prefill: int = 512, path: str = "coreml"):  # fmt: skip
+        """How a decoder model (its config.json as a dict) runs on `device`: programs, tokens per
+        second with ranges, memory, and what does not fit (POST /v1/plan)."""
+        body = {"config": dict(config), "device": device, "quantize": quantize,
+                "context": context, "prefill": prefill, "path": path}  # fmt: skip
+        return self._drive(flows.simple("POST", "/v1/plan", json=body))
+
     def _wrap(self, flow: flows.Flow) -> flows.Flow:
         return self._job((yield from flow))
 

@@ -226,6 +226,7 @@ def artifact(job: dict, save_to: Path | None, resubmit: Resubmit | None = None,
         job = yield from wait(submitted["id"], poll, None, None, resubmit)
 
 
-def simple(method: str, path: str, params: Mapping[str, Any] | None = None, ok=(200,)) -> Flow:
-    answer = yield Call(method, path, params=params, ok=ok)
+def simple(method: str, path: str, params: Mapping[str, Any] | None = None, ok=(200,),
+           json: Any = None) -> Flow:  # fmt: skip
+    answer = yield Call(method, path, params=params, json=json, ok=ok)
     return answer.json() if answer.content else None

@@ -39,19 +39,19 @@ def _crossing(view: ProgramView, budget: int) -> tuple[Operation, int] | None:
 
 
 def weights_over_budget(view: ProgramView, options: PreflightOptions) -> Iterator[Hit]:
-    """Weights above the configured budget (default 8 MiB: ironmill's ~8 MB per sub-program, and
-    its 22 MB program failing). ANEForge holds ~2 GB per program on its e5rt path, so the
-    reports conflict by two orders of magnitude: a warning (a caller may still refuse it, or
-    split the graph, by its own setting)."""
+    """Weights above the configured budget (default: the device table's smallest envelope, an
+    iPhone's 1 GiB; ironmill reports ~8 MB per sub-program, ANEForge ~2 GB per program on a Mac,
+    so the reports conflict by two orders of magnitude): a warning (a caller may still refuse it,
+    or split the graph, by its own setting)."""
     found = _crossing(view, options.max_program_weight_bytes)
     if found is not None and found[1] <= HARD_MAX:
         op, total = found
         yield Hit(
             op,
             f"the program holds {total:,} bytes of weights, over the budget of "
-            f"{options.max_program_weight_bytes:,} (ironmill reports ~8 MB of fp16 per program, "
-            f"ANEForge ~2 GB on its e5rt path); the total crosses it at const {op.name!r}: split "
-            "the program there into a chain of programs",
+            f"{options.max_program_weight_bytes:,} (an iPhone's ANE takes ~1 GB per program, a "
+            f"Mac's ~2 GB, ironmill reports ~8 MB); the total crosses it at const {op.name!r}: "
+            "split the program there into a chain of programs",
         )
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 
+from app.devices import AXIS_MAX_ANY_CHIP, AXIS_MAX_EVERY_CHIP
 from app.mil import Operation, TensorType, Var
 from app.preflight.findings import Hit
 from app.preflight.options import PreflightOptions
@@ -15,8 +16,9 @@ from app.preflight.view import ProgramView, shape_text
 
 CORE_ML_MAX_RANK = 5
 ANE_MAX_RANK = 4
-AXIS_MAX_ANY_CHIP = 65_536
-AXIS_MAX_OLDER_CHIPS = 16_384
+# The per-axis limits are the device table's (app/devices): the largest any chip takes, and the
+# smallest (A13-A15-class chips).
+AXIS_MAX_OLDER_CHIPS = AXIS_MAX_EVERY_CHIP
 CONV_KERNEL_MAX_ANY_CHIP = 16
 CONV_KERNEL_MAX_M1 = 13
 

@@ -1,25 +1,23 @@
-"""The preflight's one setting: the weight budget per program, and its default from the research.
+"""The preflight's one setting: the weight budget per program, and its limits from the device table.
 
 The reports disagree by more than two orders of magnitude (fused-quantized-mlmodelc.md §2.4,
-"Weights per program"): jafreck/ironmill (`docs/design/ane-constraints.md`) gives a sub-program
-weight budget of about 8 MB of fp16 and saw a 22 MB program fail to compile, while
-sbryngelson/ANEForge (`docs/llm.md`, e5rt path) holds about 2 GB of baked weights in one program.
-The default is the smaller figure, read as 8 MiB, so that a program over it is flagged wherever a
-report says it may fail; going over it is a warning (the larger figure says it may well work), and
-only going over the larger figure is an error.
+"Weights per program"): jafreck/ironmill gives a sub-program budget of about 8 MB of fp16, while
+sbryngelson/ANEForge holds about 2 GB of baked weights in one program on a Mac and
+john-rocky/CoreML-LLM runs 1 GB chunks on an iPhone's ANE. The device table (app/devices,
+docs/devices.md) keeps each chip's envelope; the default budget is the smallest of them (an
+iPhone's 1 GiB), so a program within it compiles for every chip listed. Going over it is a
+warning; only going over the largest envelope (a Mac's ~2 GB) is an error.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from app.settings import DEFAULT_PROGRAM_WEIGHT_BUDGET, GiB
+from app.devices import DEFAULT_PROGRAM_WEIGHT_BYTES, HARD_MAX_PROGRAM_WEIGHT_BYTES
 
-# ironmill's "~8 MB fp16 per sub-program", read as 8 MiB (ANE_MAX_PROGRAM_WEIGHT_BYTES's default).
-DEFAULT_MAX_PROGRAM_WEIGHT_BYTES = DEFAULT_PROGRAM_WEIGHT_BUDGET
-# ANEForge's "~2 GB of baked weights" per program (Anemll: weight files ~2 GB on macOS), read as
-# 2 GiB: above it every report expects a compile failure.
-HARD_MAX_PROGRAM_WEIGHT_BYTES = 2 * GiB
+DEFAULT_MAX_PROGRAM_WEIGHT_BYTES = DEFAULT_PROGRAM_WEIGHT_BYTES
+
+__all__ = ["DEFAULT_MAX_PROGRAM_WEIGHT_BYTES", "HARD_MAX_PROGRAM_WEIGHT_BYTES", "PreflightOptions"]
 
 
 @dataclass(frozen=True)

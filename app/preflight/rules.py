@@ -158,9 +158,10 @@ RULES: tuple[Rule, ...] = (
          "fused-quantized-mlmodelc.md §2.3; maderix/ANE issue #47",
          io.runtime_matmul_inner),
     # -- program-wide ---------------------------------------------------------------------------
-    Rule("weights.budget", WARNING, "weight bytes over the configured budget (default 8 MiB)",
-         f"{_E}, {_F24}; jafreck/ironmill ane-constraints.md, ane-inference.md "
-         "(sbryngelson/ANEForge docs/llm.md: ~2 GB)",
+    Rule("weights.budget", WARNING, "weight bytes over the configured budget (default 1 GiB)",
+         f"{_E}, {_F24}; john-rocky/CoreML-LLM v1.1.0 (1 GB on an iPhone), "
+         "sbryngelson/ANEForge docs/llm.md (~2 GB on a Mac), jafreck/ironmill ane-constraints.md "
+         "(~8 MB); docs/devices.md",
          prog.weights_over_budget),
     Rule("weights.max", ERROR, "weight bytes over ~2 GB (2 GiB)",
          f"{_F24}; sbryngelson/ANEForge docs/llm.md, Anemll/Anemll docs/convert.md",

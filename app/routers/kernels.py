@@ -5,10 +5,16 @@ from __future__ import annotations
 from fastapi import APIRouter, Request, Response
 from pydantic import TypeAdapter, ValidationError
 
-from app.api.answers import artifact_response
+from app.api.answers import artifact_response, estimate_devices
 from app.api.context import services_of
 from app.api.intake import incoming_kernel
-from app.api.openapi import BYPASS_PARAMETER, KERNEL_BODY, KERNEL_RESPONSES, OP_PARAMETER
+from app.api.openapi import (
+    BYPASS_PARAMETER,
+    DEVICE_PARAMETER,
+    KERNEL_BODY,
+    KERNEL_RESPONSES,
+    OP_PARAMETER,
+)
 from app.api.problems import from_validation_errors
 
 router = APIRouter(prefix="/v1", tags=["kernels"])
@@ -31,7 +37,7 @@ def bypass(request: Request) -> bool:
     summary="Build a kernel (op in the path)",
     response_class=Response,
     responses=KERNEL_RESPONSES,
-    openapi_extra={**KERNEL_BODY, "parameters": [OP_PARAMETER, BYPASS_PARAMETER]},
+    openapi_extra={**KERNEL_BODY, "parameters": [OP_PARAMETER, BYPASS_PARAMETER, DEVICE_PARAMETER]},
 )
 async def build_kernel_for_op(request: Request) -> Response:
     op = request.path_params["op"]
@@ -44,7 +50,7 @@ async def build_kernel_for_op(request: Request) -> Response:
     summary="Build a kernel (op in the body)",
     response_class=Response,
     responses=KERNEL_RESPONSES,
-    openapi_extra={**KERNEL_BODY, "parameters": [BYPASS_PARAMETER]},
+    openapi_extra={**KERNEL_BODY, "parameters": [BYPASS_PARAMETER, DEVICE_PARAMETER]},
 )
 async def build_kernel(request: Request) -> Response:
     return await _answer(request, None)
@@ -52,6 +58,7 @@ async def build_kernel(request: Request) -> Response:
 
 async def _answer(request: Request, op: str | None) -> Response:
     svc = services_of(request)
+    devices = estimate_devices(request)
     async with incoming_kernel(request, svc, op, bypass(request)) as incoming:
         answer = await svc.kernels.answer(incoming)
-    return artifact_response(answer, request)
+    return artifact_response(answer, request, devices)

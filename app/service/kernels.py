@@ -44,6 +44,7 @@ class Served:
     content: bytes | None = None
     file: BinaryIO | None = None
     preflight: str | None = None  # the ANE preflight's summary (X-ANE-Preflight)
+    work: dict | None = None  # the programs' FLOPs and bytes, for X-ANE-Estimate
 
     @property
     def etag(self) -> str:
@@ -128,19 +129,19 @@ class KernelService:
         content = content or self.hot.get(entry.key, entry.signature)
         size = entry.size
         args = (entry.digest, str(entry.meta["filename"]), op, size, built)
-        preflight = entry.meta.get("preflight")
+        preflight, work = entry.meta.get("preflight"), entry.meta.get("work")
         if content is not None:
-            return Served(*args, content=content, preflight=preflight)
+            return Served(*args, content=content, preflight=preflight, work=work)
         try:
             f = open(entry.path, "rb")  # noqa: SIM115 - the caller streams and closes it
         except FileNotFoundError:
             return None
         if size > self.hot.max_item_bytes:
-            return Served(*args, file=f, preflight=preflight)
+            return Served(*args, file=f, preflight=preflight, work=work)
         with f:
             content = f.read()
         self.hot.put(entry.key, entry.signature, content)
-        return Served(*args, content=content, preflight=preflight)
+        return Served(*args, content=content, preflight=preflight, work=work)
 
     async def _artifact(self, request: KernelRequest) -> tuple[StoredEntry, bool, bytes | None]:
         """(entry, whether this request built it, its bytes when a build handed them over)."""

@@ -1,0 +1,110 @@
+"""`devices`, `plan`: the device table (docs/devices.md) and the planner on the command line."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from app.checkpoints.config import read_config
+from app.cli.common import CLIError
+from app.devices import CHIPS
+from app.devices.model import PATHS
+from app.devices.render import chips_summary
+from app.errors import FieldError
+from app.planner import DEFAULT_CONTEXT, DEFAULT_PREFILL, make_plan
+
+
+def cmd_devices(args) -> int:
+
+    if args.json:
+        print(json.dumps([chip.to_json() for chip in CHIPS], indent=2))
+    else:
+        print(chips_summary(), end="")
+    return 0
+
+
+def add_commands(sub) -> None:
+
+    dev = sub.add_parser(
+        "devices", help="the Apple chips the service knows, each number with its source"
+    )
+    dev.add_argument("--json", action="store_true", help="every fact with source and provenance")
+    dev.set_defaults(run=cmd_devices)
+
+    plan = sub.add_parser(
+        "plan", help="how a model runs on a device, from its config.json alone: programs, speed, "
+        "memory, what does not fit",
+    )  # fmt: skip
+    plan.add_argument("config", metavar="CONFIG_OR_CHECKPOINT",
+                      help="a config.json, or a checkpoint (directory or file) beside one")  # fmt: skip
+    plan.add_argument("--device", required=True, help="a device name (ane-kernels devices)")
+    plan.add_argument("--quantize", metavar="JSON",
+                      help='the weights\' quantization, e.g. \'{"mode": "palettize", "nbits": 4}\'')  # fmt: skip
+    plan.add_argument("--context", type=int, default=DEFAULT_CONTEXT,
+                      help=f"the KV cache length (default {DEFAULT_CONTEXT})")  # fmt: skip
+    plan.add_argument("--prefill", type=int, default=DEFAULT_PREFILL,
+                      help=f"the prompt length (default {DEFAULT_PREFILL})")  # fmt: skip
+    plan.add_argument("--path", default="coreml", choices=PATHS, help="the runtime path")
+    plan.add_argument("--json", action="store_true", help="the plan as JSON")
+    plan.set_defaults(run=cmd_plan)
+
+
+def _config_path(where: Path) -> Path:
+    """A config.json, a checkpoint directory holding one, or a checkpoint file beside one."""
+    if where.is_dir():
+        return where / "config.json"
+    if where.suffix == ".json" and where.name != "model.safetensors.index.json":
+        return where
+    return where.parent / "config.json"
+
+
+def cmd_plan(args) -> int:
+
+    quantize = None
+    if args.quantize is not None:
+        try:
+            quantize = json.loads(args.quantize)
+        except ValueError as exc:
+            raise CLIError(f"--quantize: not JSON: {exc}") from None
+    try:
+        config = read_config(_config_path(Path(args.config)))
+        plan = make_plan(config, args.device, quantize=quantize, context=args.context,
+                         prefill=args.prefill, path=args.path)  # fmt: skip
+    except FieldError as exc:
+        raise CLIError(str(exc)) from None
+    answer = plan.to_json()
+    if args.json:
+        print(json.dumps(answer, indent=2))
+        return 0
+    print(describe_plan(answer))
+    return 0
+
+
+def describe_plan(plan: dict) -> str:
+    """The plan in a few lines for a person."""
+    gib = 1 << 30
+    lines = [
+        f"{plan['device']} ({plan['path']}), {plan['precision']}, context {plan['context']}, "
+        f"prompt {plan['prefill']}",
+        f"programs: {len(plan['programs'])} ({', '.join(p['name'] for p in plan['programs'])})",
+        f"decode:  {plan['decode_tokens_per_s']} tok/s "
+        f"(range {plan['decode_tokens_per_s_range'][0]}-{plan['decode_tokens_per_s_range'][1]}, "
+        f"{plan['decode_bound']}-bound)",
+        f"prefill: {plan['prefill_tokens_per_s']} tok/s "
+        f"(range {plan['prefill_tokens_per_s_range'][0]}-{plan['prefill_tokens_per_s_range'][1]})",
+        f"memory:  {plan['peak_memory_bytes'] / gib:.2f} GiB peak of "
+        f"{plan['app_memory_bytes'] / gib:.2f} GiB an app may use; first load "
+        f"{plan['first_load_bytes'] / gib:.2f} GiB",
+    ]
+    if plan["fits"]:
+        lines.append("fits")
+    else:
+        lines += [f"does not fit: {p['message']}" for p in plan["problems"]]
+        fit = plan["fits_with"] or {}
+        if fit.get("quantize") is not None:
+            where = f" at a context of {fit['context']}" if "context" in fit else ""
+            lines.append(f"fits with --quantize '{json.dumps(fit['quantize'])}'{where} "
+                         f"({fit['decode_tokens_per_s']} tok/s)")  # fmt: skip
+        elif fit.get("message"):
+            lines.append(fit["message"])
+    return "\n".join(lines)

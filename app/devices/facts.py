@@ -1,0 +1,65 @@
+"""One number of the device table, with where it comes from and how sure it is.
+
+`measured`: someone measured it on that chip. `specified`: the vendor publishes it (a rating, a
+memory size). `extrapolated`: no one measured it on that chip; it is carried over from the chips
+named in `basis` (a `note` says by what rule). `assumed`: no public figure exists; the note says
+what was assumed and why.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import StrEnum
+
+
+class Provenance(StrEnum):
+    MEASURED = "measured"
+    SPECIFIED = "specified"
+    EXTRAPOLATED = "extrapolated"
+    ASSUMED = "assumed"
+
+
+@dataclass(frozen=True)
+class Fact:
+    value: float | int | bool
+    source: str  # a key of app.devices.sources.SOURCES
+    provenance: Provenance
+    basis: tuple[str, ...] = ()  # for an extrapolated fact: the chips it is carried over from
+    note: str = ""
+
+    def mark(self) -> str:
+        """`measured`, or `extrapolated from m4, m5`: the provenance as the docs print it."""
+        if self.provenance is Provenance.EXTRAPOLATED and self.basis:
+            return f"extrapolated from {', '.join(self.basis)}"
+        return self.provenance.value
+
+    def to_json(self) -> dict:
+        out = {"value": self.value, "source": self.source, "provenance": self.provenance.value}
+        if self.basis:
+            out["basis"] = list(self.basis)
+        if self.note:
+            out["note"] = self.note
+        return out
+
+
+def measured(value, source: str, note: str = "") -> Fact:
+    return Fact(value, source, Provenance.MEASURED, note=note)
+
+
+def specified(value, source: str, note: str = "") -> Fact:
+    return Fact(value, source, Provenance.SPECIFIED, note=note)
+
+
+def extrapolated(value, source: str, basis: tuple[str, ...], note: str = "") -> Fact:
+    return Fact(value, source, Provenance.EXTRAPOLATED, basis, note)
+
+
+def assumed(value, source: str, note: str = "") -> Fact:
+    return Fact(value, source, Provenance.ASSUMED, note=note)
+
+
+def carried(fact: Fact, basis: tuple[str, ...], note: str = "") -> Fact:
+    """`fact`, measured or specified on the chips in `basis`, carried over to another chip."""
+    if fact.provenance is Provenance.ASSUMED:
+        return fact
+    return Fact(fact.value, fact.source, Provenance.EXTRAPOLATED, basis, note or fact.note)

@@ -1,0 +1,60 @@
+"""GET /v1/devices, POST /v1/plan, GET /v1/estimate: the device table, a checkpoint's plan from
+its config.json (app/planner), and a cached artifact's estimate per device (app/estimates)."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from fastapi import APIRouter, Depends, Query
+
+from app.api.context import Services, services
+from app.api.openapi import problems
+from app.devices import CHIPS
+from app.errors import ErrorKind, FieldError
+from app.estimates import devices_or_error, estimate_works, works_from_json
+from app.planner import make_plan
+from app.schemas.plans import PlanRequest
+
+router = APIRouter(prefix="/v1", tags=["devices"])
+
+
+@router.get("/devices", summary="The Apple chips the service knows, each number sourced",
+            responses=problems(401))  # fmt: skip
+async def list_devices() -> list[dict[str, Any]]:
+    return [chip.to_json() for chip in CHIPS]
+
+
+@router.post(
+    "/plan",
+    summary="Plan a decoder model on a device from its config.json: programs, speed, memory, fit",
+    responses=problems(400, 401, 422),
+)
+def plan(body: PlanRequest) -> dict[str, Any]:  # plain def: FastAPI runs it off the event loop
+    return make_plan(body.config, body.device, quantize=body.quantize, context=body.context,
+                     prefill=body.prefill, path=body.path).to_json()  # fmt: skip
+
+
+@router.get(
+    "/estimate",
+    summary="A built artifact's estimate per program and device: FLOPs, bytes, latency, fit",
+    responses=problems(401, 404, 422),
+)
+def estimate(
+    artifact: Annotated[str, Query(description="the artifact's digest (its ETag)", max_length=200)],
+    device: Annotated[
+        list[str] | None, Query(description="device names; none: the default set")
+    ] = None,
+    path: Annotated[Literal["coreml", "ane-direct", "coreai"], Query()] = "coreml",
+    svc: Services = Depends(services),
+) -> dict[str, Any]:
+    chips = devices_or_error(device)
+    meta = svc.cache.meta_by_digest(artifact.strip().strip('"'))
+    if meta is None:
+        raise FieldError("artifact", f"no cached artifact has the digest {artifact!r}",
+                         kind=ErrorKind.NOT_FOUND)  # fmt: skip
+    work = works_from_json(meta.get("work"))
+    if work is None:
+        raise FieldError("artifact", "this artifact was stored without its programs' work (a "
+                         "compiled format, or built before estimates): build it again",
+                         kind=ErrorKind.NOT_FOUND)  # fmt: skip
+    return {"artifact": meta["digest"], **estimate_works(*work, chips, path)}

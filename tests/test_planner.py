@@ -1,0 +1,214 @@
+"""The planner: from config.json alone, programs under each device's envelope, speeds with
+ranges, memory, and what does not fit (by which limit, by how much, and what would fit); on the
+command line, over HTTP and through the Python client."""
+
+from __future__ import annotations
+
+import json
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from app.client import Client
+from app.devices import get_chip
+from app.devices.llm import palettized
+from app.errors import RequestError
+from app.planner import make_plan, shape_from_config
+from tests.http_support import assert_problem
+
+LLAMA_2_7B = {"model_type": "llama", "hidden_size": 4096, "intermediate_size": 11008,
+              "num_attention_heads": 32, "num_hidden_layers": 32, "num_key_value_heads": 32,
+              "vocab_size": 32000, "rms_norm_eps": 1e-5, "hidden_act": "silu",
+              "tie_word_embeddings": False, "rope_theta": 10000.0}  # fmt: skip
+LLAMA_3_2_1B = {"model_type": "llama", "hidden_size": 2048, "intermediate_size": 8192,
+                "num_attention_heads": 32, "num_hidden_layers": 16, "num_key_value_heads": 8,
+                "head_dim": 64, "vocab_size": 128256, "rms_norm_eps": 1e-5, "hidden_act": "silu",
+                "tie_word_embeddings": True, "rope_theta": 500000.0,
+                "rope_scaling": {"factor": 32.0, "high_freq_factor": 4.0, "low_freq_factor": 1.0,
+                                 "original_max_position_embeddings": 8192,
+                                 "rope_type": "llama3"}}  # fmt: skip
+QWEN3_0_6B = {"model_type": "qwen3", "hidden_size": 1024, "intermediate_size": 3072,
+              "num_attention_heads": 16, "num_hidden_layers": 28, "num_key_value_heads": 8,
+              "head_dim": 128, "vocab_size": 151936, "rms_norm_eps": 1e-6, "hidden_act": "silu",
+              "tie_word_embeddings": True, "rope_theta": 1000000}  # fmt: skip
+CONFIGS = {"llama-2-7b": LLAMA_2_7B, "llama-3.2-1b": LLAMA_3_2_1B, "qwen3-0.6b": QWEN3_0_6B}
+LUT4 = {"mode": "palettize", "nbits": 4}
+# What the table's limits say at the default context (2048): a 7B model in fp16 needs ~14.6 GB,
+# which only the M1 Max's 32 GB (two thirds for an app) holds; at 4 bits it needs ~4.5 GB, over
+# the 4 GB assumed for an app on an 8 GB phone. The small models fit everywhere.
+EXPECTED_FIT = {
+    ("llama-2-7b", "m1-max", None): True, ("llama-2-7b", "m4", None): False,
+    ("llama-2-7b", "a18-pro", None): False, ("llama-2-7b", "m1-max", 4): True,
+    ("llama-2-7b", "m4", 4): True, ("llama-2-7b", "a18-pro", 4): False,
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("model", CONFIGS)
+@pytest.mark.parametrize("device", ["m1-max", "m4", "a18-pro"])
+@pytest.mark.parametrize("bits", [None, 4])
+def test_plans_fit_exactly_where_the_tables_limits_say(model, device, bits):
+    chip, shape = get_chip(device), shape_from_config(CONFIGS[model])
+    plan = make_plan(CONFIGS[model], device, quantize=LUT4 if bits else None).to_json()
+    weights = shape.params * (bits or 16) / 8
+    kv = shape.layers * 2 * 2048 * shape.kv_heads * shape.head_dim * 2
+    assert plan["weight_bytes"] == pytest.approx(weights, rel=1e-6)
+    assert plan["kv_cache_bytes"] == kv and plan["first_load_bytes"] == plan["weight_bytes"]
+    assert weights + kv < plan["peak_memory_bytes"] < (weights + kv) * 1.05
+    memory_fits = plan["peak_memory_bytes"] <= chip.app_memory_bytes
+    assert plan["fits"] is memory_fits is EXPECTED_FIT.get((model, device, bits), True)
+    if not memory_fits:
+        (problem,) = plan["problems"]
+        assert problem["limit"] == "app_memory_bytes"
+        assert problem["over_by"] == plan["peak_memory_bytes"] - chip.app_memory_bytes
+        assert device in problem["message"] and f"{problem['over_by']:,}" in problem["message"]
+    envelope = chip.program_weight_bytes.value
+    for program in plan["programs"]:
+        assert program["weight_bytes"] <= envelope, program
+    layers = [p for p in plan["programs"] if "layers" in p]
+    assert layers[0]["layers"][0] == 0 and layers[-1]["layers"][1] == shape.layers - 1
+    head_tiles = -(-shape.vocab // chip.axis_max.value)
+    assert plan["head"]["tiles"] >= head_tiles
+    for key in ("decode_tokens_per_s", "prefill_tokens_per_s"):
+        low, high = plan[f"{key}_range"]
+        assert 0 < low < plan[key] < high
+
+
+def test_a_7b_model_in_fp16_on_an_8_gb_phone_names_the_quantization_that_fits():
+    plan = make_plan(LLAMA_2_7B, "a18-pro").to_json()
+    assert not plan["fits"] and plan["problems"][0]["limit"] == "app_memory_bytes"
+    fit = plan["fits_with"]
+    assert fit["quantize"] == LUT4 and fit["context"] == 1024
+    assert fit["peak_memory_bytes"] <= get_chip("a18-pro").app_memory_bytes
+    at_1024 = make_plan(LLAMA_2_7B, "a18-pro", quantize=LUT4, context=1024).to_json()
+    assert at_1024["fits"] and at_1024["decode_tokens_per_s"] == fit["decode_tokens_per_s"]
+    on_a_mac = make_plan(LLAMA_2_7B, "m4").to_json()["fits_with"]
+    assert on_a_mac["quantize"] == LUT4 and "context" not in on_a_mac  # int8, 6-bit: over
+
+
+def test_a_layer_over_every_envelope_cannot_fit_any_split_and_says_by_how_much():
+    huge = {**LLAMA_2_7B, "hidden_size": 8192, "intermediate_size": 65536, "num_hidden_layers": 2,
+            "num_attention_heads": 64, "num_key_value_heads": 8}  # fmt: skip
+    layer = 2 * (2 * 8192 * 8192 + 2 * 8192 * 1024 + 3 * 8192 * 65536)
+    plan = make_plan(huge, "m4").to_json()
+    problem = next(p for p in plan["problems"] if p["limit"] == "program_weight_bytes")
+    assert problem["over_by"] == layer - (2 << 30)
+    assert "no split into whole layers fits" in problem["message"]
+    # int8 would fit, but on ios18 it lowers to constexpr_blockwise_shift_scale, reported failing
+    # on M4 through Core ML and on every chip ANE-direct: the 6-bit palette is named instead
+    for path in ("coreml", "ane-direct"):
+        named = make_plan(huge, "m4", path=path).to_json()["fits_with"]
+        assert named["quantize"] == {"mode": "palettize", "nbits": 6}, path
+    # Core AI has no reports: the lightest format that fits is named
+    core_ai = make_plan(huge, "m4", path="coreai").to_json()["fits_with"]
+    assert core_ai["quantize"] == {"mode": "linear", "dtype": "int8", "granularity": "per_channel"}
+
+
+def test_a_plan_carries_the_field_reports_on_its_quantization():
+    reports = make_plan(QWEN3_0_6B, "m4", quantize={"mode": "linear", "dtype": "int8"}).to_json()
+    rules = {r["rule"] for r in reports["quantization_reports"]}
+    assert rules == {"quant.reported-failing"}
+    assert make_plan(QWEN3_0_6B, "m4").to_json()["quantization_reports"] == []
+
+
+def test_the_1b_layer_the_old_budget_refused_now_groups_into_few_programs():
+    plan = make_plan(LLAMA_3_2_1B, "a18-pro").to_json()
+    assert [p["layers"] for p in plan["programs"] if "layers" in p] == [[0, 7], [8, 15]]
+    assert plan["head"] == {"programs": 1, "tiles": 2, "axis_max": 65_536}  # vocab 128,256
+    old = make_plan(LLAMA_3_2_1B, "a15").to_json()
+    assert old["head"]["tiles"] == 8  # A15: 16,384 per axis
+
+
+def test_sanity_fewer_bits_decode_faster_and_a_longer_context_decodes_slower():
+    def decode(**kw):
+        return make_plan(QWEN3_0_6B, "m4", **kw).to_json()["decode_tokens_per_s"]
+
+    assert decode(quantize=LUT4) > decode(quantize={"mode": "palettize", "nbits": 6}) > decode()
+    assert decode(context=512) > decode(context=2048) > decode(context=8192)
+
+
+def test_m1_reads_int8_as_fp16_so_int8_gains_nothing_there():
+    int8 = {"mode": "linear", "dtype": "int8"}
+    m1 = [make_plan(QWEN3_0_6B, "m1", quantize=q).to_json()["decode_tokens_per_s"]
+          for q in (None, int8)]  # fmt: skip
+    m2 = [make_plan(QWEN3_0_6B, "m2", quantize=q).to_json()["decode_tokens_per_s"]
+          for q in (None, int8)]  # fmt: skip
+    assert m1[0] == m1[1] and m2[1] > m2[0]
+    assert palettized(4).streams_compressed(get_chip("m1"))
+
+
+@pytest.mark.parametrize(
+    ("config", "kwargs", "field", "words"),
+    [
+        ({k: v for k, v in QWEN3_0_6B.items() if k != "num_hidden_layers"}, {},
+         "config.num_hidden_layers", "missing"),
+        ({k: v for k, v in QWEN3_0_6B.items() if k != "hidden_size"}, {}, "config.hidden_size",
+         "missing"),
+        ({**QWEN3_0_6B, "vocab_size": "big"}, {}, "config.vocab_size", "positive integer"),
+        ({**QWEN3_0_6B, "hidden_act": "gelu"}, {}, "config.hidden_act", "not supported"),
+        (QWEN3_0_6B, {"device": "m9"}, "device", "a18-pro"),
+        (QWEN3_0_6B, {"quantize": {"mode": "palettize", "nbits": 5}}, "quantize.nbits", ""),
+        (QWEN3_0_6B, {"quantize": {"mode": "prune", "target_sparsity": 0.5}}, "quantize.mode",
+         "not modelled"),
+        (QWEN3_0_6B, {"prefill": 4096}, "prefill", "context of 2048"),
+        (QWEN3_0_6B, {"path": "metal"}, "path", "coreml"),
+    ],
+)  # fmt: skip
+def test_bad_input_names_the_field(config, kwargs, field, words):
+    kwargs = {"device": "m4", **kwargs}
+    with pytest.raises(RequestError) as err:
+        make_plan(config, kwargs.pop("device"), **kwargs)
+    assert err.value.field == field and words in err.value.message
+
+
+def test_plan_on_the_command_line(tmp_path):
+    (tmp_path / "config.json").write_text(json.dumps(LLAMA_2_7B))
+    run = [sys.executable, "-m", "app.cli", "plan", str(tmp_path), "--device", "a18-pro"]
+    out = subprocess.run(run, capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    assert "does not fit" in out.stdout and '"nbits": 4' in out.stdout
+    answer = json.loads(subprocess.run([*run, "--json", "--quantize", json.dumps(LUT4),
+                                        "--context", "1024"], capture_output=True,
+                                       text=True).stdout)  # fmt: skip
+    assert answer["fits"] and answer["precision"] == "4-bit palettized"
+    bad = subprocess.run([*run[:-1], "m9"], capture_output=True, text=True)
+    assert bad.returncode == 2 and "a18-pro" in bad.stderr
+
+
+def test_post_plan_and_the_client(server, client):
+    answer = client.post("/v1/plan", json={"config": QWEN3_0_6B, "device": "a18-pro",
+                                           "quantize": LUT4})  # fmt: skip
+    assert answer.status_code == 200, answer.text
+    assert answer.json() == make_plan(QWEN3_0_6B, "a18-pro", quantize=LUT4).to_json()
+    assert_problem(client.post("/v1/plan", json={"config": QWEN3_0_6B, "device": "m9"}), 422,
+                   "device")  # fmt: skip
+    missing = {k: v for k, v in QWEN3_0_6B.items() if k != "vocab_size"}
+    assert_problem(client.post("/v1/plan", json={"config": missing, "device": "m4"}), 422,
+                   "config.vocab_size")  # fmt: skip
+    with Client(server.url) as sdk:
+        planned = sdk.plan(LLAMA_2_7B, "a18-pro")
+        assert planned["fits"] is False and planned["fits_with"]["quantize"] == LUT4
+        assert [d["name"] for d in sdk.devices()][-1] == "a19-pro"
+
+
+def test_the_readme_examples_run(tmp_path):
+    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
+    section = readme.split("## Devices, plans and estimates", 1)[1].split("\n## ", 1)[0]
+    commands = [line for line in section.split("```")[1].splitlines() if line]
+    for folder, config in (("Qwen3-0.6B", QWEN3_0_6B), ("Llama-2-7b", LLAMA_2_7B)):
+        (tmp_path / folder).mkdir()
+        (tmp_path / folder / "config.json").write_text(json.dumps(config))
+    outputs = []
+    for command in commands:
+        args = shlex.split(command)
+        assert args[0] == "ane-kernels"
+        done = subprocess.run([sys.executable, "-m", "app.cli", *args[1:]], cwd=tmp_path,
+                              capture_output=True, text=True)  # fmt: skip
+        assert done.returncode == 0, (command, done.stderr)
+        outputs.append(done.stdout)
+    assert "`a19-pro`" in outputs[0] and "fits" in outputs[1].splitlines()[-1]
+    assert json.loads(outputs[2])["fits_with"]["precision"] == "4-bit palettized"
+    assert "estimate: m1=" in outputs[3]
+    assert outputs[4].startswith("m4: ") and "\na18-pro: " in outputs[4]
