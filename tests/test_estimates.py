@@ -14,6 +14,7 @@ import pytest
 
 from app import artifacts
 from app.artifacts import Limits
+from app.catalog_build import build_kernel
 from app.devices import get_chip
 from app.estimates import (
     DEFAULT_DEVICES,
@@ -24,7 +25,6 @@ from app.estimates import (
     header_value,
     works_from_json,
 )
-from app.kernels import build_kernel
 from app.request import KernelRequest
 from tests.http_support import assert_problem, npy_bytes
 
