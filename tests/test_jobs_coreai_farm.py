@@ -1,0 +1,207 @@
+"""Core AI's device compile on the farm: a `format: "aimodel"` request with `architectures`
+(chips of the device table) is a job for the macOS queue, whose worker runs `xcrun coreai-build
+compile` once per architecture and returns the `.aimodelc` set in the job's zip.
+
+Real parts: a private redis-server, a real `ane-kernels worker --queue ane-macos` process and a
+real uvicorn API on the farm; the compiler is the labelled stand-in xcrun (tests/fake_xcrun),
+told to write a GPU-only bundle for a18, as coreai-build does with exit 0 when the Neural Engine
+compile fails (apple/coreai-models #205)."""
+
+import importlib.util
+import io
+import json
+import os
+import subprocess
+import sys
+import zipfile
+
+import httpx
+import pytest
+from conftest import uvicorn_server
+from http_support import assert_problem
+from jobs_support import FAKE_XCRUN, REPO, WorkerProcess, redis_server, worker_env, xcrun_events
+
+from app.client import Client
+from app.devices import COREAI_ARCHITECTURES
+from app.errors import RequestError
+from app.jobs.engine import queue_for
+from app.request import KernelRequest
+
+CONV = {"op": "conv", "in_channels": 4, "out_channels": 4, "spatial": 2}
+PARAMS = {k: v for k, v in CONV.items() if k != "op"}
+W = [[0.5 if i == j else 0.0 for j in range(4)] for i in range(4)]
+
+needs_coreai = pytest.mark.skipif(
+    importlib.util.find_spec("coreai") is None, reason="needs the coreai extra (coreai-core)"
+)
+
+
+def body(name, architectures, **extra):
+    return {**CONV, "format": "aimodel", "name": name, "weights": {"weight": W},
+            "architectures": architectures, **extra}  # fmt: skip
+
+
+# -- the request option -------------------------------------------------------------------------
+def test_architectures_are_checked_against_the_device_table():
+    with pytest.raises(RequestError) as caught:
+        KernelRequest.create("conv", PARAMS, format="aimodel", architectures=["m4", "M4"])
+    assert caught.value.field == "architectures[1]"
+    assert (
+        "'M4'" in caught.value.message and ", ".join(COREAI_ARCHITECTURES) in caught.value.message
+    )
+    with pytest.raises(RequestError) as caught:  # a15 is in the table, but has no AOT compile
+        KernelRequest.create("conv", PARAMS, format="aimodel", architectures=["a15"])
+    assert caught.value.field == "architectures[0]"
+    with pytest.raises(RequestError) as caught:
+        KernelRequest.create("conv", PARAMS, format="mlpackage", architectures=["m4"])
+    assert caught.value.field == "architectures" and '"aimodel"' in caught.value.message
+
+
+def test_architectures_enter_the_key_and_route_to_the_macos_queue_only_when_set():
+    plain = KernelRequest.create("conv", PARAMS, format="aimodel")
+    assert "architectures" not in plain._key_doc and queue_for(plain) == "ane-linux"
+    assert not plain.compiled and plain.filename == "conv.aimodel.zip"
+    chips = KernelRequest.create("conv", PARAMS, format="aimodel", architectures=["m4", "a18-pro"])
+    assert chips._key_doc["architectures"] == ["m4", "a18-pro"] and chips.key != plain.key
+    assert queue_for(chips) == "ane-macos" and chips.compiled
+    assert chips.filename == "conv.aimodelc.zip"
+    again = KernelRequest.from_json(chips.to_json())  # what a job record stores
+    assert again.architectures == ("m4", "a18-pro") and again.key == chips.key
+    assert KernelRequest.from_json(plain.to_json()).key == plain.key
+
+
+# -- the farm -----------------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def farm(tmp_path_factory):
+    """A macOS worker with the stand-in xcrun (GPU-only bundles for a18) and an API on the same
+    broker and data directory; the API itself has no xcrun."""
+    root = tmp_path_factory.mktemp("coreai-farm")
+    data_dir, log = root / "data", root / "xcrun.log"
+    with redis_server(root) as url:
+        env = worker_env(url, data_dir, log, FAKE_COREAI_GPU_ONLY="a18", ANE_JOB_KEEP_S="600")
+        worker = WorkerProcess("ane-macos", env, root / "worker.log")
+        try:
+            worker.wait_ready(url)
+            with (
+                uvicorn_server(data_dir, redis_url=url, sync_wait_s="60") as api,
+                httpx.Client(base_url=api, timeout=90) as client,
+            ):
+                yield client, log
+        finally:
+            worker.stop()
+
+
+def wait_done(client, job_id):
+    with Client(str(client.base_url)) as c:
+        job = c.job(job_id)
+        job.wait(timeout=90)
+        return job.data
+
+
+@needs_coreai
+def test_a_job_compiles_each_architecture_on_the_macos_worker(farm):
+    client, log = farm
+    submitted = client.post("/v1/jobs", json=body("devices", ["m4", "a17-pro"]))
+    assert submitted.status_code in (200, 201, 202), submitted.text
+    assert submitted.json()["queue"] == "ane-macos"
+    job = wait_done(client, submitted.json()["id"])
+    assert job["state"] == "succeeded", job
+    assert job["request"]["architectures"] == ["m4", "a17-pro"]
+    assert job["artifact"]["filename"] == "devices.aimodelc.zip"
+    assert job["toolchain"]["coreai_build"].endswith("(STAND-IN for Apple's coreai-build)")
+    art = client.get(f"/v1/jobs/{job['id']}/artifact")
+    with zipfile.ZipFile(io.BytesIO(art.content)) as zf:
+        names = set(zf.namelist())
+        kernel = json.loads(zf.read("kernel.json"))
+    assert {"m4/devices.aimodelc/main.mlirb", "a17-pro/devices.aimodelc/main.mlirb",
+            "m4/devices.aimodelc/devices_ANE_region_0.bc.mlir",
+            "devices.aimodel/main.mlirb", "compile.log"} <= names  # fmt: skip
+    assert set(kernel["aimodelc"]["architectures"]) == {"m4", "a17-pro"}
+    assert kernel["format"] == "aimodel"
+    argvs = [e["argv"] for e in xcrun_events(log, "devices", "start")]
+    assert argvs == [["coreai-build", "compile", "src/devices.aimodel", "--architecture", arch,
+                      "--output", f"out/{arch}"] for arch in ("m4", "a17-pro")]  # fmt: skip
+
+
+@needs_coreai
+def test_a_gpu_only_bundle_fails_the_job_naming_the_architecture(farm):
+    client, _ = farm
+    submitted = client.post("/v1/jobs", json=body("gpuonly", ["m4", "a18"])).json()
+    job = wait_done(client, submitted["id"])
+    assert job["state"] == "failed", job
+    assert job["error"]["kind"] == "compiler"
+    assert "for a18 with no Neural Engine region" in job["error"]["message"]
+    assert "#205" in job["error"]["message"]
+    assert job.get("artifact") is None and job["attempts"] == 1  # refused, not retried
+    assert client.get(f"/v1/jobs/{job['id']}/artifact").status_code >= 400
+    # The synchronous path routes the same request to the same job, and answers its failure.
+    sync = client.post("/v1/kernels", json=body("gpuonly", ["m4", "a18"]))
+    body_ = assert_problem(sync, 422)
+    assert "a18" in body_["detail"] and body_["job"] == job["id"]
+
+
+@needs_coreai
+def test_the_synchronous_path_and_the_client_route_it_as_a_job(farm):
+    client, _ = farm
+    sync = client.post("/v1/kernels", json=body("viasync", ["m5"]))
+    assert sync.status_code == 200, sync.text
+    with zipfile.ZipFile(io.BytesIO(sync.content)) as zf:
+        assert "m5/viasync.aimodelc/main.mlirb" in zf.namelist()
+    with Client(str(client.base_url)) as c:
+        job = c.submit("conv", PARAMS, {"weight": W}, format="aimodel", name="viaclient",
+                       architectures=["a19-pro"])  # fmt: skip
+        job.wait(timeout=90)
+        assert job.state == "succeeded", job.data
+        assert job.data["queue"] == "ane-macos"
+        assert job.data["request"]["architectures"] == ["a19-pro"]
+
+
+def test_bad_architectures_are_refused_over_http_naming_the_field(farm):
+    client, _ = farm
+    for path in ("/v1/jobs", "/v1/kernels"):
+        problem = assert_problem(client.post(path, json=body("bad", ["m4", "h16"])), 422,
+                                 "architectures[1]")  # fmt: skip
+        assert "a18-pro" in problem["detail"]  # the known ones are listed
+        assert_problem(client.post(path, json={**body("bad", ["m4"]), "format": "mlpackage"}),
+                       422, "architectures")  # fmt: skip
+        assert_problem(client.post(path, json=body("bad", [])), 422, "architectures")
+
+
+def test_without_a_farm_a_device_compile_is_unavailable_naming_the_option(client):
+    """The shared test server: embedded jobs, no xcrun on its PATH."""
+    problem = assert_problem(client.post("/v1/kernels", json=body("nofarm", ["m4"])), 503,
+                             "architectures")  # fmt: skip
+    assert "ane-macos" in problem["detail"] and "ANE_REDIS_URL" in problem["detail"]
+
+
+# -- the CLI ------------------------------------------------------------------------------------
+def cli(*args, path_first=None):
+    env = {**os.environ}
+    if path_first is not None:
+        env["PATH"] = f"{path_first}{os.pathsep}{env['PATH']}"
+    return subprocess.run([sys.executable, "-m", "app.cli", *args], cwd=REPO, env=env,
+                          capture_output=True, text=True, timeout=300)  # fmt: skip
+
+
+@needs_coreai
+def test_cli_compiles_for_architectures_with_this_machines_coreai_build(tmp_path):
+    out = tmp_path / "local.aimodelc.zip"
+    args = ["compile", "conv", "--params", json.dumps(PARAMS), "--random-weights", "0",
+            "--format", "aimodel", "--architectures", "m4,a18-pro", "--name", "local",
+            "-o", str(out)]  # fmt: skip
+    done = cli(*args, path_first=FAKE_XCRUN)
+    assert done.returncode == 0, done.stderr
+    with zipfile.ZipFile(out) as zf:
+        assert {"m4/local.aimodelc/main.mlirb", "a18-pro/local.aimodelc/main.mlirb"} <= set(
+            zf.namelist()
+        )
+    bad = cli(*args[:-2], "-o", str(tmp_path / "bad.zip"), "--architectures", "m4,h16")
+    assert bad.returncode == 2 and "architectures[1]" in bad.stderr
+
+
+@needs_coreai
+def test_cli_without_xcrun_points_at_the_farm(tmp_path):
+    done = cli("compile", "conv", "--params", json.dumps(PARAMS), "--random-weights", "0",
+               "--format", "aimodel", "--architectures", "m4", "-o", str(tmp_path / "x.zip"))  # fmt: skip
+    assert done.returncode == 2 and "--server" in done.stderr, done.stderr
+    assert not (tmp_path / "x.zip").exists()
