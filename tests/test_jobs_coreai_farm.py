@@ -11,11 +11,13 @@ import importlib.util
 import io
 import json
 import os
+import shlex
 import subprocess
 import sys
 import zipfile
 
 import httpx
+import numpy as np
 import pytest
 from conftest import uvicorn_server
 from http_support import assert_problem
@@ -24,6 +26,8 @@ from jobs_support import FAKE_XCRUN, REPO, WorkerProcess, redis_server, worker_e
 from app.client import Client
 from app.devices import COREAI_ARCHITECTURES
 from app.errors import RequestError
+from app.farm.lock import read_lock
+from app.farm.manifest import load_manifest
 from app.jobs.engine import queue_for
 from app.request import KernelRequest
 
@@ -174,6 +178,76 @@ def test_without_a_farm_a_device_compile_is_unavailable_naming_the_option(client
     assert "ane-macos" in problem["detail"] and "ANE_REDIS_URL" in problem["detail"]
 
 
+def _readme_device_compile() -> tuple[str, str]:
+    """The README's device compile examples: the sh command and the Python snippet."""
+    section = (REPO / "README.md").read_text(encoding="utf-8").split("## Core AI (.aimodel)")[1]
+    part = section.split("\n## ")[0].split("**Device compile on the farm.**")[1]
+    return part.split("```sh\n")[1].split("```")[0], part.split("```python\n")[1].split("```")[0]
+
+
+@needs_coreai
+def test_the_readme_client_example_runs_on_the_farm(farm, tmp_path, monkeypatch):
+    client, _ = farm
+    _, code = _readme_device_compile()
+    assert "http://localhost:8000" in code
+    monkeypatch.chdir(tmp_path)
+    exec(code.replace("http://localhost:8000", str(client.base_url)), {})
+    with zipfile.ZipFile(tmp_path / "conv.aimodelc.zip") as zf:
+        assert {"m4/conv.aimodelc/main.mlirb", "a18-pro/conv.aimodelc/main.mlirb"} <= set(
+            zf.namelist()
+        )
+
+
+MANIFEST = """
+[defaults]
+format = "aimodel"
+architectures = ["m4"]
+
+[kernels.proj]
+op = "conv"
+params = { in_channels = 4, out_channels = 4, spatial = 2 }
+weights = { weight = "w.npy" }
+
+[kernels.proj_phones]
+op = "conv"
+params = { in_channels = 4, out_channels = 4, spatial = 2 }
+weights = { weight = "w.npy" }
+architectures = ["a18-pro", "a19-pro"]
+"""
+ASSET = """
+[kernels.proj_asset]
+op = "conv"
+params = { in_channels = 4, out_channels = 4, spatial = 2 }
+weights = { weight = "w.npy" }
+format = "mlpackage"
+"""
+
+
+@needs_coreai
+def test_a_manifest_builds_device_compiles_on_the_farm(farm, tmp_path):
+    """`ane-kernels build`: [defaults] architectures apply to the aimodel kernels (only), an
+    entry's own replace them, and the lock records them."""
+    client, _ = farm
+    np.save(tmp_path / "w.npy", np.asarray(W, dtype=np.float32))
+    (tmp_path / "kernels.toml").write_text(MANIFEST + ASSET)
+    asset = {k.name: k for k in load_manifest(tmp_path / "kernels.toml")}["proj_asset"]
+    assert asset.architectures is None and asset.filename == "proj_asset.mlpackage.zip"
+    (tmp_path / "kernels.toml").write_text(MANIFEST)  # this farm has no ane-linux worker
+    out = tmp_path / "out"
+    done = cli("build", str(tmp_path / "kernels.toml"), "--server", str(client.base_url),
+               "--out", str(out))  # fmt: skip
+    assert done.returncode == 0, done.stderr + done.stdout
+    assert sorted(p.name for p in out.glob("*.zip")) == ["proj.aimodelc.zip",
+                                                         "proj_phones.aimodelc.zip"]  # fmt: skip
+    with zipfile.ZipFile(out / "proj_phones.aimodelc.zip") as zf:
+        bundles = {n.split("/")[0] for n in zf.namelist() if ".aimodelc/" in n}
+    assert bundles == {"a18-pro", "a19-pro"}
+    lock = read_lock(tmp_path / "ane-kernels.lock")
+    assert lock["proj"]["architectures"] == ["m4"]
+    assert lock["proj_phones"]["architectures"] == ["a18-pro", "a19-pro"]
+    assert "STAND-IN" in lock["proj"]["toolchain"]["coreai_build"]["coreai_build"]
+
+
 # -- the CLI ------------------------------------------------------------------------------------
 def cli(*args, path_first=None):
     env = {**os.environ}
@@ -185,17 +259,18 @@ def cli(*args, path_first=None):
 
 @needs_coreai
 def test_cli_compiles_for_architectures_with_this_machines_coreai_build(tmp_path):
-    out = tmp_path / "local.aimodelc.zip"
-    args = ["compile", "conv", "--params", json.dumps(PARAMS), "--random-weights", "0",
-            "--format", "aimodel", "--architectures", "m4,a18-pro", "--name", "local",
-            "-o", str(out)]  # fmt: skip
+    """The README's command, with the stand-in as this machine's xcrun."""
+    command, _ = _readme_device_compile()
+    args = shlex.split(command.replace("\\\n", " "), comments=True)[1:]  # after ane-kernels
+    out = args.index("-o") + 1
+    args[out] = str(tmp_path / args[out])
     done = cli(*args, path_first=FAKE_XCRUN)
     assert done.returncode == 0, done.stderr
-    with zipfile.ZipFile(out) as zf:
-        assert {"m4/local.aimodelc/main.mlirb", "a18-pro/local.aimodelc/main.mlirb"} <= set(
+    with zipfile.ZipFile(args[out]) as zf:
+        assert {"m4/conv.aimodelc/main.mlirb", "a18-pro/conv.aimodelc/main.mlirb"} <= set(
             zf.namelist()
         )
-    bad = cli(*args[:-2], "-o", str(tmp_path / "bad.zip"), "--architectures", "m4,h16")
+    bad = cli(*args[: out - 1], "-o", str(tmp_path / "bad.zip"), "--architectures", "m4,h16")
     assert bad.returncode == 2 and "architectures[1]" in bad.stderr
 
 
