@@ -23,7 +23,7 @@ from conftest import uvicorn_server
 from http_support import assert_problem
 from jobs_support import FAKE_XCRUN, REPO, WorkerProcess, redis_server, worker_env, xcrun_events
 
-from app.client import Client
+from app.client import Client, flows
 from app.devices import COREAI_ARCHITECTURES
 from app.errors import RequestError
 from app.farm.lock import read_lock
@@ -72,6 +72,12 @@ def test_architectures_enter_the_key_and_route_to_the_macos_queue_only_when_set(
     again = KernelRequest.from_json(chips.to_json())  # what a job record stores
     assert again.architectures == ("m4", "a18-pro") and again.key == chips.key
     assert KernelRequest.from_json(plain.to_json()).key == plain.key
+
+
+def test_a_lost_job_is_submitted_again_with_its_architectures():
+    """The client resubmits a job the service lost from the request its record shows."""
+    chips = KernelRequest.create("conv", PARAMS, format="aimodel", architectures=["m4"])
+    assert flows.body_of(chips.to_json(values=False))["architectures"] == ["m4"]
 
 
 # -- the farm -----------------------------------------------------------------------------------
@@ -271,6 +277,26 @@ def test_cli_compiles_for_architectures_with_this_machines_coreai_build(tmp_path
             zf.namelist()
         )
     bad = cli(*args[: out - 1], "-o", str(tmp_path / "bad.zip"), "--architectures", "m4,h16")
+    assert bad.returncode == 2 and "architectures[1]" in bad.stderr
+
+
+@needs_coreai
+def test_cli_submits_and_compiles_for_architectures_on_a_server(farm, tmp_path):
+    client, _ = farm
+    server = ["--server", str(client.base_url)]
+    params = ["--params", json.dumps({"channels": 8, "spatial": 3}), "--format", "aimodel"]
+    sub = cli("jobs", "submit", "identity", *params, "--architectures", "m1,m2", "--name",
+              "cliid", "--wait", "--json", *server)  # fmt: skip
+    assert sub.returncode == 0, sub.stderr
+    job = json.loads(sub.stdout)
+    assert job["state"] == "succeeded" and job["request"]["architectures"] == ["m1", "m2"]
+    out = tmp_path / "remote.aimodelc.zip"
+    done = cli("compile", "identity", *params, "--architectures", "m3", "--name", "remote",
+               "-o", str(out), *server)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    with zipfile.ZipFile(out) as zf:
+        assert "m3/remote.aimodelc/main.mlirb" in zf.namelist()
+    bad = cli("jobs", "submit", "identity", *params, "--architectures", "m3,x1", *server)
     assert bad.returncode == 2 and "architectures[1]" in bad.stderr
 
 
