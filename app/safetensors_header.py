@@ -123,8 +123,9 @@ def _int(value: object) -> bool:
 
 
 def _entry(name: str, value: object, data_size: int | None) -> Entry:
-    if not isinstance(value, dict) or set(value) != _ENTRY_KEYS:
-        raise HeaderFault("an entry is an object of exactly dtype, shape and data_offsets", name)
+    if not isinstance(value, dict) or not _ENTRY_KEYS <= value.keys():
+        # Other keys are ignored, as the format's reference reader ignores them.
+        raise HeaderFault("an entry is an object with dtype, shape and data_offsets", name)
     dtype, shape, offsets = value["dtype"], value["shape"], value["data_offsets"]
     if not isinstance(dtype, str) or dtype not in ITEMSIZE:
         shown = dtype if isinstance(dtype, str) else type(dtype).__name__
