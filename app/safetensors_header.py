@@ -123,7 +123,7 @@ def _int(value: object) -> bool:
 
 
 def _entry(name: str, value: object, data_size: int | None) -> Entry:
-    if not isinstance(value, dict) or not _ENTRY_KEYS <= value.keys():
+    if not isinstance(value, dict) or not value.keys() >= _ENTRY_KEYS:
         # Other keys are ignored, as the format's reference reader ignores them.
         raise HeaderFault("an entry is an object with dtype, shape and data_offsets", name)
     dtype, shape, offsets = value["dtype"], value["shape"], value["data_offsets"]
