@@ -34,6 +34,13 @@ def one_node(shape: list[int], op: str, params: dict, dtype: str = "fp16") -> di
     }
 
 
+def split_of(params: dict) -> dict:
+    """A split of a [1, 4, 8] input whose first output is the graph's."""
+    body = one_node([1, 4, 8], "split", params)
+    body["outputs"] = {"y": "n.0"}
+    return body
+
+
 # (what, body, status, field, words in the detail)
 CASES = [
     ("tile reps 2^31-1 x4", one_node([1, 4, 1, 8], "tile", {"reps": [BIG] * 4}), 422,
@@ -55,6 +62,12 @@ CASES = [
      "axes"),
     ("rsqrt epsilon past fp16", one_node([1, 4], "rsqrt", {"epsilon": 1e10}), 422, "nodes[0]",
      "epsilon"),
+    ("split into 2^31-1 outputs", split_of({"axis": 2, "num_splits": BIG}), 422, "nodes[0]",
+     "more than 16384 outputs"),
+    ("split count a string", split_of({"axis": 2, "num_splits": "abc"}), 422, "nodes[0]",
+     "'num_splits'"),
+    ("split count an object", split_of({"axis": 2, "num_splits": {"a": 1}}), 422, "nodes[0]",
+     "'num_splits'"),
     ("input [16384]*5", one_node([16384] * 5, "relu", {}), 413, "inputs.x", "per tensor"),
     ("input of 8 TiB", one_node([1, 16384, 16384, 16384], "relu", {}), 413, "inputs.x",
      "per tensor"),

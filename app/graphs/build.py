@@ -32,6 +32,7 @@ from app.kernels.weight_check import check_values, prepare_weights, random_weigh
 from app.language.targets import DEFAULT_TARGET
 from app.mil import DType, MILBuildError, OpsetError, Target, Var, get_target
 from app.mil.ceilings import CeilingError, Ceilings
+from app.mil.ops import MAX_SPLITS
 from app.names import name_problem
 
 Value = Var | tuple[Var, ...]
@@ -212,7 +213,9 @@ class _Builder:
         if not picks:
             return None
         sizes = node.params.get("split_sizes")
-        count = len(sizes) if isinstance(sizes, list) else int(node.params.get("num_splits") or 1)
+        count = len(sizes) if isinstance(sizes, list) else node.params.get("num_splits") or 1
+        if not isinstance(count, int) or isinstance(count, bool) or not 1 <= count <= MAX_SPLITS:
+            return None  # the op's own check refuses the count, naming its argument
         return [picks.get(str(i), f"{node.id}_{i}") for i in range(count)]
 
 

@@ -234,10 +234,17 @@ def _slice_by_index(call: Call) -> list[TensorType]:
     return [TensorType(x.dtype, tuple(shape))]
 
 
+# Outputs one split may make: far beyond any use, and a bound on the list of types a hostile
+# count (num_splits 2^30 of an axis that long) would otherwise make.
+MAX_SPLITS = 16384
+
+
 def _split(call: Call) -> list[TensorType]:
     x = call.type("x")
     (axis,) = call.axes("axis", x.rank)
     sizes, count = call.const("split_sizes"), call.const("num_splits")
+    if ((count or 0) if sizes is None else len(sizes)) > MAX_SPLITS:
+        raise call.fail("num_splits", f"more than {MAX_SPLITS} outputs")
     if sizes is None:
         if count is None or count < 1 or x.shape[axis] % count:
             raise call.fail("num_splits", f"{count} does not divide a dimension of {x.shape[axis]}")
