@@ -165,3 +165,26 @@ def test_the_model_path_rule_as_text(path):
 def test_plain_paths_pass_the_rule():
     assert model_relative(WEIGHT_PATH) == "weights/weight.bin"
     assert model_relative("@model_path/a/b.c..d") == "a/b.c..d"
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "words"),
+    [
+        ("tensor<fp32, [1, 576]> audio_input", "tensor<fp32, [1, 99999999999999999999]> audio_input",
+         "is past 9223372036854775807"),
+        ("tensor<int32, [4]>([0, 0, 0, 64])", "tensor<int32, [4]>([0, 0, 0, 4294967360])",
+         "4294967360 is outside int32"),
+        ("offset = tensor<uint64, []>(64)", "offset = tensor<uint64, []>(18446744073709551616)",
+         "is outside uint64"),
+    ],
+    ids=["dimension past int64", "int32 value past int32", "offset past uint64"],
+)  # fmt: skip
+def test_decompile_checks_values_against_their_types(tmp_path, old, new, words):
+    bundle = copied(bundle_of(SILERO[1]), tmp_path / "in.mlmodelc")
+    mil = bundle / "model.mil"
+    text = mil.read_text()
+    assert old in text
+    mil.write_text(text.replace(old, new, 1))
+    out = tmp_path / "out.mlpackage"
+    refused(cli("decompile", bundle, "-o", out), words)
+    assert not out.exists()
