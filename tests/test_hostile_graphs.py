@@ -5,6 +5,7 @@ problem+json naming the node or input, the server alive, its RSS flat, nothing l
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 from hostile_support import hostile_server
 from http_support import assert_problem
@@ -16,7 +17,7 @@ from app.errors import RequestError
 from app.graphs.build import build_graph
 from app.graphs.primitives import PRIMITIVES
 from app.graphs.spec import GraphParams
-from app.mil import DType
+from app.mil import Builder, DType, MILBuildError
 from app.mil.ceilings import Ceilings
 from app.mil.types import TensorType
 from app.packaging.describe import to_json
@@ -193,3 +194,22 @@ def test_random_graphs_against_the_live_server(server, body):
     answer = server.client.post("/v1/graphs", json={**body, "format": "mil"})
     assert answer.status_code < 500, answer.text
     assert answer.status_code in (200, 413, 422), answer.text
+
+
+def _ints(value) -> bool:
+    if isinstance(value, list):
+        return all(_ints(v) for v in value)
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+@settings(max_examples=500, deadline=2000)
+@given(hostile_values, st.sampled_from([None, DType.INT32, DType.INT8, DType.UINT8, DType.FP16]))
+def test_literals_are_stored_exactly_or_refused(value, dtype):
+    """A literal becomes a const holding exactly its integers, or is refused: never wrapped."""
+    try:
+        var = Builder().const("c", value, dtype)
+    except MILBuildError:
+        return
+    stored = var.op.value.stored()
+    if _ints(value) and (dtype is None or dtype.is_int) and value != []:
+        assert np.asarray(stored).tolist() == value

@@ -49,22 +49,30 @@ def check_literal(value, dtype: DType | None, name: str) -> None:
     if not numbers:
         return
     floats = any(isinstance(v, float | np.floating) for v in numbers)
-    if dtype is not None and dtype.is_int and not floats:
-        lo, hi = dtype.int_range
+    if dtype is not None and dtype.is_int:
+        _check_ints(numbers, dtype, name)
     elif dtype is None and not floats:
-        lo, hi = DType.INT32.int_range
+        _check_ints(numbers, DType.INT32, name)
     else:
-        top = _FLOAT_MAX.get(dtype or DType.FP32, _FLOAT_MAX[DType.FP32])
-        for v in numbers:
-            try:
-                f = float(v)
-            except OverflowError:  # an integer past any float
-                f = math.inf
-            if not math.isfinite(f) or abs(f) > top:
-                shown = (dtype or DType.FP32).value
-                raise MILBuildError("const", name, f"{v} is not a finite {shown} value")
-        return
+        _check_floats(numbers, dtype or DType.FP32, name)
+
+
+def _check_ints(numbers: list, dtype: DType, name: str) -> None:
+    lo, hi = dtype.int_range
     for v in numbers:
-        if not lo <= int(v) <= hi:
-            shown = (dtype or DType.INT32).value
-            raise MILBuildError("const", name, f"{v} is outside {shown} [{lo}, {hi}]")
+        whole = not isinstance(v, float | np.floating) or (
+            math.isfinite(v) and float(v).is_integer()
+        )
+        if not whole or not lo <= int(v) <= hi:
+            raise MILBuildError("const", name, f"{v} is outside {dtype.value} [{lo}, {hi}]")
+
+
+def _check_floats(numbers: list, dtype: DType, name: str) -> None:
+    top = _FLOAT_MAX.get(dtype, _FLOAT_MAX[DType.FP32])
+    for v in numbers:
+        try:
+            f = float(v)
+        except OverflowError:  # an integer past any float
+            f = math.inf
+        if not math.isfinite(f) or abs(f) > top:
+            raise MILBuildError("const", name, f"{v} is not a finite {dtype.value} value")
