@@ -7,9 +7,12 @@ from __future__ import annotations
 
 import json
 import struct
+import subprocess
+import sys
 
 import numpy as np
 import pytest
+from checkpoint_support import write_checkpoint
 from hostile_support import data_files, hostile_server
 from http_support import assert_problem, safetensors_bytes
 from hypothesis import HealthCheck, given, settings
@@ -235,3 +238,20 @@ def test_good_files_still_read_alike(tmp_path):
     path.write_bytes(safetensors_bytes({"w": np.ones((2, 3), np.float32)}))
     tensor = sniff(path, "file")
     assert tensor.shape == (2, 3) and read_header(path)["w"].offset == tensor.offset
+
+
+@pytest.mark.parametrize(
+    ("what", "body", "words"), BAD_FILES[:6], ids=[c[0] for c in BAD_FILES[:6]]
+)
+def test_the_cli_refuses_a_hostile_checkpoint(tmp_path, what, body, words):
+    path, _, _ = write_checkpoint(tmp_path / "ckpt")
+    path.write_bytes(body)
+    out = tmp_path / "layer.zip"
+    result = subprocess.run(
+        [sys.executable, "-m", "app.cli", "compile", "decoder_layer", "--checkpoint", str(path),
+         "--layers", "0", "--params", '{"seq_len": 2}', "-o", str(out)],
+        capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert result.returncode == 2, result.stderr
+    assert "Traceback" not in result.stderr and words in result.stderr, result.stderr
+    assert "model.safetensors" in result.stderr and not out.exists()
