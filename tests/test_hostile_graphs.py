@@ -45,7 +45,7 @@ def split_of(params: dict) -> dict:
 # (what, body, status, field, words in the detail)
 CASES = [
     ("tile reps 2^31-1 x4", one_node([1, 4, 1, 8], "tile", {"reps": [BIG] * 4}), 422,
-     "nodes[0]", "outside 1..2147483647"),
+     "nodes[0]", "outside 0..2147483647"),
     ("tile reps 2^32+2 wraps no more", one_node([1, 4, 1, 8], "tile", {"reps": [2**32 + 2, 1, 1, 1]}),
      422, "nodes[0]", "4294967298 is outside int32"),
     ("tile reps nested", one_node([1, 4, 1, 8], "tile", {"reps": [[1, 2], [3]]}), 422, "nodes[0]",

@@ -43,10 +43,10 @@ class Ceilings:
 
     def tensor(self, t: TensorType, what: str) -> tuple[int, int]:
         """(elements, bytes) of a value of type `t` that `what` (an op or input) makes, checked."""
-        for d in t.shape:
-            if not 1 <= d <= INT32_MAX:
+        for d in t.shape:  # 0 only in an empty const (a list literal `[]`)
+            if not 0 <= d <= INT32_MAX:
                 raise MILBuildError(
-                    what, None, f"dimension {d} of {list(t.shape)} is outside 1..{INT32_MAX}"
+                    what, None, f"dimension {d} of {list(t.shape)} is outside 0..{INT32_MAX}"
                 )
         elements = t.size
         nbytes = -(-elements * t.dtype.bits // 8)
