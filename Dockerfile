@@ -14,10 +14,12 @@ RUN useradd --create-home --uid 10001 ane \
     && chown ane:ane /data
 
 WORKDIR /srv
-# Dependencies first, so editing the code does not reinstall them.
+# Dependencies first, so editing the code does not reinstall them. The coreai extra (Apple's
+# coreai-core, for format "aimodel") installs on x86_64; on arm64 Linux it has no wheel and is
+# skipped, and that service answers "aimodel" with a 503.
 COPY pyproject.toml README.md ./
 RUN mkdir app && touch app/__init__.py \
-    && pip install . \
+    && pip install ".[coreai]" \
     && pip uninstall --yes ane-kernel-service \
     && rm -rf app
 COPY app ./app

@@ -6,7 +6,8 @@ HOST ?= 127.0.0.1
 PORT ?= 8000
 # Extras installed into a new .venv. `make test EXTRAS=dev,reference` adds torch and transformers,
 # so the transformer blocks are also compared with Hugging Face's own layers (skipped without).
-EXTRAS ?= dev
+# `coreai` brings Apple's Core AI package, so `.aimodel` builds are run by Apple's runtime in tests.
+EXTRAS ?= dev,coreai
 
 .PHONY: run test lint format bench clean
 

@@ -28,7 +28,7 @@ from app.files import atomic_file, discard
 from app.graphs.build import build_graph
 from app.graphs.split import Chain, split, split_stream
 from app.kernels import KernelBuild, build_kernel
-from app.kernels.functions import FunctionsBuild, build_functions
+from app.kernels.functions import build_functions
 from app.language.targets import DEFAULT_TARGET
 from app.mil.ceilings import Ceilings
 from app.packaging import Entry, write_chain_zip, write_kernel_zip
@@ -42,7 +42,7 @@ from app.preflight import (
     quantization_findings,
     summary_header,
 )
-from app.request import KernelRequest
+from app.request import KernelRequest, RequestKind
 from app.settings import DEFAULT_PROGRAM_WEIGHT_BUDGET, Settings
 
 # Zips of weights up to this size are built in memory by `zip_bytes`; larger ones go through a
@@ -77,6 +77,7 @@ class Prepared:
     findings: tuple[Finding, ...] = ()  # the ANE preflight's, in program order
     verification: dict[str, Any] | None = None  # the reference report, when asked for
     chain: Chain | None = None  # a graph split into programs within the budget
+    aimodel: dict[str, bytes] | None = None  # format aimodel: the asset's files (app.coreai)
 
     @property
     def preflight_summary(self) -> str:
@@ -100,24 +101,27 @@ def build_program(
     """The request's program: a catalog kernel's, or a graph's; either held to `ceilings` (a
     package of functions to the defaults: its parts are catalog kernels of bounded params)."""
     options = {"target": request.target, "name": request.name, "random_seed": random_seed}
-    if request.is_graph:
-        return build_graph(request.params, request.arrays(), ceilings=ceilings, **options)  # type: ignore[arg-type]
-    if request.functions is not None:
-        return build_functions(request.op, request.params_json, request.functions,
-                               request.arrays(), quantize=request.quantize, **options)  # type: ignore[arg-type]  # fmt: skip
-    return build_kernel(request.op, request.params, request.arrays(), quantize=request.quantize,
-                        ceilings=ceilings, **options)  # type: ignore[arg-type]  # fmt: skip
+    match request.kind:
+        case RequestKind.GRAPH:
+            return build_graph(request.params, request.arrays(), ceilings=ceilings, **options)  # type: ignore[arg-type]
+        case RequestKind.FUNCTIONS:
+            return build_functions(request.op, request.params_json, request.functions,  # type: ignore[arg-type]
+                                   request.arrays(), quantize=request.quantize, **options)  # type: ignore[arg-type]  # fmt: skip
+        case RequestKind.OP:
+            return build_kernel(request.op, request.params, request.arrays(),
+                                quantize=request.quantize, ceilings=ceilings, **options)  # type: ignore[arg-type]  # fmt: skip
 
 
 def weight_bytes(build: KernelBuild) -> int:
     """Bytes the program's weight.bin holds (identical tensors counted each time; the functions
-    of a package count once, since they share their weights)."""
-    if isinstance(build, FunctionsBuild):
-        return max(weight_bytes(part) for part in build.parts.values())
-    return sum(
-        op.value.nbytes
-        for op in build.program.blob_consts()
-        if op.value is not None and not isinstance(op.value.data, str)
+    of a package count once, since they share their weights: the largest function's)."""
+    return max(
+        sum(
+            op.value.nbytes
+            for op in part.program.blob_consts()
+            if op.value is not None and not isinstance(op.value.data, str)
+        )
+        for part in build.function_builds
     )
 
 
@@ -134,7 +138,8 @@ def _preflight(
 ) -> tuple[Finding, ...]:
     """The ANE preflight's findings for the programs, then for the quantized weights."""
     memo = None
-    if not request.is_graph:  # params as JSON text: they may hold lists, which do not hash
+    # a kernel's params as JSON text: they may hold lists, which do not hash
+    if request.kind is not RequestKind.GRAPH:
         params = orjson.dumps(request.params_json, option=orjson.OPT_SORT_KEYS)
         functions = orjson.dumps(
             list((request.functions or {}).items()), option=orjson.OPT_SORT_KEYS
@@ -155,11 +160,6 @@ def _preflight(
     return findings
 
 
-def _programs(build: KernelBuild) -> tuple[KernelBuild, ...]:
-    """The builds whose programs the preflight reads: a package's functions one by one."""
-    return tuple(build.parts.values()) if isinstance(build, FunctionsBuild) else (build,)
-
-
 def prepare(
     request: KernelRequest, limits: Limits = Limits(), *, random_seed: int | None = None
 ) -> Prepared:
@@ -170,7 +170,7 @@ def prepare(
     size = weight_bytes(build)
     if limits.max_artifact_bytes is not None and size > limits.max_artifact_bytes:
         raise FieldError(
-            None,
+            "weights",
             f"this kernel's weights take {size} bytes, over the limit of "
             f"{limits.max_artifact_bytes} bytes per artifact",
             kind=ErrorKind.TOO_LARGE,
@@ -180,7 +180,7 @@ def prepare(
     budget = limits.max_program_weight_bytes
     chain = None
     splits = bool(getattr(request.params, "split", False))
-    if request.is_graph and size > budget and not splits:
+    if request.kind is RequestKind.GRAPH and size > budget and not splits:
         raise RequestError(
             "split",
             f"the graph's weights take {size} bytes, over the budget of {budget} bytes per "
@@ -189,29 +189,35 @@ def prepare(
             title="Program too large",
             limit=budget,
         )
-    if splits and size > budget and isinstance(build, FunctionsBuild):
+    if splits and size > budget and request.kind is RequestKind.FUNCTIONS:
         raise RequestError("functions", "a package of functions is one program: no split")
     if splits and size > budget:
-        if request.artifact_format.compiled:
+        if request.artifact_format.compiled or request.format == "aimodel":
             raise RequestError("format", "a split program is packaged as mlpackage or mil programs")
-        if request.is_graph:
+        if request.kind is RequestKind.GRAPH:
             chain = split(build, budget, request.arrays(), request.target, build.name)  # type: ignore[arg-type]
         else:
             chain = split_stream(build, budget, request.target, build.name, request.quantize)
-    programs = chain.parts if chain is not None else _programs(build)
+    # the preflight reads a package's functions one by one
+    programs = chain.parts if chain is not None else build.function_builds
     findings = _preflight(request, build, programs, budget)
     error = first_error(findings) if request.preflight == "strict" else None
     if error is not None:
         raise RequestError(build.where(error.node), f"{error.rule}: {error.message}",
                            title="Preflight failed", preflight=error.to_json())  # fmt: skip
+    files = None
+    if request.format == "aimodel":  # translated before anything is verified or written
+        from app.coreai.package import aimodel_of
+
+        files = aimodel_of(build)
     if not request.verifies:
-        return Prepared(request, build, findings, chain=chain)
+        return Prepared(request, build, findings, chain=chain, aimodel=files)
     from app.reference.verify import verify_build, verify_functions
 
     limit = request.max_quantization_error
     try:
-        if isinstance(build, FunctionsBuild):
-            report = verify_functions(build, limit)
+        if request.kind is RequestKind.FUNCTIONS:
+            report = verify_functions(build, limit)  # type: ignore[arg-type]
         else:
             report = verify_build(build, chain=chain, max_quantization_error=limit)
     except RequestError as exc:  # too large to verify here
@@ -225,7 +231,11 @@ def prepare(
             title="Quantization error too large",
             quantization=quantization,
         )
-    return Prepared(request, build, findings, report, chain)
+    if files is not None:
+        from app.reference.apple import with_apple_runtime
+
+        report = with_apple_runtime(report, build, files)
+    return Prepared(request, build, findings, report, chain, files)
 
 
 def write(prepared: Prepared, out: BinaryIO, fmt: str | None = None) -> dict[str, Any]:
@@ -236,11 +246,15 @@ def write(prepared: Prepared, out: BinaryIO, fmt: str | None = None) -> dict[str
     # float16); other dtypes are converted, and the converted tensor must be hashed.
     digests = {n: w.digest for n, w in request.weights.items() if w.dtype in ("float16", "float32")}
     preflight_json = {"preflight": findings_to_json(prepared.findings)}
-    if isinstance(prepared.build, FunctionsBuild):
-        preflight_json |= {"functions": prepared.build.describe_functions(),
+    if request.kind is RequestKind.FUNCTIONS:
+        preflight_json |= {"functions": prepared.build.describe_functions(),  # type: ignore[attr-defined]
                            "default_function": prepared.build.program.default}  # fmt: skip
     options = {"digests": digests, "extra_entries": prepared.extra_entries,
                "extra_description": preflight_json}  # fmt: skip
+    if (fmt or request.format) == "aimodel" and prepared.aimodel is not None:
+        from app.coreai.package import write_aimodel_zip
+
+        return write_aimodel_zip(prepared.build, prepared.aimodel, out, **options)
     if prepared.chain is not None:
         chain = prepared.chain
         return write_chain_zip(prepared.build, chain.parts, chain.to_json, out,

@@ -2,10 +2,14 @@
 failure it is, as values any layer can raise.
 
 A `FieldError` carries a `kind` (the sort of failure), the `field` path of the input at fault
-("params.in_channels", "weights.bias", "inputs.x"; None when the request as a whole is at fault),
-a message a person can act on, an optional specific `title` and extra members for the answer
-(a limit, the formats available, a retry delay). Nothing here knows HTTP: the edge turns a kind
-into a status through one table (app/api/problems.py), the CLI prints `error: <field>: <message>`.
+("params.in_channels", "weights.bias", "inputs.x"), a message a person can act on, an optional
+specific `title` and extra members for the answer (a limit, the formats available, a retry
+delay). Two sorts of failure have no one field to name, and types of their own: a `BodyError`
+(the body's bytes do not parse, or there are too many of them) and a `ServiceError` (the
+service could not do it: busy, its storage or broker away, a worker lost). Both are FieldErrors
+with field None, so whatever answers one answers them all. Nothing here knows HTTP: the edge
+turns a kind into a status through one table (app/api/problems.py), the CLI prints
+`error: <field>: <message>`.
 
 Errors cross process boundaries (build workers, job records) as they are: `__reduce__` keeps
 their keyword state, which default exception pickling would drop.
@@ -30,7 +34,7 @@ class ErrorKind(StrEnum):
 
 
 class FieldError(Exception):
-    """A failed request; `field` names the input at fault (None: the request as a whole)."""
+    """A failed request; `field` names the input at fault."""
 
     kind: ErrorKind = ErrorKind.INVALID
 
@@ -56,8 +60,30 @@ class FieldError(Exception):
 
 
 def _rebuild(cls, field, message, kind, title, retry_after, extra) -> FieldError:
-    return cls(field, message, kind=kind, title=title, retry_after=retry_after, **extra)
+    """Any FieldError type, whatever its own constructor takes."""
+    exc = cls.__new__(cls)
+    FieldError.__init__(exc, field, message, kind=kind, title=title, retry_after=retry_after,
+                        **extra)  # fmt: skip
+    return exc
 
 
 class RequestError(FieldError):
     """The request itself is wrong: bad params, weights, inputs, target or name."""
+
+
+class BodyError(FieldError):
+    """The request's body as a whole: its bytes do not parse (framing, a header) or there are
+    more of them than a limit allows."""
+
+    def __init__(self, message: str, *, kind: ErrorKind = ErrorKind.MALFORMED,
+                 title: str | None = None, **extra: Any):  # fmt: skip
+        super().__init__(None, message, kind=kind, title=title, **extra)
+
+
+class ServiceError(FieldError):
+    """The service could not do it, and no input is at fault: it is busy, its storage or its
+    job broker is away, a worker or a job was lost, a compiler failed on its own."""
+
+    def __init__(self, message: str, *, kind: ErrorKind, title: str | None = None,
+                 retry_after: float | None = None, **extra: Any):  # fmt: skip
+        super().__init__(None, message, kind=kind, title=title, retry_after=retry_after, **extra)

@@ -24,16 +24,29 @@ FORMATS: dict[str, Format] = {
         Format("mlpackage", "zipped .mlpackage (Core ML model package)", compiled=False),
         Format("mil", "model.mil + weights/weight.bin (what ANE-direct runtimes load)", False),
         Format("mlmodelc", "compiled .mlmodelc (needs a compiler backend)", compiled=True),
+        Format("aimodel", "Core AI .aimodel (needs the coreai extra: coreai-core)", False),
     )
 }
 DEFAULT_FORMAT = "mlpackage"
 PACKAGED = tuple(name for name, f in FORMATS.items() if not f.compiled)
 COMPILED = tuple(name for name, f in FORMATS.items() if f.compiled)
+# The formats a model kit's programs take (app/kits): Core ML's and the raw MIL bundle
+KIT_FORMATS = ("mlpackage", "mlmodelc", "mil")
 
 # For pydantic models and type hints; spelled out because Literal needs literal values, and
 # checked against the table below so the two cannot drift.
-FormatName = Literal["mlpackage", "mil", "mlmodelc"]
+FormatName = Literal["mlpackage", "mil", "mlmodelc", "aimodel"]
 assert FormatName.__args__ == tuple(FORMATS)  # type: ignore[attr-defined]
+
+
+def available_formats(*, compiler: bool, coreai: bool) -> list[str]:
+    """The formats a service can answer with, in table order: compiled ones need a compiler
+    backend, aimodel needs coreai-core installed."""
+    return [
+        name
+        for name, f in FORMATS.items()
+        if (compiler or not f.compiled) and (coreai or name != "aimodel")
+    ]
 
 
 def describe_formats() -> str:

@@ -1,11 +1,15 @@
 """The kernel request: one frozen value that every edge (HTTP, jobs, CLI, Python, farm workers)
-hands to whatever builds it, owning what follows from it: its cache key, its artifact's file name
-and which options enter the key.
+hands to whatever builds it, owning what follows from it: its cache key (computed once), its
+artifact's file name and which options enter the key.
 
-A request names a catalog op with its validated params, the weights (each identified by digest,
-dtype and shape, with its values inline, in a file on this machine, or only in the shared blob
-store), the format and target, the model name and whether to verify. Its JSON form is what a job
-record stores and what the jobs API shows (weights by digest, inline values left out).
+A request is of one of three kinds (`RequestKind`): one catalog op, several functions of one op
+in one package, or a graph of ops and primitives in one program. `KernelRequest.create` is the
+one way to make one: every edge calls it, and it refuses a mix of kinds (a graph with
+`functions`, say) naming the field. A request holds the validated params, the weights (each
+identified by digest, dtype and shape, with its values inline, in a file on this machine, or only
+in the shared blob store), the format and target, the model name and whether to verify. Its JSON
+form is what a job record stores and what the jobs API shows (weights by digest, inline values
+left out).
 """
 
 from __future__ import annotations
@@ -15,6 +19,7 @@ import json
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
+from enum import StrEnum
 from functools import cached_property
 from typing import Any
 
@@ -26,14 +31,14 @@ from app.digest import canonical, tensor_digest
 from app.errors import RequestError
 from app.formats import DEFAULT_FORMAT, FORMATS, Format
 from app.graphs.spec import GRAPH_OP, GraphParams
-from app.kernels import OpParams, get_op, parse_params
+from app.kernels import OpParams, WeightSpec, get_op, parse_params
 from app.kernels.compressed import check_quantize, read_quantize
 from app.kernels.functions import check_functions
 from app.mil import DEFAULT_TARGET, TARGETS
 from app.names import name_problem
 from app.quantize import QuantizeConfig, config_json
 from app.tensor_files import TensorFile
-from app.toolchain import coremltools_version
+from app.toolchain import coreai_version, coremltools_version
 
 # Bump when the key's layout changes, so old cache entries are simply never hit again.
 KEY_VERSION = 1
@@ -99,30 +104,22 @@ class WeightRef:
         return cls(data["digest"], array.dtype.name, shape, inline=array)
 
 
-def request_params(op: str, params: Mapping[str, Any] | OpParams | None) -> OpParams:
-    """The validated params of a catalog op, or of a graph (op "graph")."""
-    if op != GRAPH_OP:
-        return parse_params(get_op(op), params)
-    if isinstance(params, GraphParams):
-        return params
-    try:
-        return GraphParams.model_validate(dict(params or {}))
-    except ValidationError as exc:
-        err = exc.errors()[0]
-        raise RequestError(field_of(err["loc"]), err["msg"]) from None
+class RequestKind(StrEnum):
+    """What a request builds; each kind reads its own part of the request."""
 
-
-def field_of(loc) -> str:
-    """A pydantic error location as a field path: ('nodes', 3, 'op') -> 'nodes[3].op'."""
-    out = ""
-    for part in loc:
-        out += f"[{part}]" if isinstance(part, int) else ("." if out else "") + str(part)
-    return out
+    OP = "op"  # one catalog op: `op`, its `params`, maybe `quantize`
+    FUNCTIONS = "functions"  # several calls of one catalog op in one package: `functions` too
+    GRAPH = "graph"  # a graph of ops and primitives in one program: `params` is a GraphParams
 
 
 @dataclass(frozen=True)
 class KernelRequest:
-    op: str  # a catalog op, or "graph"
+    """One request of one kind; made by `create` (or `from_json`, which calls it)."""
+
+    kind: RequestKind
+    # The catalog op; a graph's is "graph", its name wherever a request is named by one word
+    # (cache keys, job records, metrics, the default model name).
+    op: str
     params: OpParams  # validated, defaults filled in (GraphParams for a graph)
     weights: Mapping[str, WeightRef] = field(default_factory=dict)
     format: str = DEFAULT_FORMAT
@@ -137,31 +134,41 @@ class KernelRequest:
     max_quantization_error: float | None = None
     # An .mlmodelc with Core ML's placement report (placement.json): compiled on a macOS worker.
     placement: bool = False
-    # Several functions of the op in one package sharing its weights: function name -> the params
-    # it changes (app/kernels/functions.py); the first is the default.
+    # Kind FUNCTIONS: function name -> the params it changes (app/kernels/functions.py); the
+    # first is the default.
     functions: Mapping[str, Mapping[str, Any]] | None = None
 
     @classmethod
     def create(
         cls,
-        op: str,
+        op: str | None = None,
         params: Mapping[str, Any] | OpParams | None = None,
-        weights: Mapping[str, np.ndarray] | None = None,
+        weights: Mapping[str, np.ndarray | WeightRef] | None = None,
         *,
+        graph: Mapping[str, Any] | GraphParams | None = None,
+        functions: Mapping[str, Mapping[str, Any]] | None = None,
+        quantize: Mapping[str, Any] | QuantizeConfig | None = None,
         format: str = DEFAULT_FORMAT,
         target: str = DEFAULT_TARGET,
         name: str | None = None,
         verify: bool = False,
         bypass_cache: bool = False,
         preflight: str = "warn",
-        quantize: Mapping[str, Any] | QuantizeConfig | None = None,
         max_quantization_error: float | None = None,
         placement: bool = False,
-        functions: Mapping[str, Mapping[str, Any]] | None = None,
     ) -> KernelRequest:
-        """A checked request from Python values (arrays travel inline, so keep them small when
-        the request goes to a job queue: large tensors belong in the blob store)."""
-        checked = request_params(op, params)
+        """The one checked constructor. `op` (with `params`, and `functions` for a package of
+        several) or `graph` says what is built; every option is checked before any weight is
+        read, each fault naming its field. Weights are arrays (they travel inline, so keep
+        them small when the request goes to a job queue: large tensors belong in the blob
+        store) or `WeightRef`s an edge resolved already; an edge that resolves them after
+        the checks attaches them with `with_weights`."""
+        kind = _kind(op, params, graph, functions, quantize)
+        if kind is RequestKind.GRAPH:
+            op, checked = GRAPH_OP, _graph_params(graph)
+        else:
+            assert op is not None
+            checked = parse_params(get_op(op), params)
         if format not in FORMATS:
             raise RequestError("format", f"unknown format {format!r}; one of {', '.join(FORMATS)}")
         if target not in TARGETS:
@@ -170,18 +177,17 @@ class KernelRequest:
             raise RequestError("name", problem)
         if preflight not in PREFLIGHT_MODES:
             raise RequestError("preflight", f"one of {', '.join(PREFLIGHT_MODES)}")
-        refs = {w: WeightRef.of(a) for w, a in (weights or {}).items()}
-        config = read_quantization(op, checked, target, quantize, max_quantization_error)
-        check_placement(format, placement)
-        return cls(op, checked, refs, format, target, name, verify, bypass_cache, preflight,
-                   config, max_quantization_error, placement,
-                   read_functions(op, functions, target))  # fmt: skip
+        config = _quantization(op, kind, checked, target, quantize, max_quantization_error)
+        _check_placement(format, placement)
+        if functions is not None:
+            check_functions(functions, target)
+            functions = {fn: dict(fn_params) for fn, fn_params in functions.items()}
+        refs = {w: a if isinstance(a, WeightRef) else WeightRef.of(a)
+                for w, a in (weights or {}).items()}  # fmt: skip
+        return cls(kind, op, checked, refs, format, target, name, verify, bypass_cache,
+                   preflight, config, max_quantization_error, placement, functions)  # fmt: skip
 
     # -- what follows from the request -------------------------------------------------------------
-    @property
-    def is_graph(self) -> bool:
-        return self.op == GRAPH_OP
-
     @property
     def verifies(self) -> bool:
         """Whether the build is verified: asked for, or needed to hold the quantization error."""
@@ -204,29 +210,32 @@ class KernelRequest:
         return sum(w.nbytes for w in self.weights.values())
 
     @cached_property
+    def weight_specs(self) -> tuple[WeightSpec, ...]:
+        """The weights a catalog op's request takes (a graph's are named by its nodes)."""
+        if self.kind is RequestKind.GRAPH:
+            raise ValueError("a graph's weights are its nodes': see app/graphs")
+        return tuple(get_op(self.op).weights(self.params))
+
+    @cached_property
     def params_json(self) -> dict[str, Any]:
         return self.params.model_dump(mode="json")
 
-    def key(self, extra: Mapping[str, Any] | None = None) -> str:
+    @cached_property
+    def key(self) -> str:
         """The artifact's cache key (and the job id): sha256 over the canonical form of
-        everything that shapes its bytes. `extra` adds what a backend adds (a compiler's
-        toolchain); verification, a strict preflight and quantization enter only when set, so
-        keys without them stay as they were (a strict request must not be answered from a
-        lenient one's cache)."""
-        extra = dict(extra or {})
-        if self.verifies:
-            extra["verify"] = True
-        if self.preflight != "warn":
-            extra["preflight"] = self.preflight
-        if self.quantize is not None:
-            extra["quantize"] = config_json(self.quantize)
-        if self.max_quantization_error is not None:
-            extra["max_quantization_error"] = self.max_quantization_error
-        if self.placement:
-            extra["placement"] = True
-        if self.functions is not None:
-            extra["functions"] = [[n, dict(p)] for n, p in self.functions.items()]  # ordered
-        doc = {
+        everything that shapes its bytes; computed once per request."""
+        return _digest(self._key_doc)
+
+    def compiled_key(self, toolchain: Mapping[str, Any]) -> str:
+        """The key of the request compiled by `toolchain` (a new compiler compiles afresh)."""
+        return _digest({**self._key_doc, "toolchain": dict(toolchain)})
+
+    @cached_property
+    def _key_doc(self) -> dict[str, Any]:
+        """What the key hashes. Verification, a strict preflight, quantization, placement and
+        functions enter only when set, so keys without them stay as they were (a strict request
+        must not be answered from a lenient one's cache)."""
+        doc: dict[str, Any] = {
             "v": KEY_VERSION,
             "op": self.op,
             "params": self.params_json,
@@ -236,10 +245,28 @@ class KernelRequest:
             "name": self.model_name,
             "generator": __version__,
             "coremltools": coremltools_version(),
-            **extra,
         }
-        canonical_doc = json.dumps(doc, sort_keys=True, separators=(",", ":"), allow_nan=False)
-        return hashlib.sha256(canonical_doc.encode()).hexdigest()
+        if self.verifies:
+            doc["verify"] = True
+        if self.preflight != "warn":
+            doc["preflight"] = self.preflight
+        if self.quantize is not None:
+            doc["quantize"] = config_json(self.quantize)
+        if self.max_quantization_error is not None:
+            doc["max_quantization_error"] = self.max_quantization_error
+        if self.placement:
+            doc["placement"] = True
+        if self.functions is not None:
+            doc["functions"] = self._functions_json  # ordered: the first is the default
+        if self.format == "aimodel":  # coreai-core writes those bytes
+            doc["coreai"] = coreai_version()
+        return doc
+
+    @property
+    def _functions_json(self) -> list[list[Any]] | None:
+        if self.functions is None:
+            return None
+        return [[fn, dict(fn_params)] for fn, fn_params in self.functions.items()]
 
     def _weight_keys(self):
         return ((name, w.key_part) for name, w in self.weights.items())
@@ -255,6 +282,7 @@ class KernelRequest:
     def to_json(self, *, values: bool = True) -> dict[str, Any]:
         """The request as data; `values=False` leaves inline weight values out (for display)."""
         return {
+            "kind": self.kind.value,
             "op": self.op,
             "params": self.params_json,
             "format": self.format,
@@ -266,37 +294,80 @@ class KernelRequest:
             "quantize": None if self.quantize is None else config_json(self.quantize),
             "max_quantization_error": self.max_quantization_error,
             "placement": self.placement,
-            "functions": None if self.functions is None else [[n, dict(p)] for n, p in
-                                                              self.functions.items()],
+            "functions": self._functions_json,
             "weights": {n: w.to_json(values=values) for n, w in self.weights.items()},
-        }  # fmt: skip
+        }
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> KernelRequest:
-        weights = {n: WeightRef.from_json(n, w) for n, w in data.get("weights", {}).items()}
-        params = request_params(data["op"], data.get("params"))
-        target, limit = data.get("target", DEFAULT_TARGET), data.get("max_quantization_error")
-        return cls(
-            data["op"],
-            params,
-            weights,
-            data.get("format", DEFAULT_FORMAT),
-            target,
-            data.get("name"),
-            bool(data.get("verify", False)),
-            bool(data.get("bypass_cache", False)),
-            data.get("preflight", "warn"),
-            read_quantization(data["op"], params, target, data.get("quantize"), limit),
-            limit,
-            bool(data.get("placement", False)),
-            read_functions(
-                data["op"], dict(data["functions"]) if data.get("functions") else None, target
-            ),
+        # Records written before the kind was spelled out name a graph by its op alone.
+        graph = data.get("kind", data["op"]) == RequestKind.GRAPH
+        functions = data.get("functions")
+        return cls.create(
+            None if graph else data["op"],
+            None if graph else data.get("params"),
+            {n: WeightRef.from_json(n, w) for n, w in data.get("weights", {}).items()},
+            graph=data.get("params") if graph else None,
+            functions=dict(functions) if functions else None,
+            quantize=data.get("quantize"),
+            format=data.get("format", DEFAULT_FORMAT),
+            target=data.get("target", DEFAULT_TARGET),
+            name=data.get("name"),
+            verify=bool(data.get("verify", False)),
+            bypass_cache=bool(data.get("bypass_cache", False)),
+            preflight=data.get("preflight", "warn"),
+            max_quantization_error=data.get("max_quantization_error"),
+            placement=bool(data.get("placement", False)),
         )
 
 
-def read_quantization(
+def _digest(doc: Mapping[str, Any]) -> str:
+    canonical_doc = json.dumps(doc, sort_keys=True, separators=(",", ":"), allow_nan=False)
+    return hashlib.sha256(canonical_doc.encode()).hexdigest()
+
+
+def _kind(op, params, graph, functions, quantize) -> RequestKind:
+    """The kind the arguments ask for; a mix of two kinds is refused, naming the field that
+    does not belong."""
+    if graph is None:
+        if op is None:
+            raise RequestError("op", "a request names a catalog op, or is a graph")
+        if op == GRAPH_OP:
+            raise RequestError("op", "a graph is given as a graph (inputs, nodes, outputs), "
+                               "not as an op")  # fmt: skip
+        return RequestKind.OP if functions is None else RequestKind.FUNCTIONS
+    for wrong, value, why in (
+        ("op", op, "a request is one catalog op or one graph, not both"),
+        ("params", params, "a graph's params are its nodes'"),
+        ("functions", functions, "functions package several calls of one catalog op"),
+        ("quantize", quantize, "a graph is quantized node by node: nodes[i].quantize"),
+    ):
+        if value is not None:
+            raise RequestError(wrong, why)
+    return RequestKind.GRAPH
+
+
+def _graph_params(graph: Mapping[str, Any] | GraphParams) -> GraphParams:
+    if isinstance(graph, GraphParams):
+        return graph
+    try:
+        return GraphParams.model_validate(dict(graph))
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        raise RequestError(field_of(err["loc"]), err["msg"]) from None
+
+
+def field_of(loc) -> str:
+    """A pydantic error location as a field path: ('nodes', 3, 'op') -> 'nodes[3].op'."""
+    out = ""
+    for part in loc:
+        out += f"[{part}]" if isinstance(part, int) else ("." if out else "") + str(part)
+    return out
+
+
+def _quantization(
     op: str,
+    kind: RequestKind,
     params: OpParams,
     target: str,
     quantize: Mapping[str, Any] | QuantizeConfig | None,
@@ -308,9 +379,7 @@ def read_quantization(
     if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int | float)
                               or not limit > 0):  # fmt: skip
         raise RequestError("max_quantization_error", f"must be a positive number, not {limit!r}")
-    if op == GRAPH_OP:
-        if quantize is not None:
-            raise RequestError("quantize", "a graph is quantized node by node: nodes[i].quantize")
+    if kind is RequestKind.GRAPH:
         quantized = any(n.quantize is not None for n in params.nodes)  # type: ignore[attr-defined]
     else:
         quantized = quantize is not None
@@ -323,21 +392,8 @@ def read_quantization(
     return config
 
 
-def check_placement(format: str, placement: bool) -> None:
+def _check_placement(format: str, placement: bool) -> None:
     """Core ML's placement report is made of a compiled model: it needs format mlmodelc."""
     if placement and not FORMATS[format].compiled:
         compiled = ", ".join(name for name, f in FORMATS.items() if f.compiled)
         raise RequestError("placement", f"a placement report needs format {compiled}")
-
-
-def read_functions(
-    op: str, functions: Mapping[str, Mapping[str, Any]] | None, target: str
-) -> dict[str, dict[str, Any]] | None:
-    """The `functions` option, checked for shape (each function's params are checked when it
-    is built, their faults named `functions.<name>.<key>`)."""
-    if functions is None:
-        return None
-    if op == GRAPH_OP:
-        raise RequestError("functions", "functions package several calls of one catalog op")
-    check_functions(functions, target)
-    return {name: dict(params) for name, params in functions.items()}

@@ -1,5 +1,5 @@
 """The versions that decide an artifact's bytes besides the request: this generator's and the
-coremltools it writes protobufs with. Cache keys, kernel.json and buildInfo all read them here."""
+coremltools it writes protobufs with (and coreai-core for `.aimodel`). Cache keys, kernel.json and buildInfo all read them here."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import contextlib
 import io
 from collections.abc import Iterator
 from functools import cache
-from importlib.metadata import version
+from importlib.metadata import PackageNotFoundError, version
 
 from app import GENERATOR, __version__
 
@@ -15,6 +15,15 @@ from app import GENERATOR, __version__
 @cache
 def coremltools_version() -> str:
     return version("coremltools")
+
+
+@cache
+def coreai_version() -> str | None:
+    """The installed coreai-core (it writes `.aimodel` bytes), None when it is not installed."""
+    try:
+        return version("coreai-core")
+    except PackageNotFoundError:
+        return None
 
 
 def generator() -> dict[str, str]:

@@ -34,7 +34,7 @@ class InvalidArtifact(ValueError):
 
 @dataclass
 class Report:
-    kind: str  # "mlpackage", "mlmodelc" or "mil"
+    kind: str  # "mlpackage", "mlmodelc", "mil" or "aimodel"
     path: str
     ops: int = 0
     weights: int = 0
@@ -71,13 +71,24 @@ def validate(path: str | Path) -> Report:
             return _validate_mlmodelc(bundles[0], str(path))
         if (root / layout.MIL_TEXT).is_file():
             return _validate_mil(root, str(path))
-    raise InvalidArtifact(f"{path} holds neither an .mlpackage, an .mlmodelc nor a model.mil")
+        assets = [root] if root.suffix == ".aimodel" else sorted(root.glob("*.aimodel"))
+        if assets:
+            from app.coreai.check import check_aimodel
+
+            try:
+                notes = check_aimodel(assets[0])
+            except ValueError as exc:
+                raise InvalidArtifact(f"{assets[0].name}: {exc}") from None
+            return Report("aimodel", str(path), notes=notes)
+    raise InvalidArtifact(
+        f"{path} holds neither an .mlpackage, an .mlmodelc, a model.mil nor an .aimodel"
+    )
 
 
 def _validate_mlmodelc(bundle: Path, shown: str) -> Report:
     """An .mlmodelc (ours or Apple's): the package it was compiled from, rebuilt from its
     model.mil and coremldata.bin (app/mlmodelc), through the package checks."""
-    from app.language import MlmodelcError
+    from app.language.errors import MlmodelcError
     from app.mlmodelc import decompile
 
     with tempfile.TemporaryDirectory(prefix="ane-validate-") as tmp:

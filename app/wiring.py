@@ -34,11 +34,12 @@ def build_services(settings: Settings) -> Services:
         store=cache,
         blobs=blobs,
         # The embedded engine compiles with this machine's compiler; a farm's macOS workers
-        # pick their own.
+        # pick their own. Its builds and compiles run in the build pool, as every build here.
         compiler=None
         if settings.redis_url
-        else select_compiler(settings.compiler, settings.mlmodelc_profile),
+        else select_compiler(settings.compiler, settings.mlmodelc_profile, pool.run),
         workdir=settings.data_dir / "work" / "embedded",
+        run_build=pool.run,
         on_broker_error=lambda operation: metrics.broker_errors.labels(operation).inc(),
     )
     compiled = CompiledService(jobs, blobs, settings.sync_wait_s)

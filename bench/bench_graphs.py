@@ -53,7 +53,7 @@ def per_node() -> list[dict]:
 
     rows = []
     for count in (10, 100, 1000):
-        request = KernelRequest.create("graph", _chain(count), format="mil", name="chain")
+        request = KernelRequest.create(graph=_chain(count), format="mil", name="chain")
 
         def build(request=request) -> None:
             artifacts.zip_bytes(artifacts.prepare(request))
@@ -81,7 +81,7 @@ def ffn_against_coremltools(D: int, H: int, rounds: int = 5) -> dict:
         "down": (rng.standard_normal((D, H, 1, 1)) * H**-0.5).astype(np.float16),
     }
     request = KernelRequest.create(
-        "graph", swiglu_ffn(D, H, S), {f"{k}.weight": v for k, v in w.items()}, name="ffn"
+        graph=swiglu_ffn(D, H, S), weights={f"{k}.weight": v for k, v in w.items()}, name="ffn"
     )
 
     def ours() -> None:

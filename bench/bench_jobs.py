@@ -176,6 +176,7 @@ class Farm:
 
 async def _engines(args, root: Path) -> dict:
     from app.jobs.select import make_engine
+    from app.service.pool import BuildPool
     from app.settings import Settings
     from app.storage import artifact_store, blob_store
 
@@ -194,15 +195,19 @@ async def _engines(args, root: Path) -> dict:
     direct(specs.take(n), blobs, scratch)
     results["direct"] = {"throughput": n / (time.perf_counter() - t0), "latency": lat_direct}
 
-    common = {"store": cache, "blobs": blobs, "compiler": None, "workdir": data_dir / "work"}
+    # The embedded engine builds in a build pool, as the API process wires it.
+    pool = BuildPool(settings.workers, settings.max_backlog, settings.retry_after_seconds)
+    common = {"store": cache, "blobs": blobs, "compiler": None, "workdir": data_dir / "work",
+              "run_build": pool.run}  # fmt: skip
     embedded = make_engine(Settings(data_dir=data_dir, redis_url=None), **common)
-    await embedded.start()
+    await asyncio.gather(embedded.start(), pool.warm())
     await _latencies(embedded, specs.take(2))  # warm-up
     results["embedded"] = {
         "latency": await _latencies(embedded, specs.take(m)),
         "throughput": await _throughput(embedded, specs.take(n)),
     }
     await embedded.close()
+    pool.shutdown()
 
     for poll in args.polls:
         farm = Farm(root, data_dir)

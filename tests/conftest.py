@@ -8,7 +8,7 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,9 +26,12 @@ def free_port() -> int:
 
 
 @contextmanager
-def uvicorn_server(data_dir: Path, **env: str) -> Iterator[str]:
+def uvicorn_server(
+    data_dir: Path, launcher: Sequence[str] = ("-m", "uvicorn"), **env: str
+) -> Iterator[str]:
     """`uvicorn app.main:app` as a real subprocess on a free loopback port, with ANE_* settings
-    from `env` (e.g. max_json_bytes="4096") and its data under `data_dir`; yields the base URL."""
+    from `env` (e.g. max_json_bytes="4096") and its data under `data_dir`; yields the base URL.
+    `launcher`: what python runs with uvicorn's options (a script that wraps uvicorn's CLI)."""
     port = free_port()
     environ = {
         **os.environ,
@@ -37,7 +40,7 @@ def uvicorn_server(data_dir: Path, **env: str) -> Iterator[str]:
     }
     log = open(data_dir.parent / f"uvicorn-{port}.log", "wb")  # noqa: SIM115 - closed below
     proc = subprocess.Popen(
-        [sys.executable, "-m", "uvicorn", "app.main:app", "--host", "127.0.0.1",
+        [sys.executable, *launcher, "app.main:app", "--host", "127.0.0.1",
          "--port", str(port), "--no-access-log"],
         cwd=REPO, env=environ, stdout=log, stderr=subprocess.STDOUT,
     )  # fmt: skip

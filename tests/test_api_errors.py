@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import pickle
 import signal
 import time
 from pathlib import Path
@@ -14,6 +15,8 @@ import numpy as np
 import pytest
 from conftest import SERVER_LIMITS, uvicorn_server
 from http_support import assert_problem, npy_bytes, safetensors_bytes
+
+from app.errors import BodyError, ErrorKind, RequestError, ServiceError
 
 CONV = {"in_channels": 2, "out_channels": 3, "spatial": 4}
 GOOD_W = [[0.1, 0.2], [0.3, 0.4], [0.5, 0.6]]
@@ -144,7 +147,7 @@ CASES = [
     ("blob-unknown", "GET", f"/v1/blobs/{UNKNOWN}", {}, 404, "path.digest", "no blob"),
     ("blob-malformed-digest", "GET", "/v1/blobs/sha256:zz", {}, 422, "path.digest", "pattern"),
     ("artifact-too-large", "POST", "/v1/kernels/identity", {"json": {"channels": 4096, "spatial": 1}},
-     413, None, SERVER_LIMITS["max_artifact_bytes"]),
+     413, "weights", SERVER_LIMITS["max_artifact_bytes"]),
     ("wrong-method", "GET", "/v1/kernels/conv", {}, 405, None, "GET"),
     ("unknown-route", "GET", "/v2/ops", {}, 404, None, "/v2/ops"),
 ]  # fmt: skip
@@ -166,6 +169,37 @@ def test_bad_request(client, method, url, kwargs, status, field, phrase):
 
 def test_enough_distinct_bad_requests():
     assert len({c[0] for c in CASES}) == len(CASES) >= 25
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "status"),
+    [
+        ({"content": b"--x\r\n", "headers": {"content-type": "multipart/form-data"}}, 400),
+        ({"content": b"[" * (JSON_LIMIT + 1), "headers": {"content-type": "application/json"}},
+         413),
+    ],
+    ids=["framing", "body-size"],
+)  # fmt: skip
+def test_a_fault_of_the_whole_body_names_no_field(client, kwargs, status):
+    problem = assert_problem(client.post("/v1/kernels/conv", **kwargs), status)
+    assert "field" not in problem and "errors" not in problem, problem
+
+
+@pytest.mark.parametrize(
+    "error",
+    [
+        RequestError("weights.bias", "not a vector", title="Invalid weight", limit=3),
+        BodyError("the multipart body ends in the middle of a part"),
+        BodyError("the JSON body is too large", kind=ErrorKind.TOO_LARGE, limit=10),
+        ServiceError("all workers busy", kind=ErrorKind.UNAVAILABLE, retry_after=2.0, cause="x"),
+    ],
+)
+def test_errors_cross_processes_as_they_are(error):
+    """Build workers and job records hand errors back pickled: type and members intact."""
+    again = pickle.loads(pickle.dumps(error))
+    members = ("field", "message", "kind", "title", "retry_after", "extra")
+    assert type(again) is type(error) and str(again) == str(error)
+    assert [getattr(again, m) for m in members] == [getattr(error, m) for m in members]
 
 
 def test_shape_error_names_weight_expected_and_received(client):

@@ -77,8 +77,18 @@ def test_a_graph_as_a_job_gives_the_same_bytes(client):
     body = ffn(inline(), format="mil", name="ffn_job")
     sync = client.post("/v1/graphs", json=body)
     job, content = job_artifact(client, body)
-    assert job["request"]["op"] == "graph"
+    assert job["request"]["op"] == "graph" and job["request"]["kind"] == "graph"
     assert content == sync.content
+
+
+def test_a_graph_mixed_with_a_kernels_options_is_refused_naming_the_option(client):
+    """A body with nodes is a graph: a catalog op's options on it are named, on each edge."""
+    quantize = {"mode": "palettize", "nbits": 4}
+    functions = {"prefill": {}}
+    for path in ("/v1/graphs", "/v1/jobs"):
+        for option, value in (("quantize", quantize), ("functions", functions)):
+            answer = client.post(path, json=ffn(inline(), **{option: value}))
+            assert_problem(answer, 422, option)
 
 
 def test_the_primitives_are_listed_with_their_arguments(client):

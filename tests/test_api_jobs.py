@@ -69,6 +69,16 @@ def test_submit_poll_download_an_mlmodelc_job(embedded):
     assert art.status_code == 200 and art.headers["content-type"] == "application/zip"
     assert art.headers["etag"] == f'"{done["artifact"]["digest"]}"'
     assert 'filename="conv.mlmodelc.zip"' in art.headers["content-disposition"]
+    # answered as /v1/kernels answers: the preflight's summary, and 304 for an ETag it names
+    assert art.headers["x-ane-preflight"] == done["artifact"]["preflight"]
+    assert art.headers["x-ane-preflight"].startswith("error=0 warning=")
+    unchanged = client.get(
+        f"/v1/jobs/{job['id']}/artifact", headers={"If-None-Match": art.headers["etag"]}
+    )
+    assert unchanged.status_code == 304 and unchanged.content == b""
+    assert unchanged.headers["etag"] == art.headers["etag"]
+    other = client.get(f"/v1/jobs/{job['id']}/artifact", headers={"If-None-Match": '"sha256:0"'})
+    assert other.status_code == 200 and other.content == art.content
     with zipfile.ZipFile(io.BytesIO(art.content)) as zf:
         names = zf.namelist()
         kernel = json.loads(zf.read("kernel.json"))

@@ -216,9 +216,9 @@ def test_mlmodelc_without_compiler_is_503_naming_formats(tmp_path):
     body = {"channels": 2, "spatial": 2, "format": "mlmodelc"}
     with uvicorn_server(tmp_path / "data", compiler="none") as url, httpx.Client(base_url=url) as c:
         problem = assert_problem(c.post("/v1/kernels/identity", json=body), 503, "format")
-        assert problem["available_formats"] == ["mlpackage", "mil"]
+        assert problem["available_formats"] == ["mlpackage", "mil", "aimodel"]
         assert "mlpackage" in problem["detail"] and "ANE_COMPILER=none" in problem["detail"]
-        assert c.get("/v1/info").json()["formats"] == ["mlpackage", "mil"]
+        assert c.get("/v1/info").json()["formats"] == ["mlpackage", "mil", "aimodel"]
 
 
 def test_request_id_is_echoed_or_made(client):
@@ -231,7 +231,8 @@ def test_request_id_is_echoed_or_made(client):
 
 def test_info_ready_and_metrics(client):
     info = client.get("/v1/info").json()
-    assert info["formats"] == ["mlpackage", "mil", "mlmodelc"]  # the linux backend, no Mac
+    # the linux backend, no Mac; coreai-core installed (the coreai extra)
+    assert info["formats"] == ["mlpackage", "mil", "mlmodelc", "aimodel"]
     assert info["compiler"]["available"] is True and info["compiler"]["name"] == "linux"
     assert set(info["versions"]) == {"service", "generator", "coremltools", "python"}
     assert client.get("/readyz").json() == {"status": "ready"}

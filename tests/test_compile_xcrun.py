@@ -151,5 +151,7 @@ def test_selection_is_automatic_and_overridable(stand_in, monkeypatch):
     if os.uname().sysname == "Linux":
         assert select_compiler().name == "linux"  # app/mlmodelc: any machine compiles
     assert select_compiler("linux", "3402.4.1").profile.coremlc_version == "3402.4.1"
-    with pytest.raises(ValueError, match=r"ANE_MLMODELC_PROFILE='9\.9\.9'"):
-        select_compiler("linux", "9.9.9")
+    with pytest.raises(ValueError, match=r"ANE_MLMODELC_PROFILE='latest'"):
+        select_compiler("linux", "latest")
+    # a well-formed release never observed is written with the nearest observed one's rules
+    assert select_compiler("linux", "9.9.9").profile.rules_of == "3402.4.1"

@@ -256,3 +256,32 @@ def test_jobs_commands(farm_server, tmp_path):
     assert missing.returncode == 2 and "404" in missing.stderr
     failing = cli("submit", "identity", "--params", '{"channels": 0, "spatial": 1}')
     assert failing.returncode == 2 and "channels" in failing.stderr
+
+
+BAD_ENTRIES = [
+    ('op = "identity"\nparams = { channels = 4, spatial = 1 }\n'
+     'quantize = { mode = "palettize", nbits = 4 }', r"kernels\.bad\.quantize: identity has no"),
+    ('op = "conv"\nparams = { in_channels = 0, out_channels = 4, spatial = 1 }',
+     r"kernels\.bad\.params\.in_channels: "),
+    ('op = "conv"\nparams = { in_channels = 32, out_channels = 32, spatial = 1 }\n'
+     'target = "ios17"\nquantize = { mode = "linear", dtype = "int4" }',
+     r"kernels\.bad\.quantize\.dtype: int4 needs ios18"),
+    ('graph = "bad_graph.json"', r"kernels\.bad\.graph\.nodes\[1\]\.inputs\.x: "),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("entry", "message"), BAD_ENTRIES)
+def test_a_bad_entry_is_refused_at_load_naming_its_field(tmp_path, entry, message):
+    """Each kernel is checked as the service would check its request, before any weight is
+    hashed or uploaded: a bad entry fails the whole manifest, naming the field."""
+    from app.farm.manifest import ManifestError, load_manifest
+    from app.graphs.examples import swiglu_ffn
+
+    manifest = _write_project(tmp_path)
+    assert len(load_manifest(manifest)) == MANIFEST.count("[kernels.")
+    graph = swiglu_ffn(8, 16, 4)
+    graph["nodes"][1]["inputs"]["x"] = "nowhere"
+    (tmp_path / "bad_graph.json").write_text(json.dumps(graph))
+    manifest.write_text(MANIFEST + f"\n[kernels.bad]\n{entry}\n")
+    with pytest.raises(ManifestError, match=message):
+        load_manifest(manifest)

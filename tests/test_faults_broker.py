@@ -268,7 +268,7 @@ def test_a_result_waits_out_the_outage_even_if_its_job_is_cancelled_meanwhile(tm
             link = BrokerLink(client, server.url, 0.05, 0.2)
             records = PatientRecords(RedisRecords(client, 60), link)
             request = KernelRequest.create("identity", {"channels": 2, "spatial": 2}, format="mil")
-            job = Job(id=request.key(), queue="ane-linux", request=request)
+            job = Job(id=request.key, queue="ane-linux", request=request)
             await records.claim(job.enter(JobState.generating), lambda old: True)
             server.kill()
             write = asyncio.create_task(

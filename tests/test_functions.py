@@ -64,9 +64,11 @@ def test_one_package_two_functions_one_weight_bin(tmp_path):
 
 @pytest.mark.parametrize("fmt", ["mlpackage", "mil"])
 def test_each_function_computes_what_it_computes_alone(fmt, tmp_path):
-    """Two prefill lengths (their RoPE tables and masks share names and differ) and a decode:
+    """Two prefill lengths (their RoPE tables and masks share names and differ), a decode of a
+    chunk (its causal mask in weight.bin) and one of a token (the mask of the same name inline):
     run from the written package's weight.bin, each function equals its standalone kernel."""
-    functions = {**FUNCTIONS, "long": {"seq_len": 12}}
+    chunk = {"seq_len": 4, "mode": "decode", "cache_len": 16}
+    functions = {"prefill": {}, "chunk": chunk, **FUNCTIONS, "long": {"seq_len": 12}}
     weights = _weights(1)
     package = build_functions("decoder_layer", BASE, functions, weights)
     path = tmp_path / f"p.{fmt}.zip"

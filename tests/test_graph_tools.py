@@ -25,7 +25,7 @@ GRAPH = swiglu_ffn(D, H, S)
 
 
 def local(fmt="mil", name="ffn") -> bytes:
-    request = KernelRequest.create("graph", GRAPH, WEIGHTS, format=fmt, name=name)
+    request = KernelRequest.create(graph=GRAPH, weights=WEIGHTS, format=fmt, name=name)
     return artifacts.zip_bytes(artifacts.prepare(request))
 
 

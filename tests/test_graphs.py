@@ -48,7 +48,7 @@ MIXED_WEIGHTS = {
 
 
 def _bytes(graph, weights, fmt, **kw) -> bytes:
-    request = KernelRequest.create("graph", graph, weights, format=fmt, name="g", **kw)
+    request = KernelRequest.create(graph=graph, weights=weights, format=fmt, name="g", **kw)
     return artifacts.zip_bytes(artifacts.prepare(request))
 
 
@@ -201,7 +201,7 @@ def test_a_split_graph_computes_bit_for_bit_what_the_whole_program_does():
         "a.weight": (RNG.standard_normal((8, 8)) * 0.3).astype(np.float32),
         "b.weight": (RNG.standard_normal((8, 8)) * 0.3).astype(np.float32),
     }
-    request = KernelRequest.create("graph", graph, weights, format="mil", name="m")
+    request = KernelRequest.create(graph=graph, weights=weights, format="mil", name="m")
     # 32 B of norm weight and 128 B per conv: norm and a fit 170 B, b starts a second program
     prepared = artifacts.prepare(request, Limits(max_program_weight_bytes=170))
     chain = prepared.chain
@@ -226,7 +226,7 @@ def test_a_split_graph_computes_bit_for_bit_what_the_whole_program_does():
 def test_a_node_heavier_than_the_budget_cannot_be_split():
     from app.artifacts import Limits
 
-    request = KernelRequest.create("graph", {**FFN, "split": True}, FFN_WEIGHTS, format="mil")
+    request = KernelRequest.create(graph={**FFN, "split": True}, weights=FFN_WEIGHTS, format="mil")
     with pytest.raises(RequestError) as err:
         artifacts.prepare(request, Limits(max_program_weight_bytes=100))
     assert err.value.field == "nodes[0]" and "alone holds 768 bytes" in err.value.message

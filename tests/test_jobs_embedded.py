@@ -20,6 +20,7 @@ from app.jobs.model import JobState
 from app.jobs.select import make_engine
 from app.request import KernelRequest
 from app.schemas.wire import REQUEST_MODELS, params_of
+from app.service.pool import BuildPool
 from app.settings import Settings
 from app.uploads.blobstore import BlobStore
 
@@ -41,21 +42,25 @@ def xcrun_log(monkeypatch, tmp_path):
 
 @contextlib.asynccontextmanager
 async def engine(tmp_path, compiler="xcrun", **settings):
+    """An embedded engine wired as the API wires it: builds and compiles in a build pool."""
     cache = ContentStore(tmp_path / "data" / "artifacts", 1 << 30, ".zip")
     blobs = BlobStore(tmp_path / "data" / "blobs", 1 << 30)
     defaults = {"job_retry_backoff_s": 0.05, "compile_timeout_s": 30}
+    pool = BuildPool(1, 8, 1)
     eng = make_engine(
         Settings(**{**defaults, **settings}),
         store=cache,
         blobs=blobs,
-        compiler=select_compiler(compiler),
+        compiler=select_compiler(compiler, run=pool.run),
         workdir=tmp_path / "data" / "work",
+        run_build=pool.run,
     )
-    await eng.start()
+    await asyncio.gather(eng.start(), pool.warm())
     try:
         yield eng
     finally:
         await eng.close()
+        pool.shutdown()
 
 
 def spec(name="conv", fmt="mlmodelc", **kw):
@@ -64,12 +69,12 @@ def spec(name="conv", fmt="mlmodelc", **kw):
 
 def test_job_key_is_the_synchronous_paths_cache_key():
     wire = REQUEST_MODELS["conv"].model_validate({"op": "conv", **PARAMS, "format": "mil"})
-    sync = KernelRequest(
-        "conv", params_of(wire), {"weight": inline_tensor("weight", W.tolist())}, "mil", "ios18"
+    sync = KernelRequest.create(
+        "conv", params_of(wire), {"weight": inline_tensor("weight", W.tolist())}, format="mil"
     )
-    assert spec(name=None, fmt="mil").key() == sync.key()
-    assert spec(name=None, fmt="mil").key() != spec(name=None, fmt="mlpackage").key()
-    assert spec(name="other", fmt="mil").key() != sync.key()
+    assert spec(name=None, fmt="mil").key == sync.key
+    assert spec(name=None, fmt="mil").key != spec(name=None, fmt="mlpackage").key
+    assert spec(name="other", fmt="mil").key != sync.key
 
 
 def test_a_generation_job_gives_the_same_bytes_as_the_synchronous_path(tmp_path, xcrun_log):
@@ -213,9 +218,9 @@ def test_verify_adds_verification_json_and_its_own_key(tmp_path, xcrun_log):
 
     wire = REQUEST_MODELS["conv"].model_validate({"op": "conv", **PARAMS, "format": "mil"})
     weights = {"weight": inline_tensor("weight", W.tolist())}
-    sync = KernelRequest("conv", params_of(wire), weights, "mil", "ios18", verify=True)
+    sync = KernelRequest.create("conv", params_of(wire), weights, format="mil", verify=True)
     verified = spec(name=None, fmt="mil", verify=True)
-    assert verified.key() == sync.key() != spec(name=None, fmt="mil").key()
+    assert verified.key == sync.key != spec(name=None, fmt="mil").key
 
     async def scenario():
         async with engine(tmp_path) as eng:

@@ -18,7 +18,8 @@ from app.graphs.build import build_graph
 from app.graphs.examples import swiglu_ffn
 from app.graphs.spec import GraphParams
 from app.kernels import KernelBuild, build_kernel
-from app.language import DEFAULT_PROFILE, parse_program
+from app.language.parser import parse_program
+from app.language.profiles import DEFAULT_PROFILE
 from app.mlmodelc import compile_package
 from app.packaging import layout, write_kernel_zip
 

@@ -9,15 +9,14 @@ from pathlib import Path
 import pytest
 from mlmodelc_support import SILERO, bundle_of
 
-from app.language import (
+from app.language.errors import (
     BadBundleError,
     BadPackageError,
     MilSyntaxError,
     UnknownProfileError,
     WeightFileError,
-    get_profile,
 )
-from app.language.profiles import DEFAULT_PROFILE
+from app.language.profiles import DEFAULT_PROFILE, get_profile
 from app.mlmodelc import compile_package, decompile
 
 SOURCE = SILERO[1] / "source.mlpackage"  # unified_int8: 7 constexpr ops reading weight.bin
@@ -102,20 +101,31 @@ def test_blobfile_offset_not_at_an_entry(package, tmp_path):
     )
 
 
-def test_unknown_profile():
-    with pytest.raises(UnknownProfileError) as info:
-        get_profile("9999.1.1")
-    assert "9999.1.1" in str(info.value) and "3500.32.1" in str(info.value)
-    with pytest.raises(UnknownProfileError, match=r"carries MIL 3500\.14\.1"):
-        get_profile("3500.32.1", "3402.3.2")
+def test_profiles_take_every_observed_pair_and_the_nearest_rules_for_the_rest():
     assert get_profile() is DEFAULT_PROFILE
     assert get_profile(mil_version="3402.3.2").coremlc_version == "3402.4.1"
+    # one release, two MIL components seen in the wild: both observed
+    wild = get_profile("3500.32.1", "3510.2.1")
+    assert (wild.mil_version, wild.observed) == ("3510.2.1", True)
+    assert wild.build_info()["coremlc-component-MIL"] == "3510.2.1"
+    # a release between observed ones: its own strings, the earlier observed release's rules
+    between = get_profile("3505.4.1", "3510.2.1")
+    assert (between.coremlc_version, between.mil_version) == ("3505.4.1", "3510.2.1")
+    assert between.rules_of == "3500.32.1" and not between.writes_flexible_shape_info
+    assert "layout rules of 3500.32.1: not observed" in between.describe()
+    later = get_profile("9999.1.1")
+    assert later.rules_of == "3600.25.1" and later.writes_flexible_shape_info
+    # a known release with a component never seen with it: kept, said so
+    odd = get_profile("3500.32.1", "3402.3.2")
+    assert odd.mil_version == "3402.3.2" and odd.rules_of == "3500.32.1"
+    with pytest.raises(UnknownProfileError, match="not a release number"):
+        get_profile("latest")
 
 
 def test_unknown_profile_by_name_writes_nothing(tmp_path):
     out = tmp_path / "out.mlmodelc"
-    with pytest.raises(UnknownProfileError, match="9999"):
-        compile_package(SOURCE, out, "9999.0.1")
+    with pytest.raises(UnknownProfileError, match="not-a-release"):
+        compile_package(SOURCE, out, "not-a-release")
     leaves_nothing(out)
     assert compile_package(SOURCE, out, "3402.4.1").profile.mil_version == "3402.3.2"
 

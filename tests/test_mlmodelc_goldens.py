@@ -17,7 +17,9 @@ from mlmodelc_support import (
     read_model,
 )
 
-from app.language import get_profile, parse_program, print_program
+from app.language.parser import parse_program
+from app.language.printer import print_program
+from app.language.profiles import get_profile
 from app.mlmodelc import compile_package, decompile
 from app.mlmodelc.analytics import read_analytics
 from app.mlmodelc.coremldata import read_coremldata

@@ -16,7 +16,7 @@ from mlmodelc_support import extract_kernel_package, files_of, read_model
 
 from app.errors import RequestError
 from app.kernels import build_kernel
-from app.language import parse_program
+from app.language.parser import parse_program
 from app.mlmodelc import compile_package, decompile
 from app.packaging import write_kernel_zip
 from app.validation import validate

@@ -14,7 +14,7 @@ import itertools
 import pytest
 from mlmodelc_support import GOLDENS
 
-from app.language import parse_program
+from app.language.parser import parse_program
 from app.mlmodelc.metadata import FUNCTION_KEYS, PLATFORMS, TOP_KEYS, class_name
 from app.mlmodelc.nsjson import FrozenDict, dumps, frozen_order, ns_order
 from app.mlmodelc.opnames import display_name

@@ -167,7 +167,13 @@ def test_bad_bundles_and_profiles_exit_2_naming_the_fault(tmp_path):
     assert bad.returncode == 2 and "coremldata.bin" in bad.stderr
     assert not (tmp_path / "x.mlpackage").exists()
     source = GOLDENS / "silero-vad/unified_int8/source.mlpackage"
-    unknown = cli("mlmodelc", str(source), "-o", str(tmp_path / "y.mlmodelc"),
-                  "--coremlc-version", "9.9.9")  # fmt: skip
-    assert unknown.returncode == 2 and "9.9.9" in unknown.stderr
+    malformed = cli("mlmodelc", str(source), "-o", str(tmp_path / "y.mlmodelc"),
+                    "--coremlc-version", "newest")  # fmt: skip
+    assert malformed.returncode == 2 and "'newest' is not a release number" in malformed.stderr
     assert not (tmp_path / "y.mlmodelc").exists()
+    # a release never observed is written, and the command says whose rules it used
+    unseen = cli("mlmodelc", str(source), "-o", str(tmp_path / "y.mlmodelc"),
+                 "--coremlc-version", "3505.4.1", "--mil-version", "3510.2.1")  # fmt: skip
+    assert unseen.returncode == 0, unseen.stderr
+    assert "layout rules of 3500.32.1: not observed" in unseen.stdout
+    assert '"coremlc-version", "3505.4.1"' in (tmp_path / "y.mlmodelc/model.mil").read_text()

@@ -12,9 +12,12 @@ import math
 import pytest
 from coremltools.proto import MIL_pb2
 
-from app.language import PROGRAM_1_0, PROGRAM_1_3, MilSyntaxError, parse_program, print_program
+from app.language.dialect import PROGRAM_1_0, PROGRAM_1_3
 from app.language.elements import TEXT_NAMES, encode_elements
+from app.language.errors import MilSyntaxError
 from app.language.hexfloat import format_hex, parse_float
+from app.language.parser import parse_program
+from app.language.printer import print_program
 
 D = MIL_pb2
 

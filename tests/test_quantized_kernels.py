@@ -94,11 +94,11 @@ def test_same_request_same_bytes_and_the_key_reads_configs_with_their_defaults()
     spelled = KernelRequest.create(
         "conv", params, w, quantize={**config, "granularity": "per_tensor"}
     )
-    assert short.key() == spelled.key() != plain.key()
+    assert short.key == spelled.key != plain.key
     other = KernelRequest.create("conv", params, w, quantize={**config, "nbits": 6})
-    assert other.key() != short.key()
+    assert other.key != short.key
     again = KernelRequest.from_json(json.loads(json.dumps(short.to_json())))
-    assert again.key() == short.key() and again.quantize == short.quantize
+    assert again.key == short.key and again.quantize == short.quantize
 
 
 def test_max_quantization_error_fails_the_request_and_passes_within_it():

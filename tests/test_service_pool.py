@@ -157,3 +157,25 @@ def test_a_build_that_cannot_be_sent_fails_in_the_caller_and_the_pool_serves_on(
         assert pool.pending == 0
 
     _with_pool(scenario, 1, 4, 2)
+
+
+class _Positioned(Exception):
+    """An exception that pickles but cannot be rebuilt from what it pickles (its __init__
+    takes more than it passes up), as some of the compilers' own errors are."""
+
+    def __init__(self, message: str, line: int):
+        super().__init__(f"{message} at line {line}")
+
+
+def _fails_at_line(line: int) -> None:
+    raise _Positioned("no such op", line)
+
+
+def test_an_exception_that_cannot_be_rebuilt_fails_in_the_caller_naming_it():
+    async def scenario(pool: BuildPool) -> None:
+        with pytest.raises(RuntimeError, match="_Positioned: no such op at line 3"):
+            await asyncio.wait_for(pool.run(_fails_at_line, 3), 10)
+        assert (await asyncio.wait_for(pool.run(_pid_and, 5), 10))[1] == 5  # it serves on
+        assert pool.pending == 0
+
+    _with_pool(scenario, 1, 4, 2)

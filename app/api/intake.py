@@ -32,19 +32,13 @@ from app.cache.memo import Fingerprint, fingerprint_of
 from app.errors import FieldError, RequestError
 from app.graphs.spec import GRAPH_OP
 from app.kernels import get_op
-from app.quantize import QuantizeConfig
-from app.request import (
-    KernelRequest,
-    WeightRef,
-    check_placement,
-    read_functions,
-    read_quantization,
-)
+from app.request import KernelRequest, RequestKind, WeightRef
 from app.schemas.wire import (
     KERNEL_REQUEST_ADAPTER,
     REQUEST_MODELS,
     GraphRequest,
     RawWeight,
+    RequestOptions,
     params_of,
 )
 from app.uploads.spool import (
@@ -165,16 +159,21 @@ async def request_from_json(
 async def _from_data(
     data: Any, body: MultipartBody | None, svc: Services, path_op: str | None, bypass: bool
 ) -> KernelRequest:
+    """The checked request of a body (its options checked before any weight is read), then
+    with its weights: inline, from the blob store, or from the body's file parts."""
     if path_op == ANY:  # a job: a graph has nodes, a kernel an op
         path_op = GRAPH_OP if isinstance(data, dict) and "nodes" in data else None
     if path_op == GRAPH_OP:
-        wire = _validate_graph(data)
-        limit = svc.settings.max_graph_nodes
-        if len(wire.nodes) > limit:
-            raise RequestError("nodes", f"{len(wire.nodes)} nodes, over the limit of {limit} per "
-                               "graph (ANE_MAX_GRAPH_NODES)", limit=limit)  # fmt: skip
-        return await _graph_request(wire, body, svc, bypass)
-    return await _kernel_request(_validate(data, path_op), body, svc, bypass)
+        wire: BaseModel = _validate_graph(data, svc.settings.max_graph_nodes)
+    else:
+        wire = _validate(data, path_op)
+    request = _checked(wire, bypass)
+    parts = body.files if body is not None else {}
+    if request.kind is RequestKind.GRAPH:
+        slots = _graph_slots(wire, parts)  # type: ignore[arg-type]
+    else:
+        slots = _kernel_slots(request, wire.weights, parts)  # type: ignore[attr-defined]
+    return request.with_weights(await _weights(slots, parts, svc))
 
 
 @contextlib.asynccontextmanager
@@ -193,13 +192,12 @@ async def incoming_kernel(
         return
     if kind != MULTIPART:
         raise unsupported_media(kind, ["application/json", MULTIPART])
-    limits = MultipartLimits(
-        settings.max_json_bytes, settings.max_weight_bytes, settings.max_body_bytes
-    )
     needed = declared_length(request)
     await svc.room_for_upload(needed, settings.max_body_bytes)
     with svc.upload_faults(needed):
-        body = await spool_multipart(request, limits, {"spec"}, svc.spool_path)
+        body = await spool_multipart(
+            request, MultipartLimits.of(settings), {"spec"}, svc.spool_path
+        )
     try:
         if "spec" not in body.fields:
             raise Problem(
@@ -214,13 +212,17 @@ async def incoming_kernel(
         body.cleanup()
 
 
-def _validate_graph(data: Any) -> GraphRequest:
+def _validate_graph(data: Any, max_nodes: int) -> GraphRequest:
     if not isinstance(data, dict):
         raise Problem(422, "the request body must be a JSON object", title="Invalid request")
     try:
-        return GraphRequest.model_validate(data)
+        wire = GraphRequest.model_validate(data)
     except ValidationError as exc:
         raise _validation_problem(exc.errors(), skip=0) from None
+    if len(wire.nodes) > max_nodes:
+        raise RequestError("nodes", f"{len(wire.nodes)} nodes, over the limit of {max_nodes} per "
+                           "graph (ANE_MAX_GRAPH_NODES)", limit=max_nodes)  # fmt: skip
+    return wire
 
 
 @dataclass(frozen=True)
@@ -234,29 +236,32 @@ class _Slot:
     defaults: tuple[str | None, tuple[int, ...] | None] = (None, None)
 
 
-async def _kernel_request(
-    wire: BaseModel, body: MultipartBody | None, svc: Services, bypass: bool
-) -> KernelRequest:
-    op = wire.op  # type: ignore[attr-defined]
-    params = params_of(wire)
-    parts = body.files if body is not None else {}
+def _checked(wire: BaseModel, bypass: bool) -> KernelRequest:
+    """The request a validated wire body asks for, checked (before any weight is read), still
+    without its weights."""
+    options = {k: getattr(wire, k) for k in RequestOptions.model_fields}
+    options["bypass_cache"] = bypass or options["bypass_cache"]
+    if isinstance(wire, GraphRequest):
+        return KernelRequest.create(graph=wire.graph(), **options)
+    return KernelRequest.create(wire.op, params_of(wire), quantize=wire.quantize,  # type: ignore[attr-defined]
+                                functions=wire.functions, **options)  # type: ignore[attr-defined]  # fmt: skip
+
+
+def _kernel_slots(
+    request: KernelRequest, given: dict[str, Any], parts: dict[str, Any]
+) -> dict[str, _Slot]:
+    """A catalog op's weights: `weights.<name>` in the body, or a file part `<name>`."""
     if parts:
-        check_part_names(op, params, list(parts))
-    given: dict[str, Any] = wire.weights  # type: ignore[attr-defined]
-    slots = {
-        name: _Slot(name, f"weights.{name}", given.get(name), raw_defaults(op, params, name))
+        check_part_names(request, list(parts))
+    return {
+        name: _Slot(name, f"weights.{name}", given.get(name), raw_defaults(request, name))
         for name in sorted({*given, *parts})
     }
-    quantize = read_quantization(op, params, wire.target, wire.quantize,  # type: ignore[attr-defined]
-                                 wire.max_quantization_error)  # fmt: skip
-    return _request(op, params, quantize, await _weights(slots, parts, svc), wire, bypass)
 
 
-async def _graph_request(
-    wire: GraphRequest, body: MultipartBody | None, svc: Services, bypass: bool
-) -> KernelRequest:
-    graph = wire.graph()
-    parts = body.files if body is not None else {}
+def _graph_slots(wire: GraphRequest, parts: dict[str, Any]) -> dict[str, _Slot]:
+    """A graph's weights: `nodes[i].weights.<name>` in the body, or a file part
+    `<node>.<name>`."""
     index = {node.id: i for i, node in enumerate(wire.nodes)}
     slots = {}
     for i, node in enumerate(wire.nodes):
@@ -270,19 +275,7 @@ async def _graph_request(
                 title="Unexpected multipart part",
             )  # fmt: skip
         slots.setdefault(name, _Slot(name, f"nodes[{index[node]}].weights.{w}", None))
-    read_quantization(GRAPH_OP, graph, wire.target, None, wire.max_quantization_error)
-    return _request(GRAPH_OP, graph, None, await _weights(slots, parts, svc), wire, bypass)
-
-
-def _request(op: str, params, quantize: QuantizeConfig | None, weights: dict[str, WeightRef],
-             wire, bypass: bool) -> KernelRequest:  # fmt: skip
-    check_placement(wire.format, wire.placement)
-    functions = read_functions(op, getattr(wire, "functions", None), wire.target)
-    return KernelRequest(op, params, weights, wire.format, wire.target, wire.name,
-                         verify=wire.verify, bypass_cache=bypass or wire.bypass_cache,
-                         preflight=wire.preflight, quantize=quantize,
-                         max_quantization_error=wire.max_quantization_error,
-                         placement=wire.placement, functions=functions)  # fmt: skip
+    return slots
 
 
 async def _weights(

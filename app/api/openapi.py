@@ -122,6 +122,7 @@ KERNEL_BODY = {
         },
     }
 }
+NOT_MODIFIED = {"description": "Not modified: If-None-Match matched the artifact digest"}
 KERNEL_RESPONSES: dict[int | str, dict[str, Any]] = {
     200: {
         "description": "The zipped artifact. `X-Cache` says whether this request built it.",
@@ -132,7 +133,7 @@ KERNEL_RESPONSES: dict[int | str, dict[str, Any]] = {
         },
     },
     202: {"description": "A compile still running (format mlmodelc): the job, at `Location`"},
-    304: {"description": "Not modified: If-None-Match matched the artifact digest"},
+    304: NOT_MODIFIED,
     **problems(400, 401, 404, 413, 415, 422, 503, 507),
 }
 # Read by hand in the handlers (FastAPI's parameter resolution cost more than serving a cached

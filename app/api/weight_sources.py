@@ -10,15 +10,13 @@ tensor meant for reuse is uploaded to /v1/blobs); a job keeps its parts (`BlobSt
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
 
 from app.digest import tensor_digest
 from app.errors import ErrorKind, RequestError
-from app.kernels import get_op, parse_params
-from app.request import WeightRef
+from app.request import KernelRequest, WeightRef
 from app.schemas.wire import RawWeight
 from app.tensor_files import TensorFile, sniff, with_digest
 from app.uploads.blobstore import BlobStore
@@ -84,27 +82,23 @@ def part_tensor(
     return _ref(with_digest(tensor, streamed), spooled=True)
 
 
-def raw_defaults(
-    op: str, params: Mapping[str, Any], weight: str
-) -> tuple[str | None, tuple[int, ...] | None]:
+def raw_defaults(request: KernelRequest, weight: str) -> tuple[str | None, tuple[int, ...] | None]:
     """Raw bytes default to the dtype the op stores the weight in and the shape it expects."""
-    catalog_op = get_op(op)
-    for spec in catalog_op.weights(parse_params(catalog_op, params)):
+    for spec in request.weight_specs:
         if spec.name == weight:
             return spec.dtype.numpy.name, spec.shape
     return None, None
 
 
-def check_part_names(op: str, params: Mapping[str, Any], names: list[str]) -> None:
-    catalog_op = get_op(op)
-    expected = [s.name for s in catalog_op.weights(parse_params(catalog_op, params))]
+def check_part_names(request: KernelRequest, names: list[str]) -> None:
+    expected = [s.name for s in request.weight_specs]
     for name in names:
         if name not in expected:
             takes = ", ".join(expected) or "no weights"
             raise RequestError(
                 name,
-                f"unexpected part {name!r}: a {op} request takes a `spec` part plus one file "
-                f"part per weight ({takes})",
+                f"unexpected part {name!r}: a {request.op} request takes a `spec` part plus one "
+                f"file part per weight ({takes})",
                 kind=ErrorKind.INVALID,
                 title="Unexpected multipart part",
             )

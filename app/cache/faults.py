@@ -16,7 +16,7 @@ import os
 from collections.abc import Iterator
 from pathlib import Path
 
-from app.errors import ErrorKind, FieldError
+from app.errors import ErrorKind, FieldError, ServiceError
 
 # The stores' names, as errors and logs spell them.
 ARTIFACT_STORE = "artifact cache"
@@ -57,14 +57,13 @@ def _free(directory: Path) -> int | None:
 
 
 def store_full(store: str, directory: Path, needed: int | None, free: int | None = None,
-               code: int = errno.ENOSPC) -> FieldError:  # fmt: skip
+               code: int = errno.ENOSPC) -> ServiceError:  # fmt: skip
     """The 507 of a store whose filesystem cannot take `needed` more bytes."""
     free = _free(directory) if free is None else free
     quota = "over its quota" if code == errno.EDQUOT else "out of space"
     need = f"this needs about {needed} bytes" if needed else "this needed more room than it had"
     have = f"; {free} bytes are free now" if free is not None else ""
-    return FieldError(
-        None,
+    return ServiceError(
         f"the {store} ({directory}) is {quota}: {need}{have}; retry once space has been freed",
         kind=ErrorKind.STORAGE,
         title="Storage full",
@@ -76,14 +75,13 @@ def store_full(store: str, directory: Path, needed: int | None, free: int | None
     )
 
 
-def store_unwritable(store: str, directory: Path, exc: OSError) -> FieldError:
+def store_unwritable(store: str, directory: Path, exc: OSError) -> ServiceError:
     """The 503 of a store whose directory cannot be written (read-only, forbidden)."""
     code = exc.errno if exc.errno is not None else errno.EACCES
     why = (
         "is on a read-only filesystem" if code == errno.EROFS else "is not writable by the service"
     )
-    return FieldError(
-        None,
+    return ServiceError(
         f"the {store} directory {directory} {why} ({errno.errorcode.get(code, code)}: "
         f"{os.strerror(code)}); an operator must make it writable",
         kind=ErrorKind.UNAVAILABLE,

@@ -3,10 +3,10 @@
 The ops take the config's own names; what differs between configs is read here: the RoPE
 settings (`rope_theta` + `rope_scaling`, or transformers 5's `rope_parameters`, whose type
 `default` means no scaling), the activation's name (`gelu_pytorch_tanh` is `gelu_tanh`), Qwen2's
-biases (on q, k, v, never on o: its config has no `attention_bias`), and a multimodal config's
-`text_config`. What the ops cannot compute is refused naming the key: another RoPE type, MLP
-biases, sliding-window attention wider than nothing. Every fault is a RequestError whose field
-is `config.<key>`.
+biases (on q, k, v, never on o: its config has no `attention_bias`), Qwen3's per-head q/k norms
+(`qk_norm`), and a multimodal config's `text_config`. What the ops cannot compute is refused
+naming the key: another RoPE type, MLP biases, sliding-window attention wider than nothing. Every
+fault is a RequestError whose field is `config.<key>`.
 """
 
 from __future__ import annotations
@@ -52,6 +52,8 @@ def params_from_config(config: dict[str, Any]) -> dict[str, Any]:
             raise RequestError(f"config.{key}", "missing: the config must give it")
     if config.get("model_type") == "qwen2":  # q, k, v biases; the o projection has none
         params |= {"attention_bias": True, "o_proj_bias": False}
+    if config.get("model_type") == "qwen3":  # every q and k head RMS-normed before RoPE
+        params["qk_norm"] = True
     if config.get("mlp_bias"):
         raise RequestError("config.mlp_bias", "MLP projections with biases are not supported")
     act = config.get("hidden_act", "silu")

@@ -2,13 +2,16 @@
 
     ane-kernels ops [--json]
     ane-kernels compile OP --params '<json>' [--weights NAME=FILE.npy ...] [--random-weights SEED]
-                        [--format mlpackage|mil|mlmodelc] [--target ios18|ios17] [--name NAME]
+                        [--format mlpackage|mil|mlmodelc|aimodel] [--target ios18|ios17] [--name NAME]
                         [--verify] [--quantize '<json>'] -o OUT.zip
     ane-kernels compile-graph GRAPH.json [...] -o OUT.zip
     ane-kernels mlmodelc SRC.mlpackage -o OUT.mlmodelc [--coremlc-version V] [--mil-version V]
     ane-kernels decompile X.mlmodelc -o X.mlpackage
     ane-kernels validate PATH
     ane-kernels run ZIP [--input NAME=FILE.npy ...] [--random-inputs SEED] --output-dir DIR
+    ane-kernels model CHECKPOINT_DIR -o KIT.zip [--format F] [--context N] [--prefill N]
+                      [--device NAME] [--quantize JSON] [--kv io|state] [--verify]
+    ane-kernels generate KIT.zip --prompt-ids 1,2,3 --max-new-tokens N [--json]
     ane-kernels worker --queue ane-macos|ane-linux [--redis-url URL] [--burst] [--check]
     ane-kernels compile ... --server URL          (the same request, built by a service)
     ane-kernels jobs submit|status|wait|download|list|cancel ... [--server URL] [--json]
@@ -23,7 +26,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from app.cli import bundles, local, remote
+from app.cli import bundles, kits, local, remote
 from app.cli.common import EXIT_USAGE, CLIError
 
 
@@ -34,6 +37,7 @@ def parser() -> argparse.ArgumentParser:
     sub = p.add_subparsers(dest="command", required=True)
     local.add_commands(sub)
     bundles.add_commands(sub)
+    kits.add_commands(sub)
     remote.add_commands(sub)
     return p
 

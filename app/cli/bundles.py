@@ -10,7 +10,8 @@ from app.cli.common import CLIError
 
 
 def cmd_mlmodelc(args) -> int:
-    from app.language import MlmodelcError, get_profile
+    from app.language.errors import MlmodelcError
+    from app.language.profiles import get_profile
     from app.mlmodelc import compile_package
 
     try:
@@ -18,31 +19,26 @@ def cmd_mlmodelc(args) -> int:
         bundle = compile_package(args.source, args.output, profile, weights_dir=args.weights_dir)
     except MlmodelcError as exc:
         raise CLIError(str(exc)) from None
-    print(f"wrote {bundle.path} as coremlcompiler {profile.coremlc_version} (MIL "
-          f"{profile.mil_version}), program({bundle.program_version}), "
+    print(f"wrote {bundle.path} as {profile.describe()}, program({bundle.program_version}), "
           f"{len(bundle.files)} files")  # fmt: skip
     return 0
 
 
 def cmd_decompile(args) -> int:
-    from app.language import MlmodelcError
+    from app.language.errors import MlmodelcError
     from app.mlmodelc import decompile
 
     try:
         package = decompile(args.bundle, args.output)
     except MlmodelcError as exc:
         raise CLIError(str(exc)) from None
-    made_by = (
-        f"; compiled by coremlcompiler {package.profile.coremlc_version}"
-        if package.profile is not None
-        else ""
-    )
+    made_by = f"; compiled by {package.profile.describe()}" if package.profile is not None else ""
     print(f"wrote {package.path} ({len(package.files)} files{made_by})")
     return 0
 
 
 def add_commands(sub) -> None:
-    from app.language import DEFAULT_PROFILE, PROFILES
+    from app.language.profiles import DEFAULT_PROFILE, PROFILES
 
     releases = ", ".join(PROFILES)
     comp = sub.add_parser(
@@ -52,10 +48,10 @@ def add_commands(sub) -> None:
     comp.add_argument("-o", "--output", type=Path, required=True, help="the .mlmodelc to write")
     comp.add_argument(
         "--coremlc-version",
-        help=f"the coremlcompiler release to write as: {releases} "
-        f"(default {DEFAULT_PROFILE.coremlc_version})",
+        help=f"the coremlcompiler release to write as (observed: {releases}; another is written "
+        f"with the nearest observed release's rules; default {DEFAULT_PROFILE.coremlc_version})",
     )
-    comp.add_argument("--mil-version", help="its MIL component, e.g. 3500.14.1 (checked)")
+    comp.add_argument("--mil-version", help="its MIL component, e.g. 3500.14.1")
     comp.add_argument(
         "--weights-dir", type=Path, help="for an .mlmodel: the folder @model_path/weights names"
     )

@@ -118,8 +118,9 @@ def cmd_compile_graph(args) -> int:
         return guarded(lambda a: compile_graph_remote(a, body, weights))(args)
     graph, inline = _split_graph_weights(body)
     try:
-        request = KernelRequest.create("graph", graph, {**inline, **weights}, format=args.format,
-                                       target=args.target, name=args.name or body.get("name"),
+        request = KernelRequest.create(graph=graph, weights={**inline, **weights},
+                                       format=args.format, target=args.target,
+                                       name=args.name or body.get("name"),
                                        verify=args.verify)  # fmt: skip
         prepared = artifacts.prepare(request, random_seed=args.random_weights)
     except FieldError as exc:

@@ -2,8 +2,9 @@
 
 It calls `MLModel.compileModelAtURL:` in-process, so it compiles for the host macOS rather than
 an iOS deployment target; use it where the Xcode tools are missing. It runs in a thread (the call
-blocks); a thread cannot be killed, so on timeout the job fails at once and the thread is left
-to finish in the background, writing only into its own temporary directory.
+blocks; in the API process, in a build worker); neither can be stopped midway, so on timeout
+the job fails at once and the compile is left to finish in the background, writing only into
+its own temporary directory.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from app.compile.base import (
     trim,
 )
 from app.compile.process import version_of
+from app.compile.runner import RunBuild, in_thread
 from app.mil import Target
 from app.toolchain import coremltools_version
 
@@ -39,7 +41,8 @@ def available() -> bool:
 class CoreMLToolsCompiler:
     name = "coremltools"
 
-    def __init__(self) -> None:
+    def __init__(self, run: RunBuild = in_thread) -> None:
+        self.run = run  # where the compile runs (the API process: its build pool)
         self._toolchain: dict[str, str | None] | None = None
 
     async def toolchain(self) -> dict[str, str | None]:
@@ -60,7 +63,7 @@ class CoreMLToolsCompiler:
         out = outdir / (package.name.removesuffix(".mlpackage") + ".mlmodelc")
         call = f"coremltools.models.utils.compile_model({package.name!r}, {out.name!r})"
         try:
-            await asyncio.wait_for(asyncio.to_thread(_compile, package, out), timeout_s)
+            await asyncio.wait_for(self.run(_compile, package, out, alone=True), timeout_s)
         except TimeoutError:
             raise CompileTimeout(timeout_message(timeout_s)) from None
         except Exception as exc:  # Core ML reports model errors as plain exceptions

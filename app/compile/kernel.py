@@ -22,15 +22,17 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from app.artifacts import Prepared, write
+from app.artifacts import Limits, Prepared, prepare, write
 from app.compile.base import CompileFailure, Compiler, CompileResult
 from app.compile.linux import NAME as LINUX_COMPILER
 from app.compile.linux import LinuxCompiler
 from app.compile.placement import placement_report
-from app.language import DEFAULT_PROFILE, PROFILES
+from app.compile.runner import RunBuild, in_thread
+from app.language.profiles import DEFAULT_PROFILE, get_profile
 from app.mil import Target, get_target
 from app.packaging import Entry, layout, to_json, write_zip
 from app.packaging.digesting import DigestingWriter
+from app.request import KernelRequest
 
 _SMALL = 1 << 20  # files above this are streamed into the zip instead of read whole
 
@@ -46,31 +48,42 @@ class CompiledKernel:
     conformance: dict[str, Any] | None = None  # Apple's bundle against the linux backend's
 
 
-def write_package(prepared: Prepared, workdir: Path) -> tuple[Path, dict[str, Any]]:
-    """Write `<name>.mlpackage/` under `workdir`; return it and the package's kernel.json."""
+@dataclass(frozen=True)
+class WrittenPackage:
+    """A kernel's `.mlpackage` on disk, what a compile starts from, with what the compiled zip
+    takes from the build (small: it crosses back from a build worker, the program does not)."""
+
+    path: Path  # `<name>.mlpackage/`
+    description: dict[str, Any]  # the package's kernel.json
+    preflight: str  # the ANE preflight's summary
+    extra_entries: tuple[Entry, ...] = ()  # verification.json, when asked for
+
+
+def write_package(prepared: Prepared, workdir: Path) -> WrittenPackage:
+    """Write `<name>.mlpackage/` under `workdir`."""
     zpath = workdir / "package.zip"
     with zpath.open("wb") as f:
         description = write(prepared, f, fmt="mlpackage")
     with zipfile.ZipFile(zpath) as zf:
         zf.extractall(workdir / "src")
     zpath.unlink()
-    return workdir / "src" / layout.package_root(prepared.build.name), description
+    path = workdir / "src" / layout.package_root(prepared.build.name)
+    return WrittenPackage(path, description, prepared.preflight_summary,
+                          tuple(prepared.extra_entries))  # fmt: skip
+
+
+def build_package(request: KernelRequest, limits: Limits, workdir: Path) -> WrittenPackage:
+    """What a build worker runs for a compiled request: build the program, write its package."""
+    return write_package(prepare(request, limits), workdir)
 
 
 async def compile_kernel_zip(
-    prepared: Prepared,
-    compiler: Compiler,
-    workdir: Path,
-    timeout_s: float,
-    *,
-    on_compiling: Callable[[], Any] | None = None,
+    prepared: Prepared, compiler: Compiler, workdir: Path, timeout_s: float
 ) -> CompiledKernel:
-    """Compile `prepared` with `compiler` inside `workdir` (which the caller owns and removes).
-    Its extra entries (verification.json) go into the package and the compiled zip."""
-    package, description = await asyncio.to_thread(write_package, prepared, workdir)
-    return await _compile(
-        package, description, compiler, workdir, timeout_s, on_compiling, prepared.extra_entries
-    )
+    """Compile `prepared` with `compiler` inside `workdir` (which the caller owns and removes),
+    every step in this process."""
+    package = await in_thread(write_package, prepared, workdir)
+    return await compile_package_zip(package, compiler, workdir, timeout_s)
 
 
 def save_compiled(
@@ -85,55 +98,66 @@ def save_compiled(
     return replace(compiled, zip_path=path)
 
 
-async def _compile(
-    package: Path,
-    description: dict[str, Any],
+async def compile_package_zip(
+    package: WrittenPackage,
     compiler: Compiler,
     workdir: Path,
     timeout_s: float,
-    on_compiling: Callable[[], Any] | None,
-    extra_entries: Sequence[Entry],
+    *,
+    run: RunBuild = in_thread,
+    on_compiling: Callable[[], Any] | None = None,
 ) -> CompiledKernel:
+    """Compile `package` (written under `workdir`) with `compiler`; the steps that are work of
+    this process (placement, the conformance compile, the zip) go to `run`. Its extra entries
+    (verification.json) go into the compiled zip."""
     if on_compiling is not None:
         await on_compiling()
     outdir = workdir / "out"
     outdir.mkdir()
-    target = get_target(description["target"])
-    result = await compiler.compile(package, outdir, target, timeout_s)
-    placement = await asyncio.to_thread(placement_report, result.mlmodelc)
+    target = get_target(package.description["target"])
+    result = await compiler.compile(package.path, outdir, target, timeout_s)
+    placement = await run(placement_report, result.mlmodelc)
     conformance = None
     if compiler.name != LINUX_COMPILER:  # every real compile checks the linux backend
-        conformance = await conformance_with_linux(package, result, target, workdir, timeout_s)
+        conformance = await conformance_with_linux(
+            package.path, result, target, workdir, timeout_s, run
+        )
     description = {
-        **description,
+        **package.description,
         "format": "mlmodelc",
         "compiler": {"backend": compiler.name, "toolchain": result.toolchain,
                      **({"conformance": conformance} if conformance is not None else {})},
     }  # fmt: skip
     name = description["name"]
     zip_path = workdir / f"{name}.mlmodelc.zip"
-    digest = await asyncio.to_thread(
+    digest = await run(
         _write_zip, zip_path, result.mlmodelc, name, description, result.log, placement,
-        extra_entries,
+        package.extra_entries, alone=True,
     )  # fmt: skip
-    shutil.rmtree(package.parent, ignore_errors=True)
+    shutil.rmtree(package.path.parent, ignore_errors=True)
     return CompiledKernel(zip_path, digest, description, placement, result.toolchain, result.log,
                           conformance)  # fmt: skip
 
 
 async def conformance_with_linux(
-    package: Path, apple: CompileResult, target: Target, workdir: Path, timeout_s: float
+    package: Path,
+    apple: CompileResult,
+    target: Target,
+    workdir: Path,
+    timeout_s: float,
+    run: RunBuild = in_thread,
 ) -> dict[str, Any]:
     """The linux backend's bundle for the same package, compared with the one Apple's compiler
     wrote, file by file: a conformance signal from every real compile. The profile is the
-    compiler's own release when the linux backend knows it, else its default (said so)."""
+    compiler's own release, written with the nearest observed release's rules when the linux
+    backend has not seen it (said so), or the default when the release is not known at all."""
     version = re.search(r"\d+\.\d+\.\d+", apple.toolchain.get("coremlcompiler") or "")
     release = version.group(0) if version else None
-    profile = PROFILES.get(release or "", DEFAULT_PROFILE)
+    profile = get_profile(release) if release else DEFAULT_PROFILE
     outdir = workdir / "linux"
     outdir.mkdir()
     try:
-        mine = await LinuxCompiler(profile).compile(package, outdir, target, timeout_s)
+        mine = await LinuxCompiler(profile, run).compile(package, outdir, target, timeout_s)
     except CompileFailure as exc:
         return {"backend": LINUX_COMPILER, "profile": profile.name, "identical": False,
                 "error": exc.message}  # fmt: skip
@@ -147,9 +171,10 @@ async def conformance_with_linux(
         "only_apple": sorted(theirs.keys() - ours.keys()),
         "only_linux": sorted(ours.keys() - theirs.keys()),
     }
-    if profile.name != release:
-        report["note"] = (f"no linux profile for coremlcompiler {release or 'of unknown version'}; "
-                          f"compared with {profile.name}")  # fmt: skip
+    if release is None:
+        report["note"] = f"coremlcompiler of unknown version; compared with {profile.describe()}"
+    elif not profile.observed:
+        report["note"] = f"compared with {profile.describe()}"
     return report
 
 

@@ -18,9 +18,11 @@ from app.compile.base import (
     CompileTimeout,
     timeout_message,
 )
-from app.language import MlmodelcError, ToolchainProfile, get_profile
+from app.compile.runner import RunBuild, in_thread
+from app.language.errors import MlmodelcError
+from app.language.profiles import ToolchainProfile, get_profile
 from app.mil import Target
-from app.mlmodelc import compile_package
+from app.mlmodelc import CompiledBundle, compile_package
 from app.toolchain import coremltools_version
 
 NAME = "linux"
@@ -29,7 +31,8 @@ NAME = "linux"
 class LinuxCompiler:
     name = NAME
 
-    def __init__(self, profile: ToolchainProfile | str | None = None):
+    def __init__(self, profile: ToolchainProfile | str | None = None, run: RunBuild = in_thread):
+        self.run = run  # where the compile runs (the API process: its build pool)
         try:
             self.profile = (
                 profile if isinstance(profile, ToolchainProfile) else get_profile(profile)
@@ -49,17 +52,23 @@ class LinuxCompiler:
         self, package: Path, outdir: Path, target: Target, timeout_s: float
     ) -> CompileResult:
         out = outdir / f"{package.stem}.mlmodelc"
-        try:
+        try:  # alone: a compile copies every weight, which no batch of small builds should wait on
             bundle = await asyncio.wait_for(
-                asyncio.to_thread(compile_package, package, out, self.profile), timeout_s
+                self.run(compile_bundle, package, out, self.profile, alone=True), timeout_s
             )
         except TimeoutError:
             raise CompileTimeout(timeout_message(timeout_s)) from None
-        except MlmodelcError as exc:
-            raise CompilerError(f"{package.name}: {exc}") from None
         log = (
-            f"app.mlmodelc: {package.name} -> {out.name} as coremlcompiler "
-            f"{self.profile.coremlc_version} (MIL {self.profile.mil_version}), "
+            f"app.mlmodelc: {package.name} -> {out.name} as {self.profile.describe()}, "
             f"program({bundle.program_version})\n" + "".join(f"  {f}\n" for f in bundle.files)
         )
         return CompileResult(out, log, await self.toolchain())
+
+
+def compile_bundle(package: Path, out: Path, profile: ToolchainProfile) -> CompiledBundle:
+    """The compile itself, as a build worker runs it: its errors are the compiler's, said in
+    a form that crosses back from a worker process whole."""
+    try:
+        return compile_package(package, out, profile)
+    except MlmodelcError as exc:
+        raise CompilerError(f"{package.name}: {exc}") from None

@@ -11,7 +11,9 @@ import asyncio
 import contextlib
 import os
 import signal
+from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 
 
 @dataclass(frozen=True)
@@ -47,6 +49,16 @@ async def run(argv: list[str], timeout_s: float, cwd: str | None = None) -> Fini
         raise
     assert proc.returncode is not None
     return Finished(proc.returncode, _text(out), _text(err))
+
+
+async def run_relative(
+    make_argv: Callable[[Path, Path], list[str]], src: Path, outdir: Path, timeout_s: float
+) -> tuple[list[str], Finished]:
+    """Run a compiler on `src` into `outdir`, both named relative to their common directory:
+    temporary paths stay out of its log, so the same input compiled twice gives the same zip."""
+    cwd = os.path.commonpath([src.absolute(), outdir.absolute()])
+    argv = make_argv(Path(os.path.relpath(src, cwd)), Path(os.path.relpath(outdir, cwd)))
+    return argv, await run(argv, timeout_s, cwd=cwd)
 
 
 async def _kill(proc: asyncio.subprocess.Process) -> None:

@@ -9,7 +9,6 @@ compiler accepts).
 
 from __future__ import annotations
 
-import os
 import shutil
 from pathlib import Path
 
@@ -22,7 +21,7 @@ from app.compile.base import (
     timeout_message,
     trim,
 )
-from app.compile.process import TimedOut, run, version_of
+from app.compile.process import TimedOut, run_relative, version_of
 from app.mil import Target
 from app.toolchain import coremltools_version
 
@@ -68,14 +67,10 @@ class XcrunCompiler:
     async def compile(
         self, package: Path, outdir: Path, target: Target, timeout_s: float
     ) -> CompileResult:
-        # Relative paths from a common directory keep temporary paths out of the log, so the
-        # same kernel compiled twice gives the same zip bytes.
-        cwd = os.path.commonpath([package.absolute(), outdir.absolute()])
-        argv = compile_argv(
-            Path(os.path.relpath(package, cwd)), Path(os.path.relpath(outdir, cwd)), target
-        )
         try:
-            done = await run(argv, timeout_s, cwd=cwd)
+            argv, done = await run_relative(
+                lambda src, out: compile_argv(src, out, target), package, outdir, timeout_s
+            )
         except FileNotFoundError:
             raise CompilerUnavailable("xcrun is not on PATH (install the Xcode tools)") from None
         except TimedOut:

@@ -41,6 +41,8 @@ from app.errors import FieldError
 from app.formats import DEFAULT_FORMAT, FORMATS, FormatName
 from app.mil import DEFAULT_TARGET, TargetName
 from app.names import name_problem
+from app.request import KernelRequest, field_of
+from app.schemas.wire import GraphRequest
 from app.tensor_files import read_tensor
 
 
@@ -111,7 +113,27 @@ class Kernel:
         if entry.checkpoint is not None:
             self.params, from_checkpoint = load_checkpoint(base, entry, name)
             self.weights = {**from_checkpoint, **self.weights}
+        self._check()
         self.digests = {w: tensor_digest(a) for w, a in self.weights.items()}
+
+    def _check(self) -> None:
+        """The request this kernel becomes, checked here as the service checks it, so that a
+        bad entry fails before anything is hashed or uploaded (its weights the service checks
+        when it builds)."""
+        where = f"kernels.{self.name}"
+        options = {"format": self.format, "target": self.target, "name": self.name}
+        try:
+            if self.graph is None:
+                KernelRequest.create(self.op, self.params, quantize=self.quantize, **options)
+            else:
+                where += ".graph"  # faults are named by their path in the graph file
+                KernelRequest.create(graph=GraphRequest.model_validate(self.graph).graph(),
+                                     **options)  # fmt: skip
+        except ValidationError as exc:
+            err = exc.errors()[0]
+            raise ManifestError(f"{where}.{field_of(err['loc'])}: {err['msg']}") from None
+        except FieldError as exc:
+            raise ManifestError(f"{where}.{exc.field}: {exc.message}") from None
 
     @property
     def inputs(self) -> dict[str, Any]:

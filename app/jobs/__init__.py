@@ -1,7 +1,8 @@
 """Jobs: a request queued, generated, compiled on a worker, watched and fetched.
 
 from app.jobs.select import make_engine
-engine = make_engine(Settings(), store=..., blobs=..., compiler=select_compiler(), workdir=...)
+engine = make_engine(Settings(), store=..., blobs=..., compiler=select_compiler(run=pool.run),
+                     workdir=..., run_build=pool.run)
 await engine.start()
 job = await engine.submit(KernelRequest.create("conv", {...}, format="mlmodelc"))
 job = await engine.get(job.id); path = await engine.artifact_path(job)

@@ -23,7 +23,7 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import OutOfMemoryError, ReadOnlyError, ResponseError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
-from app.errors import ErrorKind, FieldError
+from app.errors import ErrorKind, ServiceError
 from app.settings import Settings
 
 # Errors a healthy request cannot cause: the broker is unreachable, still loading its data,
@@ -71,10 +71,9 @@ def broker_client(url: str, settings: Settings, queue: str | None = None) -> Arq
     return client
 
 
-def broker_unavailable(url: str, exc: BaseException, retry_after: float) -> FieldError:
+def broker_unavailable(url: str, exc: BaseException, retry_after: float) -> ServiceError:
     """The 503 a request gets when it needs the broker and the broker does not answer."""
-    return FieldError(
-        None,
+    return ServiceError(
         f"the job broker (Redis at {where(url)}) is unavailable: {exc}; jobs, batches and "
         f"workers answer again once it is back (retry in {retry_after:g} s). Kernel requests "
         "that need no compile are still served.",

@@ -1,4 +1,5 @@
 """The embedded engine: jobs run by asyncio tasks inside the API process, records in memory.
+Their builds run where the API's own do (`run_build`: the build pool), never in a thread here.
 
 The default (no Redis, nothing else to start): `make run` on a fresh machine serves every format
 its own compiler allows. Records do not survive a restart; set ANE_REDIS_URL for that.
@@ -18,14 +19,16 @@ from pathlib import Path
 from app.cache.store import ContentStore
 from app.compile import Compiler
 from app.compile.placement import unavailable_reason as placement_unavailable
+from app.compile.runner import RunBuild
 from app.errors import ErrorKind, FieldError
-from app.formats import COMPILED, PACKAGED
+from app.formats import COMPILED, available_formats
 from app.jobs.engine import JobEngine
 from app.jobs.model import Job, JobError, WorkerInfo
 from app.jobs.pipeline import Runtime, Transient, fail, give_up, note_retry, run_job
 from app.jobs.records import MemoryRecords
 from app.request import KernelRequest
 from app.settings import Settings
+from app.toolchain import coreai_version
 from app.uploads.blobstore import BlobStore
 
 log = logging.getLogger("ane.jobs")
@@ -41,12 +44,13 @@ class EmbeddedEngine(JobEngine):
         blobs: BlobStore,
         compiler: Compiler | None,
         workdir: Path,
+        run_build: RunBuild,
     ):
         super().__init__(settings, store)
         self.records = MemoryRecords(settings.job_keep_s)
         self.worker_id = f"{platform.node()}:{os.getpid()}:embedded"
         self.runtime = Runtime(
-            settings, self.records, store, blobs, compiler, self.worker_id, workdir
+            settings, self.records, store, blobs, compiler, self.worker_id, workdir, run_build
         )
         self._queue: asyncio.Queue[tuple[str, int]] = asyncio.Queue()
         self._running: dict[str, asyncio.Task] = {}
@@ -70,14 +74,15 @@ class EmbeddedEngine(JobEngine):
 
     def check(self, request: KernelRequest) -> None:
         if request.artifact_format.compiled and self.runtime.compiler is None:
+            servable = available_formats(compiler=False, coreai=coreai_version() is not None)
             raise FieldError(
                 "format",
                 f"format {', '.join(COMPILED)} needs a compiler backend and this service has none "
                 f"(ANE_COMPILER={self.settings.compiler}). Available formats: "
-                f"{', '.join(PACKAGED)}",
+                f"{', '.join(servable)}",
                 kind=ErrorKind.UNAVAILABLE,
                 title="Compiler unavailable",
-                available_formats=list(PACKAGED),
+                available_formats=servable,
             )
         if request.placement and (reason := placement_unavailable()) is not None:
             raise FieldError(

@@ -90,7 +90,7 @@ class JobEngine(ABC):
         one whose artifact the store already holds is finished at once, without a worker (a
         job lost with its broker and submitted again, a kernel built by another path)."""
         self.check(request)
-        job = Job(id=request.key(), queue=queue_for(request), request=request)
+        job = Job(id=request.key, queue=queue_for(request), request=request)
         job = job.enter(JobState.queued)
         if not request.bypass_cache and (found := await self._stored(request)) is not None:
             job = job.enter(JobState.succeeded, **found)
@@ -105,11 +105,11 @@ class JobEngine(ABC):
         """The finished job's fields when the artifact cache holds the request's artifact: under
         its key, or for a compiled format under its key for a toolchain a live worker has."""
         if not request.artifact_format.compiled:
-            entry = await asyncio.to_thread(self.store.get, request.key())
+            entry = await asyncio.to_thread(self.store.get, request.key)
             return None if entry is None else {"artifact": artifact_ref(entry)}
         toolchains = [w.toolchain for w in await self.workers() if w.compiler and w.toolchain]
         for toolchain in toolchains:
-            key = request.key(extra={"toolchain": toolchain})
+            key = request.compiled_key(toolchain)
             entry = await asyncio.to_thread(self.store.get, key)
             if entry is not None:
                 return {"artifact": artifact_ref(entry), "toolchain": toolchain,

@@ -29,8 +29,9 @@ from typing import Any
 from arq.constants import in_progress_key_prefix
 from arq.worker import Retry, Worker, func
 
-from app.compile import select_compiler
+from app.compile import Compiler, select_compiler
 from app.compile.linux import NAME as LINUX_COMPILER
+from app.compile.runner import in_thread
 from app.jobs.arq_engine import FUNCTION, WORKER
 from app.jobs.arq_worker import FarmWorker
 from app.jobs.broker import broker_client, deserialize, is_broker_fault, serialize, where
@@ -117,16 +118,16 @@ async def _heartbeat(ctx: dict[str, Any]) -> None:
         await asyncio.sleep(period)
 
 
-def _runtime(ctx: dict[str, Any], settings: Settings, queue: str) -> Runtime:
+def _runtime(ctx: dict[str, Any], settings: Settings, compiler: Compiler | None) -> Runtime:
     wid = worker_id()
     workdir = settings.data_dir / "work" / re.sub(r"[^A-Za-z0-9_.-]", "_", wid)
     shutil.rmtree(workdir, ignore_errors=True)  # this worker's own leftovers only
     workdir.mkdir(parents=True)
     cache, blobs = artifact_store(settings), blob_store(settings)
-    compiler = select_compiler(settings.compiler, settings.mlmodelc_profile)
     # A job's record writes wait out broker outages: the job goes on when the broker is back.
     records = PatientRecords(RedisRecords(ctx["redis"], settings.job_keep_s), ctx["broker"])
-    return Runtime(settings, records, cache, blobs, compiler, wid, workdir)
+    # A worker process serves nothing but its jobs: its builds run in a thread of its own.
+    return Runtime(settings, records, cache, blobs, compiler, wid, workdir, in_thread)
 
 
 def build_worker(queue: str, settings: Settings | None = None, burst: bool = False) -> Worker:
@@ -135,6 +136,8 @@ def build_worker(queue: str, settings: Settings | None = None, burst: bool = Fal
         raise ValueError(f"unknown queue {queue!r}; one of {', '.join(QUEUES)}")
     if not settings.redis_url:
         raise ValueError("a worker needs ANE_REDIS_URL (or --redis-url)")
+    # Chosen once: the queue check below and every job use the same compiler (and its probed
+    # toolchain, which the xcrun backend keeps per instance).
     compiler = select_compiler(settings.compiler, settings.mlmodelc_profile)
     if queue == QUEUE_MACOS and (compiler is None or compiler.name == LINUX_COMPILER):
         raise ValueError(
@@ -149,9 +152,8 @@ def build_worker(queue: str, settings: Settings | None = None, burst: bool = Fal
         ctx["queue"] = queue
         ctx["started_at"] = time.time()
         ctx["stats"] = {"running": 0, "finished": 0}
-        ctx["runtime"] = _runtime(ctx, settings, queue)
+        ctx["runtime"] = _runtime(ctx, settings, compiler)
         ctx["heartbeat"] = asyncio.create_task(_heartbeat(ctx))
-        compiler = ctx["runtime"].compiler
         log.info(
             "worker ready",
             extra={"queue": queue, "worker": ctx["runtime"].worker_id,

@@ -4,7 +4,7 @@
          \\          \\            \\-> failed | cancelled
           \\-> cancelled  \\-> failed | cancelled      (compiling only for format mlmodelc)
 
-A job's id is the request's cache key (`KernelRequest.key()`), so identical requests are one job. `run` counts resubmissions of a job that failed or was cancelled.
+A job's id is the request's cache key (`KernelRequest.key`), so identical requests are one job. `run` counts resubmissions of a job that failed or was cancelled.
 """
 
 from __future__ import annotations

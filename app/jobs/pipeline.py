@@ -16,7 +16,6 @@ import asyncio
 import logging
 import os
 import shutil
-import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -26,11 +25,12 @@ from typing import Any
 from app import artifacts
 from app.cache.faults import ARTIFACT_STORE, BLOB_STORE, WORK_DIR, is_full, storage_fault
 from app.cache.store import ContentStore
-from app.compile import CompileFailure, Compiler, CompilerUnavailable, compile_kernel_zip
-from app.errors import FieldError
-from app.jobs.model import TERMINAL, ArtifactRef, Job, JobError, JobState, artifact_ref
+from app.compile import CompileFailure, Compiler, CompilerUnavailable
+from app.compile.kernel import build_package, compile_package_zip
+from app.compile.runner import RunBuild, runs_alone
+from app.errors import ErrorKind, FieldError
+from app.jobs.model import TERMINAL, Job, JobError, JobState, artifact_ref
 from app.jobs.records import Records
-from app.request import KernelRequest
 from app.settings import Settings
 from app.uploads.blobstore import BlobStore
 
@@ -59,6 +59,8 @@ class Runtime:
     compiler: Compiler | None
     worker_id: str
     workdir: Path  # this worker's scratch space, on the same volume as the cache
+    # Where builds run: in the API process its build pool, never a thread of its own.
+    run_build: RunBuild
 
 
 def _live(run: int, change: Callable[[Job], Job]) -> Callable[[Job], Job | None]:
@@ -129,6 +131,8 @@ async def run_job(rt: Runtime, job_id: str, run: int, attempt: int) -> JobState 
     except FieldError as exc:
         if "store" in exc.extra:  # the machine's storage failed, not the request
             raise await _storage_transient(rt, exc) from None
+        if exc.kind == ErrorKind.UNAVAILABLE:  # the build pool is full, or lost its worker
+            raise Transient(exc.message, kind="unavailable") from None
         await fail(rt, job_id, run, JobError(kind="spec", message=exc.message, field=exc.field))
         return JobState.failed
     except CompileFailure as exc:
@@ -169,12 +173,18 @@ async def _storage_transient(rt: Runtime, fault: FieldError) -> Transient:
 
 async def _produce(rt: Runtime, job: Job) -> dict[str, Any]:
     request = await asyncio.to_thread(rt.blobs.locate, job.request)
+    limits = artifacts.Limits.of(rt.settings)
+    alone = runs_alone(request.weight_bytes)
     if not request.artifact_format.compiled:
         if not request.bypass_cache:
             found = await asyncio.to_thread(rt.store.get, job.id)
             if found is not None:
                 return {"artifact": artifact_ref(found)}
-        return {"artifact": await asyncio.to_thread(_package, rt, request, job.id)}
+        # Built and zipped exactly as the synchronous path does.
+        location = rt.store.location
+        build = artifacts.build_and_publish
+        stored = await rt.run_build(build, request, location, job.id, limits, alone=alone)
+        return {"artifact": artifact_ref(rt.store.adopt(stored.published))}
 
     if rt.compiler is None:
         raise CompilerUnavailable(
@@ -182,14 +192,12 @@ async def _produce(rt: Runtime, job: Job) -> dict[str, Any]:
         )
     toolchain = await rt.compiler.toolchain()
     # The compiled artifact's key adds the toolchain: a new Xcode compiles afresh.
-    key = request.key(extra={"toolchain": toolchain})
+    key = request.compiled_key(toolchain)
     if not request.bypass_cache:
         found = await asyncio.to_thread(rt.store.get, key)
         if found is not None:
             return {"artifact": artifact_ref(found), "placement": found.meta.get("placement"),
                     "toolchain": toolchain, "conformance": found.meta.get("conformance")}  # fmt: skip
-    limits = artifacts.Limits.of(rt.settings)
-    prepared = await asyncio.to_thread(artifacts.prepare, request, limits)
 
     async def compiling() -> None:
         moved = await rt.records.update(
@@ -200,9 +208,11 @@ async def _produce(rt: Runtime, job: Job) -> dict[str, Any]:
 
     workdir = _scratch(rt)
     try:
-        compiled = await compile_kernel_zip(
-            prepared, rt.compiler, workdir, rt.settings.compile_timeout_s, on_compiling=compiling
-        )
+        package = await rt.run_build(build_package, request, limits, workdir, alone=alone)
+        compiled = await compile_package_zip(
+            package, rt.compiler, workdir, rt.settings.compile_timeout_s, run=rt.run_build,
+            on_compiling=compiling,
+        )  # fmt: skip
         placement = compiled.placement.get("summary") or {
             "available": False,
             "reason": compiled.placement.get("reason"),
@@ -215,22 +225,13 @@ async def _produce(rt: Runtime, job: Job) -> dict[str, Any]:
             "toolchain": toolchain,
             "digest": compiled.digest,
             "filename": request.filename,
-            "preflight": prepared.preflight_summary,
+            "preflight": package.preflight,
         }
         entry = await asyncio.to_thread(rt.store.publish, key, compiled.zip_path, meta)
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
     return {"artifact": artifact_ref(entry), "placement": placement, "toolchain": toolchain,
             "conformance": compiled.conformance}  # fmt: skip
-
-
-def _package(rt: Runtime, request: KernelRequest, key: str) -> ArtifactRef:
-    """Build and zip a mil / mlpackage artifact, exactly as the synchronous path does."""
-    started = time.perf_counter()
-    prepared = artifacts.prepare(request, artifacts.Limits.of(rt.settings))
-    meta = {"op": request.op, "format": request.format}
-    stored = artifacts.publish(prepared, rt.store.location, key, meta, started)
-    return artifact_ref(rt.store.adopt(stored.published))
 
 
 def _scratch(rt: Runtime) -> Path:

@@ -59,6 +59,7 @@ ATTENTION_WEIGHT_DOCS = (
     WeightDoc(
         "self_attn.o_proj.bias", "[hidden_size]", "when o_proj_bias (default attention_bias)"
     ),
+    WeightDoc("self_attn.{q,k}_norm.weight", "[head_dim]", "when qk_norm (Qwen3)"),
 )
 ATTENTION_INPUTS = {
     "x": "[1, hidden_size, 1, seq_len] fp16",

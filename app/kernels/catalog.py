@@ -82,6 +82,12 @@ class KernelBuild:
                 for k, w in self.weights.items()}  # fmt: skip
 
     @property
+    def function_builds(self) -> tuple[KernelBuild, ...]:
+        """One build per function of the program: this one, unless it packages several
+        (app/kernels/functions.py), each of them a program of its own to size and preflight."""
+        return (self,)
+
+    @property
     def op_name(self) -> str:
         assert self.op is not None
         return self.op.name

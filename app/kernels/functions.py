@@ -43,6 +43,10 @@ class FunctionsBuild(KernelBuild):
 
     parts: dict[str, KernelBuild] = field(default_factory=dict)
 
+    @property
+    def function_builds(self) -> tuple[KernelBuild, ...]:
+        return tuple(self.parts.values())
+
     def tolerance(self, output: str) -> float:
         return next(iter(self.parts.values())).tolerance(output)
 
@@ -107,10 +111,14 @@ def _merge(parts: Mapping[str, KernelBuild]) -> Program:
     taken: dict[str, np.ndarray] = {}  # blob const name -> the value it holds
     functions = {}
     target = next(iter(parts.values())).target
+    # offsets are looked up by name for every const: an inline const named like another
+    # function's blob const would be read from the blob too, so it is renamed as well
+    blob_names = {op.name for part in parts.values() for op in part.program.main.consts()
+                  if op.value is not None and op.value.in_blob(target)}  # fmt: skip
     for fn_name, part in parts.items():
         fn = part.program.main
         for op in fn.consts():
-            if op.value is None or not op.value.in_blob(target):
+            if op.value is None or op.name not in blob_names:
                 continue
             held = taken.get(op.name)
             if held is not None and not _same(held, op.value.data):

@@ -55,10 +55,12 @@ def normalize(
     eps: float,
     variant: str = "safe",
     name: Callable[[str], str] = str,
+    axis: int = 1,
 ) -> Var:
-    """x / sqrt(mean(x², over axis 1) + eps), overflow-safe in fp16, for x [1, channels, 1, S];
-    `name` turns each op's base name into its name in the program (a prefix in a larger one)."""
-    axes, keep = b.const(name("axes"), [1]), b.const(name("keep_dims"), True)
+    """x / sqrt(mean(x², over `axis`) + eps), overflow-safe in fp16, for x [1, channels, 1, S]
+    (or, with axis 2, per head over head_dim of [1, heads, head_dim, S]); `name` turns each op's
+    base name into its name in the program (a prefix in a larger one)."""
+    axes, keep = b.const(name("axes"), [axis]), b.const(name("keep_dims"), True)
     m = b.op(
         "maximum",
         name("m"),

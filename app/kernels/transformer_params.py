@@ -55,6 +55,11 @@ class AttentionParams(TokenParams):
     o_proj_bias: bool | None = Field(
         None, description="bias on the o projection; default attention_bias (Qwen2: false)"
     )
+    qk_norm: bool = Field(
+        False,
+        description="Qwen3: an RMSNorm over head_dim on every query and key head before RoPE "
+        "(self_attn.q_norm.weight, self_attn.k_norm.weight)",
+    )
     mode: Literal["prefill", "decode"] = Field(
         "prefill",
         description="prefill: seq_len tokens at position_offset.., attending to each other; "
@@ -171,6 +176,10 @@ def attention_weights(p: AttentionParams, prefix: str = "") -> list[WeightSpec]:
         ]
     if p.has_o_bias:
         specs.append(_vector(f"{a}o_proj.bias", h, "[hidden_size]"))
+    if p.qk_norm:  # gains [1, 1, head_dim, 1]: they broadcast over the heads [1, heads, d, S]
+        specs += [WeightSpec(f"{a}{n}_norm.weight", (1, 1, p.dim, 1), "[head_dim]", FP16,
+                             also_accepts=((p.dim,),), init_scale=0.1, init_offset=1.0)
+                  for n in ("q", "k")]  # fmt: skip
     return specs
 
 

@@ -123,6 +123,13 @@ def _norm(b: Builder, n: Name, label: str, x: Var, channels: int, eps: float, ga
     return b.op("mul", n(label), x=normed, y=gain)
 
 
+def _head_norm(b: Builder, n: Name, label: str, x: Var, w, key: str, p: AttentionParams) -> Var:
+    """RMSNorm over head_dim of heads [1, heads, head_dim, S], the gain [1, 1, head_dim, 1]."""
+    gain = b.const(const_name(key), w[key], FP16)
+    normed = normalize(b, x, p.dim, p.rms_norm_eps, name=lambda s: n(f"{label}_{s}"), axis=2)
+    return b.op("mul", n(label), x=normed, y=gain)
+
+
 def _rotate(b: Builder, n: Name, label: str, x: Var, rope: Rope) -> Var:
     first, second = b.op("split", n(f"{label}_halves"), x=x, num_splits=2, axis=2)  # type: ignore[misc]
     swapped = b.op("concat", n(f"{label}_swapped"), values=(second, first), axis=2)
@@ -168,8 +175,12 @@ def attention(
     q = _linear(b, n, "q_proj", normed, w, f"{a}q_proj", bias)
     k = _linear(b, n, "k_proj", normed, w, f"{a}k_proj", bias)
     v = _linear(b, n, "v_proj", normed, w, f"{a}v_proj", bias)
-    q = _rotate(b, n, "q", b.op("reshape", n("q_heads"), x=q, shape=[1, h, d, s]), rope)
-    k = _rotate(b, n, "k", b.op("reshape", n("k_heads"), x=k, shape=[1, kvh, d, s]), rope)
+    q = b.op("reshape", n("q_heads"), x=q, shape=[1, h, d, s])
+    k = b.op("reshape", n("k_heads"), x=k, shape=[1, kvh, d, s])
+    if p.qk_norm:  # Qwen3: each head normed over head_dim (axis 2) before its rotation
+        q = _head_norm(b, n, "q_norm", q, w, f"{a}q_norm.weight", p)
+        k = _head_norm(b, n, "k_norm", k, w, f"{a}k_norm.weight", p)
+    q, k = _rotate(b, n, "q", q, rope), _rotate(b, n, "k", k, rope)
     v = b.op("reshape", n("v_heads"), x=v, shape=[1, kvh, d, s])
     k_new = b.op("transpose", out[1], x=k, perm=[0, 1, 3, 2])  # [1, kv_heads, S, head_dim]
     v_new = b.op("transpose", out[2], x=v, perm=[0, 1, 3, 2])

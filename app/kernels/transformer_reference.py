@@ -6,7 +6,8 @@
   ReLU²);
 - attention: q, k, v = projections of the normed input (+ biases), per head; RoPE with the
   `rotate_half` layout on q and k; each query head h reads key/value head h // (heads / kv_heads)
-  (`repeat_kv`); scores q·kᵀ / sqrt(head_dim), a query sees keys at positions up to its own
+  (`repeat_kv`); Qwen3 norms each q and k head over head_dim before RoPE; scores
+  q·kᵀ / sqrt(head_dim), a query sees keys at positions up to its own
   (causal) and the valid cache rows; softmax; the heads concatenated head-major; o projection;
   the input added back (the residual).
 
@@ -92,8 +93,12 @@ def attention(
     keys rotated, each [kv_heads, S, head_dim]."""
     a = f"{prefix}self_attn."
     h = rms_norm(x, w[f"{prefix}input_layernorm.weight"], p.rms_norm_eps)
-    q = rotate(_project(h, w, f"{a}q_proj", p.attention_bias, p.heads), cos, sin)
-    k = rotate(_project(h, w, f"{a}k_proj", p.attention_bias, p.kv_heads), cos, sin)
+    q = _project(h, w, f"{a}q_proj", p.attention_bias, p.heads)
+    k = _project(h, w, f"{a}k_proj", p.attention_bias, p.kv_heads)
+    if p.qk_norm:  # Qwen3: every head normed over head_dim before RoPE
+        q = rms_norm(q, w[f"{a}q_norm.weight"], p.rms_norm_eps)
+        k = rms_norm(k, w[f"{a}k_norm.weight"], p.rms_norm_eps)
+    q, k = rotate(q, cos, sin), rotate(k, cos, sin)
     v = _project(h, w, f"{a}v_proj", p.attention_bias, p.kv_heads)
     keys, values = k, v
     if past is not None:

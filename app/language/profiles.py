@@ -9,7 +9,11 @@ releases. Evidence per profile:
   that repository's end-of-file hook rather than Apple's: the profile reproduces the files as
   published.
 - 3500.32.1 (MIL 3500.14.1): the four silero-vad bundles (spec 6 and 7). The default: the only
-  release for which whole bundles (every file) exist as goldens.
+  release for which whole bundles (every file) exist as goldens. The same release has shipped
+  with MIL 3510.2.1 in other public bundles (recorded beside the ios17-text goldens): both pairs
+  are observed.
+- A release or pair not observed is written with its own version strings and the layout rules of
+  the nearest observed release (`get_profile`), and reports say so (`ToolchainProfile.describe`).
 - 3520.5.1 (MIL 3520.4.1) and 3600.25.1 (MIL 3600.16.1): `model.mil` texts only.
 
 Dialect (`dialect_for`): every golden with specification version 9 (iOS18) is `program(1.3)`,
@@ -26,7 +30,8 @@ do not write it. That choice is not proven by a golden.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import re
+from dataclasses import dataclass, replace
 
 from app.language.dialect import DIALECTS, PROGRAM_1_0, Dialect
 from app.language.errors import UnknownProfileError
@@ -39,14 +44,31 @@ class ToolchainProfile:
     mil_version: str
     text_ends_with_newline: bool
     writes_flexible_shape_info: bool
+    # None for a release (and MIL component) seen in Apple's output; else the observed release
+    # whose layout rules are applied to these version strings, which the report says.
+    rules_of: str | None = None
+    # other MIL components the release has been seen to carry (the first, `mil_version`, is the
+    # one written when none is asked for)
+    other_mil_versions: tuple[str, ...] = ()
 
     @property
     def name(self) -> str:
         return self.coremlc_version
 
+    @property
+    def observed(self) -> bool:
+        return self.rules_of is None
+
     def build_info(self) -> dict[str, str]:
         """The entries this compiler adds to (or overwrites in) the program's buildInfo."""
         return {"coremlc-component-MIL": self.mil_version, "coremlc-version": self.coremlc_version}
+
+    def describe(self) -> str:
+        """For reports: the versions written, and whose rules when they were not observed."""
+        text = f"coremlcompiler {self.coremlc_version} (MIL {self.mil_version})"
+        if self.rules_of is not None:
+            text += f", written with the layout rules of {self.rules_of}: not observed"
+        return text
 
 
 PROFILES: dict[str, ToolchainProfile] = {
@@ -55,8 +77,14 @@ PROFILES: dict[str, ToolchainProfile] = {
         ToolchainProfile(
             "3402.4.1", "3402.3.2", text_ends_with_newline=True, writes_flexible_shape_info=False
         ),
+        # the silero-vad goldens carry MIL 3500.14.1; the ios17-text goldens' README records
+        # bundles of the same release carrying 3510.2.1
         ToolchainProfile(
-            "3500.32.1", "3500.14.1", text_ends_with_newline=False, writes_flexible_shape_info=False
+            "3500.32.1",
+            "3500.14.1",
+            text_ends_with_newline=False,
+            writes_flexible_shape_info=False,
+            other_mil_versions=("3510.2.1",),
         ),
         ToolchainProfile(
             "3520.5.1", "3520.4.1", text_ends_with_newline=False, writes_flexible_shape_info=True
@@ -67,34 +95,73 @@ PROFILES: dict[str, ToolchainProfile] = {
     )
 }
 DEFAULT_PROFILE = PROFILES["3500.32.1"]
+_VERSION = re.compile(r"\d+(\.\d+){1,3}\Z")
+
+
+def _key(version: str) -> tuple[int, ...]:
+    return tuple(int(part) for part in version.split("."))
+
+
+def _check_version(version: str, what: str) -> None:
+    if not _VERSION.match(version):
+        raise UnknownProfileError(
+            f"{what} {version!r} is not a release number such as 3500.32.1", "profile"
+        )
+
+
+def _nearest(coremlc_version: str) -> ToolchainProfile:
+    """The newest observed release not newer than `coremlc_version` (the oldest when all are):
+    releases between two observed ones are taken to write as the earlier did until one is seen."""
+    known = sorted(PROFILES.values(), key=lambda p: _key(p.coremlc_version))
+    older = [p for p in known if _key(p.coremlc_version) <= _key(coremlc_version)]
+    return older[-1] if older else known[0]
 
 
 def get_profile(
     coremlc_version: str | None = None, mil_version: str | None = None
 ) -> ToolchainProfile:
-    """The profile for a coremlc release (default `DEFAULT_PROFILE`); `mil_version`, when given,
-    must be the MIL component that release carries."""
+    """The profile for a coremlc release and MIL component (default `DEFAULT_PROFILE`).
+
+    A release and component seen together in Apple's output give that observed profile. Any other
+    well-formed pair is written with these exact version strings and the layout rules of the
+    nearest observed release (`rules_of` says which), not refused: there are many releases
+    between the observed ones, and a decompiled bundle must compile back with its own pair."""
+    if coremlc_version is None and mil_version is None:
+        return DEFAULT_PROFILE
     if coremlc_version is None:
-        if mil_version is None:
-            return DEFAULT_PROFILE
-        matches = [p for p in PROFILES.values() if p.mil_version == mil_version]
-        if not matches:
-            raise UnknownProfileError(_unknown(f"MIL version {mil_version!r}"), "profile")
-        return matches[0]
-    profile = PROFILES.get(coremlc_version)
-    if profile is None:
-        raise UnknownProfileError(_unknown(f"coremlc version {coremlc_version!r}"), "profile")
-    if mil_version is not None and mil_version != profile.mil_version:
+        assert mil_version is not None
+        _check_version(mil_version, "MIL version")
+        for profile in PROFILES.values():
+            if mil_version in (profile.mil_version, *profile.other_mil_versions):
+                return replace(profile, mil_version=mil_version)
         raise UnknownProfileError(
-            f"coremlc {coremlc_version} carries MIL {profile.mil_version}, not {mil_version}",
+            f"MIL version {mil_version!r} was never seen with a known release; name the "
+            f"coremlc version too (known: {_known()})",
             "profile",
         )
-    return profile
+    _check_version(coremlc_version, "coremlc version")
+    if mil_version is not None:
+        _check_version(mil_version, "MIL version")
+    profile = PROFILES.get(coremlc_version)
+    if profile is not None:
+        seen = (profile.mil_version, *profile.other_mil_versions)
+        if mil_version is None or mil_version == profile.mil_version:
+            return profile
+        if mil_version in seen:
+            return replace(profile, mil_version=mil_version)
+        return replace(profile, mil_version=mil_version, rules_of=profile.coremlc_version)
+    rules = _nearest(coremlc_version)
+    return replace(
+        rules,
+        coremlc_version=coremlc_version,
+        mil_version=mil_version or rules.mil_version,
+        rules_of=rules.coremlc_version,
+        other_mil_versions=(),
+    )
 
 
-def _unknown(what: str) -> str:
-    known = ", ".join(f"{p.coremlc_version} (MIL {p.mil_version})" for p in PROFILES.values())
-    return f"unknown {what}; known profiles: {known}"
+def _known() -> str:
+    return ", ".join(f"{p.coremlc_version} (MIL {p.mil_version})" for p in PROFILES.values())
 
 
 def dialect_for(spec_version: int) -> Dialect:

@@ -11,9 +11,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from app.language import DEFAULT_PROFILE, MilSyntaxError, ToolchainProfile, parse_program
-from app.language import print_program as print_protobuf
-from app.language.profiles import dialect_for
+from app.language.errors import MilSyntaxError
+from app.language.parser import parse_program
+from app.language.printer import print_program as print_protobuf
+from app.language.profiles import DEFAULT_PROFILE, ToolchainProfile, dialect_for
 from app.mil.assemble import MILParseError, ParsedProgram, WeightSource
 from app.mil.from_proto import load_program, target_of_opset
 from app.mil.ir import Program

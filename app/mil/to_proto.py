@@ -44,7 +44,34 @@ def _value_type(t: ValueType) -> pb.ValueType:
 def _set_immediate(val: pb.Value, t: TensorType, value) -> None:
     """Fill `val` with an inline value, in the TensorValue field the dtype table names (the one
     coremltools' reader and Apple's take it from). Messages are filled in place throughout:
-    copying nested protobuf messages dominates otherwise."""
+    copying nested protobuf messages dominates otherwise. Programs repeat a few small values
+    (strides, pads, names' types) many times: those are built once and merged in as bytes."""
+    key = _small_key(t, value)
+    if key is not None:
+        known = _SMALL_VALUES.get(key)
+        if known is None:
+            _fill_immediate(val, t, value)
+            if len(_SMALL_VALUES) < _SMALL_LIMIT:
+                _SMALL_VALUES[key] = val.SerializeToString()
+        else:
+            val.MergeFromString(known)
+        return
+    _fill_immediate(val, t, value)
+
+
+_SMALL_VALUES: dict[tuple, bytes] = {}
+_SMALL_LIMIT, _SMALL_SIZE = 4096, 16
+
+
+def _small_key(t: TensorType, value) -> tuple | None:
+    if isinstance(value, str):
+        return (t, value) if len(value) <= 64 else None
+    if t.size > _SMALL_SIZE:
+        return None
+    return (t, np.asarray(value, dtype=t.dtype.numpy).tobytes())
+
+
+def _fill_immediate(val: pb.Value, t: TensorType, value) -> None:
     val.type.CopyFrom(_tensor_type(t))
     tv = val.immediateValue.tensor
     field = t.dtype.field

@@ -19,10 +19,10 @@ import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
-from app.language.errors import BadBundleError
+from app.language.errors import BadBundleError, UnknownProfileError
 from app.language.messages import MIL_pb2, Model_pb2
 from app.language.parser import parse_program
-from app.language.profiles import PROFILES, ToolchainProfile
+from app.language.profiles import ToolchainProfile, get_profile
 from app.mlmodelc.atomic import building, copy_file, write_file
 from app.mlmodelc.blobrefs import blob_refs, check_refs, confined
 from app.mlmodelc.compilerattrs import build_info_entries, build_info_value
@@ -51,7 +51,7 @@ def _read(bundle: Path, relative: str) -> bytes:
 def _source_program(program: MIL_pb2.Program) -> tuple[MIL_pb2.Program, ToolchainProfile | None]:
     """Strip what the compiler added; name the profile its buildInfo points to."""
     entries = build_info_entries(program)
-    profile = PROFILES.get(entries.get("coremlc-version", ""))
+    profile = _profile(entries.get("coremlc-version"), entries.get("coremlc-component-MIL"))
     kept = {k: v for k, v in entries.items() if k not in COMPILER_KEYS}
     if kept:
         program.attributes["buildInfo"].CopyFrom(build_info_value(kept))
@@ -61,6 +61,16 @@ def _source_program(program: MIL_pb2.Program) -> tuple[MIL_pb2.Program, Toolchai
         if "FlexibleShapeInformation" in fn.attributes:
             del fn.attributes["FlexibleShapeInformation"]
     return program, profile
+
+
+def _profile(coremlc_version: str | None, mil_version: str | None) -> ToolchainProfile | None:
+    """The profile that writes this bundle's own version pair (None when it names no release)."""
+    if coremlc_version is None:
+        return None
+    try:
+        return get_profile(coremlc_version, mil_version)
+    except UnknownProfileError:
+        return None
 
 
 def _order_inputs(program: MIL_pb2.Program, description: bytes) -> None:

@@ -13,7 +13,7 @@ import zipfile
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
-from app.language import MlmodelcError
+from app.language.errors import MlmodelcError
 from app.mil import MILParseError, Program, parse_text
 from app.mil.from_proto import load_model
 from app.mlmodelc import COREMLDATA, source_model

@@ -54,7 +54,7 @@ def _num(value: float) -> float | None:
     return float(f"{value:.4g}") if np.isfinite(value) else None
 
 
-def _compare(got: np.ndarray, exact: np.ndarray, tolerance: float) -> dict[str, Any]:
+def compare(got: np.ndarray, exact: np.ndarray, tolerance: float) -> dict[str, Any]:
     err, rel, scale = max_errors(got, exact)
     return {
         "max_abs_error": _num(err),
@@ -63,6 +63,15 @@ def _compare(got: np.ndarray, exact: np.ndarray, tolerance: float) -> dict[str, 
         "tolerance": tolerance,
         "passed": bool(np.isfinite(rel) and rel <= tolerance),
     }
+
+
+def draw_inputs(build: KernelBuild, seed: int) -> tuple[dict[str, np.ndarray], dict[str, str]]:
+    """The seeded inputs (and starting states) a verification runs on, with notes on those the
+    op draws its own way (a cache length, RoPE tables)."""
+    drawn = random_inputs(build.program.main, seed)
+    adjust = build.op.verification_inputs if build.op is not None else None
+    notes = adjust(build.params, drawn, seed) if adjust is not None else {}
+    return drawn, notes
 
 
 def verify_build(
@@ -88,9 +97,7 @@ def verify_build(
         )
     op = build.op_name
     fn = build.program.main
-    drawn = random_inputs(fn, seed)
-    adjust = build.op.verification_inputs if build.op is not None else None
-    notes = adjust(build.params, drawn, seed) if adjust is not None else {}
+    drawn, notes = draw_inputs(build, seed)
     state_names = [v.name for v in fn.inputs if v.type != v.tensor]
     inputs = {k: a for k, a in drawn.items() if k not in state_names}
     states_before = {k: drawn[k] for k in state_names}
@@ -102,9 +109,9 @@ def verify_build(
     else:
         result, states_after = run_chain(chain, drawn), {}
     exact_out, exact_states = build.exact(inputs, states_before)
-    outputs = {k: _compare(result.outputs[k], exact_out[k], build.tolerance(k)) for k in exact_out}
+    outputs = {k: compare(result.outputs[k], exact_out[k], build.tolerance(k)) for k in exact_out}
     states = {
-        k: _compare(states_after[k], exact_states[k], build.tolerance(k)) for k in exact_states
+        k: compare(states_after[k], exact_states[k], build.tolerance(k)) for k in exact_states
     }
     quantization = (
         {

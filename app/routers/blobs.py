@@ -103,10 +103,7 @@ async def _spool(
     """The upload's tensor file in the blob store's spool, and its hasher."""
     settings = svc.settings
     if kind == MULTIPART:
-        limits = MultipartLimits(
-            settings.max_json_bytes, settings.max_weight_bytes, settings.max_body_bytes
-        )
-        body = await spool_multipart(request, limits, set(), svc.spool_path)
+        body = await spool_multipart(request, MultipartLimits.of(settings), set(), svc.spool_path)
         if set(body.files) != {"file"}:
             body.cleanup()
             raise Problem(

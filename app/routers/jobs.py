@@ -10,13 +10,14 @@ from __future__ import annotations
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Path, Query, Request, Response
-from fastapi.responses import FileResponse
 
+from app.api.answers import artifact_response
 from app.api.context import Services, services
 from app.api.intake import job_requests
-from app.api.openapi import JOBS_BODY, MAX_BATCH, ZIP, problems
+from app.api.openapi import JOBS_BODY, MAX_BATCH, NOT_MODIFIED, ZIP, problems
 from app.api.problems import Problem
 from app.jobs.model import JobState
+from app.service.compiled import open_job_artifact
 
 router = APIRouter(prefix="/v1", tags=["jobs"])
 
@@ -82,11 +83,14 @@ async def cancel_job(job_id: JobId, svc: Services = Depends(services)) -> dict[s
     response_class=Response,
     responses={
         200: {"content": {ZIP: {"schema": {"type": "string", "format": "binary"}}}},
+        304: NOT_MODIFIED,
         **problems(401, 404, 503),
         409: {"description": "The job has not succeeded (yet)"},
     },
 )
-async def job_artifact(job_id: JobId, svc: Services = Depends(services)) -> Response:
+async def job_artifact(
+    job_id: JobId, request: Request, svc: Services = Depends(services)
+) -> Response:
     job = await _job(svc, job_id)
     if job.state != JobState.succeeded:
         raise Problem(
@@ -94,18 +98,13 @@ async def job_artifact(job_id: JobId, svc: Services = Depends(services)) -> Resp
             title="No artifact yet", state=job.state.value,
         )  # fmt: skip
     path = await svc.jobs.artifact_path(job)
-    if path is None:
+    served = open_job_artifact(job, path) if path is not None else None
+    if served is None:
         raise Problem(
             404, "the artifact was evicted from the cache; submit the job again to rebuild it",
             title="Artifact evicted",
         )  # fmt: skip
-    assert job.artifact is not None
-    return FileResponse(
-        path,
-        media_type=ZIP,
-        filename=job.artifact.filename,
-        headers={"ETag": f'"{job.artifact.digest}"'},
-    )
+    return artifact_response(served, request)
 
 
 @router.get(

@@ -11,11 +11,11 @@ from app.api.context import Services, services
 from app.api.openapi import problems
 from app.api.problems import Problem
 from app.errors import ErrorKind, FieldError
-from app.formats import COMPILED, PACKAGED
+from app.formats import COMPILED, available_formats
 from app.kernels import CATALOG
 from app.mil import TARGETS
 from app.schemas.wire import Info, Versions
-from app.toolchain import coremltools_version
+from app.toolchain import coreai_version, coremltools_version
 
 router = APIRouter(tags=["service"])
 
@@ -40,7 +40,7 @@ async def info(svc: Services = Depends(services)) -> Info:
             coremltools=coremltools_version(),
             python=platform.python_version(),
         ),
-        formats=[*PACKAGED, *COMPILED] if can_compile else list(PACKAGED),
+        formats=available_formats(compiler=can_compile, coreai=coreai_version() is not None),
         compiler={
             "available": can_compile,
             "name": compilers[0].compiler if compilers else None,

@@ -8,8 +8,9 @@ with the job (`Pending`), so the client follows it instead of holding a connecti
 from __future__ import annotations
 
 import asyncio
+from pathlib import Path
 
-from app.errors import ErrorKind, FieldError
+from app.errors import ErrorKind, FieldError, ServiceError
 from app.jobs.engine import JobEngine
 from app.jobs.model import Job, JobState
 from app.request import KernelRequest
@@ -28,16 +29,16 @@ JOB_FAILURE_KINDS = {
 
 
 def job_failure(job: Job) -> FieldError:
-    """The error a failed or cancelled job answers a synchronous request with."""
+    """The error a failed or cancelled job answers a synchronous request with: naming the
+    input at fault when the job's error does."""
     error = job.error
     kind = error.kind if error else "cancelled"
-    return FieldError(
-        error.field if error else None,
-        error.message if error else f"job {job.id} was cancelled",
-        kind=JOB_FAILURE_KINDS.get(kind, ErrorKind.INTERNAL),
-        title="Compile failed" if kind == "compiler" else f"Job {kind}",
-        job=job.id,
-    )
+    message = error.message if error else f"job {job.id} was cancelled"
+    options = {"kind": JOB_FAILURE_KINDS.get(kind, ErrorKind.INTERNAL), "job": job.id,
+               "title": "Compile failed" if kind == "compiler" else f"Job {kind}"}  # fmt: skip
+    if error is not None and error.field is not None:
+        return FieldError(error.field, message, **options)
+    return ServiceError(message, **options)
 
 
 class CompiledService:
@@ -46,26 +47,33 @@ class CompiledService:
 
     async def answer(self, request: KernelRequest) -> Served | Pending:
         request = await asyncio.to_thread(self.blobs.keep_weights, request)
-        before = await self.jobs.get(request.key())
+        before = await self.jobs.get(request.key)
         job = await self.jobs.submit(request)
         job = await self.jobs.wait(job.id, self.wait_s) or job
         if job.state == JobState.succeeded:
             path = await self.jobs.artifact_path(job)
-            if path is not None and job.artifact is not None:
+            if path is not None:
                 # A hit: the job had finished before, or was finished at once from the store.
                 cached = JobState.generating.value not in job.stages or (
                     before is not None
                     and before.state == JobState.succeeded
                     and before.run == job.run
                 )
-                try:
-                    f = open(path, "rb")  # noqa: SIM115 - the caller streams and closes it
-                except FileNotFoundError:
-                    return Pending(job)
-                a = job.artifact
-                return Served(a.digest, a.filename, request.op, a.size, not cached, file=f,
-                              preflight=a.preflight)  # fmt: skip
+                return open_job_artifact(job, path, built=not cached) or Pending(job)
         if job.state in (JobState.failed, JobState.cancelled):
             raise job_failure(job)
         # Still queued or compiling (or succeeded but evicted meanwhile): follow the job.
         return Pending(job)
+
+
+def open_job_artifact(job: Job, path: Path, built: bool = False) -> Served | None:
+    """A succeeded job's artifact (at `path`) as an answer, its file held open so an eviction
+    cannot pull it away mid-answer; None when it was evicted before it could be opened."""
+    a = job.artifact
+    assert a is not None, "a succeeded job records its artifact"
+    try:
+        f = open(path, "rb")  # noqa: SIM115 - the caller streams and closes it
+    except FileNotFoundError:
+        return None
+    return Served(a.digest, a.filename, job.request.op, a.size, built, file=f,
+                  preflight=a.preflight)  # fmt: skip

@@ -23,16 +23,12 @@ from app.cache.hot import HotArtifacts
 from app.cache.memo import Fingerprint, RequestMemo
 from app.cache.singleflight import SingleFlight
 from app.cache.store import ContentStore, StoredEntry
+from app.compile.runner import runs_alone
 from app.errors import FieldError
 from app.jobs.model import Job
 from app.observability.metrics import Metrics
 from app.request import KernelRequest
 from app.service.pool import BuildPool
-
-# Builds with more weight bytes than this take a worker to themselves (see BuildPool): they run
-# long enough that waiting behind another in a batch would be felt, and a wake-up is nothing
-# next to them.
-ALONE_WEIGHT_BYTES = 4 << 20
 
 
 @dataclass(frozen=True)
@@ -95,7 +91,7 @@ class KernelService:
             return await self.compiled(request)
         served = await self.serve(request)
         if fingerprint is not None and not request.bypass_cache:
-            self.memo.put(fingerprint, request.op, request.key())
+            self.memo.put(fingerprint, request.op, request.key)
         return served
 
     def _remembered(self, fingerprint: Fingerprint) -> Served | None:
@@ -148,7 +144,7 @@ class KernelService:
 
     async def _artifact(self, request: KernelRequest) -> tuple[StoredEntry, bool, bytes | None]:
         """(entry, whether this request built it, its bytes when a build handed them over)."""
-        key = request.key()
+        key = request.key
         if not request.bypass_cache:
             found = self.store.verified(key)
             if found is not None:
@@ -175,7 +171,7 @@ class KernelService:
 
     async def _build(self, request: KernelRequest, key: str) -> tuple[StoredEntry, bytes | None]:
         self.metrics.builds.labels(request.op).inc()
-        alone = request.weight_bytes > ALONE_WEIGHT_BYTES
+        alone = runs_alone(request.weight_bytes)
         args = (build_and_publish, request, self.store.location, key, self.limits)
         try:
             stored: Stored = await self.pool.run(*args, alone=alone)

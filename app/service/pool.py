@@ -1,4 +1,6 @@
-"""The bounded pool of worker processes that build kernels.
+"""The bounded pool of worker processes that build kernels: every build of the API process, the
+synchronous ones and those of the embedded job engine with their compiles (its `run` is the
+process's `RunBuild`, app/compile/runner.py).
 
 Processes, not threads: building a program is pure Python, and a build thread holding the GIL
 made the event loop wait up to a switch interval (5 ms) at every step, which cut the request rate
@@ -26,6 +28,7 @@ import asyncio
 import gc
 import logging
 import multiprocessing
+import pickle
 import select
 import traceback
 from collections import deque
@@ -35,7 +38,7 @@ from multiprocessing.connection import Connection
 from typing import Any, TypeVar
 
 from app.artifacts import warm
-from app.errors import ErrorKind, FieldError
+from app.errors import ErrorKind, FieldError, ServiceError
 from app.service import messages
 
 T = TypeVar("T")
@@ -48,11 +51,17 @@ class WorkerLost(Exception):
 
 
 class _Raised:
-    """An exception from the worker, with its traceback as text (tracebacks do not pickle)."""
+    """An exception from the worker, with its traceback as text (tracebacks do not pickle).
+    One that would not unpickle on the server's side (an `__init__` taking other arguments
+    than it passes up) goes as a RuntimeError naming it: else its answer could never be read."""
 
     def __init__(self, exc: BaseException):
-        self.exc = exc
         self.trace = "".join(traceback.format_exception(exc))
+        try:
+            pickle.loads(messages.encode(exc))
+        except Exception:
+            exc = RuntimeError(f"{type(exc).__name__}: {exc}")
+        self.exc = exc
 
 
 def _serve(conn: Connection) -> None:
@@ -242,8 +251,7 @@ class BuildPool:
     async def run(self, fn: Callable[..., T], *args, alone: bool = False) -> T:
         """`fn(*args)` in a worker; `alone`: never batched with other builds."""
         if self._pending >= self.capacity:
-            raise FieldError(
-                None,
+            raise ServiceError(
                 f"all {self.workers} build workers are busy and {self.backlog} builds are "
                 f"waiting; retry in {self.retry_after} s",
                 kind=ErrorKind.UNAVAILABLE,
@@ -256,8 +264,7 @@ class BuildPool:
             # Shielded: a cancelled request leaves its build to finish with its batch.
             result = await asyncio.shield(self._submit(fn, args, alone))
         except WorkerLost:
-            raise FieldError(
-                None,
+            raise ServiceError(
                 "the build worker died during this build; retry it",
                 kind=ErrorKind.UNAVAILABLE,
                 title="Build worker lost",

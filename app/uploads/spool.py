@@ -16,8 +16,9 @@ from typing import BinaryIO, Protocol
 from python_multipart.exceptions import FormParserError
 from python_multipart.multipart import MultipartParser, MultipartState, parse_options_header
 
-from app.errors import ErrorKind, FieldError
+from app.errors import BodyError, ErrorKind, FieldError
 from app.files import discard
+from app.settings import Settings
 from app.uploads.hashing import StreamHasher
 
 
@@ -30,18 +31,17 @@ class Body(Protocol):
     def stream(self) -> AsyncIterator[bytes]: ...
 
 
-def too_large(what: str, limit: int, field: str | None = None) -> FieldError:
-    return FieldError(
-        field,
-        f"{what} is larger than the limit of {limit} bytes",
-        kind=ErrorKind.TOO_LARGE,
-        title="Payload too large",
-        limit=limit,
-    )
+def too_large(what: str, limit: int, part: str | None = None) -> FieldError:
+    """A body, or one of its parts (named as the field at fault), over its limit."""
+    message = f"{what} is larger than the limit of {limit} bytes"
+    options = {"kind": ErrorKind.TOO_LARGE, "title": "Payload too large", "limit": limit}
+    if part is None:
+        return BodyError(message, **options)
+    return FieldError(part, message, **options)
 
 
-def malformed(detail: str, title: str = "Bad request") -> FieldError:
-    return FieldError(None, detail, kind=ErrorKind.MALFORMED, title=title)
+def malformed(detail: str, title: str = "Bad request") -> BodyError:
+    return BodyError(detail, title=title)
 
 
 def declared_length(request: Body) -> int | None:
@@ -124,6 +124,11 @@ class MultipartLimits:
     field_bytes: int  # each in-memory part
     file_bytes: int  # each spooled part
     body_bytes: int  # the whole body
+
+    @classmethod
+    def of(cls, settings: Settings) -> MultipartLimits:
+        """A part held in memory is JSON (a request's spec); a file part is one tensor."""
+        return cls(settings.max_json_bytes, settings.max_weight_bytes, settings.max_body_bytes)
 
 
 class _Collector:

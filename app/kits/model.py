@@ -1,0 +1,204 @@
+"""A `save_pretrained` folder read as a causal LM a kit can be built from: its architecture
+checked against the ones the kits support, its decoder params, where every tensor is (checked
+against the config before any is read), its special tokens and its tokenizer files.
+
+Supported: Llama (with Llama 3.x `rope_scaling`), Mistral, Qwen2 (q/k/v biases) and Qwen3
+(per-head q/k RMSNorm, explicit `head_dim`), tied or untied heads. Every fault is a RequestError
+naming the file, tensor or config key, and saying what would work.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from app.checkpoints.config import check_window, params_from_config, read_config
+from app.checkpoints.files import INDEX_NAME, SINGLE_NAME, Tensor, open_checkpoint
+from app.checkpoints.load import convert_all, layer_prefix, locate
+from app.errors import RequestError
+from app.kernels.decoder_stack import DecoderStackParams
+
+# model_type -> the class name transformers gives its causal LM
+ARCHITECTURES = {"llama": "LlamaForCausalLM", "mistral": "MistralForCausalLM",
+                 "qwen2": "Qwen2ForCausalLM", "qwen3": "Qwen3ForCausalLM"}  # fmt: skip
+TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "generation_config.json",
+                   "special_tokens_map.json", "tokenizer.model")  # fmt: skip
+STACK = "decoder_stack"
+
+
+@dataclass(frozen=True)
+class Model:
+    """A checkpoint folder, understood: nothing is read beyond the headers until asked."""
+
+    folder: Path
+    config: dict[str, Any]
+    decoder: dict[str, Any]  # decoder_stack params the config sets (no layers, modes, lengths)
+    num_layers: int
+    vocab_size: int
+    tied: bool
+    tensors: dict[str, Tensor]
+    prefix: str  # what precedes `layers.<i>.` in the tensor names (`model.`)
+
+    @property
+    def hidden_size(self) -> int:
+        return int(self.decoder["hidden_size"])
+
+    @property
+    def max_positions(self) -> int | None:
+        value = self.config.get("max_position_embeddings")
+        return int(value) if value is not None else None
+
+    def stack_params(self, first: int, count: int, **call: Any) -> DecoderStackParams:
+        fields = DecoderStackParams.model_fields
+        params = {k: v for k, v in self.decoder.items() if k in fields}
+        try:
+            return DecoderStackParams.model_validate(
+                params | {"first_layer": first, "num_layers": count} | call
+            )
+        except ValueError as exc:
+            raise RequestError("config", f"{self.folder / 'config.json'}: {exc}") from None
+
+    def layer_weights(self, first: int, count: int) -> dict[str, np.ndarray]:
+        """The fp16 weights of layers first .. first + count − 1, named `layers.<i>.<tensor>`."""
+        parsed = self.stack_params(first, count, seq_len=1)
+        weights, _ = convert_all(locate(STACK, parsed, self.tensors, first, self.prefix))
+        return weights
+
+    def tensor(self, name: str, shape: tuple[int, ...]) -> np.ndarray:
+        """One whole-model tensor (embeddings, final norm, lm_head) in fp16, its shape checked."""
+        found = self.tensors.get(name)
+        if found is None:
+            raise RequestError("checkpoint", f"tensor {name!r} is missing from {self.folder}",
+                               title="Checkpoint and config disagree")  # fmt: skip
+        if found.shape != shape:
+            raise RequestError("checkpoint", f"tensor {name!r} has shape {list(found.shape)}; the "
+                               f"config gives {list(shape)}", title="Checkpoint and config disagree")  # fmt: skip
+        values, _ = convert_all({name: found})
+        return values[name]
+
+    def embeddings(self) -> np.ndarray:
+        return self.tensor(f"{self.prefix}embed_tokens.weight", (self.vocab_size, self.hidden_size))
+
+    def final_norm(self) -> np.ndarray:
+        return self.tensor(f"{self.prefix}norm.weight", (self.hidden_size,))
+
+    def lm_head(self, embeddings: np.ndarray) -> np.ndarray:
+        """The head's [vocab, hidden] matrix: the embeddings themselves when tied."""
+        if self.tied:
+            return embeddings
+        return self.tensor("lm_head.weight", (self.vocab_size, self.hidden_size))
+
+    def check_tensors(self) -> None:
+        """Every tensor the kit will read, present with the config's shape (headers only)."""
+        parsed = self.stack_params(0, self.num_layers, seq_len=1)
+        locate(STACK, parsed, self.tensors, 0, self.prefix)
+        shape = (self.vocab_size, self.hidden_size)
+        wanted = {f"{self.prefix}embed_tokens.weight": shape,
+                  f"{self.prefix}norm.weight": (self.hidden_size,)}  # fmt: skip
+        if not self.tied:
+            wanted["lm_head.weight"] = shape
+        for name, expected in wanted.items():
+            found = self.tensors.get(name)
+            if found is None:
+                hint = " (or set tie_word_embeddings)" if name == "lm_head.weight" else ""
+                raise RequestError("checkpoint", f"tensor {name!r} is missing from "
+                                   f"{self.folder}{hint}", title="Checkpoint and config disagree")  # fmt: skip
+            if found.shape != expected:
+                raise RequestError("checkpoint", f"tensor {name!r} has shape {list(found.shape)}; "
+                                   f"the config gives {list(expected)}",
+                                   title="Checkpoint and config disagree")  # fmt: skip
+
+    def check_context(self, context: int) -> None:
+        """`context` (positions the kit's cache holds) within max_position_embeddings and the
+        sliding window."""
+        limit = self.max_positions
+        if limit is not None and context > limit:
+            raise RequestError("context", f"{context} positions is over the model's "
+                               f"max_position_embeddings of {limit} ({self.folder / 'config.json'}"
+                               f"); ask for at most {limit}")  # fmt: skip
+        check_window(self.config, context)
+
+    def special_tokens(self) -> dict[str, Any]:
+        """bos/eos/pad ids from config.json, then generation_config.json over them."""
+        found = {k: self.config.get(k) for k in ("bos_token_id", "eos_token_id", "pad_token_id")}
+        generation = _json_file(self.folder / "generation_config.json")
+        found |= {k: generation[k] for k in found if generation.get(k) is not None}
+        return {k: v for k, v in found.items() if v is not None}
+
+    def tokenizer_files(self) -> list[Path]:
+        return [self.folder / n for n in TOKENIZER_FILES if (self.folder / n).is_file()]
+
+
+def _json_file(path: Path) -> dict[str, Any]:
+    if not path.is_file():
+        return {}
+    try:
+        value = json.loads(path.read_text())
+    except (OSError, ValueError) as exc:
+        raise RequestError("checkpoint", f"{path}: not JSON: {exc}") from None
+    return value if isinstance(value, dict) else {}
+
+
+def architecture(config: Mapping[str, Any], where: Path) -> str:
+    """The config's model_type, when the kits build it; refused naming both keys otherwise."""
+    model_type = config.get("model_type")
+    names = config.get("architectures") or []
+    known = ", ".join(f"{t} ({a})" for t, a in ARCHITECTURES.items())
+    if model_type not in ARCHITECTURES:
+        raise RequestError("config.model_type", f"{where}: model_type {model_type!r} "
+                           f"(architectures {names}) is not one the kits build; they build "
+                           f"{known}", title="Unsupported architecture")  # fmt: skip
+    if names and ARCHITECTURES[model_type] not in names:
+        raise RequestError("config.architectures", f"{where}: architectures {names} is not "
+                           f"{ARCHITECTURES[model_type]}, the causal LM of model_type "
+                           f"{model_type!r}", title="Unsupported architecture")  # fmt: skip
+    return model_type
+
+
+def _weights_file(folder: Path) -> Path:
+    """The safetensors file (or index) of a folder; a folder of PyTorch pickles only is named."""
+    for name in (INDEX_NAME, SINGLE_NAME):
+        if (folder / name).is_file():
+            return folder / name
+    pickles = sorted(p.name for p in folder.glob("pytorch_model*.bin"))
+    if pickles:
+        raise RequestError("checkpoint", f"{folder} holds {pickles[0]} only: kits read safetensors "
+                           "(save it again with save_pretrained(..., safe_serialization=True))",
+                           title="Unreadable checkpoint")  # fmt: skip
+    raise RequestError("checkpoint", f"{folder} holds neither {SINGLE_NAME} nor {INDEX_NAME}",
+                       title="Unreadable checkpoint")  # fmt: skip
+
+
+def _integer(config: Mapping[str, Any], key: str, where: Path) -> int:
+    value = config.get(key)
+    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+        raise RequestError(f"config.{key}", f"{where}: a positive integer is needed, got {value!r}")
+    return value
+
+
+def open_model(folder: str | Path) -> Model:
+    """The checkpoint folder read as a supported causal LM, every tensor checked (headers)."""
+    folder = Path(folder)
+    if not folder.is_dir():
+        raise RequestError("checkpoint", f"{folder} is not a directory (a save_pretrained folder: "
+                           "config.json, model.safetensors, tokenizer files)")  # fmt: skip
+    config_path = folder / "config.json"
+    if not config_path.is_file():
+        raise RequestError("checkpoint", f"{config_path}: no such file")
+    config = read_config(config_path)
+    architecture(config, config_path)
+    decoder = params_from_config(config)
+    if "intermediate_size" not in decoder:
+        raise RequestError("config.intermediate_size", f"{config_path}: missing")
+    layers = _integer(config, "num_hidden_layers", config_path)
+    vocab = _integer(config, "vocab_size", config_path)
+    tensors = open_checkpoint(_weights_file(folder))
+    tied = bool(config.get("tie_word_embeddings", False))
+    model = Model(folder, config, decoder, layers, vocab, tied, tensors, layer_prefix(tensors))
+    model.check_tensors()
+    return model

@@ -1,0 +1,212 @@
+"""A kit run from its zip alone, as an app runs it, on the project's reference executor:
+
+    kit = Kit.open("model.kit.zip")
+    tokens, logits = kit.generate([1, 2, 3], max_new_tokens=8)
+
+1. the prompt's embeddings gathered from the embedding table (rows of fp16);
+2. prefill: the prompt in chunks of the kit's `prefill` length (the last one padded), each chunk
+   through every decoder program in order (`prefill` function), with `length` = the tokens the
+   cache already holds and cos/sin = the RoPE table's rows at the chunk's positions; with
+   `kv: io` the programs' new K/V rows (`k_<i>`, `v_<i>`) are written into the cache at `length`
+   by the caller, with `kv: state` the programs write them into their states themselves;
+3. the head pieces on the last token's hidden state, their logits concatenated in vocabulary
+   order; the greedy choice is the next token;
+4. decode: that token through every decoder program (`decode` function, one token), the head,
+   and so on.
+
+Every file's sha256 is checked against kit.json when the kit is opened.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import tempfile
+import zipfile
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from app.errors import RequestError
+from app.kits.manifest import KIT_JSON, KIT_VERSION
+from app.reference import Executor
+from app.reference.load import ArtifactError, open_artifact
+
+
+class KitError(RequestError):
+    """The kit cannot be run: a missing or altered file, a kit.json of another version."""
+
+    def __init__(self, message: str):
+        super().__init__("kit", message, title="Unusable kit")
+
+
+def read_zip(path: str | Path) -> dict[str, bytes]:
+    try:
+        with zipfile.ZipFile(path) as zf:
+            return {n: zf.read(n) for n in zf.namelist() if not n.endswith("/")}
+    except (OSError, zipfile.BadZipFile) as exc:
+        raise KitError(f"{path}: cannot read the kit zip: {exc}") from None
+
+
+class _Decoder:
+    """One decoder program: its two functions, and the cache it keeps (inputs or states)."""
+
+    def __init__(self, program, meta: Mapping[str, Any], kv: str):
+        self.layers = list(range(meta["layers"][0], meta["layers"][1] + 1))
+        self.kv = kv
+        self.states: dict[str, np.ndarray] = {}  # shared by both functions, as one MLState
+        self.prefill = Executor(program, function="prefill", states=self.states)
+        self.decode = Executor(program, function="decode", states=self.states)
+        shape = tuple(meta["kv_cache"]["shape"])
+        self.cache = {f"{kind}_cache_{i}": np.zeros(shape, np.float16)
+                      for i in self.layers for kind in ("k", "v")} if kv == "io" else {}  # fmt: skip
+
+    def run(self, x: np.ndarray, length: int, cos: np.ndarray, sin: np.ndarray, real: int):
+        """The hidden states after these layers; the first `real` tokens' keys and values kept."""
+        executor = self.decode if x.shape[-1] == 1 else self.prefill
+        inputs = {"x": x, "length": np.array([length], np.int32), "cos": cos, "sin": sin}
+        outputs = executor.run(inputs | self.cache).outputs
+        for i in self.layers if self.kv == "io" else ():
+            for kind in ("k", "v"):
+                rows = outputs[f"{kind}_{i}"][:, :, :real]
+                self.cache[f"{kind}_cache_{i}"][:, :, length : length + real] = rows
+        return outputs["y"]
+
+
+class Kit:
+    """A kit's programs and tables, loaded; `session()` starts an empty cache."""
+
+    def __init__(self, files: Mapping[str, bytes]):
+        if KIT_JSON not in files:
+            raise KitError(f"no {KIT_JSON} in the zip: not a model kit (ane-kernels model)")
+        try:
+            meta = json.loads(files[KIT_JSON])
+        except ValueError as exc:
+            raise KitError(f"{KIT_JSON} is not JSON: {exc}") from None
+        if not isinstance(meta, dict) or meta.get("kit_version") != KIT_VERSION:
+            version = meta.get("kit_version") if isinstance(meta, dict) else None
+            raise KitError(f"kit_version {version!r}; this runner reads {KIT_VERSION}")
+        try:
+            self._load(files, meta)
+        except KeyError as exc:
+            raise KitError(f"{KIT_JSON} lacks {exc}, which kit_version {KIT_VERSION} has") from None
+        except ArtifactError as exc:
+            raise KitError(f"a program cannot be read back: {exc}") from None
+
+    def _load(self, files: Mapping[str, bytes], meta: dict[str, Any]) -> None:
+        for path, digest in meta["files"].items():
+            if path not in files:
+                raise KitError(f"{path} (listed in kit.json) is not in the kit")
+            if hashlib.sha256(files[path]).hexdigest() != digest:
+                raise KitError(f"{path}: its sha256 differs from kit.json's")
+        self.meta = meta
+        emb = meta["embeddings"]
+        self.embeddings = np.frombuffer(files[emb["path"]], "<f2").reshape(emb["shape"])
+        rope = meta["rope"]
+        self.rope = np.frombuffer(files[rope["path"]], "<f2").reshape(rope["shape"])
+        self.programs = _load_programs(files, meta["programs"])
+        self.tokenizer = files.get("tokenizer.json")  # verbatim, for a tokenizer library
+
+    @classmethod
+    def open(cls, path: str | Path) -> Kit:
+        return cls(read_zip(path))
+
+    @property
+    def context(self) -> int:
+        return int(self.meta["context"])
+
+    def session(self) -> Session:
+        return Session(self)
+
+    def generate(self, prompt: Sequence[int], max_new_tokens: int,
+                 stop: Sequence[int] = ()) -> tuple[list[int], list[np.ndarray]]:  # fmt: skip
+        return self.session().generate(prompt, max_new_tokens, stop)
+
+
+def _load_programs(files: Mapping[str, bytes], programs: list[dict]) -> dict[str, Any]:
+    """Every program of the kit read back from its own files (as an app's loader reads them)."""
+    loaded = {}
+    with tempfile.TemporaryDirectory(prefix="kit-run-") as tmp:
+        for meta in programs:
+            root = meta["path"].rstrip("/") + "/"
+            for name, data in files.items():
+                if name.startswith(root):
+                    target = Path(tmp, name)
+                    target.parent.mkdir(parents=True, exist_ok=True)
+                    target.write_bytes(data)
+            loaded[meta["name"]] = open_artifact(Path(tmp, meta["path"])).program
+    return loaded
+
+
+class Session:
+    """One conversation: the KV caches and how many positions they hold."""
+
+    def __init__(self, kit: Kit):
+        self.kit = kit
+        meta = kit.meta
+        self.decoders = [_Decoder(kit.programs[p["name"]], p, meta["kv"])
+                         for p in meta["programs"] if p["role"] == "decoder"]  # fmt: skip
+        self.heads = [(Executor(kit.programs[p["name"]]), p["vocab"])
+                      for p in meta["programs"] if p["role"] == "head"]  # fmt: skip
+        self.chunk = int(meta["prefill"])
+        self.length = 0
+
+    def _rope(self, start: int, count: int) -> tuple[np.ndarray, np.ndarray]:
+        """cos, sin [1, 1, head_dim, count] of positions start..start + count − 1."""
+        rows = self.kit.rope[:, start : start + count]  # [2, count, head_dim]
+        return rows[0].T[None, None], rows[1].T[None, None]
+
+    def feed(self, ids: Sequence[int]) -> np.ndarray:
+        """Run `ids` through the decoder programs (prefill chunks, or one decode step); their
+        last layer's hidden states [len(ids), hidden]."""
+        if self.length + len(ids) > self.kit.context:
+            raise RequestError("max_new_tokens", f"{self.length + len(ids)} positions are over "
+                               f"the kit's context of {self.kit.context}")  # fmt: skip
+        width = 1 if len(ids) == 1 and self.length else self.chunk
+        hidden = []
+        for start in range(0, len(ids), width):
+            part = list(ids[start : start + width])
+            x = self.kit.embeddings[part + [0] * (width - len(part))].T[None, :, None, :]
+            cos, sin = self._rope(self.length, width)
+            for decoder in self.decoders:
+                x = decoder.run(x, self.length, cos, sin, len(part))
+            hidden.append(x[0, :, 0, : len(part)].T)
+            self.length += len(part)
+        return np.concatenate(hidden)
+
+    def logits(self, hidden: np.ndarray) -> np.ndarray:
+        """One token's logits over the whole vocabulary, the head pieces side by side."""
+        x = np.asarray(hidden, np.float16).reshape(1, -1, 1, 1)
+        return np.concatenate([ex.run({"x": x}).outputs["logits"].reshape(-1)
+                               for ex, _ in self.heads])  # fmt: skip
+
+    def generate(self, prompt: Sequence[int], max_new_tokens: int,
+                 stop: Sequence[int] = ()) -> tuple[list[int], list[np.ndarray]]:  # fmt: skip
+        """Greedy decoding: (the new tokens, one row of logits per new token)."""
+        if not prompt:
+            raise RequestError("prompt_ids", "at least one token")
+        if max_new_tokens < 1:
+            raise RequestError("max_new_tokens", f"at least 1, got {max_new_tokens}")
+        vocab = self.kit.embeddings.shape[0]
+        bad = [t for t in prompt if not 0 <= t < vocab]
+        if bad:
+            raise RequestError(
+                "prompt_ids", f"token {bad[0]} is outside the vocabulary 0..{vocab - 1}"
+            )
+        if len(prompt) + max_new_tokens > self.kit.context + 1:
+            raise RequestError("max_new_tokens", f"{len(prompt)} prompt tokens and "
+                               f"{max_new_tokens} new ones do not fit the kit's context of "
+                               f"{self.kit.context}")  # fmt: skip
+        hidden = self.feed(prompt)[-1]
+        tokens, rows = [], []
+        for step in range(max_new_tokens):
+            row = self.logits(hidden)
+            token = int(np.argmax(row))
+            tokens.append(token)
+            rows.append(row)
+            if token in stop or step == max_new_tokens - 1:
+                break
+            hidden = self.feed([token])[-1]
+        return tokens, rows

@@ -1,0 +1,90 @@
+"""verification.json of a kit: the kit run as an app runs it (app/kits/runner.py) against the
+float64 whole model (app/kits/reference.py) on the weights the programs compute with.
+
+- Logits: every prompt position's logits, through the kit's prefill chunks and head pieces,
+  against the float64 model's; per position max_rel_error = max|kit − exact| / max|exact|, held
+  to LOGITS_TOLERANCE.
+- Greedy tokens: the kit generates; at each step the float64 model reads the same tokens and
+  gives its own logits. The step's token is compared while the reference's top-2 margin exceeds
+  twice the step's largest logit error (then the error cannot swap them, so the tokens must
+  agree); at the first step where it does not (random test models have near-ties), comparing
+  stops, and the report says where.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from app.kits.reference import WholeModel
+from app.kits.runner import Kit
+
+# fp16 through every layer and the head: test models measure up to about 5e-3 (tests/test_kits.py)
+LOGITS_TOLERANCE = 2e-2
+DEFAULT_PROMPT_TOKENS = 8
+DEFAULT_NEW_TOKENS = 4
+
+
+def _num(value: float) -> float:
+    return float(f"{value:.4g}")
+
+
+def _errors(got: np.ndarray, exact: np.ndarray) -> tuple[float, float]:
+    err = float(np.abs(np.asarray(got, np.float64) - exact).max())
+    return err, err / max(float(np.abs(exact).max()), 1e-30)
+
+
+def default_prompt(vocab: int, count: int = DEFAULT_PROMPT_TOKENS, seed: int = 0) -> list[int]:
+    return [int(t) for t in np.random.default_rng(seed).integers(0, vocab, count)]
+
+
+def verify_kit(kit: Kit, model: WholeModel, prompt: Sequence[int],
+               new_tokens: int = DEFAULT_NEW_TOKENS) -> dict[str, Any]:  # fmt: skip
+    session = kit.session()
+    hidden = session.feed(prompt)
+    got = np.stack([session.logits(h) for h in hidden])
+    exact = model.logits(prompt)
+    positions = []
+    for i in range(len(prompt)):
+        err, rel = _errors(got[i], exact[i])
+        positions.append({"max_abs_error": _num(err), "max_rel_error": _num(rel)})
+    logits_passed = all(p["max_rel_error"] <= LOGITS_TOLERANCE for p in positions)
+
+    tokens, rows = kit.generate(prompt, new_tokens)
+    steps, compared_until, tokens_passed = [], len(tokens), True
+    for step, (token, row) in enumerate(zip(tokens, rows, strict=True)):
+        reference = model.logits(list(prompt) + tokens[:step])[-1]
+        err, rel = _errors(row, reference)
+        top2 = np.sort(reference)[-2:]
+        margin = float(top2[1] - top2[0])
+        if compared_until == len(tokens) and margin <= 2 * err:
+            compared_until = step  # a near-tie: fp16 may pick either, and the texts part here
+        compared = step < compared_until
+        expected = int(np.argmax(reference))
+        tokens_passed = tokens_passed and (token == expected or not compared)
+        steps.append({"token": token, "reference_token": expected, "top2_margin": _num(margin),
+                      "max_abs_error": _num(err), "max_rel_error": _num(rel),
+                      "compared": compared})  # fmt: skip
+    return {
+        "method": "the kit run from its files as an app runs it (reference executor, fp16 "
+        "storage) against the float64 whole model on the weights the programs hold",
+        "error_measure": "max_rel_error = max|kit - exact| / max|exact| over the vocabulary, "
+        "per position",
+        "prompt_ids": list(prompt),
+        "logits": {
+            "tolerance": LOGITS_TOLERANCE,
+            "positions": positions,
+            "max_rel_error": max(p["max_rel_error"] for p in positions),
+            "passed": logits_passed,
+        },
+        "greedy": {
+            "rule": "a step's token is compared while the reference's top-2 margin exceeds twice "
+            "the step's largest logit error; comparing stops at the first step where it does not",
+            "steps": steps,
+            "compared_steps": compared_until,
+            "passed": tokens_passed,
+        },
+        "passed": logits_passed and tokens_passed,
+    }

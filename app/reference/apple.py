@@ -1,0 +1,130 @@
+"""The `.aimodel` of a request run by Apple's own runtime (coreai-core's CPU runtime, in a
+child process) and compared with the float64 definition: a second executor, independent of the
+project's, beside it in verification.json (`apple_runtime`).
+
+Each function runs on the seeded inputs the reference executor gets, so the two reports are
+comparable line by line. Tolerances are the op's, widened where the program keeps an fp16
+`batch_matmul` of two activations: Apple's CPU runtime accumulates those in fp16 (4096 ones sum
+to 2048), so each adds K·2⁻¹¹ for its inner dimension K, the bound of summing K terms in fp16.
+The report says so (`fp16_accumulation`). Linears are convolutions and accumulate in fp32.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from app.coreai import (
+    AppleRuntimeError,
+    Call,
+    aimodel_files,
+    coreai_version,
+    run_aimodel,
+    translate,
+)
+from app.coreai.step import is_weight
+from app.errors import RequestError
+from app.kernels import KernelBuild
+from app.mil import DType, Program
+from app.reference.verify import compare, draw_inputs
+
+FP16_UNIT = 2.0**-11  # unit roundoff of fp16
+
+
+def fp16_accumulations(program: Program) -> list[int]:
+    """Inner dimensions of the fp16 matmuls of two activations (kept as batch_matmul), and of
+    attention's two products, in program order."""
+    dims: list[int] = []
+    for fn in program.functions.values():
+        for op in fn.operations:
+            if op.type == "matmul":
+                x, y = op.inputs["x"], op.inputs["y"]
+                if is_weight(x) or is_weight(y) or x.tensor.dtype is not DType.FP16:  # type: ignore[union-attr]
+                    continue
+                transposed = op.inputs.get("transpose_x")
+                value = transposed.op.value.stored() if transposed is not None else False  # type: ignore[union-attr]
+                dims.append(x.tensor.shape[-2] if bool(value) else x.tensor.shape[-1])  # type: ignore[union-attr]
+            elif op.type == "scaled_dot_product_attention":
+                q, k = op.inputs["query"], op.inputs["key"]
+                if q.tensor.dtype is DType.FP16:  # type: ignore[union-attr]
+                    dims += [q.tensor.shape[-1], k.tensor.shape[-2]]  # type: ignore[union-attr]
+    return dims
+
+
+def apple_report(
+    build: KernelBuild, files: dict[str, bytes] | None = None, seed: int = 0
+) -> dict[str, Any]:
+    """Run the `.aimodel` (`files`, else translated from `build`) with Apple's runtime and compare
+    every function's outputs and states with the definition. Raises AppleRuntimeError."""
+    parts = getattr(build, "parts", None) or {build.program.default: build}
+    files = files if files is not None else aimodel_files(translate(build.program))
+    calls, expected = [], []
+    for name, part in parts.items():
+        drawn, _ = draw_inputs(part, seed)
+        fn = part.program.main
+        states = {v.name: drawn[v.name] for v in fn.inputs if v.type != v.tensor}
+        inputs = {k: a for k, a in drawn.items() if k not in states}
+        calls.append(Call(name, inputs, states))
+        expected.append(part.exact(inputs, states))
+    run = run_aimodel(files, calls)
+    dims = fp16_accumulations(build.program)
+    allowance = float(sum(dims) * FP16_UNIT)
+    functions = {}
+    for (name, part), result, (exact_out, exact_states) in zip(
+        parts.items(), run.results, expected, strict=True
+    ):
+        outputs = {k: compare(result.outputs[k], v, part.tolerance(k) + allowance)
+                   for k, v in exact_out.items()}  # fmt: skip
+        states = {k: compare(result.states[k], v, part.tolerance(k) + allowance)
+                  for k, v in exact_states.items()}  # fmt: skip
+        functions[name] = {"outputs": outputs, "states": states,
+                           "passed": all(c["passed"] for c in (*outputs.values(), *states.values()))}  # fmt: skip
+    report: dict[str, Any] = {
+        "runtime": f"coreai-core {coreai_version()} CPU runtime, in a child process",
+        "method": "the .aimodel's bytes run by Apple's runtime on the reference's seeded inputs, "
+        "against the op's float64 definition",
+        "seed": seed,
+        "fp16_accumulation": {
+            "batch_matmul_inner_dims": dims,
+            "tolerance_added": float(f"{allowance:.4g}"),
+            "why": "Apple's CPU runtime accumulates fp16 batch_matmul in fp16: K·2^-11 per product",
+        },
+        "functions": functions,
+        "passed": all(f["passed"] for f in functions.values()),
+    }
+    if run.exit_status != 0:
+        report["child_exit_status"] = run.exit_status
+        report["note"] = "the runtime aborted at exit after writing every result (a known bug)"
+    return report
+
+
+def with_apple_runtime(
+    report: dict[str, Any], build: KernelBuild, files: dict[str, bytes]
+) -> dict[str, Any]:
+    """The reference report with Apple's beside it (`apple_runtime`) and how the two agree: each
+    output's error under both executors, passed only when both pass. A runtime failure is a
+    clear error carrying the runtime's message."""
+    try:
+        apple = apple_report(build, files)
+    except AppleRuntimeError as exc:
+        raise RequestError(
+            "verify", f"Apple's runtime failed the .aimodel: {exc.message}",
+            title="Core AI runtime failed",
+        ) from None  # fmt: skip
+    reference = report.get("functions") or {build.program.default: report}
+    outputs = {}
+    for fn, ran in apple["functions"].items():
+        for kind in ("outputs", "states"):
+            for name, check in ran[kind].items():
+                ours = reference[fn][kind][name]
+                key = f"{fn}.{name}" if "functions" in report else name
+                outputs[key] = {"reference_max_rel_error": ours["max_rel_error"],
+                                "apple_runtime_max_rel_error": check["max_rel_error"],
+                                "both_passed": ours["passed"] and check["passed"]}  # fmt: skip
+    agreement = {
+        "method": "each output and state checked against the same float64 definition by both "
+        "executors, on the same seeded inputs",
+        "outputs": outputs,
+        "both_passed": all(o["both_passed"] for o in outputs.values()),
+    }
+    return {**report, "apple_runtime": apple, "agreement": agreement,
+            "passed": bool(report["passed"] and apple["passed"])}  # fmt: skip

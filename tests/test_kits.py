@@ -1,0 +1,205 @@
+"""Model kits from small random checkpoints written here (Llama: tied, vocabulary 16,500 so the
+head is split in two; Qwen2: q/k/v biases, untied; Qwen3: per-head q/k norms, head_dim given):
+in every format and both KV-cache modes the kit verifies, and its generate — run from the zip
+alone — matches a float64 model computed here from the checkpoint's own float32 tensors; every
+.mlpackage loads in coremltools and every .mlmodelc decompiles back to the same program."""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import zipfile
+from pathlib import Path
+
+import numpy as np
+import pytest
+from kit_support import KIT_LLAMA, KIT_QWEN2, KIT_QWEN3, model_tensors, write_model
+from mlmodelc_support import coremltools_loads
+
+from app.errors import RequestError
+from app.kits import Kit, KitError, KitOptions, build_kit, model_zip
+from app.kits.model import open_model
+from app.kits.reference import WholeModel
+from app.kits.verify import LOGITS_TOLERANCE
+from app.mlmodelc import decompile
+from app.reference.load import open_artifact
+
+CONFIGS = {"llama": KIT_LLAMA, "qwen2": KIT_QWEN2, "qwen3": KIT_QWEN3}
+CONTEXT, PREFILL = 16, 4
+PROMPT = [5, 17, 3, 250, 9, 1]  # six tokens: a full prefill chunk, then a padded one
+
+
+@pytest.fixture(scope="module")
+def folders(tmp_path_factory) -> dict[str, Path]:
+    root = tmp_path_factory.mktemp("checkpoints")
+    return {name: write_model(root / name, config, seed=i)
+            for i, (name, config) in enumerate(CONFIGS.items())}  # fmt: skip
+
+
+def float64_model(folder: Path) -> WholeModel:
+    """The whole model on the checkpoint's float32 tensors (not the kit's fp16 ones)."""
+    config = json.loads((folder / "config.json").read_text())
+    tensors = model_tensors(config, seed=list(CONFIGS).index(config["model_type"]))
+    layers = {k.removeprefix("model."): v for k, v in tensors.items() if ".layers." in f".{k}"}
+    embeddings = tensors["model.embed_tokens.weight"]
+    head = embeddings if config.get("tie_word_embeddings") else tensors["lm_head.weight"]
+    params = open_model(folder).stack_params(0, 1, seq_len=1)
+    return WholeModel(params, config["num_hidden_layers"], layers, embeddings,
+                      tensors["model.norm.weight"], head)  # fmt: skip
+
+
+def build(folders, tmp_path, arch, **options) -> tuple[Path, dict]:
+    out = tmp_path / f"{arch}.kit.zip"
+    result = build_kit(folders[arch], out, KitOptions(context=CONTEXT, prefill=PREFILL, **options))
+    return out, result.meta
+
+
+def extracted(folders, tmp_path, arch, **options) -> tuple[Path, dict]:
+    """A kit built and unzipped: its directory and kit.json."""
+    path, meta = build(folders, tmp_path, arch, **options)
+    with zipfile.ZipFile(path) as zf:
+        zf.extractall(tmp_path / "x")
+    return tmp_path / "x", meta
+
+
+CASES = [
+    (a, f, kv) for a in CONFIGS for f in ("mlpackage", "mlmodelc", "mil") for kv in ("io", "state")
+]
+
+
+@pytest.mark.parametrize(("arch", "fmt", "kv"), CASES, ids=["-".join(c) for c in CASES])
+def test_kit_generates_what_the_float64_model_generates(folders, tmp_path, arch, fmt, kv):
+    path, meta = build(folders, tmp_path, arch, format=fmt, kv=kv, verify=True)
+    report = json.loads(zipfile.ZipFile(path).read("verification.json"))
+    assert report["passed"], report
+    assert meta["verification"]["passed"] and report["logits"]["max_rel_error"] < 5e-3
+    tokens, rows = Kit.open(path).generate(PROMPT, 5)
+    assert len(tokens) == len(rows) == 5
+    model = float64_model(folders[arch])
+    for step, (token, row) in enumerate(zip(tokens, rows, strict=True)):
+        exact = model.logits(PROMPT + tokens[:step])[-1]
+        err = float(np.abs(row - exact).max())
+        assert err / np.abs(exact).max() <= LOGITS_TOLERANCE, step
+        top2 = np.sort(exact)[-2:]
+        if top2[1] - top2[0] <= 2 * err:
+            break  # a near-tie: from here fp16 may choose either
+        assert token == int(np.argmax(exact)), step
+
+
+def test_kit_layout_and_kit_json(folders, tmp_path):
+    """Decoder chunks with both functions, head pieces within 16,384 rows covering the
+    vocabulary, tables, verbatim tokenizer files, special tokens, a digest for every file."""
+    path, meta = build(folders, tmp_path, "llama", max_program_weight_bytes=40_000 * 1024)
+    with zipfile.ZipFile(path) as zf:
+        files = {n: zf.read(n) for n in zf.namelist() if not n.endswith("/")}
+    assert meta["kit_version"] == 1 and json.loads(files["kit.json"]) == meta
+    assert set(meta["files"]) == set(files) - {"kit.json"}
+    assert all(hashlib.sha256(files[p]).hexdigest() == d for p, d in meta["files"].items())
+    heads = [p for p in meta["programs"] if p["role"] == "head"]
+    assert [h["vocab"] for h in heads] == [[0, 8250], [8250, 16500]]
+    decoder = meta["programs"][0]
+    assert decoder["layers"] == [0, 1] and set(decoder["functions"]) == {"prefill", "decode"}
+    prefill_x = decoder["functions"]["prefill"]["inputs"][0]
+    assert prefill_x == {"name": "x", "shape": [1, 32, 1, PREFILL], "dtype": "fp16"}
+    assert decoder["kv_cache"]["shape"] == [1, 2, CONTEXT, 8]
+    assert files["tokenizer.json"] == (folders["llama"] / "tokenizer.json").read_bytes()
+    assert meta["special_tokens"] == {"bos_token_id": 1, "eos_token_id": [2, 3]}
+    assert len(files["embeddings.f16"]) == 16500 * 32 * 2
+    assert len(files["rope.f16"]) == 2 * CONTEXT * 8 * 2
+
+
+def test_layers_grouped_under_the_budget_compute_the_same(folders, tmp_path):
+    """A budget of one layer per program: two decoder programs in a row give exactly the logits
+    of the one program holding both layers."""
+    one, meta_one = build(folders, tmp_path, "qwen3")
+    layer = meta_one["programs"][0]["weight_bytes"] // 2
+    two = tmp_path / "two.zip"
+    meta_two = build_kit(folders["qwen3"], two, KitOptions(context=CONTEXT, prefill=PREFILL,
+                         max_program_weight_bytes=layer + 100)).meta  # fmt: skip
+    decoders = [p["layers"] for p in meta_two["programs"] if p["role"] == "decoder"]
+    assert decoders == [[0, 0], [1, 1]]
+    a, b = Kit.open(one).generate(PROMPT, 3), Kit.open(two).generate(PROMPT, 3)
+    assert a[0] == b[0] and all(np.array_equal(x, y) for x, y in zip(a[1], b[1], strict=True))
+
+
+def test_every_mlpackage_loads_in_coremltools(folders, tmp_path):
+    unpacked, meta = extracted(folders, tmp_path, "qwen2", kv="state")
+    assert "ANECCompile -14" in meta["kv_note"]  # what is reported of states on the ANE
+    import coremltools as ct
+
+    for program in meta["programs"]:
+        package = unpacked / program["path"]
+        assert coremltools_loads(package) > 0
+        for function in program["functions"]:
+            if function != "main":
+                model = ct.models.MLModel(str(package), skip_model_load=True,
+                                          function_name=function)  # fmt: skip
+                assert model.function_name == function
+
+
+def test_every_mlmodelc_decompiles_back(folders, tmp_path):
+    unpacked, meta = extracted(folders, tmp_path, "llama", format="mlmodelc")
+    for program in meta["programs"]:
+        bundle = unpacked / program["path"]
+        out = tmp_path / "back" / f"{program['name']}.mlpackage"
+        decompile(bundle, out)
+        back, compiled = open_artifact(out).program, open_artifact(bundle).program
+        assert set(back.functions) == set(compiled.functions) == set(program["functions"])
+        for name, fn in back.functions.items():
+            assert [op.type for op in fn.operations] == [
+                op.type for op in compiled.functions[name].operations]  # fmt: skip
+
+
+def test_an_altered_file_is_refused(folders, tmp_path):
+    path, _ = build(folders, tmp_path, "qwen3", format="mil")
+    with zipfile.ZipFile(path) as zf:
+        files = {n: zf.read(n) for n in zf.namelist() if not n.endswith("/")}
+    files["embeddings.f16"] = b"\0\0" + files["embeddings.f16"][2:]
+    with pytest.raises(KitError, match=r"embeddings\.f16: its sha256"):
+        Kit(files)
+
+
+def test_python_api_returns_the_kit_bytes(folders):
+    data = model_zip(folders["qwen2"], context=CONTEXT, prefill=PREFILL, format="mil")
+    with zipfile.ZipFile(io.BytesIO(data)) as zf:
+        names = zf.namelist()
+    assert "kit.json" in names and "decoder_0/model.mil" in names and "head_0/model.mil" in names
+
+
+def test_generate_refuses_what_the_context_cannot_hold(folders, tmp_path):
+    path, _ = build(folders, tmp_path, "qwen2")
+    with pytest.raises(RequestError, match="context of 16"):
+        Kit.open(path).generate(PROMPT, 12)
+
+
+def test_mistral_builds_within_its_sliding_window(tmp_path, capsys):
+    from app.cli import main
+
+    config = KIT_LLAMA | {"model_type": "mistral", "architectures": ["MistralForCausalLM"],
+                          "vocab_size": 200, "sliding_window": 8, "rope_scaling": None}  # fmt: skip
+    folder = write_model(tmp_path / "mistral", config, seed=5)
+    assert main(["model", str(folder), "-o", str(tmp_path / "k.zip"), "--context", "16"]) == 2
+    assert "config.sliding_window" in capsys.readouterr().err
+    path = tmp_path / "ok.zip"
+    result = build_kit(folder, path, KitOptions(context=8, prefill=4, verify=True))
+    assert result.meta["architecture"]["model_type"] == "mistral" and result.verification["passed"]
+
+
+def test_quantized_kit_verifies_on_the_weights_it_holds(folders, tmp_path):
+    _, plain = build(folders, tmp_path, "qwen2")
+    quantize = {"layers": {"mode": "palettize", "nbits": 4},
+                "head": {"mode": "linear", "dtype": "int8"}}  # fmt: skip
+    path, meta = build(folders, tmp_path, "qwen2", quantize=quantize, verify=True)
+    assert meta["quantize"] == quantize and meta["verification"]["passed"]
+    for small, full in zip(meta["programs"], plain["programs"], strict=True):
+        assert small["weight_bytes"] < full["weight_bytes"] * 0.6, small["name"]
+    assert len(Kit.open(path).generate(PROMPT, 2)[0]) == 2
+
+
+def test_formats_a_kit_cannot_take_are_refused(folders, tmp_path):
+    for options in ({"format": "aimodel"}, {"kv": "cache"}, {"device": "m4"}):
+        with pytest.raises(RequestError) as err:
+            build_kit(folders["qwen2"], tmp_path / "k.zip", KitOptions(**options))
+        assert err.value.field == next(iter(options))
+    assert not (tmp_path / "k.zip").exists()

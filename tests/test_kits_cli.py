@@ -1,0 +1,127 @@
+"""`ane-kernels model` and `ane-kernels generate`: the summary, --json, and bad input — each
+exit 2 naming the file, tensor or key, with nothing written."""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+import pytest
+from checkpoint_support import write_safetensors
+from kit_support import KIT_QWEN2, KIT_QWEN3, model_tensors, write_model
+
+from app.cli import main
+
+
+@pytest.fixture(scope="module")
+def folder(tmp_path_factory):
+    return write_model(tmp_path_factory.mktemp("ckpt") / "qwen3", KIT_QWEN3, seed=2)
+
+
+def test_model_then_generate_json(folder, tmp_path, capsys):
+    out = tmp_path / "kit.zip"
+    code = main(["model", str(folder), "-o", str(out), "--context", "16", "--prefill", "4",
+                 "--kv", "state", "--verify"])  # fmt: skip
+    summary = capsys.readouterr().out
+    assert code == 0 and out.is_file()
+    assert "qwen3: 2 layers" in summary and "decoder_0.mlpackage" in summary
+    assert "verify    passed" in summary
+    code = main(["generate", str(out), "--prompt-ids", "1,2,3", "--max-new-tokens", "3", "--json"])
+    printed = json.loads(capsys.readouterr().out)
+    tokens = printed["tokens"]  # three, or fewer ending at an eos id (generation_config: 2, 3)
+    assert code == 0 and (len(tokens) == 3 or (len(tokens) < 3 and tokens[-1] in (2, 3)))
+    assert not set(tokens[:-1]) & {2, 3}
+    assert [len(row) for row in printed["logits"]] == [KIT_QWEN3["vocab_size"]] * len(tokens)
+    assert printed["tokens"] == [max(range(len(r)), key=r.__getitem__) for r in printed["logits"]]
+
+
+def _variant(tmp_path, name, config=KIT_QWEN2, edit=None):
+    folder = write_model(tmp_path / name, config, seed=4)
+    if edit is not None:
+        edit(folder)
+    return folder
+
+
+def _drop(tensor):
+    def edit(folder):
+        tensors = model_tensors(KIT_QWEN2, 4)
+        del tensors[tensor]
+        write_safetensors(folder / "model.safetensors", tensors)
+
+    return edit
+
+
+def _reshape(tensor):
+    def edit(folder):
+        tensors = model_tensors(KIT_QWEN2, 4)
+        tensors[tensor] = tensors[tensor][:-1]
+        write_safetensors(folder / "model.safetensors", tensors)
+
+    return edit
+
+
+def _pickles_only(folder):
+    (folder / "model.safetensors").rename(folder / "pytorch_model.bin")
+
+
+BAD = {
+    "unknown architecture": (KIT_QWEN2 | {"model_type": "gpt2", "architectures": ["GPT2LMHeadModel"]},
+                             None, [], "model_type 'gpt2'"),
+    "wrong class": (KIT_QWEN2 | {"architectures": ["Qwen2ForSequenceClassification"]}, None, [],
+                    "config.architectures"),
+    "missing layer tensor": (KIT_QWEN2, _drop("model.layers.1.mlp.up_proj.weight"), [],
+                             "model.layers.1.mlp.up_proj.weight"),
+    "missing head": (KIT_QWEN2, _drop("lm_head.weight"), [], "lm_head.weight"),
+    "mismatched bias": (KIT_QWEN2, _reshape("model.layers.0.self_attn.k_proj.bias"), [],
+                        "model.layers.0.self_attn.k_proj.bias"),
+    "context over max positions": (KIT_QWEN2, None, ["--context", "128"],
+                                   "max_position_embeddings of 64"),
+    "pytorch pickles only": (KIT_QWEN2, _pickles_only, [], "pytorch_model.bin only"),
+    "prefill not dividing context": (KIT_QWEN2, None, ["--context", "16", "--prefill", "5"],
+                                     "prefill"),
+    "layer over the budget": (KIT_QWEN2, None, [], "max_program_weight_bytes"),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("case", list(BAD))
+def test_bad_input_exits_2_naming_it(case, tmp_path, capsys, monkeypatch):
+    config, edit, flags, named = BAD[case]
+    folder = _variant(tmp_path, "m", config, edit)
+    if case == "layer over the budget":
+        monkeypatch.setenv("ANE_MAX_PROGRAM_WEIGHT_BYTES", "1000")
+    out = tmp_path / "out" / "kit.zip"
+    out.parent.mkdir()
+    code = main(["model", str(folder), "-o", str(out), *flags])
+    err = capsys.readouterr().err
+    assert code == 2, err
+    assert named in err
+    assert list(out.parent.iterdir()) == []  # nothing half-written
+    shutil.rmtree(folder)
+
+
+def test_generate_bad_input(folder, tmp_path, capsys):
+    assert main(["generate", str(tmp_path / "none.zip"), "--prompt-ids", "1"]) == 2
+    out = tmp_path / "kit.zip"
+    assert main(["model", str(folder), "-o", str(out), "--context", "8", "--prefill", "4"]) == 0
+    capsys.readouterr()
+    assert main(["generate", str(out), "--prompt-ids", "1,x"]) == 2
+    assert main(["generate", str(out), "--prompt-ids", "1", "--max-new-tokens", "0"]) == 2
+    assert main(["generate", str(out), "--prompt-ids", "1,99999"]) == 2
+    assert "outside the vocabulary" in capsys.readouterr().err
+    kernel = tmp_path / "kernel.zip"  # a kernel zip, not a kit
+    assert main(["compile", "rmsnorm", "--params", '{"channels": 8, "spatial": 2}',
+                 "--random-weights", "0", "--format", "mil", "-o", str(kernel)]) == 0  # fmt: skip
+    capsys.readouterr()
+    assert main(["generate", str(kernel), "--prompt-ids", "1"]) == 2
+    assert "no kit.json in the zip" in capsys.readouterr().err
+
+
+def test_prompt_text_through_the_kits_tokenizer(folder, tmp_path, capsys):
+    pytest.importorskip("tokenizers", reason="--prompt reads tokenizer.json with tokenizers")
+    out = tmp_path / "kit.zip"
+    assert main(["model", str(folder), "-o", str(out), "--context", "8", "--prefill", "4"]) == 0
+    capsys.readouterr()
+    assert main(["generate", str(out), "--prompt", "hello world", "--max-new-tokens", "2"]) == 0
+    by_text = capsys.readouterr().out
+    assert main(["generate", str(out), "--prompt-ids", "5,17", "--max-new-tokens", "2"]) == 0
+    assert capsys.readouterr().out == by_text
