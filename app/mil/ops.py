@@ -6,10 +6,9 @@ iOS17/iOS18 op definitions (input_spec + type_inference) for the subset the kern
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
-
-import numpy as np
 
 from app.language.targets import TARGETS, Target
 from app.mil import constexpr
@@ -116,6 +115,8 @@ def _conv(call: Call) -> list[TensorType]:
         raise call.fail("pad_type", f"{pad_type!r} is not valid, custom or same")
     if len(strides) != n_spatial or len(dilations) != n_spatial or len(pad) != 2 * n_spatial:
         raise call.fail("strides", "strides/dilations/pad lengths do not match the spatial rank")
+    if min(strides) < 1 or min(dilations) < 1 or min(pad, default=0) < 0:
+        raise call.fail("strides", "strides and dilations must be >= 1 and pads >= 0")
     spatial = []
     for i, size in enumerate(x.shape[2:]):
         if pad_type == "same":
@@ -156,12 +157,12 @@ def _reshape(call: Call) -> list[TensorType]:
     shape = list(call.const("shape"))
     if shape.count(-1) > 1 or any(d == 0 or d < -1 for d in shape):
         raise call.fail("shape", f"invalid target shape {shape}")
-    known = int(np.prod([d for d in shape if d != -1], dtype=np.int64))
+    known = math.prod(d for d in shape if d != -1)  # Python ints: no int64 overflow
     if -1 in shape:
         if known == 0 or x.size % known:
             raise call.fail("shape", f"cannot reshape {list(x.shape)} to {shape}")
         shape[shape.index(-1)] = x.size // known
-    if int(np.prod(shape, dtype=np.int64)) != x.size:
+    if math.prod(shape) != x.size:
         raise call.fail("shape", f"cannot reshape {list(x.shape)} to {shape}")
     return [TensorType(x.dtype, tuple(shape))]
 
@@ -233,10 +234,17 @@ def _slice_by_index(call: Call) -> list[TensorType]:
     return [TensorType(x.dtype, tuple(shape))]
 
 
+# Outputs one split may make: far beyond any use, and a bound on the list of types a hostile
+# count (num_splits 2^30 of an axis that long) would otherwise make.
+MAX_SPLITS = 16384
+
+
 def _split(call: Call) -> list[TensorType]:
     x = call.type("x")
     (axis,) = call.axes("axis", x.rank)
     sizes, count = call.const("split_sizes"), call.const("num_splits")
+    if ((count or 0) if sizes is None else len(sizes)) > MAX_SPLITS:
+        raise call.fail("num_splits", f"more than {MAX_SPLITS} outputs")
     if sizes is None:
         if count is None or count < 1 or x.shape[axis] % count:
             raise call.fail("num_splits", f"{count} does not divide a dimension of {x.shape[axis]}")
@@ -572,7 +580,14 @@ def infer(op_type: str, name: str, inputs: dict[str, Input], target: Target) -> 
                 raise call.fail(arg, "required argument is missing")
             continue
         _check_arg(call, opdef, arg, spec, inputs[arg], bound)
-    return opdef.infer(call)
+    try:
+        return opdef.infer(call)
+    except MILBuildError:
+        raise
+    except (TypeError, ValueError, IndexError, KeyError, ZeroDivisionError, OverflowError) as exc:
+        # A rule reads its const arguments as the op defines them (a scalar axis, a list of
+        # reps); one given in another form (a list for a scalar, a nested list) lands here.
+        raise call.fail(None, f"an argument is not of the form the op takes: {exc}") from None
 
 
 def _check_arg(
