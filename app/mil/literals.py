@@ -44,6 +44,8 @@ def _scalars(value, name: str) -> list:
 def check_literal(value, dtype: DType | None, name: str) -> None:
     """Refuse a literal that is not a rectangular list of numbers or bools, or one whose numbers
     do not fit `dtype` (int32 for integers, fp32 for floats, when it is None)."""
+    if _plain_int32(value, dtype):
+        return
     scalars = _scalars(value, name)
     numbers = [v for v in scalars if not isinstance(v, bool | np.bool_)]
     if not numbers:
@@ -55,6 +57,23 @@ def check_literal(value, dtype: DType | None, name: str) -> None:
         _check_ints(numbers, DType.INT32, name)
     else:
         _check_floats(numbers, dtype or DType.FP32, name)
+
+
+_INT32 = DType.INT32.int_range
+
+
+def _plain_int32(value, dtype: DType | None) -> bool:
+    """The builder's own arguments (strides, pads, axes, shapes) are a Python int or a flat list
+    of them that fit int32: answered without the general walk, which every op would pay."""
+    if dtype not in (None, DType.INT32):
+        return False
+    if type(value) is int:
+        return _INT32[0] <= value <= _INT32[1]
+    if type(value) not in (list, tuple) or not value or len(value) > 16:
+        return False
+    return (
+        all(type(v) is int for v in value) and _INT32[0] <= min(value) and max(value) <= _INT32[1]
+    )
 
 
 def _check_ints(numbers: list, dtype: DType, name: str) -> None:
