@@ -38,6 +38,17 @@ from app.names import name_problem
 from app.quantize import QuantizeConfig, QuantizeConfigError
 
 
+def target_and_name(target: str | Target, name: str) -> tuple[Target, str]:
+    """A build's target and model name, checked (errors name `target` and `name`)."""
+    try:
+        tgt = get_target(target)
+    except ValueError as exc:
+        raise RequestError("target", str(exc)) from None
+    if (problem := name_problem(name)) is not None:
+        raise RequestError("name", problem)
+    return tgt, name
+
+
 def build_kernel(
     op: str,
     params: Mapping[str, Any] | OpParams | None,
@@ -55,13 +66,7 @@ def build_kernel(
     the program is held to `ceilings` (a tensor over one is refused naming `params`)."""
     catalog_op = get_op(op)
     p = parse_params(catalog_op, params)
-    try:
-        tgt = get_target(target)
-    except ValueError as exc:
-        raise RequestError("target", str(exc)) from None
-    name = name or op
-    if (problem := name_problem(name)) is not None:
-        raise RequestError("name", problem)
+    tgt, name = target_and_name(target, name or op)
     specs = catalog_op.weights(p)
     given = dict(weights or {})
     if random_seed is not None:

@@ -14,7 +14,7 @@ from collections.abc import Mapping
 
 import numpy as np
 
-from app.catalog_build import quantize_weights
+from app.catalog_build import quantize_weights, target_and_name
 from app.errors import ErrorKind, RequestError
 from app.graphs.built import BuiltNode, GraphBuild
 from app.graphs.primitives import Primitive, resolve_op
@@ -30,10 +30,9 @@ from app.kernels.compressed import (
 from app.kernels.op import const_name
 from app.kernels.weight_check import check_values, prepare_weights, random_weights
 from app.language.targets import DEFAULT_TARGET
-from app.mil import DType, MILBuildError, OpsetError, Target, Var, get_target
+from app.mil import DType, MILBuildError, OpsetError, Target, Var
 from app.mil.ceilings import CeilingError, Ceilings
 from app.mil.ops import MAX_SPLITS
-from app.names import name_problem
 
 Value = Var | tuple[Var, ...]
 
@@ -258,11 +257,5 @@ def build_graph(
     """Build a graph's program. Missing weights of catalog-op nodes are drawn from
     `random_seed` when it is given (primitive nodes' weights are always given); every value is
     held to `ceilings`."""
-    try:
-        tgt = get_target(target)
-    except ValueError as exc:
-        raise RequestError("target", str(exc)) from None
-    name = name or GRAPH_OP
-    if (problem := name_problem(name)) is not None:
-        raise RequestError("name", problem)
+    tgt, name = target_and_name(target, name or GRAPH_OP)
     return _Builder(graph, weights or {}, tgt, random_seed, ceilings).run(name)
