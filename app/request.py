@@ -246,8 +246,8 @@ class KernelRequest:
     @cached_property
     def _key_doc(self) -> dict[str, Any]:
         """What the key hashes. Verification, a strict preflight, quantization, placement,
-        functions and architectures enter only when set, so keys without them stay as they were (a strict request
-        must not be answered from a lenient one's cache)."""
+        functions and architectures enter only when set, so keys without them stay as they were
+        (a strict request must not be answered from a lenient one's cache)."""
         doc: dict[str, Any] = {
             "v": KEY_VERSION,
             "op": self.op,
