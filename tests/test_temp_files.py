@@ -1,0 +1,155 @@
+"""Half-written files do not outlive their writers: a live server whose build workers are writing
+large zips is stopped with SIGTERM to its whole process group (each worker removes its temp file
+before it dies), or killed with SIGKILL (then the next start-up removes what the dead workers
+left, knowing them from the names). A temp file of another host, or of a process still running,
+is never touched: the data volume may be shared."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import httpx
+import numpy as np
+from conftest import uvicorn_server
+from hostile_support import server_pid
+from http_support import npy_bytes
+
+from app.tempnames import HOST, me, owner_of, start_time, temp_name
+
+# A 4096 x 4096 conv: 32 MiB of fp16 in each zip, long enough to be caught in the writing.
+SIDE = 4096
+HOUR = 3600
+
+
+def tmp_dirs(data_dir: Path) -> list[Path]:
+    return [data_dir / "artifacts" / "tmp", data_dir / "blobs" / "tmp"]
+
+
+def parts(data_dir: Path) -> list[Path]:
+    return sorted(p for d in tmp_dirs(data_dir) if d.is_dir() for p in d.iterdir())
+
+
+def group_alive(pgid: int) -> list[int]:
+    """The processes of group `pgid` still running (zombies waiting to be reaped are not)."""
+    alive = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_bytes()
+        except OSError:
+            continue
+        state, _ppid, group = stat[stat.rindex(b")") + 2 :].split()[:3]
+        if int(group) == pgid and state != b"Z":
+            alive.append(int(entry.name))
+    return alive
+
+
+def wait_until(condition, what: str, timeout: float = 60.0):
+    deadline = time.monotonic() + timeout
+    while not (found := condition()):
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.002)
+    return found
+
+
+@contextmanager
+def server_writing_zips(data_dir: Path) -> Iterator[tuple[int, list[Path], list]]:
+    """A server leading its own process group, its two build workers each writing a large zip:
+    yields the group, the temp files being written (`.part`, grown past 1 MiB) and the answers
+    the two requests get (filled in when they end)."""
+    with uvicorn_server(data_dir, own_group=True, workers="2") as url:
+        pgid = server_pid(int(url.rsplit(":", 1)[1]))
+        weight = np.random.default_rng(0).standard_normal((SIDE, SIDE), np.float32)
+        with httpx.Client(base_url=url, timeout=120) as client:
+            digest = client.post("/v1/blobs", content=npy_bytes(weight)).json()["digest"]
+        del weight
+        answers: list = []
+
+        def build(name: str) -> None:
+            body = {"in_channels": SIDE, "out_channels": SIDE, "spatial": 1, "name": name,
+                    "weights": {"weight": digest}, "format": "mil"}  # fmt: skip
+            try:
+                answers.append(httpx.post(f"{url}/v1/kernels/conv", json=body, timeout=120))
+            except httpx.TransportError as exc:  # the server went before answering
+                answers.append(exc)
+
+        threads = [threading.Thread(target=build, args=(f"k{i}",)) for i in range(2)]
+        for thread in threads:
+            thread.start()
+
+        def writing() -> list[Path]:
+            growing = []
+            for path in (data_dir / "artifacts" / "tmp").glob("*.part"):
+                try:
+                    if path.stat().st_size > 1 << 20:
+                        growing.append(path)
+                except FileNotFoundError:
+                    pass
+            return growing
+
+        try:
+            yield pgid, wait_until(writing, "a build worker writing a zip"), answers
+        finally:
+            for thread in threads:
+                thread.join(timeout=120)
+
+
+def test_sigterm_to_the_process_group_leaves_no_half_written_zip(tmp_path):
+    data_dir = tmp_path / "data"
+    with server_writing_zips(data_dir) as (pgid, writing, answers):
+        writers = {owner_of(p.name).pid for p in writing}
+        assert pgid not in writers  # the build workers write, not the server
+        os.killpg(pgid, signal.SIGTERM)
+        wait_until(lambda: not group_alive(pgid), "the process group to end")
+        # Nothing at all, before any restart could sweep: the workers removed their own.
+        assert not parts(data_dir), parts(data_dir)
+    for answer in answers:  # a build cut short is a 503 to retry, never a 500
+        assert isinstance(answer, httpx.TransportError) or answer.status_code in (200, 503)
+
+
+def _dead_pid() -> int:
+    child = subprocess.Popen([sys.executable, "-c", ""])
+    child.wait()
+    assert start_time(child.pid) is None
+    return child.pid
+
+
+def test_start_up_removes_the_files_of_this_hosts_dead_writers_only(tmp_path):
+    data_dir = tmp_path / "data"
+    with server_writing_zips(data_dir) as (pgid, writing, _):
+        os.killpg(pgid, signal.SIGKILL)  # no handler runs: the half-written zips stay
+        wait_until(lambda: not group_alive(pgid), "the process group to end")
+        left = [p for p in writing if p.exists()]
+        assert left, "SIGKILL left no temp file: nothing to sweep"
+    artifacts_tmp, blobs_tmp = tmp_dirs(data_dir)
+    mine = me()
+    dead = _dead_pid()
+    planted = {
+        # Left alone: another host's writer cannot be asked from here.
+        "other host": artifacts_tmp / f"other-host~{mine.pid}~1~00ab.part",
+        "live writer": artifacts_tmp / temp_name(".part"),
+        "live spool": blobs_tmp / temp_name(".part"),
+        "unnamed, fresh": artifacts_tmp / "0123456789abcdef.part",
+        # Removed: this host's writers that ended.
+        "dead pid": blobs_tmp / f"{HOST}~{dead}~{mine.start}~00cd.part",
+        "pid reused": artifacts_tmp / f"{HOST}~{mine.pid}~{mine.start + 1}~00ef.meta",
+        "unnamed, an hour old": artifacts_tmp / "fedcba9876543210.part",
+    }
+    for path in planted.values():
+        path.write_bytes(b"half")
+    old = time.time() - HOUR - 60
+    os.utime(planted["unnamed, an hour old"], (old, old))
+    with uvicorn_server(data_dir) as url:
+        assert httpx.get(f"{url}/healthz").status_code == 200
+        assert not [p for p in left if p.exists()]
+        kept = {what for what, path in planted.items() if path.exists()}
+        assert kept == {"other host", "live writer", "live spool", "unnamed, fresh"}
