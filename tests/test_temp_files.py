@@ -21,6 +21,7 @@ import numpy as np
 from conftest import uvicorn_server
 from hostile_support import server_pid
 from http_support import npy_bytes
+from jobs_support import WorkerProcess, redis_server, worker_env
 
 from app.tempnames import HOST, me, owner_of, start_time, temp_name
 
@@ -114,6 +115,41 @@ def test_sigterm_to_the_process_group_leaves_no_half_written_zip(tmp_path):
         assert not parts(data_dir), parts(data_dir)
     for answer in answers:  # a build cut short is a 503 to retry, never a 500
         assert isinstance(answer, httpx.TransportError) or answer.status_code in (200, 503)
+
+
+def test_a_farm_worker_stopped_mid_write_removes_its_temp_files(tmp_path):
+    """`ane-kernels worker` builds in a thread that cannot be cancelled: on SIGTERM its job goes
+    back to the queue and the zip it was writing is removed, not finished for nobody."""
+    data_dir = tmp_path / "data"
+    artifacts_tmp = tmp_path / "data" / "artifacts" / "tmp"
+    weight = np.random.default_rng(1).standard_normal((SIDE, SIDE), np.float32)
+    with redis_server(tmp_path) as url:
+        env = worker_env(url, data_dir, tmp_path / "xcrun.log")
+        worker = WorkerProcess("ane-linux", env, tmp_path / "worker.log")
+        try:
+            worker.wait_ready(url)
+            with (
+                uvicorn_server(data_dir, redis_url=url) as api,
+                httpx.Client(base_url=api, timeout=120) as client,
+            ):
+                digest = client.post("/v1/blobs", content=npy_bytes(weight)).json()["digest"]
+                body = {"op": "conv", "in_channels": SIDE, "out_channels": SIDE, "spatial": 1,
+                        "weights": {"weight": digest}, "format": "mil"}  # fmt: skip
+                job = client.post("/v1/jobs", json=body).json()
+
+                def writing() -> list[Path]:
+                    return [p for p in artifacts_tmp.glob("*.part")
+                            if owner_of(p.name).pid == worker.pid]  # fmt: skip
+
+                wait_until(writing, "the farm worker writing the zip")
+                worker.proc.send_signal(signal.SIGTERM)
+                worker.proc.wait(timeout=60)
+                assert not parts(data_dir), parts(data_dir)
+                assert not list((data_dir / "artifacts").glob("??/*.zip"))  # nor finished
+                state = client.get(f"/v1/jobs/{job['id']}").json()
+                assert state["state"] not in ("failed", "succeeded"), state  # back in the queue
+        finally:
+            worker.stop()
 
 
 def _dead_pid() -> int:
