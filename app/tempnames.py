@@ -1,6 +1,6 @@
 """Temp file names that say who is writing them, and whether that writer is gone.
 
-A temp name carries its writer's host, pid and process start time:
+A temp name carries its writer's host (and pid namespace), pid and process start time:
 `<host>~<pid>~<start>~<random>` plus a suffix (`.part`, `.meta`, `.tmp`), after an optional stem
 of the caller's (`.weight.bin~<owner>~...`). The start time is field 22 of /proc/<pid>/stat
 (clock ticks after boot), so a pid the kernel has since given to another process does not keep
@@ -27,15 +27,24 @@ SEPARATOR = "~"  # never in a host as spelled here, so a name splits from the ri
 
 
 def _host_token(node: str) -> str:
-    return re.sub(r"[^A-Za-z0-9.-]", "-", node)[:64] or "host"
+    """The host name, plus the pid namespace where there is one to read: containers that share
+    a host name (`network_mode: host`) each number their processes from 1, and one must not
+    judge another's pids."""
+    host = re.sub(r"[^A-Za-z0-9.-]", "-", node)[:64] or "host"
+    try:
+        namespace = re.sub(r"\D", "", os.readlink("/proc/self/ns/pid"))  # "pid:[4026531836]"
+    except OSError:
+        return host
+    return f"{host}-{namespace}" if namespace else host
 
 
 HOST = _host_token(platform.node())
 
 
 def start_time(pid: int) -> int | None:
-    """Field 22 of /proc/<pid>/stat, or None when the process does not exist. 0 where there is
-    no /proc (macOS): the pid alone then identifies the writer."""
+    """Field 22 of /proc/<pid>/stat, or None when the process does not exist or has ended (a
+    zombie its parent has not reaped writes nothing more). 0 where there is no /proc (macOS):
+    the pid alone then identifies the writer."""
     try:
         with open(f"/proc/{pid}/stat", "rb") as f:
             stat = f.read()
@@ -47,6 +56,8 @@ def start_time(pid: int) -> int | None:
         return None
     # The command name (field 2) may hold spaces and parentheses: count from its closing one.
     fields = stat[stat.rindex(b")") + 2 :].split()
+    if fields[0] in (b"Z", b"X"):  # field 3, the state
+        return None
     return int(fields[22 - 3])
 
 

@@ -23,6 +23,9 @@ from hostile_support import server_pid
 from http_support import npy_bytes
 from jobs_support import WorkerProcess, redis_server, worker_env
 
+from app.cache.store import StoreLocation
+from app.files import atomic_file, temp_beside
+from app.mlmodelc.atomic import building
 from app.tempnames import HOST, me, owner_of, start_time, temp_name
 
 # A 4096 x 4096 conv: 32 MiB of fp16 in each zip, long enough to be caught in the writing.
@@ -189,3 +192,24 @@ def test_start_up_removes_the_files_of_this_hosts_dead_writers_only(tmp_path):
         assert not [p for p in left if p.exists()]
         kept = {what for what, path in planted.items() if path.exists()}
         assert kept == {"other host", "live writer", "live spool", "unnamed, fresh"}
+
+
+def test_every_temp_name_says_its_writer(tmp_path):
+    """The store's temps, a sidecar's, `atomic_file`'s (after a stem that may hold the separator
+    and dots) and a staging directory's all parse back to this process."""
+    names = [
+        StoreLocation(tmp_path, ".zip").temp_path().name,
+        temp_name(".meta"),
+        temp_beside(tmp_path / "a~b.weight.bin").name,
+    ]
+    seen = []
+    with atomic_file(tmp_path / "out.zip") as f:
+        seen += [p.name for p in tmp_path.iterdir() if p.name.startswith(".out.zip~")]
+        f.write(b"whole")
+    with building(tmp_path / "k.mlmodelc") as staging:
+        seen.append(staging.name)
+    assert len(seen) == 2 and (tmp_path / "out.zip").read_bytes() == b"whole"
+    for name in names + seen:
+        assert owner_of(name) == me(), name
+    assert owner_of("0123456789abcdef.part") is None
+    assert owner_of("stale.part") is None
