@@ -122,15 +122,23 @@ def test_sigterm_to_the_process_group_leaves_no_half_written_zip(tmp_path):
 
 def test_a_farm_worker_stopped_mid_write_removes_its_temp_files(tmp_path):
     """`ane-kernels worker` builds in a thread that cannot be cancelled: on SIGTERM its job goes
-    back to the queue and the zip it was writing is removed, not finished for nobody."""
+    back to the queue and the zip it was writing is removed, not finished for nobody. At its
+    start it removes the compile scratch of this host's ended workers, and no other."""
     data_dir = tmp_path / "data"
     artifacts_tmp = tmp_path / "data" / "artifacts" / "tmp"
     weight = np.random.default_rng(1).standard_normal((SIDE, SIDE), np.float32)
+    # Compile scratch of a killed worker of this host, and of another host's worker.
+    ended = data_dir / "work" / f"{HOST}~{_dead_pid()}~{me().start}~00ab"
+    elsewhere = data_dir / "work" / "other-host~1~2~00ab"
+    for scratch in (ended, elsewhere):
+        (scratch / "out").mkdir(parents=True)
+        (scratch / "out" / "model.mil").write_text("half")
     with redis_server(tmp_path) as url:
         env = worker_env(url, data_dir, tmp_path / "xcrun.log")
         worker = WorkerProcess("ane-linux", env, tmp_path / "worker.log")
         try:
             worker.wait_ready(url)
+            assert not ended.exists() and elsewhere.exists()
             with (
                 uvicorn_server(data_dir, redis_url=url) as api,
                 httpx.Client(base_url=api, timeout=120) as client,
