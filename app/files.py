@@ -43,17 +43,13 @@ def in_flight(path: Path) -> Iterator[Path]:
         _in_flight.discard(path)
 
 
-def remove_in_flight() -> list[Path]:
+def remove_in_flight() -> None:
     """Remove every temp file this process is writing, and start none after: what a stopping
-    process does last. Returns those that were there."""
+    process does last."""
     global _stopping
     _stopping = True
-    removed = []
     for path in list(_in_flight):
-        with contextlib.suppress(OSError):
-            path.unlink()
-            removed.append(path)
-    return removed
+        discard(path)
 
 
 def _remove_and_die(signum: int, frame: object) -> None:
