@@ -11,7 +11,8 @@ stays safe: a host only judges its own writers; another host's pids mean nothing
 longer running, False when it still runs, None when it cannot be told from here (another host,
 or a name that is not one of these), where the caller falls back to the file's age.
 
-Standard library only: the upload spool, the stores and the CLI all name temps this way.
+Light to import (the standard library and app.ids): the stores, the upload spool, `atomic_file`
+and the farm workers' scratch all name their temps here.
 """
 
 from __future__ import annotations
