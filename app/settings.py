@@ -31,6 +31,12 @@ class Settings(BaseSettings):
     max_json_bytes: int = Field(MiB, ge=1024, description="a JSON body or `spec` part")
     max_weight_bytes: int = Field(1 * GiB, ge=1, description="one uploaded weight tensor")
     max_body_bytes: int = Field(2 * GiB, ge=1, description="a whole multipart or raw body")
+    max_upload_bytes: int = Field(
+        64 * GiB, ge=1, description="one file uploaded in parts (/v1/blobs/uploads)"
+    )
+    upload_part_bytes: int = Field(
+        64 * MiB, ge=1, description="the most one part of a resumable upload may hold"
+    )
     max_artifact_bytes: int = Field(4 * GiB, ge=1, description="weights one artifact may hold")
     min_free_bytes: int = Field(
         256 * MiB,

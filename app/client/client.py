@@ -29,6 +29,7 @@ import numpy as np
 from app.client import flows
 from app.client.errors import error_from_response
 from app.client.flows import Call, Sleep
+from app.digest import file_digest
 from app.files import atomic_file
 from app.language.targets import DEFAULT_TARGET
 
@@ -114,6 +115,14 @@ class _API(abc.ABC):
         flows.check_graph_weights(graph, weights or {})
         body = flows.graph_body(graph, (yield from flows.upload_all(weights)), **options)
         return self._job((yield from flows.submit([body])), flows.resubmission(body, weights))
+
+    def upload_file(self, path: str | os.PathLike, *,
+                    progress: Callable[[int, int], None] | None = None):  # fmt: skip
+        """Send a whole file (a checkpoint shard, a config) in resumable parts unless the
+        service has it; returns the stored blob ({"digest", "dtype", "bytes", ...}).
+        `progress(sent, total)` is called after each part."""
+        path = Path(path)
+        return self._drive(flows.upload_file(path, file_digest(path), progress))
 
     def upload(self, array: np.ndarray):
         """Send a tensor unless the service has it already; returns `sha256:<hex>`."""
@@ -267,7 +276,12 @@ class Client(_API):
                     time.sleep(step.seconds)
                     step = flow.send(None)
                 else:
-                    step = flow.send(self._send(step))
+                    try:
+                        response = self._send(step)
+                    except httpx.TransportError as exc:  # the flow may resume (an upload part)
+                        step = flow.throw(exc)
+                        continue
+                    step = flow.send(response)
         except StopIteration as done:
             return done.value
 
@@ -327,7 +341,12 @@ class AsyncClient(_API):
                     await asyncio.sleep(step.seconds)
                     step = flow.send(None)
                 else:
-                    step = flow.send(await self._send(step))
+                    try:
+                        response = await self._send(step)
+                    except httpx.TransportError as exc:  # the flow may resume (an upload part)
+                        step = flow.throw(exc)
+                        continue
+                    step = flow.send(response)
         except StopIteration as done:
             return done.value
 

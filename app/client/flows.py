@@ -28,6 +28,7 @@ _UPLOAD_CHUNK = 4 << 20
 # Times one wait (or download) submits a vanished job again before giving up on it: a job that
 # keeps vanishing has a broker that keeps losing its data, which no client can mend.
 MAX_RESUBMITS = 3
+MAX_PART_RETRIES = 5  # parts of one upload sent again after a dropped connection
 
 
 @dataclass(frozen=True)
@@ -80,6 +81,53 @@ def upload(array: np.ndarray) -> Flow:
     if returned != digest:
         raise RuntimeError(f"the service stored {returned}, expected {digest}")
     return digest
+
+
+def _file_part(path: Path, offset: int, length: int) -> Callable[[], Iterator[bytes]]:
+    """`length` bytes of a file from `offset`, streamed (a retry reads them again)."""
+
+    def chunks() -> Iterator[bytes]:
+        with open(path, "rb") as f:
+            f.seek(offset)
+            left = length
+            while left > 0 and (block := f.read(min(_UPLOAD_CHUNK, left))):
+                left -= len(block)
+                yield block
+
+    return chunks
+
+
+def upload_file(
+    path: Path, digest: str, progress: Callable[[int, int], None] | None = None
+) -> Flow:
+    """A whole file through the resumable protocol (docs/uploads.md), unless the service has
+    it: start, parts from where the service says it stands, finish. A part that fails in
+    transit is sent again from the offset the service reports. Returns the stored blob."""
+    size = path.stat().st_size
+    started = yield Call("POST", "/v1/blobs/uploads", json={"digest": digest, "bytes": size},
+                         ok=(200, 201))  # fmt: skip
+    upload = started.json()
+    if upload["stored"]:
+        return upload["blob"]
+    where, failures = f"/v1/blobs/uploads/{upload['id']}", 0
+    while upload["received"] < size:
+        offset = upload["received"]
+        length = min(upload["part_bytes"], size - offset)
+        try:
+            answer = yield Call("PUT", where, params={"offset": offset},
+                                content=_file_part(path, offset, length),
+                                headers={"content-type": "application/octet-stream",
+                                         "content-length": str(length)})  # fmt: skip
+        except httpx.TransportError:
+            failures += 1
+            if failures > MAX_PART_RETRIES:
+                raise
+            upload = (yield Call("GET", where)).json()  # where to resume
+            continue
+        upload = answer.json()
+        if progress is not None:
+            progress(upload["received"], size)
+    return (yield Call("POST", f"{where}/finish")).json()["blob"]
 
 
 def request_body(
