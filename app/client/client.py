@@ -29,7 +29,6 @@ import numpy as np
 from app.client import flows
 from app.client.errors import error_from_response
 from app.client.flows import Call, Sleep
-from app.digest import file_digest
 from app.files import atomic_file
 from app.language.targets import DEFAULT_TARGET
 
@@ -116,13 +115,24 @@ class _API(abc.ABC):
         body = flows.graph_body(graph, (yield from flows.upload_all(weights)), **options)
         return self._job((yield from flows.submit([body])), flows.resubmission(body, weights))
 
+    def compile_model(self, checkpoint_dir: str | os.PathLike, *,
+                      save_to: str | os.PathLike | None = None,
+                      progress: Callable[[str, int, int], None] | None = None, **options: Any):  # fmt: skip
+        """A model kit of a Hugging Face checkpoint folder (its zip's bytes, or written to
+        `save_to`), built by the service (POST /v1/models). Options as `ane-kernels model` names
+        them: format, context, prefill, device, quantize, kv, verify. Only files the service
+        lacks are uploaded, in resumable parts; `progress(file, sent, size)` after each part."""
+        path = Path(save_to) if save_to is not None else None
+        return self._drive(flows.compile_model(Path(checkpoint_dir), path, self.poll_interval,
+                                               progress, **options))  # fmt: skip
+
     def upload_file(self, path: str | os.PathLike, *,
                     progress: Callable[[int, int], None] | None = None):  # fmt: skip
         """Send a whole file (a checkpoint shard, a config) in resumable parts unless the
         service has it; returns the stored blob ({"digest", "dtype", "bytes", ...}).
         `progress(sent, total)` is called after each part."""
         path = Path(path)
-        return self._drive(flows.upload_file(path, file_digest(path), progress))
+        return self._drive(flows.upload_file(path, flows.file_digest(path), progress))
 
     def upload(self, array: np.ndarray):
         """Send a tensor unless the service has it already; returns `sha256:<hex>`."""

@@ -21,7 +21,7 @@ import httpx
 import numpy as np
 
 from app.client.errors import error_from_response
-from app.digest import canonical, tensor_digest
+from app.digest import canonical, file_digest, tensor_digest
 
 TERMINAL = frozenset({"succeeded", "failed", "cancelled"})
 _UPLOAD_CHUNK = 4 << 20
@@ -128,6 +128,30 @@ def upload_file(
         if progress is not None:
             progress(upload["received"], size)
     return (yield Call("POST", f"{where}/finish")).json()["blob"]
+
+
+CHECKPOINT_SUFFIXES = (".json", ".safetensors")  # what a kit reads from a checkpoint folder
+
+
+def compile_model(folder: Path, save_to: Path | None, poll: float,
+                  progress: Callable[[str, int, int], None] | None, **options: Any) -> Flow:  # fmt: skip
+    """POST /v1/models: the folder's config, safetensors and tokenizer files uploaded unless the
+    service has them (`progress(file name, bytes sent, its size)`), the kit built as a job and
+    fetched."""
+    files = {}
+    for path in sorted(folder.iterdir()):
+        if path.is_file() and not path.name.startswith(".") and path.suffix in CHECKPOINT_SUFFIXES:
+            report = None if progress is None else (lambda s, t, n=path.name: progress(n, s, t))
+            files[path.name] = (yield from upload_file(path, file_digest(path), report))["digest"]
+    if not files:
+        raise ValueError(f"{folder}: no config.json or safetensors files")
+    body = {"files": files, **{k: v for k, v in options.items() if v is not None}}
+
+    def again() -> Flow:
+        return (yield Call("POST", "/v1/models", json=body, ok=(200, 202))).json()
+
+    job = yield from wait((yield from again())["id"], poll, None, None, again)
+    return (yield from artifact(job, save_to, again, poll))
 
 
 def request_body(

@@ -16,6 +16,7 @@ from typing import Annotated, Any
 from pydantic import BaseModel, ConfigDict, Field, PlainSerializer, PlainValidator
 
 from app.cache.store import StoredEntry
+from app.kits.job import ModelRequest
 from app.request import KernelRequest
 
 
@@ -31,8 +32,13 @@ class JobState(StrEnum):
 TERMINAL = frozenset({JobState.succeeded, JobState.failed, JobState.cancelled})
 
 
-def _request(value: Any) -> KernelRequest:
-    return value if isinstance(value, KernelRequest) else KernelRequest.from_json(value)
+def _request(value: Any) -> KernelRequest | ModelRequest:
+    """A kernel request, or a model kit's (POST /v1/models), from its JSON form."""
+    if isinstance(value, KernelRequest | ModelRequest):
+        return value
+    if value.get("kind") == ModelRequest.kind:
+        return ModelRequest.from_json(value)
+    return KernelRequest.from_json(value)
 
 
 # A job record holds its request as the request's own JSON form (inline values included, so a

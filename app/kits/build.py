@@ -60,6 +60,10 @@ class KitOptions:
     max_program_weight_bytes: int | None = None  # default ANE_MAX_PROGRAM_WEIGHT_BYTES
     mlmodelc_profile: str | None = None
 
+    def check(self) -> None:
+        """What can be refused before the checkpoint is read: format, kv, device."""
+        _check_options(self)
+
 
 @dataclass(frozen=True)
 class KitResult:
@@ -305,7 +309,7 @@ def build_kit(checkpoint: str | Path, output: str | Path, options: KitOptions = 
     result = build_kit_files(checkpoint, options, progress)
     output = Path(output)
     with atomic_file(output) as f:
-        _write(result.files, f)
+        write_kit(result.files, f)
     return KitResult(output, result.meta, output.stat().st_size, result.seconds,
                      result.verification)  # fmt: skip
 
@@ -320,11 +324,11 @@ def model_zip(checkpoint: str | Path, **options: Any) -> bytes:
 
     result = build_kit_files(checkpoint, KitOptions(**options))
     buffer = io.BytesIO()
-    _write(result.files, buffer)
+    write_kit(result.files, buffer)
     return buffer.getvalue()
 
 
-def _write(files: Mapping[str, bytes], out) -> None:
+def write_kit(files: Mapping[str, bytes], out) -> None:
     """The zip; weights and tables stored as they are (they do not deflate)."""
     write_zip(out, [Entry(p, d, compress=not p.endswith((".bin", ".f16")))
                     for p, d in files.items()])  # fmt: skip
