@@ -133,16 +133,21 @@ def upload_file(
 CHECKPOINT_SUFFIXES = (".json", ".safetensors")  # what a kit reads from a checkpoint folder
 
 
+def checkpoint_files(folder: Path) -> dict[str, Path]:
+    """The files of a checkpoint folder a kit reads, by name."""
+    return {p.name: p for p in sorted(folder.iterdir())
+            if p.is_file() and not p.name.startswith(".") and p.suffix in CHECKPOINT_SUFFIXES}  # fmt: skip
+
+
 def compile_model(folder: Path, save_to: Path | None, poll: float,
                   progress: Callable[[str, int, int], None] | None, **options: Any) -> Flow:  # fmt: skip
     """POST /v1/models: the folder's config, safetensors and tokenizer files uploaded unless the
     service has them (`progress(file name, bytes sent, its size)`), the kit built as a job and
     fetched."""
     files = {}
-    for path in sorted(folder.iterdir()):
-        if path.is_file() and not path.name.startswith(".") and path.suffix in CHECKPOINT_SUFFIXES:
-            report = None if progress is None else (lambda s, t, n=path.name: progress(n, s, t))
-            files[path.name] = (yield from upload_file(path, file_digest(path), report))["digest"]
+    for name, path in checkpoint_files(folder).items():
+        report = None if progress is None else (lambda s, t, n=name: progress(n, s, t))
+        files[name] = (yield from upload_file(path, file_digest(path), report))["digest"]
     if not files:
         raise ValueError(f"{folder}: no config.json or safetensors files")
     body = {"files": files, **{k: v for k, v in options.items() if v is not None}}
