@@ -348,3 +348,37 @@ def test_worker_check_reports_this_hosts_heartbeat(farm):
 
     assert check(farm.url) == 0
     assert check(f"redis://127.0.0.1:{free_port()}/0") == 1  # no Redis there: not healthy
+
+
+def test_a_model_kit_job_runs_on_the_linux_worker(farm, tmp_path):
+    """POST /v1/models' job through arq: the checkpoint's files as blobs on the shared volume,
+    the kit built by the Linux worker with a stage per program, equal to the local build."""
+    import shutil
+
+    from kit_support import KIT_QWEN3, write_model
+
+    from app.digest import file_digest
+    from app.kits import model_zip
+    from app.kits.job import ModelRequest
+    from app.uploads.blobstore import BlobStore
+
+    folder = write_model(tmp_path / "qwen3", KIT_QWEN3, seed=4)
+    blobs = BlobStore(farm.data_dir / "blobs", 1 << 30)  # the API's view of the shared volume
+    files = {}
+    for path in sorted(p for p in folder.iterdir() if p.suffix in (".json", ".safetensors")):
+        spool = blobs.new_spool_path()
+        shutil.copyfile(path, spool)
+        files[path.name] = blobs.put_file(spool, file_digest(path))["digest"]
+    options = {"format": "mil", "context": 16, "prefill": 4}
+    request = ModelRequest.create(files, options)
+
+    async def scenario():
+        async with farm.engine() as api:
+            job = await api.wait((await api.submit(request)).id, 120)
+            return job, (await api.artifact_path(job)).read_bytes()
+
+    job, data = asyncio.run(scenario())
+    assert job.state == JobState.succeeded, job.error
+    assert job.queue == "ane-linux" and job.worker == worker_id(farm, "ane-linux")
+    assert {"decoder_0", "head_0"} <= set(job.stages)
+    assert data == model_zip(folder, **options)
