@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from functools import cached_property
 from pathlib import Path
+from typing import Literal
 
 from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -73,6 +74,11 @@ class Settings(BaseSettings):
         30, gt=0, description="cap of a worker's reconnect delay (it doubles, with jitter)"
     )
     compiler: str = Field("auto", description="auto | xcrun | coremltools | linux | none")
+    device_check_runtime: Literal["coreml", "stand-in"] = Field(
+        "coreml",
+        description="what runs device-check jobs: Core ML (macOS workers), or the labelled "
+        "stand-in (the reference executor; its reports say so) for tests on Linux",
+    )
     mlmodelc_profile: str | None = Field(
         None,
         description="the coremlcompiler release the linux backend writes .mlmodelc as (README, "

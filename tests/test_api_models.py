@@ -23,7 +23,9 @@ FLAGS = {"format": "mil", "context": 16, "prefill": 4, "kv": "state"}
 @pytest.fixture(scope="module")
 def base(tmp_path_factory) -> Iterator[str]:
     data_dir = tmp_path_factory.mktemp("models") / "data"
-    with uvicorn_server(data_dir, upload_part_bytes=str(64 << 10)) as url:
+    # device checks run with the labelled stand-in for Core ML (the reference executor)
+    with uvicorn_server(data_dir, upload_part_bytes=str(64 << 10),
+                        device_check_runtime="stand-in") as url:  # fmt: skip
         yield url
     shutil.rmtree(data_dir, ignore_errors=True)
 
@@ -78,3 +80,45 @@ def test_the_documented_client_call_runs(base, tmp_path, monkeypatch):
     assert main(["model", "Qwen3-0.6B", "-o", str(cli), "--format", "mil", "--context", "16",
                  "--prefill", "4"]) == 0  # fmt: skip
     assert (tmp_path / "qwen3.kit.zip").read_bytes() == cli.read_bytes()
+
+
+def test_a_device_check_job_reports_the_kit_on_the_stand_in(base, tmp_path):
+    """POST /v1/device-checks on a kit job: a job for the macOS queue whose report (here the
+    labelled stand-in's) names each program's load times and placement, the decode time, and
+    the tokens against the reference."""
+    from app.client.flows import checkpoint_files
+    from app.digest import file_digest
+    from app.kits.device_check import STAND_IN
+    from app.kits.job import ModelRequest
+
+    folder = write_model(tmp_path / "qwen3", KIT_QWEN3, seed=6)
+    with Client(base, poll_interval=0.1) as client:
+        client.compile_model(folder, format="mlpackage", context=16, prefill=4)
+    files = {name: file_digest(path) for name, path in checkpoint_files(folder).items()}
+    # the job's id, as the service derives it (a default option counts as left out)
+    kit_job = {"id": ModelRequest.create(files, {"format": "mlpackage", "context": 16,
+                                                 "prefill": 4}).key}  # fmt: skip
+    with httpx.Client(base_url=base, timeout=60) as http:
+        answer = http.post("/v1/device-checks", json={"kit": kit_job["id"], "device": "m4",
+                                                      "max_new_tokens": 3})  # fmt: skip
+        assert answer.status_code == 202, answer.text
+        assert answer.json()["queue"] == "ane-macos"
+        with Client(base, poll_interval=0.1) as client:
+            job = client.job(answer.json()["id"]).wait(timeout=120).data
+        assert job["state"] == "succeeded", job.get("error")
+        report = job["device_check"]
+        assert report["runtime"] == STAND_IN and report["stand_in"] and report["device"] == "m4"
+        assert [p["name"] for p in report["programs"]] == ["decoder_0", "head_0"]
+        assert report["tokens_match"] and report["passed"] and len(report["tokens"]) == 3
+        assert report["calibration_row"]["measured"] is False
+        unknown = http.post("/v1/device-checks", json={"kit": "0" * 64, "device": "m4"})
+        assert unknown.status_code == 404 and unknown.json()["field"] == "kit"
+        device = http.post("/v1/device-checks", json={"kit": kit_job["id"], "device": "m99"})
+        assert device.status_code == 422 and device.json()["field"] == "device"
+
+
+def test_without_the_stand_in_a_device_check_needs_a_macos_worker(tmp_path):
+    data_dir = tmp_path / "data"
+    with uvicorn_server(data_dir) as url, httpx.Client(base_url=url, timeout=60) as http:
+        answer = http.post("/v1/device-checks", json={"kit": "0" * 64, "device": "m4"})
+    assert answer.status_code in (404, 503)  # no kit here; on Linux, Core ML is checked first

@@ -203,7 +203,7 @@ class Job:
         if self._resubmit is not None:
             return self._resubmit
         request = self.data.get("request")
-        return flows.resubmission(flows.body_of(request)) if request else None
+        return flows.record_resubmission(request) if request else None
 
     @property
     def id(self) -> str:

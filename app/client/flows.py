@@ -241,6 +241,25 @@ def resubmission(body: dict, weights: Mapping[str, np.ndarray] | None = None) ->
     return again
 
 
+def record_resubmission(request: Mapping[str, Any]) -> Resubmit:
+    """Submit again the request a job record shows: a model kit's and a device check's to their
+    own routes (their records hold their bodies' fields), a kernel's or graph's to /v1/jobs."""
+    kind = request.get("kind")
+    if kind == "model":
+        path, body = "/v1/models", {"files": request["files"], **request.get("options", {})}
+    elif kind == "device_check":
+        path = "/v1/device-checks"
+        body = {"kit": request["kit"], "device": request["device"],
+                "prompt_ids": request.get("prompt"), "max_new_tokens": request["max_new_tokens"]}  # fmt: skip
+    else:
+        return resubmission(body_of(request))
+
+    def again() -> Flow:
+        return (yield Call("POST", path, json=body, ok=(200, 202))).json()
+
+    return again
+
+
 def body_of(request: Mapping[str, Any]) -> dict:
     """The request body that asks for what a job record shows as its `request` (weights by
     digest, options with their defaults filled in): the same request, so the same job."""

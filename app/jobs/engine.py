@@ -34,7 +34,8 @@ from app.settings import Settings
 def queue_for(request: KernelRequest) -> str:
     """Only Core ML's placement report needs a Mac: every other job, .mlmodelc included (the
     linux compiler backend), runs on any worker."""
-    return QUEUE_MACOS if request.placement else QUEUE_LINUX
+    needs_macos = request.placement or getattr(request, "needs_macos", False)  # a device check
+    return QUEUE_MACOS if needs_macos else QUEUE_LINUX
 
 
 class JobEngine(ABC):

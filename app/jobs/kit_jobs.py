@@ -1,6 +1,7 @@
 """A model kit's job (POST /v1/models): the kit built in the build pool from the checkpoint's
 blobs, a stage recorded per program as the build reaches it, the zip published to the artifact
-cache under the job's key (a second request for the same checkpoint and options finds it)."""
+cache under the job's key (a second request for the same checkpoint and options finds it).
+And a device check's (POST /v1/device-checks, a macOS worker's): its report, into the job."""
 
 from __future__ import annotations
 
@@ -13,9 +14,16 @@ from typing import Any
 
 from app.cache.store import ContentStore
 from app.compile.runner import RunBuild
+from app.errors import RequestError
 from app.files import discard
 from app.jobs.model import artifact_ref
-from app.kits.job import ModelRequest, build_kit_zip, checkpoint_folder
+from app.kits.job import (
+    DeviceCheckRequest,
+    ModelRequest,
+    build_kit_zip,
+    checkpoint_folder,
+    run_device_check,
+)
 from app.uploads.blobstore import BlobStore
 
 POLL_S = 0.25
@@ -67,3 +75,13 @@ async def produce_kit(store: ContentStore, blobs: BlobStore, workdir: Path, run_
 def _path(blobs: BlobStore, digest: str) -> Path | None:
     entry = blobs.file(digest)
     return None if entry is None else entry.path
+
+
+async def check_on_device(store: ContentStore, run_build: RunBuild, request: DeviceCheckRequest,
+                          runtime: str) -> dict[str, Any]:  # fmt: skip
+    entry = await asyncio.to_thread(store.get, request.kit)
+    if entry is None or entry.meta.get("kind") != "model_kit":
+        raise RequestError("kit", f"no kit {request.kit!r} in the artifact cache: name a "
+                           "succeeded POST /v1/models job (build it again if it was evicted)")  # fmt: skip
+    report = await run_build(run_device_check, request, entry.path, runtime, alone=True)
+    return {"device_check": report}

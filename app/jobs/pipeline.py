@@ -30,10 +30,10 @@ from app.compile import CompileFailure, Compiler, CompilerUnavailable
 from app.compile.kernel import build_package, compile_package_zip
 from app.compile.runner import RunBuild, runs_alone
 from app.errors import ErrorKind, FieldError
-from app.jobs.kit_jobs import produce_kit
+from app.jobs.kit_jobs import check_on_device, produce_kit
 from app.jobs.model import TERMINAL, Job, JobError, JobState, artifact_ref
 from app.jobs.records import Records
-from app.kits.job import ModelRequest
+from app.kits.job import DeviceCheckRequest, ModelRequest
 from app.settings import Settings
 from app.uploads.blobstore import BlobStore
 
@@ -175,6 +175,9 @@ async def _storage_transient(rt: Runtime, fault: FieldError) -> Transient:
 
 
 async def _produce(rt: Runtime, job: Job) -> dict[str, Any]:
+    if isinstance(job.request, DeviceCheckRequest):
+        return await check_on_device(rt.store, rt.run_build, job.request,
+                                     rt.settings.device_check_runtime)  # fmt: skip
     if isinstance(job.request, ModelRequest):
 
         async def program(name: str) -> None:  # a stage per program as the kit is built

@@ -21,6 +21,7 @@ from typing import Any
 
 from app.digest import file_digest, hex_of, spelled
 from app.errors import RequestError
+from app.estimates import device_or_error
 from app.files import atomic_file
 from app.formats import Format
 from app.kits.build import KitOptions, build_kit_files, write_kit
@@ -28,6 +29,7 @@ from app.kits.build import KitOptions, build_kit_files, write_kit
 KIT_ARTIFACT = Format("kit", "a model kit (docs/kits.md)", compiled=False)
 OPTIONS = ("format", "context", "prefill", "device", "quantize", "kv", "verify")
 _KEY_VERSION = 1
+DEVICE_CHECK_TOKENS = 8
 
 
 def _file_name(name: Any) -> str:
@@ -65,7 +67,9 @@ class ModelRequest:
         if unknown:
             raise RequestError(sorted(unknown)[0], f"not an option of a kit; the options are "
                                f"{', '.join(OPTIONS)}")  # fmt: skip
-        chosen = {k: v for k, v in options.items() if v is not None}
+        # defaults left out: the same kit asked for with or without them is the same job
+        default = KitOptions()
+        chosen = {k: v for k, v in options.items() if v is not None and v != getattr(default, k)}
         try:
             KitOptions(**chosen).check()
         except TypeError as exc:
@@ -122,3 +126,64 @@ def build_kit_zip(request: ModelRequest, folder: Path, out: Path, progress_file:
         write_kit(result.files, f)
     passed = None if result.verification is None else result.verification["passed"]
     return {"digest": file_digest(out), "size": out.stat().st_size, "verified": passed}
+
+
+@dataclass(frozen=True)
+class DeviceCheckRequest:
+    """A kit checked on a macOS worker with Core ML (app/kits/device_check.py): the kit is a
+    model job's artifact, named by that job's id."""
+
+    kit: str  # the POST /v1/models job whose kit to check (its key in the artifact cache)
+    device: str  # the chip the worker runs on, as the device table names it
+    prompt: tuple[int, ...] | None = None
+    max_new_tokens: int = DEVICE_CHECK_TOKENS
+
+    kind = "device_check"
+    op = "device_check"
+    placement = False
+    needs_macos = True  # Core ML runs only there (a labelled stand-in where configured)
+    bypass_cache = False
+    artifact_format = KIT_ARTIFACT
+    weight_bytes = 0
+
+    @classmethod
+    def create(cls, kit: str, device: str, prompt: list[int] | None = None,
+               max_new_tokens: int = DEVICE_CHECK_TOKENS) -> DeviceCheckRequest:  # fmt: skip
+        if not isinstance(kit, str) or not kit.isalnum() or len(kit) > 64:
+            raise RequestError("kit", "the id of the POST /v1/models job whose kit to check")
+        device_or_error(device)
+        if max_new_tokens < 1:
+            raise RequestError("max_new_tokens", f"at least 1, got {max_new_tokens}")
+        return cls(kit, device, tuple(prompt) if prompt else None, max_new_tokens)
+
+    @property
+    def key(self) -> str:
+        doc = {"kind": self.kind, "version": _KEY_VERSION, **self.to_json()}
+        return hashlib.sha256(json.dumps(doc, sort_keys=True).encode()).hexdigest()
+
+    @property
+    def filename(self) -> str:
+        return "device-check.json"
+
+    def to_json(self, *, values: bool = True) -> dict[str, Any]:
+        return {"kind": self.kind, "op": self.op, "kit": self.kit, "device": self.device,
+                "prompt": list(self.prompt) if self.prompt else None,
+                "max_new_tokens": self.max_new_tokens}  # fmt: skip
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> DeviceCheckRequest:
+        prompt = data.get("prompt")
+        return cls(data["kit"], data["device"], tuple(prompt) if prompt else None,
+                   int(data.get("max_new_tokens", DEVICE_CHECK_TOKENS)))  # fmt: skip
+
+
+def run_device_check(request: DeviceCheckRequest, kit_zip: Path, runtime: str) -> dict:
+    """The device check of the kit in `kit_zip` with Core ML (`runtime` "coreml") or its labelled
+    stand-in ("stand-in"). Runs in a build worker process."""
+    from app.kits.device_check import CoreMLRuntime, StandInRuntime, device_check
+    from app.kits.runner import read_zip
+
+    chosen = StandInRuntime if runtime == "stand-in" else CoreMLRuntime
+    prompt = list(request.prompt) if request.prompt else None
+    return device_check(read_zip(kit_zip), chosen, device=request.device, prompt=prompt,
+                        max_new_tokens=request.max_new_tokens)  # fmt: skip

@@ -26,3 +26,14 @@ class ModelJob(BaseModel):
     quantize: dict[str, Any] | None = Field(None, description="--quantize")
     kv: Literal["io", "state"] = Field("io", description="--kv")
     verify: bool = Field(False, description="--verify")
+
+
+class DeviceCheck(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    kit: str = Field(max_length=64, description="the id of the POST /v1/models job whose kit to "
+                     "check")  # fmt: skip
+    device: str = Field(description="the chip of the macOS worker, as GET /v1/devices names it")
+    prompt_ids: list[int] | None = Field(None, max_length=4096, description="the prompt (default: "
+                                         "six fixed tokens)")  # fmt: skip
+    max_new_tokens: int = Field(8, ge=1, le=4096, description="tokens to generate and time")
