@@ -232,6 +232,15 @@ def test_a_device_sets_the_head_split_and_the_grouping(folders, tmp_path, device
     assert tokens == plain_tokens
 
 
+def test_the_python_api_takes_a_device(folders):
+    kit = model_zip(folders["qwen2"], context=CONTEXT, prefill=PREFILL, device="a15")
+    with zipfile.ZipFile(io.BytesIO(kit)) as zf:
+        plan = json.loads(zf.read("kit.json"))["plan"]
+    assert plan["device"] == "a15" and plan["max_program_weight_bytes"] == 1 << 30
+    with pytest.raises(RequestError, match="known: m1"):
+        model_zip(folders["qwen2"], device="nope")
+
+
 def test_a_device_envelope_groups_layers_as_the_planner_does(folders, tmp_path):
     """A budget holding two of three layers: the rule evens the runs out (2 + 1), the same one
     the planner applies."""
