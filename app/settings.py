@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from functools import cached_property
 from pathlib import Path
+from typing import Literal
 
 from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -37,6 +38,12 @@ class Settings(BaseSettings):
     max_json_bytes: int = Field(MiB, ge=1024, description="a JSON body or `spec` part")
     max_weight_bytes: int = Field(1 * GiB, ge=1, description="one uploaded weight tensor")
     max_body_bytes: int = Field(2 * GiB, ge=1, description="a whole multipart or raw body")
+    max_upload_bytes: int = Field(
+        64 * GiB, ge=1, description="one file uploaded in parts (/v1/blobs/uploads)"
+    )
+    upload_part_bytes: int = Field(
+        64 * MiB, ge=1, description="the most one part of a resumable upload may hold"
+    )
     max_artifact_bytes: int = Field(4 * GiB, ge=1, description="weights one artifact may hold")
     min_free_bytes: int = Field(
         256 * MiB,
@@ -90,6 +97,11 @@ class Settings(BaseSettings):
         30, gt=0, description="cap of a worker's reconnect delay (it doubles, with jitter)"
     )
     compiler: str = Field("auto", description="auto | xcrun | coremltools | linux | none")
+    device_check_runtime: Literal["coreml", "stand-in"] = Field(
+        "coreml",
+        description="what runs device-check jobs: Core ML (macOS workers), or the labelled "
+        "stand-in (the reference executor; its reports say so) for tests on Linux",
+    )
     mlmodelc_profile: str | None = Field(
         None,
         description="the coremlcompiler release the linux backend writes .mlmodelc as (README, "

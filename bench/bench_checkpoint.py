@@ -159,7 +159,7 @@ def _timed(fn, reps: int = 5) -> float:
 
 def alternatives() -> list[tuple[str, str, float]]:
     """(source, method, GB/s of source bytes) for one 8192×2048 tensor already in memory."""
-    from app.checkpoints.convert import CHUNK, _from_bf16, _from_float
+    from app.checkpoints.convert import CHUNK, _converter, _from_bf16, _from_float, compiled
 
     rng = np.random.default_rng(0)
     f32 = rng.standard_normal((8192, 2048), dtype=np.float32) * np.float32(2048**-0.5)
@@ -180,10 +180,14 @@ def alternatives() -> list[tuple[str, str, float]]:
         rows.append(
             (
                 label,
-                "ours (chunked)",
+                "ours, NumPy path (chunked)",
                 source.nbytes / _timed(lambda s=step, x=source: chunked(s, x)) / GB,
             )
         )
+        if compiled():  # the path to_fp16 takes where app/checkpoints/_fp16 was built
+            step = _converter("F32" if label == "fp32" else "BF16")
+            secs = _timed(lambda s=step, x=source: chunked(s, x))
+            rows.append((label, "ours, compiled F16C path (chunked)", source.nbytes / secs / GB))
         if label == "fp32":
             numpy_cast = _timed(lambda: np.copyto(out, f32, casting="unsafe"))
         else:

@@ -290,3 +290,46 @@ def test_a_bad_entry_is_refused_at_load_naming_its_field(tmp_path, entry, messag
     manifest.write_text(MANIFEST + f"\n[kernels.bad]\n{entry}\n")
     with pytest.raises(ManifestError, match=message):
         load_manifest(manifest)
+
+
+MODEL_MANIFEST = """
+[kernels.qwen3]
+model = "Qwen3-tiny"
+format = "mil"
+context = 16
+prefill = 4
+kv = "state"
+"""
+
+
+def test_a_model_entry_builds_the_clis_kit_and_reruns_up_to_date(farm_server, tmp_path):
+    """`model = "dir"`: the checkpoint folder's files uploaded, the kit built by the service
+    (POST /v1/models), equal to `ane-kernels model`'s; a rerun uploads and builds nothing."""
+    from kit_support import KIT_QWEN3, write_model
+
+    from app.cli import main
+
+    url, _ = farm_server
+    write_model(tmp_path / "Qwen3-tiny", KIT_QWEN3, seed=9)
+    manifest = tmp_path / "models.toml"
+    manifest.write_text(MODEL_MANIFEST)
+    out = tmp_path / "out"
+    first = build(url, manifest, out, "--json")
+    assert first.returncode == 0, first.stderr + first.stdout
+    entry = json.loads((tmp_path / "ane-kernels.lock").read_text())["kernels"]["qwen3"]
+    assert entry["file"] == "qwen3.kit.zip" and entry["options"]["kv"] == "state"
+    assert {"config.json", "model.safetensors"} <= set(entry["model"])
+    assert all(d.startswith("sha256:") for d in entry["model"].values())
+    assert entry["toolchain"]["format"] == "mil"
+    cli = tmp_path / "cli.kit.zip"
+    assert main(["model", str(tmp_path / "Qwen3-tiny"), "-o", str(cli), "--format", "mil",
+                 "--context", "16", "--prefill", "4", "--kv", "state"]) == 0  # fmt: skip
+    assert (out / "qwen3.kit.zip").read_bytes() == cli.read_bytes()
+    again = build(url, manifest, out, "--json")
+    assert again.returncode == 0 and json.loads(again.stdout)["kernels"]["qwen3"]["status"] == (
+        "up to date")  # fmt: skip
+    manifest.write_text(MODEL_MANIFEST + 'device = "m99"\n')
+    from app.farm.manifest import ManifestError, load_manifest
+
+    with pytest.raises(ManifestError, match=r"kernels\.qwen3\.device: 'm99' is not a known device"):
+        load_manifest(manifest)

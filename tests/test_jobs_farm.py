@@ -38,6 +38,7 @@ CONTROLS = {
     "FAKE_XCRUN_CRASH": "flaky=1",
     "ANE_COMPILE_TIMEOUT_S": str(COMPILE_TIMEOUT_S),
     "ANE_JOB_KEEP_S": "600",
+    "ANE_DEVICE_CHECK_RUNTIME": "stand-in",  # the labelled stand-in for Core ML
 }
 KEEP_S = 600
 
@@ -348,3 +349,44 @@ def test_worker_check_reports_this_hosts_heartbeat(farm):
 
     assert check(farm.url) == 0
     assert check(f"redis://127.0.0.1:{free_port()}/0") == 1  # no Redis there: not healthy
+
+
+def test_a_model_kit_job_runs_on_the_linux_worker_its_device_check_on_the_macos_one(farm, tmp_path):
+    """POST /v1/models' job through arq: the checkpoint's files as blobs on the shared volume,
+    the kit built by the Linux worker with a stage per program, equal to the local build; then
+    its device check, run by the macOS worker."""
+    import shutil
+
+    from kit_support import KIT_QWEN3, write_model
+
+    from app.digest import file_digest
+    from app.kits import model_zip
+    from app.kits.job import DeviceCheckRequest, ModelRequest
+    from app.uploads.blobstore import BlobStore
+
+    folder = write_model(tmp_path / "qwen3", KIT_QWEN3, seed=4)
+    blobs = BlobStore(farm.data_dir / "blobs", 1 << 30)  # the API's view of the shared volume
+    files = {}
+    for path in sorted(p for p in folder.iterdir() if p.suffix in (".json", ".safetensors")):
+        spool = blobs.new_spool_path()
+        shutil.copyfile(path, spool)
+        files[path.name] = blobs.put_file(spool, file_digest(path))["digest"]
+    options = {"format": "mlpackage", "context": 16, "prefill": 4}
+    request = ModelRequest.create(files, options)
+    check = DeviceCheckRequest.create(request.key, "m4", max_new_tokens=2)
+
+    async def scenario():
+        async with farm.engine() as api:
+            job = await api.wait((await api.submit(request)).id, 120)
+            data = (await api.artifact_path(job)).read_bytes()
+            return job, data, await api.wait((await api.submit(check)).id, 120)
+
+    job, data, checked = asyncio.run(scenario())
+    assert job.state == JobState.succeeded, job.error
+    assert job.queue == "ane-linux" and job.worker == worker_id(farm, "ane-linux")
+    assert {"decoder_0", "head_0"} <= set(job.stages)
+    assert data == model_zip(folder, **options)
+    # the device check goes to the macOS worker (here with the stand-in for Core ML)
+    assert checked.state == JobState.succeeded, checked.error
+    assert checked.queue == "ane-macos" and checked.worker == worker_id(farm, "ane-macos")
+    assert checked.device_check["stand_in"] and checked.device_check["passed"]

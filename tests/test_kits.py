@@ -17,12 +17,15 @@ import pytest
 from kit_support import KIT_LLAMA, KIT_QWEN2, KIT_QWEN3, model_tensors, write_model
 from mlmodelc_support import coremltools_loads
 
+from app.devices import get_chip
+from app.devices.llm import layer_groups
 from app.errors import RequestError
 from app.kits import Kit, KitError, KitOptions, build_kit, model_zip
 from app.kits.model import open_model
 from app.kits.reference import WholeModel
 from app.kits.verify import LOGITS_TOLERANCE
 from app.mlmodelc import decompile
+from app.planner import make_plan
 from app.reference.load import open_artifact
 
 CONFIGS = {"llama": KIT_LLAMA, "qwen2": KIT_QWEN2, "qwen3": KIT_QWEN3}
@@ -198,8 +201,52 @@ def test_quantized_kit_verifies_on_the_weights_it_holds(folders, tmp_path):
 
 
 def test_formats_a_kit_cannot_take_are_refused(folders, tmp_path):
-    for options in ({"format": "aimodel"}, {"kv": "cache"}, {"device": "m4"}):
+    for options in ({"format": "aimodel"}, {"kv": "cache"}, {"device": "m99"}):
         with pytest.raises(RequestError) as err:
             build_kit(folders["qwen2"], tmp_path / "k.zip", KitOptions(**options))
         assert err.value.field == next(iter(options))
     assert not (tmp_path / "k.zip").exists()
+
+
+@pytest.mark.parametrize("device", ["m1", "a16"])
+def test_a_device_sets_the_head_split_and_the_grouping(folders, tmp_path, device):
+    """The Llama's 16,500-row head: split in two under m1's 16,384 axis, and under a16's 65,536
+    too (the ops take at most 16,384 per dimension); the envelope is the device's; the decoder
+    programs are the planner's for the device, and kit.json records the plan."""
+    path, meta = build(folders, tmp_path, "llama", device=device)
+    plan, chip, pieces = meta["plan"], get_chip(device), 2
+    assert plan["device"] == device and plan["device_axis_max"] == chip.axis_max.value
+    assert plan["axis_limit"] == min(chip.axis_max.value, 16384)
+    assert plan["max_program_weight_bytes"] == chip.program_weight_bytes.value
+    assert len(plan["head_pieces"]) == pieces
+    assert [p["role"] for p in meta["programs"]].count("head") == pieces
+    config = json.loads((folders["llama"] / "config.json").read_text())
+    predicted = make_plan(config, device, context=CONTEXT, prefill=PREFILL).to_json()
+    layers = [p["layers"] for p in predicted["programs"] if "layers" in p]
+    assert plan["decoder_programs"] == layers
+    assert plan["prediction"]["decode_tokens_per_s"] == predicted["decode_tokens_per_s"]
+    assert plan["prediction"]["fits"] is True
+    tokens, _ = Kit.open(path).generate(PROMPT, 2)
+    (tmp_path / "plain").mkdir()
+    plain_tokens, _ = Kit.open(build(folders, tmp_path / "plain", "llama")[0]).generate(PROMPT, 2)
+    assert tokens == plain_tokens
+
+
+def test_the_python_api_takes_a_device(folders):
+    kit = model_zip(folders["qwen2"], context=CONTEXT, prefill=PREFILL, device="a15")
+    with zipfile.ZipFile(io.BytesIO(kit)) as zf:
+        plan = json.loads(zf.read("kit.json"))["plan"]
+    assert plan["device"] == "a15" and plan["max_program_weight_bytes"] == 1 << 30
+    with pytest.raises(RequestError, match="known: m1"):
+        model_zip(folders["qwen2"], device="nope")
+
+
+def test_a_device_envelope_groups_layers_as_the_planner_does(folders, tmp_path):
+    """A budget holding two of three layers: the rule evens the runs out (2 + 1), the same one
+    the planner applies."""
+    layer = build(folders, tmp_path, "qwen3")[1]["programs"][0]["weight_bytes"] // 2
+    assert layer_groups(3, layer, 2 * layer + 10) == (2, 1)
+    assert layer_groups(16, 1, 7) == (6, 5, 5)
+    with pytest.raises(RequestError) as err:
+        build(folders, tmp_path, "qwen3", device="m4", max_program_weight_bytes=layer // 2)
+    assert err.value.field == "max_program_weight_bytes"

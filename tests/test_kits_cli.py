@@ -80,6 +80,7 @@ BAD = {
     "prefill not dividing context": (KIT_QWEN2, None, ["--context", "16", "--prefill", "5"],
                                      "prefill"),
     "layer over the budget": (KIT_QWEN2, None, [], "max_program_weight_bytes"),
+    "unknown device": (KIT_QWEN2, None, ["--device", "m99"], "known: m1, m1-pro"),
 }  # fmt: skip
 
 
@@ -125,3 +126,14 @@ def test_prompt_text_through_the_kits_tokenizer(folder, tmp_path, capsys):
     by_text = capsys.readouterr().out
     assert main(["generate", str(out), "--prompt-ids", "5,17", "--max-new-tokens", "2"]) == 0
     assert capsys.readouterr().out == by_text
+
+
+def test_model_for_a_device_plans_with_its_limits(folder, tmp_path, capsys):
+    """--device: the summary names the device and the planner's prediction for it."""
+    out = tmp_path / "kit.zip"
+    code = main(["model", str(folder), "-o", str(out), "--context", "16", "--prefill", "4",
+                 "--device", "a18-pro"])  # fmt: skip
+    summary = capsys.readouterr().out
+    assert code == 0 and out.is_file()
+    assert "for a18-pro" in summary and "axis limit 16384" in summary
+    assert "predicted" in summary and "tokens/s decode" in summary

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -19,6 +20,7 @@ from app.service.pool import BuildPool
 from app.settings import Settings
 from app.storage import make_room, volume_problems
 from app.uploads.blobstore import BlobStore
+from app.uploads.resumable import Uploads
 
 
 @dataclass
@@ -59,6 +61,11 @@ class Services:
 
     def spool_path(self) -> Path:
         return self.blobs.new_spool_path()
+
+    @functools.cached_property
+    def uploads(self) -> Uploads:
+        """Resumable uploads of whole files, beside the blob store (/v1/blobs/uploads)."""
+        return Uploads(self.blobs, self.settings.upload_part_bytes, self.settings.max_upload_bytes)
 
 
 def services_of(request: Request) -> Services:

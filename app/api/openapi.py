@@ -21,6 +21,8 @@ _DESCRIPTIONS = {
     400: "Malformed body (JSON syntax, multipart framing)",
     401: "Missing or invalid API key (only when ANE_API_KEYS is set)",
     404: "Unknown op, blob or route",
+    409: "Not possible in the resource's state (an upload part at the wrong offset, a job not "
+    "finished); the problem says what is",
     413: "Body or weight over the configured limit; the problem states the limit",
     415: "Unsupported Content-Type",
     422: "Validation failed; `field` names the input at fault",

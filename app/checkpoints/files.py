@@ -72,17 +72,23 @@ def _read_header(path: Path, shown: str) -> dict[str, Tensor]:
     }
 
 
+def looks_like_safetensors(path: Path) -> bool:
+    """Whether a file starts as a safetensors file does (a length, then a JSON object); its header
+    is read and checked by `read_header`."""
+    try:
+        with open(path, "rb") as f:
+            head = f.read(9)
+    except OSError:
+        return False
+    return len(head) == 9 and head[8:9] == b"{"
+
+
 def stored_whole(path: Path) -> int | None:
     """How many tensors an uploaded safetensors file holds when it is to be stored whole, as a
     checkpoint: it holds several, or one a tensor blob cannot hold as it is (BF16, converted to
     fp16 when used). None when it is not a safetensors file or is a plain one-tensor file.
     Faults of its header are the upload's, raised as for a checkpoint."""
-    try:
-        with open(path, "rb") as f:
-            head = f.read(9)
-    except OSError:
-        return None
-    if len(head) < 9 or head[8:9] != b"{":
+    if not looks_like_safetensors(path):
         return None
     tensors = read_header(path, "file", "the uploaded safetensors file")
     if len(tensors) > 1 or any(t.dtype == "BF16" for t in tensors.values()):

@@ -49,8 +49,16 @@ def summary(result) -> str:
         f"kit       {meta['format']}, context {meta['context']}, prefill chunks of "
         f"{meta['prefill']}, kv {meta['kv']}",
         f"plan      {meta['plan']['max_program_weight_bytes']} bytes per program, axis limit "
-        f"{meta['plan']['axis_limit']}",
+        f"{meta['plan']['axis_limit']}"
+        f"{' for ' + meta['plan']['device'] if meta['plan'].get('device') else ''}",
     ]
+    predicted = meta["plan"].get("prediction")
+    if predicted is not None:
+        fits = "fits" if predicted["fits"] else "does NOT fit: " + "; ".join(
+            p["message"] for p in predicted["problems"])  # fmt: skip
+        lines.append(f"predicted {predicted['decode_tokens_per_s']} tokens/s decode, "
+                     f"{predicted['prefill_tokens_per_s']} tokens/s prefill, peak memory "
+                     f"{predicted['peak_memory_bytes']} bytes at {predicted['precision']}; {fits}")  # fmt: skip
     for p in meta["programs"]:
         what = (f"layers {p['layers'][0]}-{p['layers'][1]}" if p["role"] == "decoder"
                 else f"vocabulary {p['vocab'][0]}-{p['vocab'][1] - 1}")  # fmt: skip
@@ -117,7 +125,11 @@ def add_commands(sub) -> None:
     model.add_argument("--format", choices=KIT_FORMATS, default="mlpackage")
     model.add_argument("--context", type=int, help="positions the KV cache holds (default 512)")
     model.add_argument("--prefill", type=int, help="tokens per prefill chunk (default 64)")
-    model.add_argument("--device", help="the device to plan for (default: no device, 16,384 axis)")
+    model.add_argument(
+        "--device",
+        help="the device to plan for: its per-axis limit and "
+        "per-program envelope (default: no device, 16,384 axis)",
+    )
     model.add_argument("--quantize", metavar="JSON",
                        help='a quantize config for the layers, or {"layers": ..., "head": ...}')  # fmt: skip
     model.add_argument("--kv", choices=["io", "state"], default="io",

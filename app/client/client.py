@@ -124,6 +124,25 @@ class _API(abc.ABC):
         body = flows.graph_body(graph, (yield from flows.upload_all(weights)), **options)
         return self._job((yield from flows.submit([body])), flows.resubmission(body, weights))
 
+    def compile_model(self, checkpoint_dir: str | os.PathLike, *,
+                      save_to: str | os.PathLike | None = None,
+                      progress: Callable[[str, int, int], None] | None = None, **options: Any):  # fmt: skip
+        """A model kit of a Hugging Face checkpoint folder (its zip's bytes, or written to
+        `save_to`), built by the service (POST /v1/models). Options as `ane-kernels model` names
+        them: format, context, prefill, device, quantize, kv, verify. Only files the service
+        lacks are uploaded, in resumable parts; `progress(file, sent, size)` after each part."""
+        path = Path(save_to) if save_to is not None else None
+        return self._drive(flows.compile_model(Path(checkpoint_dir), path, self.poll_interval,
+                                               progress, **options))  # fmt: skip
+
+    def upload_file(self, path: str | os.PathLike, *,
+                    progress: Callable[[int, int], None] | None = None):  # fmt: skip
+        """Send a whole file (a checkpoint shard, a config) in resumable parts unless the
+        service has it; returns the stored blob ({"digest", "dtype", "bytes", ...}).
+        `progress(sent, total)` is called after each part."""
+        path = Path(path)
+        return self._drive(flows.upload_file(path, flows.file_digest(path), progress))
+
     def upload(self, array: np.ndarray):
         """Send a tensor unless the service has it already; returns `sha256:<hex>`."""
         return self._drive(flows.upload(array))
@@ -193,7 +212,7 @@ class Job:
         if self._resubmit is not None:
             return self._resubmit
         request = self.data.get("request")
-        return flows.resubmission(flows.body_of(request)) if request else None
+        return flows.record_resubmission(request) if request else None
 
     @property
     def id(self) -> str:
@@ -276,7 +295,12 @@ class Client(_API):
                     time.sleep(step.seconds)
                     step = flow.send(None)
                 else:
-                    step = flow.send(self._send(step))
+                    try:
+                        response = self._send(step)
+                    except httpx.TransportError as exc:  # the flow may resume (an upload part)
+                        step = flow.throw(exc)
+                        continue
+                    step = flow.send(response)
         except StopIteration as done:
             return done.value
 
@@ -336,7 +360,12 @@ class AsyncClient(_API):
                     await asyncio.sleep(step.seconds)
                     step = flow.send(None)
                 else:
-                    step = flow.send(await self._send(step))
+                    try:
+                        response = await self._send(step)
+                    except httpx.TransportError as exc:  # the flow may resume (an upload part)
+                        step = flow.throw(exc)
+                        continue
+                    step = flow.send(response)
         except StopIteration as done:
             return done.value
 

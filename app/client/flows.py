@@ -21,13 +21,14 @@ import httpx
 import numpy as np
 
 from app.client.errors import error_from_response
-from app.digest import canonical, tensor_digest
+from app.digest import canonical, file_digest, tensor_digest
 
 TERMINAL = frozenset({"succeeded", "failed", "cancelled"})
 _UPLOAD_CHUNK = 4 << 20
 # Times one wait (or download) submits a vanished job again before giving up on it: a job that
 # keeps vanishing has a broker that keeps losing its data, which no client can mend.
 MAX_RESUBMITS = 3
+MAX_PART_RETRIES = 5  # parts of one upload sent again after a dropped connection
 
 
 @dataclass(frozen=True)
@@ -80,6 +81,82 @@ def upload(array: np.ndarray) -> Flow:
     if returned != digest:
         raise RuntimeError(f"the service stored {returned}, expected {digest}")
     return digest
+
+
+def _file_part(path: Path, offset: int, length: int) -> Callable[[], Iterator[bytes]]:
+    """`length` bytes of a file from `offset`, streamed (a retry reads them again)."""
+
+    def chunks() -> Iterator[bytes]:
+        with open(path, "rb") as f:
+            f.seek(offset)
+            left = length
+            while left > 0 and (block := f.read(min(_UPLOAD_CHUNK, left))):
+                left -= len(block)
+                yield block
+
+    return chunks
+
+
+def upload_file(
+    path: Path, digest: str, progress: Callable[[int, int], None] | None = None
+) -> Flow:
+    """A whole file through the resumable protocol (docs/uploads.md), unless the service has
+    it: start, parts from where the service says it stands, finish. A part that fails in
+    transit is sent again from the offset the service reports. Returns the stored blob."""
+    size = path.stat().st_size
+    started = yield Call("POST", "/v1/blobs/uploads", json={"digest": digest, "bytes": size},
+                         ok=(200, 201))  # fmt: skip
+    upload = started.json()
+    if upload["stored"]:
+        return upload["blob"]
+    where, failures = f"/v1/blobs/uploads/{upload['id']}", 0
+    while upload["received"] < size:
+        offset = upload["received"]
+        length = min(upload["part_bytes"], size - offset)
+        try:
+            answer = yield Call("PUT", where, params={"offset": offset},
+                                content=_file_part(path, offset, length),
+                                headers={"content-type": "application/octet-stream",
+                                         "content-length": str(length)})  # fmt: skip
+        except httpx.TransportError:
+            failures += 1
+            if failures > MAX_PART_RETRIES:
+                raise
+            upload = (yield Call("GET", where)).json()  # where to resume
+            continue
+        upload = answer.json()
+        if progress is not None:
+            progress(upload["received"], size)
+    return (yield Call("POST", f"{where}/finish")).json()["blob"]
+
+
+CHECKPOINT_SUFFIXES = (".json", ".safetensors")  # what a kit reads from a checkpoint folder
+
+
+def checkpoint_files(folder: Path) -> dict[str, Path]:
+    """The files of a checkpoint folder a kit reads, by name."""
+    return {p.name: p for p in sorted(folder.iterdir())
+            if p.is_file() and not p.name.startswith(".") and p.suffix in CHECKPOINT_SUFFIXES}  # fmt: skip
+
+
+def compile_model(folder: Path, save_to: Path | None, poll: float,
+                  progress: Callable[[str, int, int], None] | None, **options: Any) -> Flow:  # fmt: skip
+    """POST /v1/models: the folder's config, safetensors and tokenizer files uploaded unless the
+    service has them (`progress(file name, bytes sent, its size)`), the kit built as a job and
+    fetched."""
+    files = {}
+    for name, path in checkpoint_files(folder).items():
+        report = None if progress is None else (lambda s, t, n=name: progress(n, s, t))
+        files[name] = (yield from upload_file(path, file_digest(path), report))["digest"]
+    if not files:
+        raise ValueError(f"{folder}: no config.json or safetensors files")
+    body = {"files": files, **{k: v for k, v in options.items() if v is not None}}
+
+    def again() -> Flow:
+        return (yield Call("POST", "/v1/models", json=body, ok=(200, 202))).json()
+
+    job = yield from wait((yield from again())["id"], poll, None, None, again)
+    return (yield from artifact(job, save_to, again, poll))
 
 
 def request_body(
@@ -160,6 +237,25 @@ def resubmission(body: dict, weights: Mapping[str, np.ndarray] | None = None) ->
     def again() -> Flow:
         yield from upload_all(weights)
         return (yield from submit([body]))
+
+    return again
+
+
+def record_resubmission(request: Mapping[str, Any]) -> Resubmit:
+    """Submit again the request a job record shows: a model kit's and a device check's to their
+    own routes (their records hold their bodies' fields), a kernel's or graph's to /v1/jobs."""
+    kind = request.get("kind")
+    if kind == "model":
+        path, body = "/v1/models", {"files": request["files"], **request.get("options", {})}
+    elif kind == "device_check":
+        path = "/v1/device-checks"
+        body = {"kit": request["kit"], "device": request["device"],
+                "prompt_ids": request.get("prompt"), "max_new_tokens": request["max_new_tokens"]}  # fmt: skip
+    else:
+        return resubmission(body_of(request))
+
+    def again() -> Flow:
+        return (yield Call("POST", path, json=body, ok=(200, 202))).json()
 
     return again
 

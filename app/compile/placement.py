@@ -46,8 +46,9 @@ def _device(dev: Any) -> str:
     return name
 
 
-def load_plan(mlmodelc: Path) -> list[dict[str, Any]]:
-    """Per op: name (its first output), op type, preferred device, supported devices, cost."""
+def load_plan(mlmodelc: Path, function: str = "main") -> list[dict[str, Any]]:
+    """Per op of `function`: name (its first output), op type, preferred device, supported
+    devices, cost."""
     import coremltools as ct
     from coremltools.models.compute_plan import MLComputePlan
 
@@ -56,7 +57,7 @@ def load_plan(mlmodelc: Path) -> list[dict[str, Any]]:
     if program is None:
         raise ValueError(f"{mlmodelc.name} is not an ML Program")
     ops = []
-    for op in program.functions["main"].block.operations:
+    for op in program.functions[function].block.operations:
         usage = plan.get_compute_device_usage_for_mlprogram_operation(op)
         cost = plan.get_estimated_cost_for_mlprogram_operation(op)
         ops.append(
@@ -107,13 +108,13 @@ def summarize(ops: Iterable[dict[str, Any]]) -> dict[str, Any]:
     }
 
 
-def placement_report(mlmodelc: Path) -> dict[str, Any]:
+def placement_report(mlmodelc: Path, function: str = "main") -> dict[str, Any]:
     """The placement.json document; `available: false` with the reason where it cannot be made."""
     reason = unavailable_reason()
     if reason is not None:
         return {"available": False, "reason": reason}
     try:
-        ops = load_plan(mlmodelc)
+        ops = load_plan(mlmodelc, function)
     except Exception as exc:  # a plan that cannot be made must not fail a compiled kernel
         return {"available": False, "reason": f"MLComputePlan failed: {exc}"}
     return {"available": True, "summary": summarize(ops), "ops": ops}

@@ -118,17 +118,20 @@ def group_layers(shape: DecoderShape, precision: Precision, chip: Chip) -> Group
     """As many whole layers per program as the chip's envelope holds (at least one: a layer
     over the envelope is the planner's to refuse), the head in as few programs as hold it."""
     envelope = chip.program_weight_bytes.value
-    layer = precision.stored_bytes(shape.layer_params)
-    per_program = max(1, int(envelope // layer)) if layer else shape.layers
-    groups = [per_program] * (shape.layers // per_program)
-    if shape.layers % per_program:
-        groups.append(shape.layers % per_program)
-    # Even out the groups (7 + 7 + 2 -> 6 + 5 + 5): the same number of programs, smaller peaks.
-    count = len(groups)
-    even = [shape.layers // count + (1 if i < shape.layers % count else 0) for i in range(count)]
+    groups = layer_groups(shape.layers, precision.stored_bytes(shape.layer_params), envelope)
     head = max(1, math.ceil(precision.stored_bytes(shape.head_params) / envelope))
     tiles = max(1, math.ceil(shape.vocab / chip.axis_max.value))
-    return Grouping(tuple(even), head, max(tiles, head))
+    return Grouping(groups, head, max(tiles, head))
+
+
+def layer_groups(layers: int, layer_bytes: float, envelope: float) -> tuple[int, ...]:
+    """How many consecutive layers each program holds: as many as the envelope takes (at least
+    one: a layer over it is for the caller to refuse or report), then evened out (7 + 7 + 2 ->
+    6 + 5 + 5: the same number of programs, a smaller peak). The one rule for the planner and
+    the kits."""
+    per_program = max(1, int(envelope // layer_bytes)) if layer_bytes else layers
+    count = math.ceil(layers / per_program)
+    return tuple(layers // count + (1 if i < layers % count else 0) for i in range(count))
 
 
 def decode_works(

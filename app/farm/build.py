@@ -37,6 +37,9 @@ def lock_would_change(kernels: list[Kernel], lock_path: Path) -> list[str]:
 
 def _toolchain(path: Path) -> dict[str, Any]:
     with zipfile.ZipFile(path) as zf:
+        if "kit.json" in zf.namelist():  # a model kit: its schema version and format
+            kit = json.loads(zf.read("kit.json"))
+            return {"kit_version": kit.get("kit_version"), "format": kit.get("format")}
         info = json.loads(zf.read("kernel.json"))
     out = {"generator": info.get("generator"), "coremltools": info.get("coremltools_version")}
     if info.get("compiler"):  # .mlmodelc zips: the backend and its toolchain versions
@@ -81,6 +84,15 @@ async def build(kernels: list[Kernel], client: AsyncClient, out_dir: Path, lock_
         async with gate:
             try:
                 reporter.update(kernel.name, "uploading")
+                if kernel.model is not None:
+                    await client.compile_model(kernel.model, save_to=path, format=kernel.format,
+                                               **kernel.kit_options)  # fmt: skip
+                    entry = {"inputs": fingerprint(kernel.inputs), **kernel.inputs,
+                             "request_key": kernel.request_key, "artifact": file_digest(path),
+                             "file": kernel.filename, "toolchain": _toolchain(path)}  # fmt: skip
+                    await record(kernel.name, entry)
+                    reporter.update(kernel.name, "done")
+                    return Outcome(kernel.name, "built", entry)
                 options = {"format": kernel.format, "target": kernel.target, "name": kernel.name,
                            "architectures": kernel.architectures}  # fmt: skip
                 if kernel.graph is not None:

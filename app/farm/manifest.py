@@ -21,6 +21,13 @@
     graph = "graphs/ffn.json"                        # a POST /v1/graphs body, one program
     weights = { "gate.weight" = "weights/gate.npy", "up.weight" = "weights/up.npy" }
 
+    [kernels.qwen3]
+    model = "Qwen3-0.6B"                             # a checkpoint folder: a model kit
+    format = "mlmodelc"                              # and the options of `ane-kernels model`:
+    context = 1024                                   # context, prefill, device, quantize, kv,
+    prefill = 64                                     # verify
+    device = "a18-pro"
+
     [kernels.layers_0_15]
     op = "decoder_stack"                             # or ffn, attention, decoder_layer (one layer)
     checkpoint = "model/model.safetensors.index.json"    # or model.safetensors, or the directory
@@ -37,14 +44,16 @@ from __future__ import annotations
 import json
 import tomllib
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from app.digest import tensor_digest
+from app.client.flows import checkpoint_files
+from app.digest import file_digest, tensor_digest
 from app.errors import FieldError
 from app.formats import DEFAULT_FORMAT, FormatName, artifact_filename
+from app.kits.job import ModelRequest
 from app.mil import DEFAULT_TARGET, TargetName
 from app.names import name_problem
 from app.request import KernelRequest, field_of
@@ -78,11 +87,29 @@ class KernelEntry(BaseModel):
     checkpoint: str | None = Field(None, description="safetensors checkpoint: the op's weights")
     config: str | None = Field(None, description="its config.json (default: beside it)")
     layers: str | None = Field(None, description='the layer ("3") or range ("0-15")')
+    model: str | None = Field(None, description="a checkpoint folder: the entry is a model kit")
+    context: int | None = Field(None, description="a model kit's --context")
+    prefill: int | None = Field(None, description="a model kit's --prefill")
+    device: str | None = Field(None, description="a model kit's --device")
+    kv: Literal["io", "state"] | None = Field(None, description="a model kit's --kv")
+    verify: bool | None = Field(None, description="a model kit's --verify")
 
     @model_validator(mode="after")
     def _op_or_graph(self) -> KernelEntry:
+        kit_only = {"context": self.context, "prefill": self.prefill, "device": self.device,
+                    "kv": self.kv, "verify": self.verify}  # fmt: skip
+        if self.model is not None:
+            if self.op or self.graph or self.params or self.weights or self.checkpoint:
+                raise ValueError("a model entry names a checkpoint folder and the kit's options "
+                                 "(format, context, prefill, device, quantize, kv, verify), "
+                                 "not op, graph, params, weights or checkpoint")  # fmt: skip
+            return self
+        if any(v is not None for v in kit_only.values()):
+            raise ValueError(f"{', '.join(k for k, v in kit_only.items() if v is not None)}: "
+                             "options of a model entry (model = \"<checkpoint folder>\")")  # fmt: skip
         if (self.op is None) == (self.graph is None):
-            raise ValueError("give either op (with params) or graph (a graph request file)")
+            raise ValueError("give either op (with params), graph (a graph request file) or "
+                             "model (a checkpoint folder)")  # fmt: skip
         if self.graph is not None and (self.params or self.quantize):
             raise ValueError("a graph entry has no params or quantize: the graph file holds "
                              "everything (nodes[i].quantize)")  # fmt: skip
@@ -108,6 +135,10 @@ class Kernel:
     def __init__(self, name: str, entry: KernelEntry, defaults: Defaults, base: Path):
         self.name, self.op, self.params = name, entry.op, entry.params
         self.quantize = entry.quantize
+        self.model: Path | None = None
+        if entry.model is not None:
+            self._model(entry, defaults, base)
+            return
         self.graph = load_graph(base, entry.graph, name) if entry.graph is not None else None
         if self.graph is not None:
             ids = {n.get("id") for n in self.graph["nodes"] if isinstance(n, dict)}
@@ -128,6 +159,32 @@ class Kernel:
             self.weights = {**from_checkpoint, **self.weights}
         self._check()
         self.digests = {w: tensor_digest(a) for w, a in self.weights.items()}
+
+    def _model(self, entry: KernelEntry, defaults: Defaults, base: Path) -> None:
+        """A model kit's entry: its checkpoint folder's files hashed (they are its inputs), its
+        options checked as the service checks them."""
+        where = f"kernels.{self.name}"
+        self.model = (base / str(entry.model)).resolve()
+        if not self.model.is_dir():
+            raise ManifestError(f"{where}.model: {self.model} is not a checkpoint folder")
+        self.graph, self.weights, self.target = None, {}, None
+        self.format = entry.format or defaults.format
+        options = {"context": entry.context, "prefill": entry.prefill, "device": entry.device,
+                   "quantize": entry.quantize, "kv": entry.kv, "verify": entry.verify}  # fmt: skip
+        self.kit_options = {k: v for k, v in options.items() if v is not None}
+        files = checkpoint_files(self.model)
+        if "config.json" not in files:
+            raise ManifestError(f"{where}.model: {self.model} has no config.json")
+        self.digests = {n: file_digest(p) for n, p in files.items()}
+        try:
+            ModelRequest.create(self.digests, {"format": self.format, **self.kit_options})
+        except FieldError as exc:
+            raise ManifestError(f"{where}.{exc.field}: {exc.message}") from None
+
+    @property
+    def request_key(self) -> str:
+        """A model kit's job id (the service derives the same one)."""
+        return ModelRequest.create(self.digests, {"format": self.format, **self.kit_options}).key
 
     def _check(self) -> None:
         """The request this kernel becomes, checked here as the service checks it, so that a
@@ -152,6 +209,8 @@ class Kernel:
     @property
     def inputs(self) -> dict[str, Any]:
         """Everything that determines the artifact, as recorded in the lock."""
+        if self.model is not None:
+            return {"model": self.digests, "options": self.kit_options, "format": self.format}
         what = (
             {"graph": self.graph}
             if self.graph is not None
@@ -165,6 +224,8 @@ class Kernel:
 
     @property
     def filename(self) -> str:
+        if self.model is not None:
+            return f"{self.name}.kit.zip"
         return artifact_filename(self.name, self.format, self.architectures is not None)
 
 

@@ -85,6 +85,15 @@ class EmbeddedEngine(JobEngine):
                 title="Compiler unavailable",
                 available_formats=servable,
             )
+        needs_core_ml = getattr(request, "needs_macos", False)
+        if (
+            needs_core_ml
+            and self.settings.device_check_runtime == "coreml"
+            and (reason := placement_unavailable())
+        ):
+            raise FieldError("kit", f"a device check runs the kit with Core ML, which this "
+                             f"service cannot ({reason}); set ANE_REDIS_URL and add a macOS "
+                             "worker", kind=ErrorKind.UNAVAILABLE, title="Core ML unavailable")  # fmt: skip
         if request.placement and (reason := placement_unavailable()) is not None:
             raise FieldError(
                 "placement",

@@ -32,9 +32,14 @@ from app.settings import Settings
 
 
 def queue_for(request: KernelRequest) -> str:
-    """Only Core ML's placement report and Core AI's device compile need a Mac: every other
-    job, .mlmodelc included (the linux compiler backend), runs on any worker."""
-    return QUEUE_MACOS if request.placement or request.architectures else QUEUE_LINUX
+    """Only Core ML's placement report, Core AI's device compile and a kit's device check need a
+    Mac: every other job, .mlmodelc included (the linux compiler backend), runs on any worker."""
+    needs_macos = (
+        request.placement
+        or request.architectures is not None
+        or getattr(request, "needs_macos", False)  # a device check
+    )
+    return QUEUE_MACOS if needs_macos else QUEUE_LINUX
 
 
 class JobEngine(ABC):

@@ -16,6 +16,7 @@ from typing import Annotated, Any
 from pydantic import BaseModel, ConfigDict, Field, PlainSerializer, PlainValidator
 
 from app.cache.store import StoredEntry
+from app.kits.job import DeviceCheckRequest, ModelRequest
 from app.request import KernelRequest
 
 
@@ -31,8 +32,15 @@ class JobState(StrEnum):
 TERMINAL = frozenset({JobState.succeeded, JobState.failed, JobState.cancelled})
 
 
-def _request(value: Any) -> KernelRequest:
-    return value if isinstance(value, KernelRequest) else KernelRequest.from_json(value)
+def _request(value: Any) -> KernelRequest | ModelRequest | DeviceCheckRequest:
+    """A kernel request, a model kit's (POST /v1/models) or a device check's, from its JSON."""
+    if isinstance(value, KernelRequest | ModelRequest | DeviceCheckRequest):
+        return value
+    if value.get("kind") == ModelRequest.kind:
+        return ModelRequest.from_json(value)
+    if value.get("kind") == DeviceCheckRequest.kind:
+        return DeviceCheckRequest.from_json(value)
+    return KernelRequest.from_json(value)
 
 
 # A job record holds its request as the request's own JSON form (inline values included, so a
@@ -84,6 +92,11 @@ class Job(BaseModel):
     artifact: ArtifactRef | None = None
     placement: dict[str, Any] | None = Field(None, description="ops on ANE / GPU / CPU")
     toolchain: dict[str, Any] | None = None
+    device_check: dict[str, Any] | None = Field(
+        None,
+        description="a device-check job's report: per program load times and placement, "
+        "decode time, tokens and logits against the reference (app/kits/device_check.py)",
+    )
     conformance: dict[str, Any] | None = Field(
         None,
         description="a bundle from Apple's compiler against the linux backend's for the same "

@@ -18,6 +18,7 @@ import asyncio
 import logging
 import os
 import shutil
+import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -33,8 +34,10 @@ from app.compile.coreai_build import CoreAIBuild
 from app.compile.kernel import build_package, compile_package_zip
 from app.compile.runner import RunBuild, runs_alone
 from app.errors import ErrorKind, FieldError
+from app.jobs.kit_jobs import check_on_device, produce_kit
 from app.jobs.model import TERMINAL, Job, JobError, JobState, artifact_ref
 from app.jobs.records import Records
+from app.kits.job import DeviceCheckRequest, ModelRequest
 from app.settings import Settings
 from app.uploads.blobstore import BlobStore
 
@@ -178,6 +181,19 @@ async def _storage_transient(rt: Runtime, fault: FieldError) -> Transient:
 
 
 async def _produce(rt: Runtime, job: Job) -> dict[str, Any]:
+    if isinstance(job.request, DeviceCheckRequest):
+        return await check_on_device(rt.store, rt.run_build, job.request,
+                                     rt.settings.device_check_runtime)  # fmt: skip
+    if isinstance(job.request, ModelRequest):
+
+        async def program(name: str) -> None:  # a stage per program as the kit is built
+            moved = await rt.records.update(job.id, _live(job.run, lambda j: j.model_copy(
+                update={"stages": {**j.stages, name: time.time()}, "updated_at": time.time()})))  # fmt: skip
+            if moved is None:
+                raise _Abandoned()
+
+        return await produce_kit(rt.store, rt.blobs, rt.workdir, rt.run_build, job.id,
+                                 job.request, program)  # fmt: skip
     request = await asyncio.to_thread(rt.blobs.locate, job.request)
     limits = artifacts.Limits.of(rt.settings)
     alone = runs_alone(request.weight_bytes)

@@ -16,15 +16,17 @@ from typing import Any
 
 import numpy as np
 
+from app import planner
 from app.artifacts import weight_bytes
 from app.errors import RequestError
+from app.estimates import device_or_error
 from app.files import atomic_file
 from app.formats import KIT_FORMATS
 from app.kernels.decoder_stack import layer_bytes
 from app.kernels.rope import tables
 from app.kits import manifest
 from app.kits.model import Model, open_model
-from app.kits.plan import DEFAULT_AXIS_LIMIT, Plan, make_plan
+from app.kits.plan import Plan, make_plan
 from app.kits.programs import (
     TARGET,
     Built,
@@ -57,6 +59,10 @@ class KitOptions:
     verify: bool = False
     max_program_weight_bytes: int | None = None  # default ANE_MAX_PROGRAM_WEIGHT_BYTES
     mlmodelc_profile: str | None = None
+
+    def check(self) -> None:
+        """What can be refused before the checkpoint is read: format, kv, device."""
+        _check_options(self)
 
 
 @dataclass(frozen=True)
@@ -98,9 +104,37 @@ def _check_options(options: KitOptions) -> None:
     if options.kv not in ("io", "state"):
         raise RequestError("kv", f"{options.kv!r}; io (cache as inputs/outputs) or state (ios18)")
     if options.device is not None:
-        raise RequestError("device", f"{options.device!r}: no device table is part of this "
-                           f"build yet; leave the device out for the {DEFAULT_AXIS_LIMIT} "
-                           "per-axis limit and the ANE_MAX_PROGRAM_WEIGHT_BYTES budget")  # fmt: skip
+        device_or_error(options.device)  # names the known devices
+
+
+def _plan(model: Model, options: KitOptions, fp16_layer_bytes: int, layers_q: Any, context: int,
+          prefill: int) -> Plan:  # fmt: skip
+    """No device: the ANE_MAX_PROGRAM_WEIGHT_BYTES budget and the every-chip axis limit. A
+    device: its per-program envelope (or the option, if lower) and its per-axis limit; layers
+    counted at the precision the quantization stores them in, as the planner counts them, and
+    the planner's prediction for the device recorded with the plan."""
+    if options.device is None:
+        budget = options.max_program_weight_bytes or Settings().max_program_weight_bytes
+        return make_plan(model.num_layers, fp16_layer_bytes, model.vocab_size, model.hidden_size,
+                         budget)  # fmt: skip
+    chip = device_or_error(options.device)
+    budget = min(chip.program_weight_bytes.value, options.max_program_weight_bytes or math.inf)
+    try:
+        predicted = planner.make_plan(model.config, chip.name, quantize=layers_q, context=context,
+                                      prefill=prefill)  # fmt: skip
+    except RequestError as exc:
+        if not exc.field.startswith("quantize"):
+            raise
+        predicted = None  # a quantization the planner does not model: fp16 bytes, no prediction
+    stored = fp16_layer_bytes
+    if predicted is not None:
+        stored = math.ceil(predicted.precision.stored_bytes(fp16_layer_bytes / 2))
+    keep = ("path", "precision", "fits", "problems", "fits_with", "decode_tokens_per_s",
+            "decode_tokens_per_s_range", "prefill_tokens_per_s", "prefill_tokens_per_s_range",
+            "peak_memory_bytes", "first_load_bytes")  # fmt: skip
+    prediction = None if predicted is None else {k: predicted.to_json()[k] for k in keep}
+    return make_plan(model.num_layers, stored, model.vocab_size, model.hidden_size, int(budget),
+                     chip.name, chip.axis_max.value, prediction)  # fmt: skip
 
 
 def build_kit_files(checkpoint: str | Path, options: KitOptions = KitOptions(),
@@ -113,10 +147,8 @@ def build_kit_files(checkpoint: str | Path, options: KitOptions = KitOptions(),
     context, prefill = _lengths(model, options)
     model.check_context(context)
     layers_q, head_q = _quantize_parts(options.quantize)
-    budget = options.max_program_weight_bytes or Settings().max_program_weight_bytes
     base = model.stack_params(0, 1, seq_len=1)
-    plan = make_plan(model.num_layers, layer_bytes(base), model.vocab_size, model.hidden_size,
-                     budget)  # fmt: skip
+    plan = _plan(model, options, layer_bytes(base), layers_q, context, prefill)
     files: dict[str, bytes] = {}
     built: list[Built] = []
     held: dict[str, np.ndarray] = {}  # the weights the programs compute with, for verification
@@ -267,7 +299,7 @@ def _kit_json(model: Model, options: KitOptions, plan: Plan, built: list[Built],
         },
         "special_tokens": model.special_tokens(),
         "tokenizer": tokenizer,
-        "plan": plan.to_json() | {"device": options.device},
+        "plan": plan.to_json(),
     }
 
 
@@ -277,7 +309,7 @@ def build_kit(checkpoint: str | Path, output: str | Path, options: KitOptions = 
     result = build_kit_files(checkpoint, options, progress)
     output = Path(output)
     with atomic_file(output) as f:
-        _write(result.files, f)
+        write_kit(result.files, f)
     return KitResult(output, result.meta, output.stat().st_size, result.seconds,
                      result.verification)  # fmt: skip
 
@@ -292,11 +324,11 @@ def model_zip(checkpoint: str | Path, **options: Any) -> bytes:
 
     result = build_kit_files(checkpoint, KitOptions(**options))
     buffer = io.BytesIO()
-    _write(result.files, buffer)
+    write_kit(result.files, buffer)
     return buffer.getvalue()
 
 
-def _write(files: Mapping[str, bytes], out) -> None:
+def write_kit(files: Mapping[str, bytes], out) -> None:
     """The zip; weights and tables stored as they are (they do not deflate)."""
     write_zip(out, [Entry(p, d, compress=not p.endswith((".bin", ".f16")))
                     for p, d in files.items()])  # fmt: skip

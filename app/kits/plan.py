@@ -1,19 +1,34 @@
 """How a kit is cut into programs: runs of consecutive decoder layers within the per-program
 weight budget, and the head's vocabulary in pieces within the per-axis limit and the budget.
 
-This is the whole planner for now, kept to these two functions so a device-aware planner can
-replace them: it knows the budget (ANE_MAX_PROGRAM_WEIGHT_BYTES) and the per-axis limit (16,384,
-the largest dimension the ANE is reported to compile everywhere), nothing of a device's speed.
+The layer grouping is the planner's rule (app.devices.llm.layer_groups: as many whole layers as
+the budget holds, evened out), so a kit built for a device has the programs `ane-kernels plan`
+predicts for it. With no device the budget is ANE_MAX_PROGRAM_WEIGHT_BYTES and the per-axis
+limit 16,384 (the largest dimension the ANE is reported to compile on every chip); with one,
+both come from the device table (the axis capped by the ops' own 16,384 parameter limit), and
+the planner's prediction for that device is recorded.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
 
+from app.devices import AXIS_MAX_EVERY_CHIP
+from app.devices.llm import layer_groups
 from app.errors import RequestError
+from app.kernels.params import MAX_DIM
 
-DEFAULT_AXIS_LIMIT = 16384
+DEFAULT_AXIS_LIMIT = AXIS_MAX_EVERY_CHIP
+
+
+def axis_limit_for(device_axis_max: int) -> int:
+    """A head piece's rows on a device: its per-axis limit, but never past the ops' own
+    parameter limit (MAX_DIM, a public contract of every op), so a chip that compiles 65,536
+    rows still gets pieces of at most 16,384."""
+    return min(device_axis_max, MAX_DIM)
 
 
 @dataclass(frozen=True)
@@ -22,27 +37,38 @@ class Plan:
     head: list[range]  # each head piece's vocabulary rows [start, stop)
     budget: int
     axis_limit: int
+    device: str | None = None
+    device_axis_max: int | None = None
+    prediction: Mapping[str, Any] | None = field(default=None)  # the planner's, for the device
 
     def to_json(self) -> dict:
         return {
-            "method": "consecutive layers greedily per program within the weight budget; the "
-            "vocabulary in equal pieces within the per-axis limit and the budget",
+            "method": "consecutive layers per program within the weight budget, evened out "
+            "(the planner's grouping); the vocabulary in equal pieces within the per-axis limit "
+            "and the budget",
+            "device": self.device,
             "max_program_weight_bytes": self.budget,
             "axis_limit": self.axis_limit,
+            **({"device_axis_max": self.device_axis_max} if self.device is not None else {}),
             "decoder_programs": [[r.start, r.stop - 1] for r in self.layers],
             "head_pieces": [[r.start, r.stop] for r in self.head],
+            **({"prediction": dict(self.prediction)} if self.prediction is not None else {}),
         }
 
 
 def group_layers(num_layers: int, layer_bytes: int, budget: int) -> list[range]:
-    """Consecutive layers, as many per program as the budget holds."""
+    """Consecutive layers per program by the planner's rule; refused when one layer alone is
+    over the budget (no cut at layer boundaries meets it)."""
     if layer_bytes > budget:
         raise RequestError("max_program_weight_bytes", f"one decoder layer holds {layer_bytes} "
                            f"bytes of weights, over the budget of {budget} bytes per program: "
                            "no cut at layer boundaries meets it; raise the budget or quantize",
                            title="Program too large", limit=budget)  # fmt: skip
-    per = budget // layer_bytes
-    return [range(s, min(s + per, num_layers)) for s in range(0, num_layers, per)]
+    out, first = [], 0
+    for count in layer_groups(num_layers, layer_bytes, budget):
+        out.append(range(first, first + count))
+        first += count
+    return out
 
 
 def split_vocabulary(vocab: int, hidden: int, budget: int, axis_limit: int) -> list[range]:
@@ -59,6 +85,9 @@ def split_vocabulary(vocab: int, hidden: int, budget: int, axis_limit: int) -> l
 
 
 def make_plan(num_layers: int, layer_bytes: int, vocab: int, hidden: int, budget: int,
-              axis_limit: int = DEFAULT_AXIS_LIMIT) -> Plan:  # fmt: skip
+              device: str | None = None, device_axis_max: int | None = None,
+              prediction: Mapping[str, Any] | None = None) -> Plan:  # fmt: skip
+    axis = DEFAULT_AXIS_LIMIT if device_axis_max is None else axis_limit_for(device_axis_max)
     return Plan(group_layers(num_layers, layer_bytes, budget),
-                split_vocabulary(vocab, hidden, budget, axis_limit), budget, axis_limit)  # fmt: skip
+                split_vocabulary(vocab, hidden, budget, axis), budget, axis, device,
+                device_axis_max, prediction)  # fmt: skip

@@ -23,7 +23,7 @@ import hashlib
 import json
 import tempfile
 import zipfile
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -50,15 +50,29 @@ def read_zip(path: str | Path) -> dict[str, bytes]:
         raise KitError(f"{path}: cannot read the kit zip: {exc}") from None
 
 
+# What runs one function of one program: (program name, function or None for a program's
+# only one, the states its functions share) -> inputs -> outputs. The reference executor by
+# default; the device check (app/kits/device_check.py) passes Core ML's.
+Functions = Callable[[str, str | None, dict], Callable[[dict], Mapping[str, np.ndarray]]]
+
+
+def reference_functions(kit: Kit) -> Functions:
+    def make(program: str, function: str | None, states: dict):
+        executor = Executor(kit.programs[program], function=function or "main", states=states)
+        return lambda inputs: executor.run(inputs).outputs
+
+    return make
+
+
 class _Decoder:
     """One decoder program: its two functions, and the cache it keeps (inputs or states)."""
 
-    def __init__(self, program, meta: Mapping[str, Any], kv: str):
+    def __init__(self, functions: Functions, meta: Mapping[str, Any], kv: str):
         self.layers = list(range(meta["layers"][0], meta["layers"][1] + 1))
         self.kv = kv
-        self.states: dict[str, np.ndarray] = {}  # shared by both functions, as one MLState
-        self.prefill = Executor(program, function="prefill", states=self.states)
-        self.decode = Executor(program, function="decode", states=self.states)
+        self.states: dict = {}  # shared by both functions, as one MLState
+        self.prefill = functions(meta["name"], "prefill", self.states)
+        self.decode = functions(meta["name"], "decode", self.states)
         shape = tuple(meta["kv_cache"]["shape"])
         self.cache = {f"{kind}_cache_{i}": np.zeros(shape, np.float16)
                       for i in self.layers for kind in ("k", "v")} if kv == "io" else {}  # fmt: skip
@@ -67,7 +81,7 @@ class _Decoder:
         """The hidden states after these layers; the first `real` tokens' keys and values kept."""
         executor = self.decode if x.shape[-1] == 1 else self.prefill
         inputs = {"x": x, "length": np.array([length], np.int32), "cos": cos, "sin": sin}
-        outputs = executor.run(inputs | self.cache).outputs
+        outputs = executor(inputs | self.cache)
         for i in self.layers if self.kv == "io" else ():
             for kind in ("k", "v"):
                 rows = outputs[f"{kind}_{i}"][:, :, :real]
@@ -117,8 +131,8 @@ class Kit:
     def context(self) -> int:
         return int(self.meta["context"])
 
-    def session(self) -> Session:
-        return Session(self)
+    def session(self, functions: Functions | None = None) -> Session:
+        return Session(self, functions)
 
     def generate(self, prompt: Sequence[int], max_new_tokens: int,
                  stop: Sequence[int] = ()) -> tuple[list[int], list[np.ndarray]]:  # fmt: skip
@@ -143,12 +157,13 @@ def _load_programs(files: Mapping[str, bytes], programs: list[dict]) -> dict[str
 class Session:
     """One conversation: the KV caches and how many positions they hold."""
 
-    def __init__(self, kit: Kit):
+    def __init__(self, kit: Kit, functions: Functions | None = None):
         self.kit = kit
         meta = kit.meta
-        self.decoders = [_Decoder(kit.programs[p["name"]], p, meta["kv"])
+        functions = functions or reference_functions(kit)
+        self.decoders = [_Decoder(functions, p, meta["kv"])
                          for p in meta["programs"] if p["role"] == "decoder"]  # fmt: skip
-        self.heads = [(Executor(kit.programs[p["name"]]), p["vocab"])
+        self.heads = [(functions(p["name"], None, {}), p["vocab"])
                       for p in meta["programs"] if p["role"] == "head"]  # fmt: skip
         self.chunk = int(meta["prefill"])
         self.length = 0
@@ -179,8 +194,8 @@ class Session:
     def logits(self, hidden: np.ndarray) -> np.ndarray:
         """One token's logits over the whole vocabulary, the head pieces side by side."""
         x = np.asarray(hidden, np.float16).reshape(1, -1, 1, 1)
-        return np.concatenate([ex.run({"x": x}).outputs["logits"].reshape(-1)
-                               for ex, _ in self.heads])  # fmt: skip
+        return np.concatenate([np.asarray(run({"x": x})["logits"]).reshape(-1)
+                               for run, _ in self.heads])  # fmt: skip
 
     def generate(self, prompt: Sequence[int], max_new_tokens: int,
                  stop: Sequence[int] = ()) -> tuple[list[int], list[np.ndarray]]:  # fmt: skip

@@ -1,4 +1,5 @@
-"""POST /v1/blobs (upload one weight tensor), HEAD/GET /v1/blobs/{digest} (is it there?)."""
+"""POST /v1/blobs (upload one weight tensor), HEAD/GET /v1/blobs/{digest} (is it there?), and
+/v1/blobs/uploads: a whole file of any size in resumable parts (app/uploads/resumable.py)."""
 
 from __future__ import annotations
 
@@ -16,9 +17,12 @@ from app.api.problems import Problem
 from app.checkpoints.files import stored_whole
 from app.digest import DIGEST_PATTERN
 from app.files import discard
+from app.schemas.uploads import Upload, UploadStart
 from app.schemas.wire import NUMPY_DTYPES, BlobInfo
 from app.tensor_files import TensorFile, sniff, with_digest
+from app.uploads.blobstore import describe_file
 from app.uploads.hashing import StreamHasher
+from app.uploads.resumable import UploadState
 from app.uploads.spool import MultipartLimits, declared_length, spool_body, spool_multipart
 
 router = APIRouter(prefix="/v1", tags=["blobs"])
@@ -173,10 +177,9 @@ async def has_blob(digest: DigestPath, svc: Services = Depends(services)) -> Res
 async def get_blob(digest: DigestPath, svc: Services = Depends(services)) -> BlobInfo:
     tensor = await asyncio.to_thread(svc.blobs.get, digest)
     if tensor is None:
-        entry = await asyncio.to_thread(svc.blobs.checkpoint, digest)
+        entry = await asyncio.to_thread(svc.blobs.file, digest)
         if entry is not None:
-            return BlobInfo(digest=entry.meta["digest"], dtype="safetensors", shape=[],
-                            bytes=entry.path.stat().st_size, tensors=entry.meta.get("tensors"))  # fmt: skip
+            return BlobInfo(**describe_file(entry))
         raise Problem(404, f"no blob {digest}", title="Unknown blob", field="path.digest")
     return _info(tensor)
 
@@ -185,3 +188,85 @@ def _info(tensor: TensorFile) -> BlobInfo:
     return BlobInfo(
         digest=tensor.digest, dtype=tensor.dtype.name, shape=list(tensor.shape), bytes=tensor.nbytes
     )
+
+
+# -- resumable uploads of whole files ------------------------------------------------------------
+
+UploadId = Annotated[str, Path(description="the id `POST /v1/blobs/uploads` answered",
+                               max_length=64)]  # fmt: skip
+
+
+def _upload(state: UploadState, blob: dict | None = None) -> Upload:
+    return Upload(**state.to_json(), blob=BlobInfo(**blob) if blob is not None else None)
+
+
+@router.post(
+    "/blobs/uploads",
+    summary="Start a resumable upload of one whole file (a checkpoint's shard, config, tokenizer)",
+    response_model=Upload,
+    response_model_exclude_none=True,
+    status_code=201,
+    responses={
+        200: {"description": "Stored already: nothing to send", "model": Upload},
+        **problems(400, 401, 413, 422, 507),
+    },
+)
+async def start_upload(body: UploadStart, response: Response,
+                       svc: Services = Depends(services)) -> Upload:  # fmt: skip
+    state = await asyncio.to_thread(svc.uploads.start, body.digest, body.bytes)
+    if state.stored:
+        response.status_code = 200
+        return _upload(state, describe_file(await asyncio.to_thread(svc.blobs.file, state.digest)))
+    try:
+        await svc.room_for_upload(body.bytes, svc.settings.max_upload_bytes)
+    except BaseException:
+        await asyncio.to_thread(svc.uploads.discard, state.id)
+        raise
+    return _upload(state)
+
+
+@router.get("/blobs/uploads/{upload_id}", summary="An upload's progress: where to resume",
+            response_model=Upload, response_model_exclude_none=True,
+            responses=problems(401, 404, 422))  # fmt: skip
+async def upload_state(upload_id: UploadId, svc: Services = Depends(services)) -> Upload:
+    return _upload(await asyncio.to_thread(svc.uploads.state, upload_id))
+
+
+@router.put(
+    "/blobs/uploads/{upload_id}",
+    summary="Send one part, starting at the bytes received so far",
+    response_model=Upload,
+    response_model_exclude_none=True,
+    responses=problems(400, 401, 404, 409, 413, 422, 507),
+    openapi_extra={
+        "requestBody": {
+            "content": {
+                "application/octet-stream": {"schema": {"type": "string", "format": "binary"}}
+            },
+            "required": True,
+        }
+    },
+)
+async def upload_part(
+    upload_id: UploadId,
+    request: Request,
+    offset: Annotated[int, Query(ge=0, description="where the part starts: `received`")],
+    svc: Services = Depends(services),
+) -> Upload:
+    length = declared_length(request)
+    async with svc.uploads.locks[upload_id]:
+        with svc.upload_faults(length):
+            state = await svc.uploads.write_part(upload_id, offset, length, request.stream())
+    return _upload(state)
+
+
+@router.post("/blobs/uploads/{upload_id}/finish",
+             summary="Check the whole file's digest and store it", response_model=Upload,
+             response_model_exclude_none=True,
+             responses=problems(401, 404, 409, 422, 507))  # fmt: skip
+async def finish_upload(upload_id: UploadId, svc: Services = Depends(services)) -> Upload:
+    async with svc.uploads.locks[upload_id]:
+        with svc.upload_faults(None):
+            state, blob = await asyncio.to_thread(svc.uploads.finish, upload_id)
+    svc.uploads.locks.pop(upload_id, None)
+    return _upload(state, blob)

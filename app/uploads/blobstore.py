@@ -20,7 +20,7 @@ import numpy as np
 from app.cache.faults import BLOB_STORE, storage_errors
 from app.cache.store import ContentStore, StoredEntry
 from app.checkpoints.convert import to_fp16
-from app.checkpoints.files import Mapped, read_header
+from app.checkpoints.files import Mapped, looks_like_safetensors, read_header
 from app.digest import file_digest, hex_of
 from app.errors import RequestError
 from app.files import discard
@@ -28,6 +28,7 @@ from app.request import KernelRequest, WeightRef
 from app.tensor_files import TensorFile, sniff, with_digest
 
 CHECKPOINT = "safetensors"  # a stored file of many tensors, not one tensor
+FILE = "file"  # any other whole file (a checkpoint's config or tokenizer), by its bytes' digest
 
 
 class BlobStore:
@@ -77,7 +78,7 @@ class BlobStore:
         checkpoint file: see `checkpoint`). Blocking."""
         hex_ = hex_of(digest)
         entry = self.store.get(hex_) if hex_ else None
-        if entry is None or entry.meta.get("source") == CHECKPOINT:
+        if entry is None or entry.meta.get("source") in (CHECKPOINT, FILE):
             return None
         return _tensor(entry)
 
@@ -96,6 +97,37 @@ class BlobStore:
                 "tensors": tensors}  # fmt: skip
         self.store.publish(key, path, meta)
         return digest, size, False
+
+    def put_file(self, path: Path, digest: str) -> dict:
+        """Publish a whole uploaded file whose digest is known (checked by the caller): a
+        safetensors file as a checkpoint (its header checked), anything else as a plain file.
+        Its description, as GET /v1/blobs/{digest} gives it. Blocking."""
+        key = hex_of(digest)
+        assert key is not None
+        meta: dict = {"digest": digest, "dtype": FILE, "shape": [], "source": FILE}
+        if looks_like_safetensors(path):
+            try:
+                tensors = len(read_header(path, "file", "the uploaded safetensors file"))
+            except BaseException:
+                discard(path)
+                raise
+            meta |= {"dtype": CHECKPOINT, "source": CHECKPOINT, "tensors": tensors}
+        if self.store.get(key) is None:
+            with storage_errors(BLOB_STORE, self.store.root, path.stat().st_size):
+                self.store.publish(key, path, meta)
+        else:
+            discard(path)
+        entry = self.file(digest)
+        assert entry is not None
+        return describe_file(entry)
+
+    def file(self, digest: str) -> StoredEntry | None:
+        """A stored whole file (a checkpoint, or a plain file), checked once, or None. Blocking."""
+        hex_ = hex_of(digest)
+        entry = self.store.get(hex_) if hex_ else None
+        return (
+            entry if entry is not None and entry.meta.get("source") in (CHECKPOINT, FILE) else None
+        )
 
     def checkpoint(self, digest: str) -> StoredEntry | None:
         """A stored checkpoint file (its digest checked once), or None. Blocking."""
@@ -188,6 +220,13 @@ class BlobStore:
                 ref = WeightRef(ref.digest, ref.dtype, ref.shape, file=tensor)
             located[name] = ref
         return request.with_weights(located)
+
+
+def describe_file(entry: StoredEntry) -> dict:
+    """A whole stored file as GET /v1/blobs/{digest} describes it."""
+    meta = entry.meta
+    return {"digest": meta["digest"], "dtype": meta["dtype"], "shape": [],
+            "bytes": entry.path.stat().st_size, "tensors": meta.get("tensors")}  # fmt: skip
 
 
 def _tensor(entry: StoredEntry) -> TensorFile:

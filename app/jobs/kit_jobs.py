@@ -1,0 +1,87 @@
+"""A model kit's job (POST /v1/models): the kit built in the build pool from the checkpoint's
+blobs, a stage recorded per program as the build reaches it, the zip published to the artifact
+cache under the job's key (a second request for the same checkpoint and options finds it).
+And a device check's (POST /v1/device-checks, a macOS worker's): its report, into the job."""
+
+from __future__ import annotations
+
+import asyncio
+import shutil
+import uuid
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+from app.cache.store import ContentStore
+from app.compile.runner import RunBuild
+from app.errors import RequestError
+from app.files import discard
+from app.jobs.model import artifact_ref
+from app.kits.job import (
+    DeviceCheckRequest,
+    ModelRequest,
+    build_kit_zip,
+    checkpoint_folder,
+    run_device_check,
+)
+from app.uploads.blobstore import BlobStore
+
+POLL_S = 0.25
+
+
+def stage_of(line: str) -> str:
+    """A build's progress line -> the stage it starts: "[2/5] decoder_1: layers 2-3" ->
+    "decoder_1"; "verifying against the float64 model" -> "verifying"."""
+    if line.startswith("["):
+        return line.partition("] ")[2].partition(":")[0]
+    return line.split(" ", 1)[0]
+
+
+async def produce_kit(store: ContentStore, blobs: BlobStore, workdir: Path, run_build: RunBuild,
+                      key: str, request: ModelRequest,
+                      stage: Callable[[str], Awaitable[None]]) -> dict[str, Any]:  # fmt: skip
+    found = await asyncio.to_thread(store.get, key)
+    if found is not None:
+        return {"artifact": artifact_ref(found)}
+    scratch = workdir / uuid.uuid4().hex
+    out = store.temp_path()
+    try:
+        folder = await asyncio.to_thread(checkpoint_folder, request, scratch / "checkpoint",
+                                         lambda digest: _path(blobs, digest))  # fmt: skip
+        progress = scratch / "progress.txt"
+        progress.touch()
+        build = asyncio.ensure_future(run_build(build_kit_zip, request, folder, out, progress,
+                                                alone=True))  # fmt: skip
+        seen = 0
+        while True:
+            await asyncio.wait({build}, timeout=POLL_S)
+            lines = progress.read_text(encoding="utf-8").splitlines()
+            for line in lines[seen:]:
+                await stage(stage_of(line))
+            seen = len(lines)
+            if build.done():
+                break
+        built = build.result()
+        meta = {"op": request.op, "format": request.kit_options().format, "kind": "model_kit",
+                "digest": built["digest"], "filename": request.filename,
+                "verified": built["verified"]}  # fmt: skip
+        entry = await asyncio.to_thread(store.publish, key, out, meta)
+    finally:
+        discard(out)
+        shutil.rmtree(scratch, ignore_errors=True)
+    return {"artifact": artifact_ref(entry)}
+
+
+def _path(blobs: BlobStore, digest: str) -> Path | None:
+    entry = blobs.file(digest)
+    return None if entry is None else entry.path
+
+
+async def check_on_device(store: ContentStore, run_build: RunBuild, request: DeviceCheckRequest,
+                          runtime: str) -> dict[str, Any]:  # fmt: skip
+    entry = await asyncio.to_thread(store.get, request.kit)
+    if entry is None or entry.meta.get("kind") != "model_kit":
+        raise RequestError("kit", f"no kit {request.kit!r} in the artifact cache: name a "
+                           "succeeded POST /v1/models job (build it again if it was evicted)")  # fmt: skip
+    report = await run_build(run_device_check, request, entry.path, runtime, alone=True)
+    return {"device_check": report}

@@ -1,0 +1,193 @@
+"""A kit built as a job (POST /v1/models): the checkpoint's files named by the digests of their
+uploaded blobs (/v1/blobs/uploads), and the options `ane-kernels model` takes.
+
+`ModelRequest` stands in a job record where a kernel request would: it has the same few
+attributes the job engine reads (its key, its queue's needs, its JSON form), and the pipeline
+hands it to `build_kit_zip` here, which lays the blobs out as a checkpoint folder (links, no
+copies), builds the kit exactly as the CLI does, and writes the zip. The key is the digest of
+the files' digests and the options: the same checkpoint and options are the same job, and a
+kit already in the artifact cache is answered without building.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from app.digest import file_digest, hex_of, spelled
+from app.errors import RequestError
+from app.estimates import device_or_error
+from app.files import atomic_file
+from app.formats import Format
+from app.kits.build import KitOptions, build_kit_files, write_kit
+
+KIT_ARTIFACT = Format("kit", "a model kit (docs/kits.md)", compiled=False)
+OPTIONS = ("format", "context", "prefill", "device", "quantize", "kv", "verify")
+_KEY_VERSION = 1
+DEVICE_CHECK_TOKENS = 8
+
+
+def _file_name(name: Any) -> str:
+    if (not isinstance(name, str) or not name or "/" in name or "\\" in name
+            or name.startswith(".") or len(name) > 255):  # fmt: skip
+        raise RequestError(f"files.{name}", "a checkpoint file's own name (no folders, not "
+                           "hidden), e.g. model.safetensors or config.json")  # fmt: skip
+    return name
+
+
+@dataclass(frozen=True)
+class ModelRequest:
+    files: Mapping[str, str]  # checkpoint file name -> blob digest (sha256 of its bytes)
+    options: Mapping[str, Any] = field(default_factory=dict)  # as KitOptions names them
+
+    kind = "model"
+    op = "model"
+    placement = False
+    architectures = None  # what the job engines ask of every request
+    compiled = False
+    bypass_cache = False
+    artifact_format = KIT_ARTIFACT
+    weight_bytes = 0  # the pipeline sends model requests to `build_kit_zip`, never the kernel path
+
+    @classmethod
+    def create(cls, files: Mapping[str, Any], options: Mapping[str, Any]) -> ModelRequest:
+        if not isinstance(files, Mapping) or not files:
+            raise RequestError("files", "the checkpoint's files by name: {\"config.json\": "
+                               "\"sha256:...\", \"model.safetensors\": \"sha256:...\"}")  # fmt: skip
+        checked = {}
+        for name, digest in files.items():
+            key = hex_of(digest) if isinstance(digest, str) else None
+            if key is None:
+                raise RequestError(f"files.{name}", f"{digest!r} is not `sha256:<64 hex>`")
+            checked[_file_name(name)] = spelled(key)
+        unknown = set(options) - set(OPTIONS)
+        if unknown:
+            raise RequestError(sorted(unknown)[0], f"not an option of a kit; the options are "
+                               f"{', '.join(OPTIONS)}")  # fmt: skip
+        # defaults left out: the same kit asked for with or without them is the same job
+        default = KitOptions()
+        chosen = {k: v for k, v in options.items() if v is not None and v != getattr(default, k)}
+        try:
+            KitOptions(**chosen).check()
+        except TypeError as exc:
+            raise RequestError("options", str(exc)) from None
+        return cls(dict(sorted(checked.items())), dict(sorted(chosen.items())))
+
+    @property
+    def key(self) -> str:
+        doc = {"kind": self.kind, "version": _KEY_VERSION, "files": dict(self.files),
+               "options": dict(self.options)}  # fmt: skip
+        return hashlib.sha256(json.dumps(doc, sort_keys=True).encode()).hexdigest()
+
+    @property
+    def filename(self) -> str:
+        return "model.kit.zip"
+
+    def kit_options(self) -> KitOptions:
+        return KitOptions(**self.options)
+
+    def to_json(self, *, values: bool = True) -> dict[str, Any]:
+        return {"kind": self.kind, "op": self.op, "files": dict(self.files),
+                "options": dict(self.options)}  # fmt: skip
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> ModelRequest:
+        return cls(dict(data["files"]), dict(data.get("options") or {}))
+
+
+def checkpoint_folder(
+    request: ModelRequest, folder: Path, path_of: Callable[[str], Path | None]
+) -> Path:
+    """The request's files as a checkpoint folder: each a link to its stored blob."""
+    folder.mkdir(parents=True, exist_ok=True)
+    for name, digest in request.files.items():
+        stored = path_of(digest)
+        if stored is None:
+            raise RequestError(f"files.{name}", f"no blob {digest}: upload the file with "
+                               "/v1/blobs/uploads first (the store may have evicted it)")  # fmt: skip
+        os.symlink(stored, folder / name)
+    return folder
+
+
+def build_kit_zip(request: ModelRequest, folder: Path, out: Path, progress_file: Path) -> dict:
+    """Build the kit from `folder` into the zip `out` (atomically), one progress line per
+    program appended to `progress_file` (the job's stages read them); its digest and size.
+    Runs in a build worker process."""
+
+    def say(line: str) -> None:
+        with open(progress_file, "a", encoding="utf-8") as f:
+            f.write(line + "\n")
+
+    result = build_kit_files(folder, request.kit_options(), say)
+    with atomic_file(out) as f:
+        write_kit(result.files, f)
+    passed = None if result.verification is None else result.verification["passed"]
+    return {"digest": file_digest(out), "size": out.stat().st_size, "verified": passed}
+
+
+@dataclass(frozen=True)
+class DeviceCheckRequest:
+    """A kit checked on a macOS worker with Core ML (app/kits/device_check.py): the kit is a
+    model job's artifact, named by that job's id."""
+
+    kit: str  # the POST /v1/models job whose kit to check (its key in the artifact cache)
+    device: str  # the chip the worker runs on, as the device table names it
+    prompt: tuple[int, ...] | None = None
+    max_new_tokens: int = DEVICE_CHECK_TOKENS
+
+    kind = "device_check"
+    op = "device_check"
+    placement = False
+    architectures = None
+    compiled = False
+    needs_macos = True  # Core ML runs only there (a labelled stand-in where configured)
+    bypass_cache = False
+    artifact_format = KIT_ARTIFACT
+    weight_bytes = 0
+
+    @classmethod
+    def create(cls, kit: str, device: str, prompt: list[int] | None = None,
+               max_new_tokens: int = DEVICE_CHECK_TOKENS) -> DeviceCheckRequest:  # fmt: skip
+        if not isinstance(kit, str) or not kit.isalnum() or len(kit) > 64:
+            raise RequestError("kit", "the id of the POST /v1/models job whose kit to check")
+        device_or_error(device)
+        if max_new_tokens < 1:
+            raise RequestError("max_new_tokens", f"at least 1, got {max_new_tokens}")
+        return cls(kit, device, tuple(prompt) if prompt else None, max_new_tokens)
+
+    @property
+    def key(self) -> str:
+        doc = {"kind": self.kind, "version": _KEY_VERSION, **self.to_json()}
+        return hashlib.sha256(json.dumps(doc, sort_keys=True).encode()).hexdigest()
+
+    @property
+    def filename(self) -> str:
+        return "device-check.json"
+
+    def to_json(self, *, values: bool = True) -> dict[str, Any]:
+        return {"kind": self.kind, "op": self.op, "kit": self.kit, "device": self.device,
+                "prompt": list(self.prompt) if self.prompt else None,
+                "max_new_tokens": self.max_new_tokens}  # fmt: skip
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> DeviceCheckRequest:
+        prompt = data.get("prompt")
+        return cls(data["kit"], data["device"], tuple(prompt) if prompt else None,
+                   int(data.get("max_new_tokens", DEVICE_CHECK_TOKENS)))  # fmt: skip
+
+
+def run_device_check(request: DeviceCheckRequest, kit_zip: Path, runtime: str) -> dict:
+    """The device check of the kit in `kit_zip` with Core ML (`runtime` "coreml") or its labelled
+    stand-in ("stand-in"). Runs in a build worker process."""
+    from app.kits.device_check import CoreMLRuntime, StandInRuntime, device_check
+    from app.kits.runner import read_zip
+
+    chosen = StandInRuntime if runtime == "stand-in" else CoreMLRuntime
+    prompt = list(request.prompt) if request.prompt else None
+    return device_check(read_zip(kit_zip), chosen, device=request.device, prompt=prompt,
+                        max_new_tokens=request.max_new_tokens)  # fmt: skip

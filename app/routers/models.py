@@ -1,0 +1,59 @@
+"""POST /v1/models: a model kit from a checkpoint uploaded as blobs, built as a job (poll
+GET /v1/jobs/{id}: a stage per program; GET /v1/jobs/{id}/artifact: the kit). POST
+/v1/device-checks: that kit run with Core ML on a macOS worker, the report in the job."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from fastapi import APIRouter, Depends
+
+from app.api.context import Services, services
+from app.api.openapi import problems
+from app.errors import ErrorKind, RequestError
+from app.kits.job import DeviceCheckRequest, ModelRequest
+from app.schemas.kits import DeviceCheck, ModelJob
+
+router = APIRouter(prefix="/v1", tags=["models"])
+
+
+@router.post(
+    "/models",
+    status_code=202,
+    summary="Build a model kit from a checkpoint's uploaded files (a job)",
+    responses={
+        202: {"description": "The job as it stands; poll GET /v1/jobs/{id}"},
+        **problems(400, 401, 404, 422, 503),
+    },
+)
+async def submit_model(body: ModelJob, svc: Services = Depends(services)) -> dict[str, Any]:
+    options = body.model_dump(exclude={"files"}, exclude_defaults=True)
+    request = ModelRequest.create(body.files, options)
+    for name, digest in request.files.items():
+        if await asyncio.to_thread(svc.blobs.file, digest) is None:
+            raise RequestError(f"files.{name}", f"no blob {digest}: upload the file with "
+                               "/v1/blobs/uploads first", kind=ErrorKind.NOT_FOUND,
+                               title="Unknown blob")  # fmt: skip
+    return (await svc.jobs.submit(request)).public()
+
+
+@router.post(
+    "/device-checks",
+    status_code=202,
+    summary="Check a model kit on a macOS worker with Core ML: placement, load and decode times, "
+    "tokens and logits against the reference (a job; the report is its `device_check`)",
+    responses={
+        202: {"description": "The job as it stands; poll GET /v1/jobs/{id}"},
+        **problems(400, 401, 404, 422, 503),
+    },
+)
+async def submit_device_check(body: DeviceCheck,
+                              svc: Services = Depends(services)) -> dict[str, Any]:  # fmt: skip
+    request = DeviceCheckRequest.create(body.kit, body.device, body.prompt_ids,
+                                        body.max_new_tokens)  # fmt: skip
+    entry = await asyncio.to_thread(svc.cache.get, request.kit)
+    if entry is None or entry.meta.get("kind") != "model_kit":
+        raise RequestError("kit", f"no kit {request.kit!r}: name a succeeded POST /v1/models "
+                           "job", kind=ErrorKind.NOT_FOUND, title="Unknown kit")  # fmt: skip
+    return (await svc.jobs.submit(request)).public()

@@ -1,0 +1,39 @@
+"""The body of POST /v1/models: a checkpoint's files by blob digest and the options
+`ane-kernels model` takes (docs/kits.md)."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from app.schemas.plans import MAX_CONTEXT
+
+
+class ModelJob(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    files: dict[str, str] = Field(
+        description="the checkpoint folder's files by name, each the digest of a blob uploaded "
+        "with /v1/blobs/uploads: config.json, the safetensors file(s) (and their index), the "
+        "tokenizer files",
+        examples=[{"config.json": "sha256:" + "0" * 64, "model.safetensors": "sha256:" + "1" * 64}],
+    )
+    format: Literal["mlpackage", "mlmodelc", "mil"] = Field("mlpackage", description="--format")
+    context: int | None = Field(None, ge=1, le=MAX_CONTEXT, description="--context")
+    prefill: int | None = Field(None, ge=1, le=MAX_CONTEXT, description="--prefill")
+    device: str | None = Field(None, description="--device: a device name (GET /v1/devices)")
+    quantize: dict[str, Any] | None = Field(None, description="--quantize")
+    kv: Literal["io", "state"] = Field("io", description="--kv")
+    verify: bool = Field(False, description="--verify")
+
+
+class DeviceCheck(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    kit: str = Field(max_length=64, description="the id of the POST /v1/models job whose kit to "
+                     "check")  # fmt: skip
+    device: str = Field(description="the chip of the macOS worker, as GET /v1/devices names it")
+    prompt_ids: list[int] | None = Field(None, max_length=4096, description="the prompt (default: "
+                                         "six fixed tokens)")  # fmt: skip
+    max_new_tokens: int = Field(8, ge=1, le=4096, description="tokens to generate and time")
