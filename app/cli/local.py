@@ -15,6 +15,7 @@ from app.cli.checkpoint import add_arguments as add_checkpoint_arguments
 from app.cli.checkpoint import from_checkpoint
 from app.cli.common import EXIT_FAILED, CLIError, load_weights_arg
 from app.cli.remote import compile_graph_remote, compile_remote, guarded
+from app.cli.summary import emit, summary_of_zip
 from app.compile import CompileFailure, save_compiled, select_compiler
 from app.errors import FieldError
 from app.estimates import header_value, works_from_json
@@ -61,18 +62,20 @@ def cmd_compile(args) -> int:
         prepared = artifacts.prepare(request, random_seed=args.random_weights)
     except FieldError as exc:
         raise CLIError(str(exc)) from None
-    return _write(prepared, args.format, Path(args.output))
+    return _write(prepared, args)
 
 
-def _write(prepared, fmt: str, output: Path) -> int:
-    """Write the zip (an interrupted run leaves no partial one behind); the exit code."""
+def _write(prepared, args) -> int:
+    """Write the zip (an interrupted run leaves no partial one behind), print its summary; the
+    exit code."""
 
-    if FORMATS[fmt].compiled:
+    output = Path(args.output)
+    if FORMATS[args.format].compiled:
         compile_locally(prepared, output)
     else:
         artifacts.save(prepared, output)
-    print(f"wrote {output} ({output.stat().st_size} bytes)")
-    print(f"estimate: {header_value(*works_from_json(prepared.work))}")
+    estimate = header_value(*works_from_json(prepared.work))
+    emit(summary_of_zip(output, estimate=estimate), args.json)
     return _verified(prepared)
 
 
@@ -126,7 +129,7 @@ def cmd_compile_graph(args) -> int:
         prepared = artifacts.prepare(request, random_seed=args.random_weights)
     except FieldError as exc:
         raise CLIError(str(exc)) from None
-    return _write(prepared, args.format, Path(args.output))
+    return _write(prepared, args)
 
 
 def _graph_file(path: str) -> dict:
@@ -262,6 +265,7 @@ def add_commands(sub) -> None:
     )
     comp.add_argument("--server", help="build on this service instead of locally")
     comp.add_argument("--api-key", help="the service's API key (default: $ANE_API_KEY)")
+    comp.add_argument("--json", action="store_true", help="the build summary as one JSON object")
     comp.set_defaults(run=cmd_compile)
 
     graph = sub.add_parser("compile-graph", help="build a graph into one program (a zip)")
@@ -276,6 +280,7 @@ def add_commands(sub) -> None:
     graph.add_argument("--verify", action="store_true", help="add verification.json")
     graph.add_argument("--server", help="build on this service instead of locally")
     graph.add_argument("--api-key", help="the service's API key (default: $ANE_API_KEY)")
+    graph.add_argument("--json", action="store_true", help="the build summary as one JSON object")
     graph.set_defaults(run=cmd_compile_graph)
 
     run = sub.add_parser("run", help="execute a kernel zip with the numerical reference")

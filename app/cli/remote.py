@@ -20,6 +20,7 @@ from app.cli.common import (
     CLIError,
     load_weights_arg,
 )
+from app.cli.summary import emit, summary_of_zip
 from app.client import APIError, AsyncClient, Client, Unavailable
 from app.client.errors import ServerError
 from app.farm.build import build, lock_would_change
@@ -62,7 +63,7 @@ def compile_remote(args, params: dict, weights: dict) -> int:
         path = c.compile(args.op, params, weights, format=args.format, target=args.target, name=args.name,
                          verify=args.verify, save_to=args.output, quantize=args.quantize,
                          max_quantization_error=args.max_quantization_error)  # fmt: skip
-    print(f"wrote {path} ({Path(path).stat().st_size} bytes) from {args.server}")
+    emit(summary_of_zip(path, server=args.server), args.json)
     return 0
 
 
@@ -77,7 +78,7 @@ def compile_graph_remote(args, body: dict, weights: dict) -> int:
                                    save_to=args.output)  # fmt: skip
         except ValueError as exc:  # a weight not named <node>.<weight>
             raise CLIError(str(exc)) from None
-    print(f"wrote {path} ({Path(path).stat().st_size} bytes) from {args.server}")
+    emit(summary_of_zip(path, server=args.server), args.json)
     return 0
 
 
