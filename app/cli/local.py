@@ -50,9 +50,9 @@ def cmd_compile(args) -> int:
     functions = None if args.functions is None else _json_object(args.functions, "--functions")
     params, weights = from_checkpoint(args, params, load_weights_arg(args.weights))
     if args.server:
-        if args.random_weights is not None or functions is not None:
-            raise CLIError("--random-weights and --functions are local only")
-        return guarded(lambda a: compile_remote(a, params, weights))(args)
+        if args.random_weights is not None:
+            raise CLIError("--random-weights is local only; pass --weights files to a server")
+        return guarded(lambda a: compile_remote(a, params, weights, functions))(args)
     try:
         request = KernelRequest.create(args.op, params, weights,
                                        format=args.format, target=args.target, name=args.name,
@@ -261,7 +261,7 @@ def add_commands(sub) -> None:
         "--functions",
         metavar="JSON",
         help='several functions sharing the weights, e.g. \'{"prefill": {"seq_len": 64}, '
-        '"decode": {"seq_len": 1, "mode": "decode", "cache_len": 512}}\' (ios18, local only)',
+        '"decode": {"seq_len": 1, "mode": "decode", "cache_len": 512}}\' (ios18)',
     )
     comp.add_argument("--server", help="build on this service instead of locally")
     comp.add_argument("--api-key", help="the service's API key (default: $ANE_API_KEY)")

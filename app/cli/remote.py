@@ -57,12 +57,13 @@ def guarded(run):
     return wrapper
 
 
-def compile_remote(args, params: dict, weights: dict) -> int:
+def compile_remote(args, params: dict, weights: dict, functions: dict | None = None) -> int:
     """`compile --server URL`: the local flags, executed by the service."""
     with Client(args.server, api_key=args.api_key) as c:
         path = c.compile(args.op, params, weights, format=args.format, target=args.target, name=args.name,
                          verify=args.verify, save_to=args.output, quantize=args.quantize,
-                         max_quantization_error=args.max_quantization_error)  # fmt: skip
+                         max_quantization_error=args.max_quantization_error,
+                         functions=functions)  # fmt: skip
     emit(summary_of_zip(path, server=args.server), args.json)
     return 0
 

@@ -12,6 +12,7 @@ so waiting and downloading submit it again (`Resubmit`) instead of failing on th
 from __future__ import annotations
 
 import io
+import json
 from collections.abc import Callable, Generator, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -21,7 +22,7 @@ import httpx
 import numpy as np
 
 from app.client.errors import error_from_response
-from app.digest import canonical, tensor_digest
+from app.digest import canonical, file_digest, tensor_digest
 
 TERMINAL = frozenset({"succeeded", "failed", "cancelled"})
 _UPLOAD_CHUNK = 4 << 20
@@ -80,6 +81,51 @@ def upload(array: np.ndarray) -> Flow:
     if returned != digest:
         raise RuntimeError(f"the service stored {returned}, expected {digest}")
     return digest
+
+
+def upload_file(path: Path, content_type: str = "application/x-safetensors") -> Flow:
+    """Upload a file (a safetensors checkpoint or one of its shards) unless the service has it;
+    return its digest."""
+    digest = file_digest(path)
+    present = yield Call("HEAD", f"/v1/blobs/{digest}", ok=(200, 404))
+    if present.status_code == 200:
+        return digest
+
+    def chunks() -> Iterator[bytes]:
+        with open(path, "rb") as f:
+            while chunk := f.read(_UPLOAD_CHUNK):
+                yield chunk
+
+    answer = yield Call("POST", "/v1/blobs", content=chunks,
+                        headers={"content-type": content_type}, ok=(200, 201))  # fmt: skip
+    if answer.json()["digest"] != digest:
+        raise RuntimeError(f"the service stored {answer.json()['digest']}, expected {digest}")
+    return digest
+
+
+def checkpoint_reference(
+    checkpoint: str | Path, layers: int | str, config: str | Path | Mapping[str, Any] | None
+) -> Flow:
+    """The request's `checkpoint` for a checkpoint on this machine (model.safetensors, its
+    index.json of shards, or their folder; config.json beside it unless given): its files
+    uploaded once, the same reference the CLI and manifests resolve locally."""
+    path = Path(checkpoint)
+    folder = path if path.is_dir() else path.parent
+    if path.is_dir():
+        index = path / "model.safetensors.index.json"
+        path = index if index.exists() else path / "model.safetensors"
+    files = [path]
+    if path.name.endswith(".json"):
+        weight_map = json.loads(path.read_text())["weight_map"]
+        files = [path.parent / shard for shard in sorted(set(weight_map.values()))]
+    digests = []
+    for file in files:
+        digests.append((yield from upload_file(file)))
+    if config is None or isinstance(config, str | Path):
+        config = json.loads(Path(config or folder / "config.json").read_text())
+    key = "layers" if isinstance(layers, str) else "layer"
+    return {"blob": digests[0] if len(digests) == 1 else digests, "config": dict(config),
+            key: layers}  # fmt: skip
 
 
 def request_body(
