@@ -25,6 +25,8 @@ from app.kernels import get_op, parse_params
 
 LAYER_TENSOR = re.compile(r"^(.*?)layers\.(\d+)\.(self_attn\.q_proj|mlp\.down_proj)\.weight$")
 STACK = "decoder_stack"
+# The block ops whose weights are a decoder layer's tensors under their Hugging Face names.
+CHECKPOINT_OPS = ("ffn", "attention", "decoder_layer", STACK)
 
 
 @dataclass(frozen=True)
@@ -61,6 +63,9 @@ def parse_layers(text: str | int, field: str = "layers") -> range:
 def op_params(op: str, config: Mapping[str, Any], layers: range, call: Mapping[str, Any]):
     """The op's params: the config keys it takes, its layer range (decoder_stack), the call's."""
     catalog_op = get_op(op)
+    if op not in CHECKPOINT_OPS:
+        raise RequestError("checkpoint", f"{op} does not read checkpoints: a checkpoint goes "
+                           f"with {', '.join(CHECKPOINT_OPS)}")  # fmt: skip
     fields = catalog_op.params.model_fields
     params = {k: v for k, v in params_from_config(dict(config)).items() if k in fields}
     if op == STACK:

@@ -59,10 +59,16 @@ def cmd_compile(args) -> int:
                                        verify=args.verify, quantize=args.quantize,
                                        max_quantization_error=args.max_quantization_error,
                                        functions=functions)  # fmt: skip
-        prepared = artifacts.prepare(request, random_seed=args.random_weights)
+        prepared = artifacts.prepare(request, local_limits(), random_seed=args.random_weights)
     except FieldError as exc:
         raise CLIError(str(exc)) from None
     return _write(prepared, args)
+
+
+def local_limits() -> artifacts.Limits:
+    """The server's per-program weight budget (ANE_MAX_PROGRAM_WEIGHT_BYTES), so that a request
+    splits here as it does there; the upload limits of a server have no meaning locally."""
+    return artifacts.Limits(max_program_weight_bytes=Settings().max_program_weight_bytes)
 
 
 def _write(prepared, args) -> int:
@@ -115,6 +121,10 @@ def cmd_compile_graph(args) -> int:
     with --random-weights."""
 
     body = _graph_file(args.graph)
+    # the file is a POST /v1/graphs body: its own options hold unless a flag says otherwise
+    args.format = args.format or body.get("format") or PACKAGED[0]
+    args.target = args.target or body.get("target") or DEFAULT_TARGET
+    args.verify = args.verify or bool(body.get("verify"))
     weights = load_weights_arg(args.weights)
     if args.server:
         if args.random_weights is not None:
@@ -124,9 +134,9 @@ def cmd_compile_graph(args) -> int:
     try:
         request = KernelRequest.create(graph=graph, weights={**inline, **weights},
                                        format=args.format, target=args.target,
-                                       name=args.name or body.get("name"),
-                                       verify=args.verify)  # fmt: skip
-        prepared = artifacts.prepare(request, random_seed=args.random_weights)
+                                       name=args.name or body.get("name"), verify=args.verify,
+                                       preflight=body.get("preflight", "warn"))  # fmt: skip
+        prepared = artifacts.prepare(request, local_limits(), random_seed=args.random_weights)
     except FieldError as exc:
         raise CLIError(str(exc)) from None
     return _write(prepared, args)
@@ -273,11 +283,19 @@ def add_commands(sub) -> None:
     graph.add_argument("--weights", action="append", default=[], metavar="NODE.WEIGHT=FILE.npy")
     graph.add_argument("--random-weights", type=int, metavar="SEED",
                        help="draw the catalog nodes' missing weights")  # fmt: skip
-    graph.add_argument("--format", choices=list(FORMATS), default=PACKAGED[0])
-    graph.add_argument("--target", choices=list(TARGETS), default=DEFAULT_TARGET)
+    graph.add_argument(
+        "--format", choices=list(FORMATS), help=f"default: the file's format, else {PACKAGED[0]}"
+    )
+    graph.add_argument(
+        "--target", choices=list(TARGETS), help=f"default: the file's target, else {DEFAULT_TARGET}"
+    )
     graph.add_argument("--name", help="model name (default: the file's name, else graph)")
     graph.add_argument("-o", "--output", required=True, help="the zip to write")
-    graph.add_argument("--verify", action="store_true", help="add verification.json")
+    graph.add_argument(
+        "--verify",
+        action="store_true",
+        help="add verification.json (also when the file says verify: true)",
+    )
     graph.add_argument("--server", help="build on this service instead of locally")
     graph.add_argument("--api-key", help="the service's API key (default: $ANE_API_KEY)")
     graph.add_argument("--json", action="store_true", help="the build summary as one JSON object")

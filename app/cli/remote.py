@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -29,6 +30,8 @@ from app.farm.progress import Reporter
 from app.formats import FORMATS, PACKAGED
 from app.mil import DEFAULT_TARGET, TARGETS
 
+DEFAULT_SERVER = "http://127.0.0.1:8000"  # what `make run` serves
+
 
 def _emit(args, data: Any, text: str) -> None:
     print(json.dumps(data, indent=2, sort_keys=True) if args.json else text)
@@ -51,8 +54,19 @@ def guarded(run):
             print(f"error: {exc}", file=sys.stderr)
             return EXIT_USAGE
         except httpx.TransportError as exc:
-            print(f"error: cannot reach {args.server}: {exc}", file=sys.stderr)
+            print(f"error: cannot reach {args.server}: {exc} (start a service with `make run`, "
+                  "or name one with --server URL or $ANE_SERVER)", file=sys.stderr)  # fmt: skip
             return EXIT_UNAVAILABLE
+
+    return wrapper
+
+
+def with_default_server(run):
+    """Commands that only talk to a server: --server, else $ANE_SERVER, else a local service."""
+
+    def wrapper(args) -> int:
+        args.server = args.server or os.environ.get("ANE_SERVER") or DEFAULT_SERVER
+        return run(args)
 
     return wrapper
 
@@ -166,7 +180,7 @@ def _build(args) -> int:
 
 def _server_args(p: argparse.ArgumentParser) -> None:
     p.add_argument(
-        "--server", default=None, help="service URL (default: $ANE_SERVER or http://127.0.0.1:8000)"
+        "--server", default=None, help=f"service URL (default: $ANE_SERVER or {DEFAULT_SERVER})"
     )
     p.add_argument("--api-key", default=None, help="API key (default: $ANE_API_KEY)")
     p.add_argument("--json", action="store_true", help="machine-readable output")
@@ -203,7 +217,7 @@ def add_commands(sub) -> None:
     for p in (submit, *jsub.choices.values()):
         if "--server" not in p._option_string_actions:
             _server_args(p)
-    jobs.set_defaults(run=guarded(_jobs))
+    jobs.set_defaults(run=with_default_server(guarded(_jobs)))
 
     b = sub.add_parser("build", help="build every kernel of a manifest on a server, reproducibly")
     b.add_argument("manifest", help="MANIFEST.toml")
@@ -214,4 +228,4 @@ def add_commands(sub) -> None:
         "--check", action="store_true", help="exit 3 if the lock would change; builds nothing"
     )
     _server_args(b)
-    b.set_defaults(run=guarded(_build))
+    b.set_defaults(run=with_default_server(guarded(_build)))

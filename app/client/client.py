@@ -105,18 +105,20 @@ class _API(abc.ABC):
         return self._drive(flows.checkpoint_reference(Path(checkpoint), layers, config))
 
     def compile_graph(self, graph: Mapping[str, Any], weights: Mapping[str, np.ndarray] | None = None, *,
-                      format: str = "mlpackage", target: str = DEFAULT_TARGET, name: str | None = None,
+                      format: str | None = None, target: str | None = None, name: str | None = None,
                       verify: bool = False, bypass_cache: bool = False,
                       save_to: str | os.PathLike | None = None):  # fmt: skip
-        """A graph's zip (one program): `graph` holds inputs, nodes and outputs; `weights` maps
-        `<node>.<weight>` to arrays (uploaded unless the service has them)."""
+        """A graph's zip (one program): `graph` holds inputs, nodes and outputs, and may hold
+        the request's own options (format, target, verify, ...: the POST /v1/graphs body), which
+        the arguments given here override; `weights` maps `<node>.<weight>` to arrays (uploaded
+        unless the service has them)."""
         options = {"format": format, "target": target, "name": name,
                    "verify": verify or None, "bypass_cache": bypass_cache or None}  # fmt: skip
         path = Path(save_to) if save_to is not None else None
         return self._drive(flows.compile_graph(graph, weights, path, self.poll_interval, **options))
 
     def submit_graph(self, graph: Mapping[str, Any], weights: Mapping[str, np.ndarray] | None = None, *,
-                     format: str = "mlpackage", target: str = DEFAULT_TARGET, name: str | None = None,
+                     format: str | None = None, target: str | None = None, name: str | None = None,
                      verify: bool = False):  # fmt: skip
         """Queue a graph's build job; returns a Job (AsyncJob for the async client)."""
         options = {"format": format, "target": target, "name": name, "verify": verify or None}
