@@ -51,7 +51,9 @@ def summary_of_zip(
     if report is not None:
         verification = _worst(report, "passed")
         quantization = _quantization(report)
-    return BuildSummary(str(path), path.stat().st_size, preflight=kernel.get("preflight"),
+    notes = [f"note: {n}" for n in kernel.get("compiler", {}).get("notes", [])]
+    return BuildSummary(str(path), path.stat().st_size, details=notes,
+                        preflight=kernel.get("preflight"),
                         verification=verification, quantization=quantization,
                         estimate=estimate, server=server)  # fmt: skip
 
