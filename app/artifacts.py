@@ -14,7 +14,7 @@ from __future__ import annotations
 import io
 import tempfile
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, BinaryIO
 
@@ -31,6 +31,7 @@ from app.graphs.build import build_graph
 from app.graphs.split import Chain, split, split_stream
 from app.kernels import KernelBuild
 from app.language.targets import DEFAULT_TARGET
+from app.mil.ceilings import Ceilings
 from app.packaging import Entry, write_chain_zip, write_kernel_zip
 from app.packaging.digesting import DigestingWriter
 from app.preflight import (
@@ -59,10 +60,13 @@ class Limits:
 
     max_artifact_bytes: int | None = None
     max_program_weight_bytes: int = DEFAULT_PROGRAM_WEIGHT_BUDGET
+    ceilings: Ceilings = field(default_factory=Ceilings)  # per tensor and program, as made
 
     @classmethod
     def of(cls, settings: Settings) -> Limits:
-        return cls(settings.max_artifact_bytes, settings.max_program_weight_bytes)
+        ceilings = Ceilings(settings.max_tensor_elements, settings.max_tensor_bytes,
+                            settings.max_program_elements, settings.max_program_bytes)  # fmt: skip
+        return cls(settings.max_artifact_bytes, settings.max_program_weight_bytes, ceilings)
 
 
 @dataclass(frozen=True)
@@ -98,18 +102,21 @@ class Prepared:
         return None if self.verification is None else bool(self.verification["passed"])
 
 
-def build_program(request: KernelRequest, random_seed: int | None = None) -> KernelBuild:
-    """The request's program: a catalog kernel's, or a graph's."""
+def build_program(
+    request: KernelRequest, random_seed: int | None = None, ceilings: Ceilings = Ceilings()
+) -> KernelBuild:
+    """The request's program: a catalog kernel's, or a graph's; either held to `ceilings` (a
+    package of functions to the defaults: its parts are catalog kernels of bounded params)."""
     options = {"target": request.target, "name": request.name, "random_seed": random_seed}
     match request.kind:
         case RequestKind.GRAPH:
-            return build_graph(request.params, request.arrays(), **options)  # type: ignore[arg-type]
+            return build_graph(request.params, request.arrays(), ceilings=ceilings, **options)  # type: ignore[arg-type]
         case RequestKind.FUNCTIONS:
             return build_functions(request.op, request.params_json, request.functions,  # type: ignore[arg-type]
                                    request.arrays(), quantize=request.quantize, **options)  # type: ignore[arg-type]  # fmt: skip
         case RequestKind.OP:
             return build_kernel(request.op, request.params, request.arrays(),
-                                quantize=request.quantize, **options)  # type: ignore[arg-type]  # fmt: skip
+                                quantize=request.quantize, ceilings=ceilings, **options)  # type: ignore[arg-type]  # fmt: skip
 
 
 def weight_bytes(build: KernelBuild) -> int:
@@ -166,7 +173,7 @@ def prepare(
     """Build the request's program (missing weights drawn from `random_seed` when given), check
     its weights against the limits, run the ANE preflight (a strict request refuses an error),
     and verify it when the request asks to."""
-    build = build_program(request, random_seed)
+    build = build_program(request, random_seed, limits.ceilings)
     size = weight_bytes(build)
     if limits.max_artifact_bytes is not None and size > limits.max_artifact_bytes:
         raise FieldError(

@@ -33,8 +33,20 @@ from app.kernels.params import OpParams
 from app.kernels.weight_check import prepare_weights, random_weights
 from app.language.targets import DEFAULT_TARGET
 from app.mil import MILBuildError, OpsetError, Target, get_target
+from app.mil.ceilings import Ceilings
 from app.names import name_problem
 from app.quantize import QuantizeConfig, QuantizeConfigError
+
+
+def target_and_name(target: str | Target, name: str) -> tuple[Target, str]:
+    """A build's target and model name, checked (errors name `target` and `name`)."""
+    try:
+        tgt = get_target(target)
+    except ValueError as exc:
+        raise RequestError("target", str(exc)) from None
+    if (problem := name_problem(name)) is not None:
+        raise RequestError("name", problem)
+    return tgt, name
 
 
 def build_kernel(
@@ -46,26 +58,22 @@ def build_kernel(
     name: str | None = None,
     random_seed: int | None = None,
     quantize: Mapping[str, Any] | QuantizeConfig | None = None,
+    ceilings: Ceilings = Ceilings(),
 ) -> KernelBuild:
     """Validate a request and build its program. Missing weights are an error unless
     `random_seed` is given, which draws every missing weight reproducibly. `quantize` compresses
-    the op's weight matrices (app/quantize; its errors name `quantize.<key>`)."""
+    the op's weight matrices (app/quantize; its errors name `quantize.<key>`). Every value of
+    the program is held to `ceilings` (a tensor over one is refused naming `params`)."""
     catalog_op = get_op(op)
     p = parse_params(catalog_op, params)
-    try:
-        tgt = get_target(target)
-    except ValueError as exc:
-        raise RequestError("target", str(exc)) from None
-    name = name or op
-    if (problem := name_problem(name)) is not None:
-        raise RequestError("name", problem)
+    tgt, name = target_and_name(target, name or op)
     specs = catalog_op.weights(p)
     given = dict(weights or {})
     if random_seed is not None:
         missing = [s for s in specs if s.name not in given]
         given.update(random_weights(missing, random_seed))
     prepared = prepare_weights(specs, given)
-    builder = CompressingBuilder(tgt)
+    builder = CompressingBuilder(tgt, ceilings=ceilings)
     quantized = {}
     if quantize is not None:
         quantized = quantize_weights(op, specs, prepared, read_quantize(quantize, "quantize"), tgt)

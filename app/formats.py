@@ -39,6 +39,12 @@ FormatName = Literal["mlpackage", "mil", "mlmodelc", "aimodel"]
 assert FormatName.__args__ == tuple(FORMATS)  # type: ignore[attr-defined]
 
 
+def artifact_filename(name: str, fmt: str, for_devices: bool = False) -> str:
+    """A model's artifact file name: `<name>.<format>.zip`, or `<name>.aimodelc.zip` for an
+    .aimodel compiled for device architectures (the zip holds their .aimodelc bundles)."""
+    return f"{name}.aimodelc.zip" if for_devices else f"{name}.{FORMATS[fmt].extension}"
+
+
 def available_formats(*, compiler: bool, coreai: bool) -> list[str]:
     """The formats a service can answer with, in table order: compiled ones need a compiler
     backend, aimodel needs coreai-core installed."""

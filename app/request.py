@@ -17,7 +17,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from functools import cached_property
@@ -27,9 +27,10 @@ import numpy as np
 from pydantic import ValidationError
 
 from app import __version__
+from app.devices import COREAI_ARCHITECTURES
 from app.digest import canonical, tensor_digest
 from app.errors import RequestError
-from app.formats import DEFAULT_FORMAT, FORMATS, Format
+from app.formats import DEFAULT_FORMAT, FORMATS, Format, artifact_filename
 from app.graphs.spec import GRAPH_OP, GraphParams
 from app.kernels import OpParams, WeightSpec, get_op, parse_params
 from app.kernels.compressed import check_quantize, read_quantize
@@ -137,6 +138,9 @@ class KernelRequest:
     # Kind FUNCTIONS: function name -> the params it changes (app/kernels/functions.py); the
     # first is the default.
     functions: Mapping[str, Mapping[str, Any]] | None = None
+    # Format aimodel compiled ahead of time for these chips of the device table (one .aimodelc
+    # each, by `xcrun coreai-build` on a macOS worker); None: the .aimodel alone.
+    architectures: tuple[str, ...] | None = None
 
     @classmethod
     def create(
@@ -156,6 +160,7 @@ class KernelRequest:
         preflight: str = "warn",
         max_quantization_error: float | None = None,
         placement: bool = False,
+        architectures: Sequence[str] | None = None,
     ) -> KernelRequest:
         """The one checked constructor. `op` (with `params`, and `functions` for a package of
         several) or `graph` says what is built; every option is checked before any weight is
@@ -179,13 +184,15 @@ class KernelRequest:
             raise RequestError("preflight", f"one of {', '.join(PREFLIGHT_MODES)}")
         config = _quantization(op, kind, checked, target, quantize, max_quantization_error)
         _check_placement(format, placement)
+        chips = None if architectures is None else _device_compile(format, architectures)
         if functions is not None:
             check_functions(functions, target)
             functions = {fn: dict(fn_params) for fn, fn_params in functions.items()}
         refs = {w: a if isinstance(a, WeightRef) else WeightRef.of(a)
                 for w, a in (weights or {}).items()}  # fmt: skip
         return cls(kind, op, checked, refs, format, target, name, verify, bypass_cache,
-                   preflight, config, max_quantization_error, placement, functions)  # fmt: skip
+                   preflight, config, max_quantization_error, placement, functions,
+                   chips)  # fmt: skip
 
     # -- what follows from the request -------------------------------------------------------------
     @property
@@ -202,8 +209,14 @@ class KernelRequest:
         return FORMATS[self.format]
 
     @property
+    def compiled(self) -> bool:
+        """Whether a compiler makes the artifact (so a job does): a compiled format, or an
+        .aimodel compiled for device architectures."""
+        return self.artifact_format.compiled or self.architectures is not None
+
+    @property
     def filename(self) -> str:
-        return f"{self.model_name}.{self.artifact_format.extension}"
+        return artifact_filename(self.model_name, self.format, self.architectures is not None)
 
     @property
     def weight_bytes(self) -> int:
@@ -232,9 +245,9 @@ class KernelRequest:
 
     @cached_property
     def _key_doc(self) -> dict[str, Any]:
-        """What the key hashes. Verification, a strict preflight, quantization, placement and
-        functions enter only when set, so keys without them stay as they were (a strict request
-        must not be answered from a lenient one's cache)."""
+        """What the key hashes. Verification, a strict preflight, quantization, placement,
+        functions and architectures enter only when set, so keys without them stay as they were
+        (a strict request must not be answered from a lenient one's cache)."""
         doc: dict[str, Any] = {
             "v": KEY_VERSION,
             "op": self.op,
@@ -258,6 +271,8 @@ class KernelRequest:
             doc["placement"] = True
         if self.functions is not None:
             doc["functions"] = self._functions_json  # ordered: the first is the default
+        if self.architectures is not None:
+            doc["architectures"] = list(self.architectures)
         if self.format == "aimodel":  # coreai-core writes those bytes
             doc["coreai"] = coreai_version()
         return doc
@@ -295,6 +310,7 @@ class KernelRequest:
             "max_quantization_error": self.max_quantization_error,
             "placement": self.placement,
             "functions": self._functions_json,
+            "architectures": None if self.architectures is None else list(self.architectures),
             "weights": {n: w.to_json(values=values) for n, w in self.weights.items()},
         }
 
@@ -318,6 +334,7 @@ class KernelRequest:
             preflight=data.get("preflight", "warn"),
             max_quantization_error=data.get("max_quantization_error"),
             placement=bool(data.get("placement", False)),
+            architectures=data.get("architectures"),
         )
 
 
@@ -397,3 +414,25 @@ def _check_placement(format: str, placement: bool) -> None:
     if placement and not FORMATS[format].compiled:
         compiled = ", ".join(name for name, f in FORMATS.items() if f.compiled)
         raise RequestError("placement", f"a placement report needs format {compiled}")
+
+
+def _device_compile(format: str, architectures: Sequence[str]) -> tuple[str, ...]:
+    if format != "aimodel":
+        raise RequestError("architectures", 'a device compile starts from format "aimodel"')
+    return check_architectures(architectures)
+
+
+def check_architectures(names: Sequence[str]) -> tuple[str, ...]:
+    """The chips a device compile is for: each a chip of the device table that Core AI
+    compiles ahead of time for (a 422 naming the one that is not, and the known ones), each
+    named once."""
+    known = ", ".join(COREAI_ARCHITECTURES)
+    if isinstance(names, str) or not names:
+        raise RequestError("architectures", f"a list naming at least one of {known}")
+    for i, name in enumerate(names):
+        if name not in COREAI_ARCHITECTURES:
+            raise RequestError(f"architectures[{i}]", f"{name!r} is not a chip Core AI compiles "
+                               f"ahead of time for; known: {known}")  # fmt: skip
+    if len(set(names)) != len(names):
+        raise RequestError("architectures", "an architecture is named twice")
+    return tuple(names)

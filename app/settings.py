@@ -14,6 +14,12 @@ from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from app.devices import DEFAULT_PROGRAM_WEIGHT_BYTES
+from app.sizes import (
+    DEFAULT_PROGRAM_BYTES,
+    DEFAULT_PROGRAM_ELEMENTS,
+    DEFAULT_TENSOR_BYTES,
+    DEFAULT_TENSOR_ELEMENTS,
+)
 
 MiB = 1 << 20
 GiB = 1 << 30
@@ -45,6 +51,23 @@ class Settings(BaseSettings):
         ge=1,
         description="weights one program may hold: a graph over it is refused unless it asks to "
         "be split; any program over it gets a preflight warning",
+    )
+    max_tensor_elements: int = Field(
+        DEFAULT_TENSOR_ELEMENTS,
+        ge=1,
+        description="elements one tensor of a program may hold (an input, a weight, any value "
+        "an op makes): over it, the request is refused naming the node",
+    )
+    max_tensor_bytes: int = Field(
+        DEFAULT_TENSOR_BYTES, ge=1, description="bytes one tensor of a program may take"
+    )
+    max_program_elements: int = Field(
+        DEFAULT_PROGRAM_ELEMENTS,
+        ge=1,
+        description="elements all the tensors of one program may hold together",
+    )
+    max_program_bytes: int = Field(
+        DEFAULT_PROGRAM_BYTES, ge=1, description="bytes all the tensors of one program may take"
     )
     workers: int = Field(2, ge=1, le=64, description="worker processes that build kernels")
     max_backlog: int = Field(32, ge=0, description="builds that may wait for a worker")

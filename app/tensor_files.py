@@ -11,7 +11,6 @@ canonical form.
 from __future__ import annotations
 
 import io
-import json
 import math
 import struct
 from dataclasses import dataclass, replace
@@ -19,9 +18,11 @@ from pathlib import Path
 
 import numpy as np
 
+from app import safetensors_header
 from app.digest import file_digest
 from app.errors import RequestError
 from app.files import atomic_file
+from app.safetensors_header import MAX_HEADER_BYTES
 
 _NPY_MAGIC = b"\x93NUMPY"
 _SAFETENSORS_DTYPES = {
@@ -29,7 +30,7 @@ _SAFETENSORS_DTYPES = {
     "I8": "int8", "I16": "int16", "I32": "int32", "I64": "int64",
     "U8": "uint8", "U16": "uint16", "U32": "uint32", "U64": "uint64",
 }  # fmt: skip
-MAX_HEADER = 1 << 24  # the safetensors format's own recommended bound is 100 MB; 16 MiB is ample
+MAX_HEADER = MAX_HEADER_BYTES  # a .npy header's bound too
 MAX_RANK = 8
 
 
@@ -91,19 +92,21 @@ def parse_header(
     raw_shape: tuple[int, ...] | None = None,
     whole: bool = False,
     exact_name: bool = False,
+    file_size: int | None = None,
 ) -> Header | None:
     """The tensor a file starting with `head` holds; None when more bytes are needed to tell
     (never when `whole`: `head` is the whole file).
 
     The format is told by the first bytes (.npy magic, a safetensors header), else raw bytes,
     which need `raw_dtype` and `raw_shape`. For safetensors, `tensor_name` picks the tensor (or
-    the only one, when the file holds one, unless `exact_name`)."""
+    the only one, when the file holds one, unless `exact_name`); the header is read as
+    app/safetensors_header.py reads every one, its ranges bounded by `file_size` when known."""
     if len(head) < 16 and not whole:
         return None
     if head.startswith(_NPY_MAGIC):
         return _npy(head, field, whole)
     if head[8:9] == b"{":
-        return _safetensors(head, field, tensor_name, whole, exact_name)
+        return _safetensors(head, field, tensor_name, whole, exact_name, file_size)
     if raw_dtype is None or raw_shape is None:
         raise _bad(field, "not a .npy or safetensors file; raw bytes need a dtype and a shape")
     dtype = _check_dtype(field, np.dtype(raw_dtype).newbyteorder("<"))
@@ -142,20 +145,21 @@ def _npy(head: bytes, field: str, whole: bool) -> Header | None:
 
 
 def _safetensors(
-    head: bytes, field: str, tensor_name: str | None, whole: bool, exact_name: bool = False
+    head: bytes,
+    field: str,
+    tensor_name: str | None,
+    whole: bool,
+    exact_name: bool = False,
+    file_size: int | None = None,
 ) -> Header | None:
-    (header_len,) = struct.unpack("<Q", head[:8])
-    if header_len > MAX_HEADER:
-        raise _bad(field, f"safetensors header of {header_len} bytes is implausible")
-    if len(head) < 8 + header_len:
-        return _more(field, whole)
     try:
-        header = json.loads(head[8 : 8 + header_len])
-        if not isinstance(header, dict):
-            raise ValueError("the header is not a JSON object")
-    except ValueError as exc:
-        raise _bad(field, f"not a valid safetensors header: {exc}") from None
-    tensors = {k: v for k, v in header.items() if k != "__metadata__"}
+        length = safetensors_header.header_length(head)
+        if len(head) < 8 + length:
+            return _more(field, whole)
+        data_size = None if file_size is None else file_size - 8 - length
+        tensors = safetensors_header.parse(head[8 : 8 + length], data_size).entries
+    except safetensors_header.HeaderFault as exc:
+        raise _bad(field, f"safetensors header: {exc}") from None
     if tensor_name is not None and tensor_name in tensors:
         name = tensor_name
     elif exact_name:
@@ -166,30 +170,19 @@ def _safetensors(
         want = f"a tensor named {tensor_name!r} or " if tensor_name else ""
         raise _bad(
             field,
-            f"safetensors file must hold {want}exactly one tensor; it holds {sorted(tensors)}",
+            f"safetensors file must hold {want}exactly one tensor; it holds "
+            f"{sorted(tensors)[:8]}{' ...' if len(tensors) > 8 else ''}",
         )
     entry = tensors[name]
-    try:
-        dtype = np.dtype(_SAFETENSORS_DTYPES[entry["dtype"]])
-        begin, end = (int(x) for x in entry["data_offsets"])
-        shape = tuple(int(d) for d in entry["shape"])
-    except (KeyError, TypeError, ValueError):
-        raise _bad(
-            field, f"safetensors tensor {name!r}: unsupported dtype or malformed entry"
-        ) from None
-    found = Header(
-        "safetensors",
-        8 + header_len + begin,
-        _check_dtype(field, dtype),
-        _check_shape(field, shape),
-    )
-    if end - begin != found.nbytes:
+    if entry.dtype not in _SAFETENSORS_DTYPES:
         raise _bad(
             field,
-            f"safetensors tensor {name!r}: data_offsets span {end - begin} bytes, "
-            f"dtype and shape need {found.nbytes}",
+            f"safetensors tensor {name!r}: dtype {entry.dtype} is not one a tensor file holds "
+            f"({', '.join(_SAFETENSORS_DTYPES)}); upload the file with POST /v1/blobs, which "
+            "stores it as a checkpoint, and name the tensor as sha256:<digest>#<name>",
         )
-    return found
+    dtype = _check_dtype(field, np.dtype(_SAFETENSORS_DTYPES[entry.dtype]))
+    return Header("safetensors", 8 + length + entry.begin, dtype, _check_shape(field, entry.shape))
 
 
 def _read_head(f, field: str, **options) -> Header:
@@ -215,7 +208,12 @@ def sniff(
     size = path.stat().st_size
     with open(path, "rb") as f:
         header = _read_head(
-            f, field, tensor_name=tensor_name, raw_dtype=raw_dtype, raw_shape=raw_shape
+            f,
+            field,
+            tensor_name=tensor_name,
+            raw_dtype=raw_dtype,
+            raw_shape=raw_shape,
+            file_size=size,
         )
     end = header.offset + header.nbytes
     if end > size:
@@ -240,7 +238,9 @@ def read_tensor(path: Path, field: str, tensor_name: str | None = None) -> np.nd
     """The tensor in a .npy or safetensors file (`tensor_name` must name it in the latter),
     mapped read-only as stored: the file is left exactly as it is."""
     with open(path, "rb") as f:
-        header = _read_head(f, field, tensor_name=tensor_name, exact_name=True)
+        header = _read_head(
+            f, field, tensor_name=tensor_name, exact_name=True, file_size=path.stat().st_size
+        )
     if header.source == "raw":
         raise _bad(field, "not a .npy or safetensors file")
     if header.offset + header.nbytes > path.stat().st_size:

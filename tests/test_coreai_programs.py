@@ -49,7 +49,8 @@ def test_each_catalog_example_runs_on_apples_runtime_within_its_tolerance(op, pa
     ids=["swiglu_ffn", "mixed"],
 )  # fmt: skip
 def test_the_graph_examples_run_within_their_tolerance(graph, weights):
-    _assert_passes(apple_report(_build("graph", graph, weights)))
+    request = KernelRequest.create(graph=graph, weights=weights)
+    _assert_passes(apple_report(build_program(request, random_seed=0)))
 
 
 def test_a_decoder_layer_with_prefill_and_decode_functions_is_two_graphs_sharing_weights():

@@ -267,6 +267,11 @@ BAD_ENTRIES = [
      'target = "ios17"\nquantize = { mode = "linear", dtype = "int4" }',
      r"kernels\.bad\.quantize\.dtype: int4 needs ios18"),
     ('graph = "bad_graph.json"', r"kernels\.bad\.graph\.nodes\[1\]\.inputs\.x: "),
+    ('op = "conv"\nparams = { in_channels = 4, out_channels = 4, spatial = 1 }\n'
+     'format = "aimodel"\narchitectures = ["m4", "h16"]',
+     r"kernels\.bad\.architectures\[1\]: 'h16' is not a chip"),
+    ('op = "conv"\nparams = { in_channels = 4, out_channels = 4, spatial = 1 }\n'
+     'architectures = ["m4"]', r"kernels\.bad\.architectures: a device compile starts from"),
 ]  # fmt: skip
 
 

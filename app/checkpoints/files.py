@@ -1,9 +1,8 @@
 """A safetensors checkpoint on disk: one file, or shards listed by model.safetensors.index.json,
 read through their headers only; tensors are memory-mapped when they are converted.
 
-The safetensors layout: an 8-byte little-endian header length, a JSON header mapping each tensor
-name to its dtype, shape and [begin, end) byte range (relative to the end of the header), then
-the bytes. Every range is checked against the dtype, the shape and the file's size when the
+Headers are read by app/safetensors_header.py, the one bounded reading uploads use too: every
+range is checked against the dtype, the shape, the other tensors and the file's size when the
 checkpoint is opened, so a truncated or inconsistent file is refused before anything is read.
 """
 
@@ -12,16 +11,14 @@ from __future__ import annotations
 import json
 import math
 import mmap
-import struct
 from dataclasses import dataclass
 from pathlib import Path
 
+from app import safetensors_header
 from app.errors import RequestError
 
 INDEX_NAME = "model.safetensors.index.json"
 SINGLE_NAME = "model.safetensors"
-ITEMSIZE = {"F16": 2, "BF16": 2, "F32": 4, "F64": 8}  # the float dtypes a checkpoint converts from
-MAX_HEADER = 100 << 20  # the safetensors format's own bound on its header
 
 
 @dataclass(frozen=True)
@@ -31,7 +28,7 @@ class Tensor:
     name: str
     path: Path
     offset: int
-    dtype: str  # safetensors code: F16, BF16, F32, F64
+    dtype: str  # safetensors code: F16, BF16, F32, F64 convert; others are refused when used
     shape: tuple[int, ...]
 
     @property
@@ -40,7 +37,7 @@ class Tensor:
 
     @property
     def nbytes(self) -> int:
-        return self.size * ITEMSIZE[self.dtype]
+        return self.size * safetensors_header.ITEMSIZE[self.dtype]
 
 
 def _bad(path: Path | str, detail: str) -> RequestError:
@@ -61,55 +58,36 @@ def read_header(
 
 def _read_header(path: Path, shown: str) -> dict[str, Tensor]:
     try:
-        size = path.stat().st_size
-        with open(path, "rb") as f:
-            head = f.read(8)
-            (length,) = struct.unpack("<Q", head) if len(head) == 8 else (None,)
-            if length is None or length > min(MAX_HEADER, size - 8):
-                raise _bad(shown, "not a safetensors file (no valid header length)")
-            header = json.loads(f.read(length))
+        header = safetensors_header.read(path)
     except OSError as exc:
         raise _bad(shown, f"cannot read: {exc.strerror or exc}") from None
-    except ValueError as exc:
-        raise _bad(shown, f"not a valid safetensors header: {exc}") from None
-    if not isinstance(header, dict):
-        raise _bad(shown, "the safetensors header is not a JSON object")
-    base = 8 + length
-    tensors = {}
-    for name, entry in header.items():
-        if name == "__metadata__":
-            continue
-        try:
-            dtype = entry["dtype"]
-            begin, end = (int(v) for v in entry["data_offsets"])
-            shape = tuple(int(d) for d in entry["shape"])
-        except (KeyError, TypeError, ValueError):
-            raise _bad(shown, f"tensor {name!r}: malformed header entry") from None
-        if dtype not in ITEMSIZE:
-            tensors[name] = Tensor(name, path, base + begin, dtype, shape)  # refused when used
-            continue
-        tensor = Tensor(name, path, base + begin, dtype, shape)
-        if end - begin != tensor.nbytes or base + end > size or begin < 0:
-            raise _bad(shown, f"tensor {name!r}: its byte range [{begin}, {end}) does not hold "
-                       f"{dtype} {list(shape)} within the file")  # fmt: skip
-        tensors[name] = tensor
-    return tensors
+    except safetensors_header.HeaderFault as exc:
+        raise _bad(shown, f"not a safetensors file: {exc}") from None
+    base = header.data_start
+    # Every range was checked against the file; a dtype a checkpoint does not convert from is
+    # kept, and refused when its tensor is used.
+    return {
+        name: Tensor(name, path, base + e.begin, e.dtype, e.shape)
+        for name, e in header.entries.items()
+    }
 
 
-def tensor_count(path: Path) -> int | None:
-    """How many tensors a safetensors file's header lists; None when it is not one."""
+def stored_whole(path: Path) -> int | None:
+    """How many tensors an uploaded safetensors file holds when it is to be stored whole, as a
+    checkpoint: it holds several, or one a tensor blob cannot hold as it is (BF16, converted to
+    fp16 when used). None when it is not a safetensors file or is a plain one-tensor file.
+    Faults of its header are the upload's, raised as for a checkpoint."""
     try:
         with open(path, "rb") as f:
-            head = f.read(8)
-            if len(head) < 8:
-                return None
-            (length,) = struct.unpack("<Q", head)
-            if length > MAX_HEADER or f.read(1) != b"{":
-                return None
-            header = json.loads(b"{" + f.read(length - 1))
-    except (OSError, ValueError):
+            head = f.read(9)
+    except OSError:
         return None
-    return len([k for k in header if k != "__metadata__"]) if isinstance(header, dict) else None
+    if len(head) < 9 or head[8:9] != b"{":
+        return None
+    tensors = read_header(path, "file", "the uploaded safetensors file")
+    if len(tensors) > 1 or any(t.dtype == "BF16" for t in tensors.values()):
+        return len(tensors)
+    return None
 
 
 def open_checkpoint(path: str | Path) -> dict[str, Tensor]:

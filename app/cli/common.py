@@ -26,3 +26,8 @@ def load_weights_arg(pairs: list[str]) -> dict[str, np.ndarray]:
         except (OSError, ValueError) as exc:
             raise CLIError(f"weights.{name}: cannot read {file}: {exc}") from None
     return weights
+
+
+def architecture_list(text: str) -> list[str]:
+    """`--architectures m4,a18-pro`: chip names of the device table, comma separated."""
+    return [name.strip() for name in text.split(",") if name.strip()]

@@ -13,10 +13,13 @@ from app import artifacts
 from app.catalog_info import catalog
 from app.cli.checkpoint import add_arguments as add_checkpoint_arguments
 from app.cli.checkpoint import from_checkpoint
-from app.cli.common import EXIT_FAILED, CLIError, load_weights_arg
+from app.cli.common import EXIT_FAILED, CLIError, architecture_list, load_weights_arg
 from app.cli.remote import compile_graph_remote, compile_remote, guarded
 from app.cli.summary import emit, summary_of_zip
 from app.compile import CompileFailure, save_compiled, select_compiler
+from app.compile.aimodelc import save_aimodelc
+from app.compile.coreai_build import CoreAIBuild
+from app.compile.coreai_build import available as coreai_build_available
 from app.errors import FieldError
 from app.estimates import header_value, works_from_json
 from app.formats import FORMATS, PACKAGED
@@ -58,7 +61,8 @@ def cmd_compile(args) -> int:
                                        format=args.format, target=args.target, name=args.name,
                                        verify=args.verify, quantize=args.quantize,
                                        max_quantization_error=args.max_quantization_error,
-                                       functions=functions)  # fmt: skip
+                                       functions=functions,
+                                       architectures=args.architectures)  # fmt: skip
         prepared = artifacts.prepare(request, local_limits(), random_seed=args.random_weights)
     except FieldError as exc:
         raise CLIError(str(exc)) from None
@@ -76,7 +80,9 @@ def _write(prepared, args) -> int:
     exit code."""
 
     output = Path(args.output)
-    if FORMATS[args.format].compiled:
+    if prepared.request.architectures is not None:
+        compile_for_devices(prepared, output)
+    elif FORMATS[args.format].compiled:
         compile_locally(prepared, output)
     else:
         artifacts.save(prepared, output)
@@ -100,6 +106,19 @@ def compile_locally(prepared, output: Path) -> None:
         save_compiled(prepared, compiler, output, settings.compile_timeout_s)
     except CompileFailure as exc:
         raise CLIError(f"{compiler.name} compile failed: {exc.message}") from None
+
+
+def compile_for_devices(prepared, output: Path) -> None:
+    """The per-architecture .aimodelc set from this machine's `xcrun coreai-build` (macOS 27
+    with Xcode 27); elsewhere, a farm's macOS worker makes it (--server)."""
+    if not coreai_build_available():
+        raise CLIError("--architectures compiles with xcrun coreai-build (macOS 27 with Xcode "
+                       "27), which this machine lacks; add --server to compile on a farm")  # fmt: skip
+    try:
+        save_aimodelc(prepared, CoreAIBuild(), list(prepared.request.architectures), output,
+                      Settings().compile_timeout_s)  # fmt: skip
+    except CompileFailure as exc:
+        raise CLIError(f"coreai-build compile failed: {exc.message}") from None
 
 
 def _verified(prepared) -> int:
@@ -266,6 +285,13 @@ def add_commands(sub) -> None:
         type=float,
         metavar="X",
         help="fail when quantizing moves an output by more (max|diff| / max|exact|)",
+    )
+    comp.add_argument(
+        "--architectures",
+        type=architecture_list,
+        metavar="CHIPS",
+        help="with --format aimodel: compile it for these chips of the device table, e.g. "
+        "m4,a18-pro (xcrun coreai-build: on macOS 27, or a farm's macOS worker with --server)",
     )
     comp.add_argument(
         "--functions",

@@ -19,6 +19,7 @@ from app.cli.common import (
     EXIT_UNAVAILABLE,
     EXIT_USAGE,
     CLIError,
+    architecture_list,
     load_weights_arg,
 )
 from app.cli.summary import emit, summary_of_zip
@@ -77,7 +78,7 @@ def compile_remote(args, params: dict, weights: dict, functions: dict | None = N
         path = c.compile(args.op, params, weights, format=args.format, target=args.target, name=args.name,
                          verify=args.verify, save_to=args.output, quantize=args.quantize,
                          max_quantization_error=args.max_quantization_error,
-                         functions=functions)  # fmt: skip
+                         functions=functions, architectures=args.architectures)  # fmt: skip
     emit(summary_of_zip(path, server=args.server), args.json)
     return 0
 
@@ -107,7 +108,7 @@ def _jobs(args) -> int:
         if args.jobs_command == "submit":
             weights = load_weights_arg(args.weights)
             job = c.submit(args.op, json.loads(args.params), weights, format=args.format, target=args.target,
-                           name=args.name)  # fmt: skip
+                           name=args.name, architectures=args.architectures)  # fmt: skip
             if args.wait:
                 job.wait(
                     progress=None
@@ -196,6 +197,8 @@ def add_commands(sub) -> None:
     submit.add_argument("--format", choices=list(FORMATS), default=PACKAGED[0])
     submit.add_argument("--target", choices=list(TARGETS), default=DEFAULT_TARGET)
     submit.add_argument("--name")
+    submit.add_argument("--architectures", type=architecture_list, metavar="CHIPS",
+                        help="with --format aimodel: compile for these chips, e.g. m4,a18-pro")  # fmt: skip
     submit.add_argument("--wait", action="store_true", help="wait for the job to end")
     for name, helptext in (
         ("status", "show a job"),

@@ -19,7 +19,7 @@ import asyncio
 import dataclasses
 import os
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -34,6 +34,13 @@ from app.language.targets import DEFAULT_TARGET
 
 RETRY_STATUSES = (429, 503)
 DEFAULT_RETRY_AFTER = 1.0
+
+
+def _listed(names: Sequence[str] | None) -> list[str] | None:
+    """Architectures as the body lists them (a bare string is one name, not its letters)."""
+    if names is None:
+        return None
+    return [names] if isinstance(names, str) else list(names)
 
 
 def _retry_after(response: httpx.Response) -> float:
@@ -82,10 +89,12 @@ class _API(abc.ABC):
                 bypass_cache: bool = False, save_to: str | os.PathLike | None = None,
                 quantize: Mapping[str, Any] | None = None, max_quantization_error: float | None = None,
                 placement: bool = False, functions: Mapping[str, Mapping[str, Any]] | None = None,
-                preflight: str | None = None, checkpoint: Mapping[str, Any] | None = None):  # fmt: skip
+                preflight: str | None = None, checkpoint: Mapping[str, Any] | None = None,
+                architectures: Sequence[str] | None = None):  # fmt: skip
         """The kernel's zip as bytes, or written to `save_to` (returning that path); `quantize`
         compresses its weight matrix (e.g. {"mode": "palettize", "nbits": 4}); `placement` adds
-        Core ML's placement report to an mlmodelc (made on a macOS worker); `functions` builds
+        Core ML's placement report to an mlmodelc, `architectures` compiles an aimodel for
+        those chips (e.g. ["m4", "a18-pro"]), both on a macOS worker; `functions` builds
         several calls of the op into one package; `preflight="strict"` refuses an ANE preflight
         error; `checkpoint` takes the params and weights from a checkpoint
         (`checkpoint_reference`)."""
@@ -93,7 +102,8 @@ class _API(abc.ABC):
                    "verify": verify or None, "bypass_cache": bypass_cache or None,
                    "quantize": quantize, "max_quantization_error": max_quantization_error,
                    "placement": placement or None, "functions": functions,
-                   "preflight": preflight, "checkpoint": checkpoint}  # fmt: skip
+                   "preflight": preflight, "checkpoint": checkpoint,
+                   "architectures": _listed(architectures)}  # fmt: skip
         path = Path(save_to) if save_to is not None else None
         return self._drive(flows.compile(op, params, weights, path, self.poll_interval, **options))
 
@@ -119,9 +129,10 @@ class _API(abc.ABC):
 
     def submit_graph(self, graph: Mapping[str, Any], weights: Mapping[str, np.ndarray] | None = None, *,
                      format: str | None = None, target: str | None = None, name: str | None = None,
-                     verify: bool = False):  # fmt: skip
+                     verify: bool = False, architectures: Sequence[str] | None = None):  # fmt: skip
         """Queue a graph's build job; returns a Job (AsyncJob for the async client)."""
-        options = {"format": format, "target": target, "name": name, "verify": verify or None}
+        options = {"format": format, "target": target, "name": name, "verify": verify or None,
+                   "architectures": _listed(architectures)}  # fmt: skip
         return self._drive(self._submit_graph_flow(graph, weights, options))
 
     def _submit_graph_flow(self, graph, weights, options) -> flows.Flow:
@@ -137,13 +148,15 @@ class _API(abc.ABC):
                format: str = "mlpackage", target: str = DEFAULT_TARGET, name: str | None = None, verify: bool = False,
                quantize: Mapping[str, Any] | None = None, max_quantization_error: float | None = None,
                placement: bool = False, functions: Mapping[str, Mapping[str, Any]] | None = None,
-               preflight: str | None = None, checkpoint: Mapping[str, Any] | None = None):  # fmt: skip
+               preflight: str | None = None, checkpoint: Mapping[str, Any] | None = None,
+               architectures: Sequence[str] | None = None):  # fmt: skip
         """Queue a build job; returns a Job (AsyncJob for the async client). Options as for
         `compile`."""
         options = {"format": format, "target": target, "name": name, "verify": verify or None,
                    "quantize": quantize, "max_quantization_error": max_quantization_error,
                    "placement": placement or None, "functions": functions,
-                   "preflight": preflight, "checkpoint": checkpoint}  # fmt: skip
+                   "preflight": preflight, "checkpoint": checkpoint,
+                   "architectures": _listed(architectures)}  # fmt: skip
         return self._drive(self._submit_flow(op, params, weights, options))
 
     def _submit_flow(self, op, params, weights, options) -> flows.Flow:

@@ -215,7 +215,8 @@ def body_of(request: Mapping[str, Any]) -> dict:
     digest, options with their defaults filled in): the same request, so the same job."""
     digests = {name: w["digest"] for name, w in request.get("weights", {}).items()}
     options = {k: request.get(k) for k in ("format", "target", "name", "verify", "preflight",
-                                           "quantize", "max_quantization_error")}  # fmt: skip
+                                           "quantize", "max_quantization_error", "placement",
+                                           "architectures")}  # fmt: skip
     if request.get("kind", request["op"]) == "graph":  # an older service names it by op only
         return graph_body(request["params"], digests, **options)
     return request_body(request["op"], request["params"], digests, **options)

@@ -4,10 +4,10 @@ requested architecture, giving the per-architecture `.aimodelc` set an app picks
 
     xcrun coreai-build compile <model.aimodel> --architecture <name> --output <dir>
 
-Architecture names come from the project's chip table (`CHIP_FAMILIES`), limited to the chips
-Apple compiles ahead of time for (A17 Pro / M1 and newer). The flags are the service's request to
-the tool; the labelled stand-in (tests/fake_xcrun) checks them, a macOS-27 farm machine confirms
-them.
+Architecture names are the device table's chip names (`app.devices.COREAI_ARCHITECTURES`:
+"m4", "a17-pro", ..., the chips Apple compiles ahead of time for, A17 Pro / M1 and newer), passed
+to the tool as they are. The flags and the names are the service's request to the tool; the
+labelled stand-in (tests/fake_xcrun) checks the flags, a macOS-27 farm machine confirms both.
 
 What the tool writes is taken as it is: whatever `.aimodelc` directory appears in an
 architecture's output directory is that architecture's bundle. One thing is checked, because
@@ -31,28 +31,10 @@ from app.compile.base import (
     trim,
 )
 from app.compile.process import TimedOut, run_relative, version_of
-from app.errors import RequestError
-from app.preflight.quantization import CHIP_FAMILIES
+from app.request import check_architectures
 
-# Ahead-of-time compilation exists for Apple Intelligence devices only: A17 Pro / M1 and newer.
-ARCHITECTURES = tuple(chip for chip in CHIP_FAMILIES if chip not in ("A16",))
 ANE_REGION_MARK = "_ANE_region"
 BUNDLE_SUFFIX = ".aimodelc"
-
-
-def check_architectures(names: list[str], field: str = "architectures") -> list[str]:
-    """The requested architectures, each known and given once (a 422 naming the one that is
-    not)."""
-    if not names:
-        raise RequestError(field, f"name at least one of {', '.join(ARCHITECTURES)}")
-    for i, name in enumerate(names):
-        if name not in ARCHITECTURES:
-            raise RequestError(
-                f"{field}[{i}]", f"{name!r} is not one of {', '.join(ARCHITECTURES)}"
-            )
-    if len(set(names)) != len(names):
-        raise RequestError(field, "an architecture is named twice")
-    return names
 
 
 def compile_argv(asset: Path, outdir: Path, architecture: str) -> list[str]:
@@ -95,7 +77,7 @@ class CoreAIBuild:
         self, asset: Path, workdir: Path, architectures: list[str], timeout_s: float
     ) -> CompiledSet:
         """Compile `asset` (an .aimodel directory) for each architecture into `workdir/<arch>/`."""
-        check_architectures(architectures)
+        check_architectures(architectures)  # the request checked them; a direct caller may not
         bundles: dict[str, Path] = {}
         regions: dict[str, list[str]] = {}
         logs = []

@@ -198,6 +198,12 @@ CHIPS: tuple[Chip, ...] = (
 
 CHIPS_BY_NAME: dict[str, Chip] = {c.name: c for c in CHIPS}
 REPORT_FAMILIES: tuple[str, ...] = tuple(sorted({c.report_family for c in CHIPS}))
+# The chips Core AI compiles ahead of time for (`xcrun coreai-build compile`, one `.aimodelc`
+# per chip): Apple Intelligence devices only, A17 Pro / M1 and newer. Every M chip qualifies;
+# of the iPhone chips, those of the M4 generation and later (a15 and a16 do not).
+COREAI_ARCHITECTURES: tuple[str, ...] = tuple(
+    c.name for c in CHIPS if c.kind == MAC or c.generation >= "m4"
+)
 
 
 class UnknownDevice(LookupError):

@@ -41,6 +41,8 @@ def _toolchain(path: Path) -> dict[str, Any]:
     out = {"generator": info.get("generator"), "coremltools": info.get("coremltools_version")}
     if info.get("compiler"):  # .mlmodelc zips: the backend and its toolchain versions
         out["compiler"] = info["compiler"]
+    if info.get("aimodelc"):  # .aimodel compiled for devices: coreai-build's versions
+        out["coreai_build"] = info["aimodelc"]["toolchain"]
     return out
 
 
@@ -79,7 +81,8 @@ async def build(kernels: list[Kernel], client: AsyncClient, out_dir: Path, lock_
         async with gate:
             try:
                 reporter.update(kernel.name, "uploading")
-                options = {"format": kernel.format, "target": kernel.target, "name": kernel.name}
+                options = {"format": kernel.format, "target": kernel.target, "name": kernel.name,
+                           "architectures": kernel.architectures}  # fmt: skip
                 if kernel.graph is not None:
                     job = await client.submit_graph(kernel.graph, kernel.weights, **options)
                 else:

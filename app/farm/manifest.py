@@ -11,6 +11,12 @@
     format = "mlmodelc"                              # overrides [defaults]
     quantize = { mode = "palettize", nbits = 4 }     # as a kernel request's quantize
 
+    [kernels.q_proj_devices]
+    op = "conv"
+    params = { in_channels = 64, out_channels = 64, spatial = 16 }
+    format = "aimodel"
+    architectures = ["m4", "a18-pro"]                # one .aimodelc each, by a macOS worker
+
     [kernels.ffn]
     graph = "graphs/ffn.json"                        # a POST /v1/graphs body, one program
     weights = { "gate.weight" = "weights/gate.npy", "up.weight" = "weights/up.npy" }
@@ -23,7 +29,7 @@
     params = { seq_len = 64 }                        # the call's params; the config gives the rest
 
 Paths are relative to the manifest. A safetensors path without `#tensor` reads the tensor named
-after the weight. A checkpoint entry's weights are the layers' tensors in fp16 (app/checkpoints).
+after the weight. `architectures` in [defaults] applies to the kernels whose format is aimodel. A checkpoint entry's weights are the layers' tensors in fp16 (app/checkpoints).
 """
 
 from __future__ import annotations
@@ -38,7 +44,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 
 from app.digest import tensor_digest
 from app.errors import FieldError
-from app.formats import DEFAULT_FORMAT, FORMATS, FormatName
+from app.formats import DEFAULT_FORMAT, FormatName, artifact_filename
 from app.mil import DEFAULT_TARGET, TargetName
 from app.names import name_problem
 from app.request import KernelRequest, field_of
@@ -54,6 +60,7 @@ class Defaults(BaseModel):
     model_config = ConfigDict(extra="forbid")
     format: FormatName = DEFAULT_FORMAT
     target: TargetName = DEFAULT_TARGET
+    architectures: list[str] | None = Field(None, description="for the aimodel kernels")
 
 
 class KernelEntry(BaseModel):
@@ -65,6 +72,9 @@ class KernelEntry(BaseModel):
     format: FormatName | None = None
     target: TargetName | None = None
     quantize: dict[str, Any] | None = Field(None, description="as a kernel request's quantize")
+    architectures: list[str] | None = Field(
+        None, description="format aimodel: the chips to compile it for (device table names)"
+    )
     checkpoint: str | None = Field(None, description="safetensors checkpoint: the op's weights")
     config: str | None = Field(None, description="its config.json (default: beside it)")
     layers: str | None = Field(None, description='the layer ("3") or range ("0-15")')
@@ -107,6 +117,9 @@ class Kernel:
                                         "<node>.<weight> after one of its nodes")  # fmt: skip
         self.format = entry.format or defaults.format
         self.target = entry.target or defaults.target
+        self.architectures = entry.architectures
+        if self.architectures is None and self.format == "aimodel":
+            self.architectures = defaults.architectures
         self.weights = {
             w: load_weight(base, spec, w, name) for w, spec in sorted(entry.weights.items())
         }
@@ -121,7 +134,8 @@ class Kernel:
         bad entry fails before anything is hashed or uploaded (its weights the service checks
         when it builds)."""
         where = f"kernels.{self.name}"
-        options = {"format": self.format, "target": self.target, "name": self.name}
+        options = {"format": self.format, "target": self.target, "name": self.name,
+                   "architectures": self.architectures}  # fmt: skip
         try:
             if self.graph is None:
                 KernelRequest.create(self.op, self.params, quantize=self.quantize, **options)
@@ -145,11 +159,13 @@ class Kernel:
         )
         if self.quantize is not None:  # only when set: locks written before stay valid
             what["quantize"] = self.quantize
+        if self.architectures is not None:
+            what["architectures"] = self.architectures
         return {**what, "format": self.format, "target": self.target, "weights": self.digests}
 
     @property
     def filename(self) -> str:
-        return f"{self.name}.{FORMATS[self.format].extension}"
+        return artifact_filename(self.name, self.format, self.architectures is not None)
 
 
 def load_weight(base: Path, spec: str, weight: str, kernel: str) -> np.ndarray:

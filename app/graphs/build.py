@@ -14,8 +14,8 @@ from collections.abc import Mapping
 
 import numpy as np
 
-from app.catalog_build import quantize_weights
-from app.errors import RequestError
+from app.catalog_build import quantize_weights, target_and_name
+from app.errors import ErrorKind, RequestError
 from app.graphs.built import BuiltNode, GraphBuild
 from app.graphs.primitives import Primitive, resolve_op
 from app.graphs.scope import NodeScope
@@ -30,8 +30,9 @@ from app.kernels.compressed import (
 from app.kernels.op import const_name
 from app.kernels.weight_check import check_values, prepare_weights, random_weights
 from app.language.targets import DEFAULT_TARGET
-from app.mil import DType, MILBuildError, OpsetError, Target, Var, get_target
-from app.names import name_problem
+from app.mil import DType, MILBuildError, OpsetError, Target, Var
+from app.mil.ceilings import CeilingError, Ceilings
+from app.mil.inference import MAX_SPLITS
 
 Value = Var | tuple[Var, ...]
 
@@ -40,9 +41,9 @@ class _Builder:
     """One graph being built."""
 
     def __init__(self, graph: GraphParams, weights: Mapping[str, np.ndarray], target: Target,
-                 random_seed: int | None):  # fmt: skip
+                 random_seed: int | None, ceilings: Ceilings):  # fmt: skip
         self.graph, self.given, self.seed = graph, dict(weights), random_seed
-        self.b = CompressingBuilder(target)
+        self.b = CompressingBuilder(target, ceilings=ceilings)
         self.values: dict[str, Value] = {}
         self.weights: dict[str, np.ndarray] = {}
         self.quantized: dict[str, QuantizedWeight] = {}
@@ -56,7 +57,10 @@ class _Builder:
             if producer(key) not in ids or "." not in key:
                 raise RequestError(f"weights.{key}", "names no node's weight (<node>.<weight>)")
         for input_name, spec in self.graph.inputs.items():
-            self.values[input_name] = self.b.input(input_name, DType(spec.dtype), spec.shape)
+            try:
+                self.values[input_name] = self.b.input(input_name, DType(spec.dtype), spec.shape)
+            except MILBuildError as exc:
+                raise _fault(f"inputs.{input_name}", exc) from None
         for index in self.graph.order():
             self._node(index)
         outputs = []
@@ -117,7 +121,7 @@ class _Builder:
                 "target", f"{where} ({node.op}) is not available for {self.b.target}: {exc}"
             ) from None
         except MILBuildError as exc:
-            raise RequestError(where, str(exc)) from None
+            raise _fault(where, exc) from None
         self.nodes.append(built)
 
     def _keep(self, node: GraphNode, weight: str, array: np.ndarray) -> str:
@@ -208,8 +212,18 @@ class _Builder:
         if not picks:
             return None
         sizes = node.params.get("split_sizes")
-        count = len(sizes) if isinstance(sizes, list) else int(node.params.get("num_splits") or 1)
+        count = len(sizes) if isinstance(sizes, list) else node.params.get("num_splits") or 1
+        if not isinstance(count, int) or isinstance(count, bool) or not 1 <= count <= MAX_SPLITS:
+            return None  # the op's own check refuses the count, naming its argument
         return [picks.get(str(i), f"{node.id}_{i}") for i in range(count)]
+
+
+def _fault(where: str, exc: MILBuildError) -> RequestError:
+    """A build fault as the request's: a ceiling is a limit (413), anything else invalid (422)."""
+    if isinstance(exc, CeilingError):
+        return RequestError(where, str(exc), kind=ErrorKind.TOO_LARGE, title="Tensor too large",
+                            limit=exc.limit)  # fmt: skip
+    return RequestError(where, str(exc))
 
 
 def _names(args: Mapping[str, Value]) -> dict[str, str | tuple[str, ...]]:
@@ -238,14 +252,10 @@ def build_graph(
     target: str | Target = DEFAULT_TARGET,
     name: str | None = None,
     random_seed: int | None = None,
+    ceilings: Ceilings = Ceilings(),
 ) -> GraphBuild:
     """Build a graph's program. Missing weights of catalog-op nodes are drawn from
-    `random_seed` when it is given (primitive nodes' weights are always given)."""
-    try:
-        tgt = get_target(target)
-    except ValueError as exc:
-        raise RequestError("target", str(exc)) from None
-    name = name or GRAPH_OP
-    if (problem := name_problem(name)) is not None:
-        raise RequestError("name", problem)
-    return _Builder(graph, weights or {}, tgt, random_seed).run(name)
+    `random_seed` when it is given (primitive nodes' weights are always given); every value is
+    held to `ceilings`."""
+    tgt, name = target_and_name(target, name or GRAPH_OP)
+    return _Builder(graph, weights or {}, tgt, random_seed, ceilings).run(name)

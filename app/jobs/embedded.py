@@ -18,6 +18,7 @@ from pathlib import Path
 
 from app.cache.store import ContentStore
 from app.compile import Compiler
+from app.compile.coreai_build import available as coreai_build_available
 from app.compile.placement import unavailable_reason as placement_unavailable
 from app.compile.runner import RunBuild
 from app.errors import ErrorKind, FieldError
@@ -91,6 +92,15 @@ class EmbeddedEngine(JobEngine):
                 "and add one, or ask without placement",
                 kind=ErrorKind.UNAVAILABLE,
                 title="Placement report unavailable",
+            )
+        if request.architectures is not None and not coreai_build_available():
+            raise FieldError(
+                "architectures",
+                "a device compile runs `xcrun coreai-build` on a macOS worker (macOS 27 with Xcode "
+                "27), and this service has no xcrun; set ANE_REDIS_URL and add an ane-macos "
+                "worker, or ask without architectures for the .aimodel alone",
+                kind=ErrorKind.UNAVAILABLE,
+                title="Device compile unavailable",
             )
 
     async def _dispatch(self, job: Job) -> None:

@@ -32,9 +32,9 @@ from app.settings import Settings
 
 
 def queue_for(request: KernelRequest) -> str:
-    """Only Core ML's placement report needs a Mac: every other job, .mlmodelc included (the
-    linux compiler backend), runs on any worker."""
-    return QUEUE_MACOS if request.placement else QUEUE_LINUX
+    """Only Core ML's placement report and Core AI's device compile need a Mac: every other
+    job, .mlmodelc included (the linux compiler backend), runs on any worker."""
+    return QUEUE_MACOS if request.placement or request.architectures else QUEUE_LINUX
 
 
 class JobEngine(ABC):
@@ -104,9 +104,11 @@ class JobEngine(ABC):
     async def _stored(self, request: KernelRequest) -> dict[str, Any] | None:
         """The finished job's fields when the artifact cache holds the request's artifact: under
         its key, or for a compiled format under its key for a toolchain a live worker has."""
-        if not request.artifact_format.compiled:
+        if not request.compiled:
             entry = await asyncio.to_thread(self.store.get, request.key)
             return None if entry is None else {"artifact": artifact_ref(entry)}
+        if request.architectures is not None:  # workers announce no coreai-build toolchain:
+            return None  # the worker finds its cached compile itself
         toolchains = [w.toolchain for w in await self.workers() if w.compiler and w.toolchain]
         for toolchain in toolchains:
             key = request.compiled_key(toolchain)

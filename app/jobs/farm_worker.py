@@ -141,9 +141,9 @@ def build_worker(queue: str, settings: Settings | None = None, burst: bool = Fal
     compiler = select_compiler(settings.compiler, settings.mlmodelc_profile)
     if queue == QUEUE_MACOS and (compiler is None or compiler.name == LINUX_COMPILER):
         raise ValueError(
-            f"the {QUEUE_MACOS} queue compiles with Apple's compiler for Core ML's placement "
-            f"report, and this machine has none (ANE_COMPILER={settings.compiler}; no xcrun on "
-            "PATH)"
+            f"the {QUEUE_MACOS} queue compiles with Apple's tools (Core ML's placement report, "
+            f"Core AI's device compile), and this machine has none (ANE_COMPILER="
+            f"{settings.compiler}; no xcrun on PATH)"
         )
 
     async def startup(ctx: dict[str, Any]) -> None:

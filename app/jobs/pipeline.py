@@ -4,6 +4,8 @@
       mil / mlpackage: package -> publish into the artifact cache       -> succeeded
       mlmodelc: toolchain -> cached compile? -> compiling -> compile, placement -> publish
                                                                           -> succeeded
+      aimodel with architectures: the same, the compile being `xcrun coreai-build` per
+      architecture (app/compile/aimodelc.py), on a macOS worker
 Model errors (bad spec, compiler rejection, timeout) fail the job with their own message and are
 not retried; `Transient` errors (a compiler killed by a signal, a storage hiccup) are raised
 to the engine, which retries with backoff up to ANE_JOB_MAX_TRIES. A record that was cancelled
@@ -18,7 +20,7 @@ import os
 import shutil
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +28,8 @@ from app import artifacts
 from app.cache.faults import ARTIFACT_STORE, BLOB_STORE, WORK_DIR, is_full, storage_fault
 from app.cache.store import ContentStore
 from app.compile import CompileFailure, Compiler, CompilerUnavailable
+from app.compile.aimodelc import build_asset, compile_asset_zip
+from app.compile.coreai_build import CoreAIBuild
 from app.compile.kernel import build_package, compile_package_zip
 from app.compile.runner import RunBuild, runs_alone
 from app.errors import ErrorKind, FieldError
@@ -61,6 +65,8 @@ class Runtime:
     workdir: Path  # this worker's scratch space, on the same volume as the cache
     # Where builds run: in the API process its build pool, never a thread of its own.
     run_build: RunBuild
+    # Compiles an .aimodel for device architectures (needs xcrun: macOS 27 with Xcode 27).
+    device_compiler: CoreAIBuild = field(default_factory=CoreAIBuild)
 
 
 def _live(run: int, change: Callable[[Job], Job]) -> Callable[[Job], Job | None]:
@@ -175,7 +181,7 @@ async def _produce(rt: Runtime, job: Job) -> dict[str, Any]:
     request = await asyncio.to_thread(rt.blobs.locate, job.request)
     limits = artifacts.Limits.of(rt.settings)
     alone = runs_alone(request.weight_bytes)
-    if not request.artifact_format.compiled:
+    if not request.compiled:
         if not request.bypass_cache:
             found = await asyncio.to_thread(rt.store.get, job.id)
             if found is not None:
@@ -186,11 +192,12 @@ async def _produce(rt: Runtime, job: Job) -> dict[str, Any]:
         stored = await rt.run_build(build, request, location, job.id, limits, alone=alone)
         return {"artifact": artifact_ref(rt.store.adopt(stored.published))}
 
-    if rt.compiler is None:
+    compiler = rt.device_compiler if request.architectures is not None else rt.compiler
+    if compiler is None:
         raise CompilerUnavailable(
             f"worker {rt.worker_id} has no compiler backend (ANE_COMPILER={rt.settings.compiler})"
         )
-    toolchain = await rt.compiler.toolchain()
+    toolchain = await compiler.toolchain()
     # The compiled artifact's key adds the toolchain: a new Xcode compiles afresh.
     key = request.compiled_key(toolchain)
     if not request.bypass_cache:
@@ -207,26 +214,30 @@ async def _produce(rt: Runtime, job: Job) -> dict[str, Any]:
             raise _Abandoned()
 
     workdir = _scratch(rt)
+    timeout_s = rt.settings.compile_timeout_s
+    meta = {"op": request.op, "format": request.format, "toolchain": toolchain,
+            "filename": request.filename}  # fmt: skip
     try:
+        if request.architectures is not None:
+            asset = await rt.run_build(build_asset, request, limits, workdir, alone=alone)
+            aimodelc = await compile_asset_zip(
+                asset, rt.device_compiler, workdir, list(request.architectures), timeout_s,
+                on_compiling=compiling,
+            )  # fmt: skip
+            meta |= {"digest": aimodelc.digest, "preflight": asset.preflight,
+                     "architectures": list(request.architectures)}  # fmt: skip
+            entry = await asyncio.to_thread(rt.store.publish, key, aimodelc.zip_path, meta)
+            return {"artifact": artifact_ref(entry), "toolchain": toolchain}
         package = await rt.run_build(build_package, request, limits, workdir, alone=alone)
         compiled = await compile_package_zip(
-            package, rt.compiler, workdir, rt.settings.compile_timeout_s, run=rt.run_build,
-            on_compiling=compiling,
+            package, rt.compiler, workdir, timeout_s, run=rt.run_build, on_compiling=compiling,
         )  # fmt: skip
         placement = compiled.placement.get("summary") or {
             "available": False,
             "reason": compiled.placement.get("reason"),
         }
-        meta = {
-            "op": request.op,
-            "format": request.format,
-            "placement": placement,
-            "conformance": compiled.conformance,
-            "toolchain": toolchain,
-            "digest": compiled.digest,
-            "filename": request.filename,
-            "preflight": package.preflight,
-        }
+        meta |= {"placement": placement, "conformance": compiled.conformance,
+                 "digest": compiled.digest, "preflight": package.preflight}  # fmt: skip
         entry = await asyncio.to_thread(rt.store.publish, key, compiled.zip_path, meta)
     finally:
         shutil.rmtree(workdir, ignore_errors=True)

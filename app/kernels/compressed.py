@@ -19,6 +19,7 @@ from app.errors import RequestError
 from app.kernels.op import WeightSpec
 from app.language.targets import DEFAULT_TARGET
 from app.mil import Builder, DType, Target, Var
+from app.mil.ceilings import Ceilings
 from app.quantize import (
     Compressed,
     QuantizeConfig,
@@ -97,8 +98,13 @@ def quantizable(op: str, specs: Sequence[WeightSpec], field: str = "quantize") -
 class CompressingBuilder(Builder):
     """A builder that puts the consts named in `compressed` in as their constexpr ops."""
 
-    def __init__(self, target: str | Target = DEFAULT_TARGET, function: str = "main"):
-        super().__init__(target, function)
+    def __init__(
+        self,
+        target: str | Target = DEFAULT_TARGET,
+        function: str = "main",
+        ceilings: Ceilings = Ceilings(),
+    ):
+        super().__init__(target, function, ceilings)
         self.compressed: dict[str, Compressed] = {}  # const name -> what replaces it
 
     def const(self, name: str, value, dtype: DType | None = None) -> Var:

@@ -92,38 +92,38 @@ class DType(Enum):
 
     @property
     def proto(self) -> int:
-        return _ROWS[self.value].proto
+        return self._row.proto
 
     @property
     def numpy(self) -> np.dtype:
-        return _NUMPY[self]
+        return self._numpy
 
     @property
     def bits(self) -> int:
         """Bits per element as stored: 1..6 for the sub-byte dtypes."""
-        return _ROWS[self.value].bits
+        return self._row.bits
 
     @property
     def field(self) -> str:
         """The TensorValue field an immediate value's elements are stored in."""
-        return _ROWS[self.value].field
+        return self._row.field
 
     @property
     def blob_code(self) -> int:
         """The Blob Storage v2 code weight.bin stores this dtype under."""
-        code = _ROWS[self.value].blob
+        code = self._row.blob
         if code is None:
             raise ValueError(f"{self.value} cannot be stored in weight.bin")
         return code
 
     @property
     def in_blob(self) -> bool:
-        return _ROWS[self.value].blob is not None
+        return self._row.blob is not None
 
     @property
     def feature_type(self) -> int:
         """Core ML ArrayFeatureType for model inputs/outputs; only a few dtypes can be I/O."""
-        code = _ROWS[self.value].feature
+        code = self._row.feature
         if code is None:
             raise ValueError(f"{self.value} cannot be a model input or output")
         return code
@@ -131,20 +131,20 @@ class DType(Enum):
     @property
     def is_float(self) -> bool:
         """A float NumPy computes with (fp16, fp32, fp64)."""
-        return _ROWS[self.value].kind == "float"
+        return self._row.kind == "float"
 
     @property
     def is_raw_float(self) -> bool:
         """A float NumPy has no type for (bf16, fp8): held as bit patterns."""
-        return _ROWS[self.value].kind == "raw-float"
+        return self._row.kind == "raw-float"
 
     @property
     def is_int(self) -> bool:
-        return _ROWS[self.value].kind in ("int", "uint")
+        return self._row.kind in ("int", "uint")
 
     @property
     def is_signed(self) -> bool:
-        return _ROWS[self.value].kind == "int"
+        return self._row.kind == "int"
 
     @property
     def is_subbyte(self) -> bool:
@@ -182,8 +182,11 @@ class DType(Enum):
         return found
 
 
-# Built once: np.dtype() on every call showed up in the packaging profile.
-_NUMPY = {d: np.dtype(_ROWS[d.value].numpy) for d in DType}
+# Each member keeps its row and NumPy dtype as attributes: np.dtype() per call, and even a dict
+# lookup keyed by the member (Enum hashing runs in Python), showed up in the packaging profile.
+for _d in DType:
+    _d._row = _ROWS[_d.value]
+    _d._numpy = np.dtype(_ROWS[_d.value].numpy)
 _BY_PROTO = {_ROWS[d.value].proto: d for d in DType}
 _BY_FEATURE = {row.feature: DType(name) for name, row in _ROWS.items() if row.feature is not None}
 _BY_BLOB = {row.blob: DType(name) for name, row in _ROWS.items() if row.blob is not None}

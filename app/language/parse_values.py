@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from app.language.cursor import Cursor
+from app.language.dtypes import DType
 from app.language.elements import BY_TEXT, FLOATS, encode_elements, storage_field
 from app.language.hexfloat import parse_float
 from app.language.lexer import unquote
@@ -17,6 +18,7 @@ from app.language.messages import MIL_pb2
 
 D = MIL_pb2
 COMPOUND = ("tensor", "list", "tuple", "dict", "state")
+_INT64_MAX = (1 << 63) - 1
 
 
 def starts_value(c: Cursor) -> bool:
@@ -45,8 +47,11 @@ def _dimension(c: Cursor, dim: MIL_pb2.Dimension) -> None:
     elif c.accept("..."):
         dim.unknown.variadic = True
     elif token.kind == "number" and token.text.isdigit():
+        size = int(token.text)
+        if size > _INT64_MAX:  # the message's field: past it protobuf would raise
+            raise c.error(f"dimension {size} is past {_INT64_MAX}")
         c.advance()
-        dim.constant.size = int(token.text)
+        dim.constant.size = size
     else:
         raise c.error("expected a dimension (a size, '?' or '...')")
 
@@ -114,9 +119,15 @@ def _element(c: Cursor, code: int) -> Any:
     if code in FLOATS:
         return parse_float(token.text)
     try:
-        return int(token.text, 10)
+        value = int(token.text, 10)
     except ValueError:
         raise c.source.error(f"expected an integer, found {token.text!r}", token.offset) from None
+    dtype = DType.from_proto(code)
+    if dtype is not None and dtype.is_int:
+        lo, hi = dtype.int_range
+        if not lo <= value <= hi:  # checked against its type, never wrapped around
+            raise c.source.error(f"{value} is outside {dtype.value} [{lo}, {hi}]", token.offset)
+    return value
 
 
 def _nested(c: Cursor, code: int, shape: list[int | None], out: list) -> None:

@@ -54,16 +54,31 @@ def _located(exc: BadPackageError, where: str) -> BadPackageError:
     return exc if exc.where else BadPackageError(exc.message, where)
 
 
+# Programs built from one request shape repeat their operations exactly (a kernel rebuilt for new
+# weights changes only weight.bin): their lines are kept, keyed by the operation's bytes, bounded.
+_LINES: dict[tuple[bytes, bool, int], str] = {}
+_LINES_LIMIT, _SMALL_OP = 8192, 512
+
+
 class _Printer:
     def __init__(self, dialect: Dialect) -> None:
         self.dialect = dialect
         self.lines: list[str] = []
 
     def operation(self, op: MIL_pb2.Operation, indent: int, where: str) -> None:
+        small = not op.blocks and op.ByteSize() <= _SMALL_OP
+        if small:  # the same op (name, types, small values) prints the same line
+            key = (op.SerializeToString(deterministic=True), self.dialect.bare_scalars, indent)
+            line = _LINES.get(key)
+            if line is not None:
+                self.lines.append(line)
+                return
         try:
             self._operation(op, indent, where)
         except BadPackageError as exc:
             raise _located(exc, f"{where}, op {_op_label(op)}") from None
+        if small and len(_LINES) < _LINES_LIMIT:
+            _LINES[key] = self.lines[-1]
 
     def _operation(self, op: MIL_pb2.Operation, indent: int, where: str) -> None:
         d = self.dialect

@@ -8,6 +8,10 @@
 
 Plain Python values given as op arguments become named const ops (`<op>_<arg>`), the way
 coremltools serialises every parameter; a float literal takes the dtype of its tensor partner.
+A literal is checked as data before it becomes an array: a number, a bool or a rectangular list
+of them, every integer within its declared dtype (int32 by default: never wrapped around) and
+every float finite within its dtype. Every value's type is checked against the builder's
+ceilings (app/mil/ceilings.py) as it is made.
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from app.language.targets import DEFAULT_TARGET, TARGETS, Target, get_target
+from app.mil.ceilings import Ceilings
 from app.mil.ir import (
     IDENTIFIER,
     ConstValue,
@@ -28,17 +33,31 @@ from app.mil.ir import (
     Program,
     Var,
 )
+from app.mil.literals import check_literal
 from app.mil.ops import infer, lookup
 from app.mil.types import DType, StateType, TensorType
 
 
 class Builder:
-    def __init__(self, target: str | Target = DEFAULT_TARGET, function: str = "main"):
+    def __init__(
+        self,
+        target: str | Target = DEFAULT_TARGET,
+        function: str = "main",
+        ceilings: Ceilings = Ceilings(),
+    ):
         self.target = get_target(target)
         self.function = function
+        self.ceilings = ceilings
         self._inputs: list[Var] = []
         self._ops: list[Operation] = []
         self._names: set[str] = set()
+        self._elements = self._bytes = 0  # of every value made so far
+
+    def _count(self, t: TensorType, what: str) -> None:
+        elements, nbytes = self.ceilings.tensor(t, what)
+        self._elements += elements
+        self._bytes += nbytes
+        self.ceilings.program(self._elements, self._bytes, what)
 
     # -- names ------------------------------------------------------------------------------
     def _claim(self, name: str, what: str) -> str:
@@ -61,7 +80,9 @@ class Builder:
 
     # -- parameters and constants -------------------------------------------------------------
     def input(self, name: str, dtype: DType, shape: Sequence[int]) -> Var:
-        var = Var(self._claim(name, "input"), TensorType(dtype, _dims(shape, name)))
+        t = TensorType(dtype, _dims(shape, name))
+        self._count(t, f"input {name}")
+        var = Var(self._claim(name, "input"), t)
         self._inputs.append(var)
         return var
 
@@ -69,12 +90,15 @@ class Builder:
         if not self.target.supports_state:
             first = next(t for t in TARGETS.values() if t.supports_state)
             raise OpsetError("state", name, f"states need {first}, not {self.target}")
-        var = Var(self._claim(name, "state"), StateType(TensorType(dtype, _dims(shape, name))))
+        t = TensorType(dtype, _dims(shape, name))
+        self._count(t, f"state {name}")
+        var = Var(self._claim(name, "state"), StateType(t))
         self._inputs.append(var)
         return var
 
     def const(self, name: str, value, dtype: DType | None = None) -> Var:
         value = _const_value(value, dtype, name)
+        self._count(value.type, f"const {name}")
         op = Operation("const", self._claim(name, "const"), {}, [], value)
         op.outputs.append(Var(op.name, value.type, op))
         self._ops.append(op)
@@ -89,6 +113,8 @@ class Builder:
         name (`<name>_<i>` for several)."""
         inputs = self._bind(op_type, name, {k: v for k, v in args.items() if v is not None})
         out_types = infer(op_type, name, inputs, self.target)
+        for t in out_types:
+            self._count(t, f"{op_type} {name}")
         if out is None:
             several = len(out_types) != 1
             names = [f"{name}_{i}" for i in range(len(out_types))] if several else [name]
@@ -125,7 +151,12 @@ class Builder:
             else:
                 spec = opdef.args.get(arg) if opdef else None
                 dtype = partner.get(spec.dtypes) if spec and isinstance(spec.dtypes, str) else None
-                bound[arg] = self.const(self.unique(f"{name}_{arg}"), value, dtype)
+                try:
+                    bound[arg] = self.const(self.unique(f"{name}_{arg}"), value, dtype)
+                except MILBuildError as exc:  # the op and argument are what the caller wrote
+                    exc.op, exc.arg = f"{op_type} {name}", arg
+                    exc.args = (f"op {exc.op!r}, argument {arg!r}: {exc.message}",)
+                    raise
         return bound
 
     def build(self, outputs: Sequence[Var]) -> Program:
@@ -151,6 +182,8 @@ def _const_value(value, dtype: DType | None, name: str) -> ConstValue:
     if isinstance(value, ConstValue):
         _check_subbyte(value, name)
         return value
+    if not isinstance(value, np.ndarray):
+        check_literal(value, dtype, name)
     if isinstance(value, bool | np.bool_):
         dtype = dtype or DType.BOOL
     elif isinstance(value, int | np.integer) and dtype is None:
@@ -166,10 +199,21 @@ def _const_value(value, dtype: DType | None, name: str) -> ConstValue:
     if array.dtype.kind not in "biuf":
         raise MILBuildError("const", name, f"cannot store a value of numpy dtype {array.dtype}")
     if dtype is not DType.STRING and array.dtype != dtype.numpy and array.dtype.kind != "f":
+        _check_int_range(array, dtype, name)
         array = array.astype(dtype.numpy)  # small int/bool literals; float weights convert lazily
     const = ConstValue(array, TensorType(dtype, tuple(array.shape)))
     _check_subbyte(const, name)
     return const
+
+
+def _check_int_range(array: np.ndarray, dtype: DType, name: str) -> None:
+    """Integers converted to a narrower dtype must fit it: never wrap around."""
+    if not dtype.is_int or array.dtype.kind not in "iu" or not array.size:
+        return
+    lo, hi = dtype.int_range
+    if int(array.min()) < lo or int(array.max()) > hi:
+        bad = int(array.min()) if int(array.min()) < lo else int(array.max())
+        raise MILBuildError("const", name, f"{bad} is outside {dtype.value} [{lo}, {hi}]")
 
 
 def _check_subbyte(value: ConstValue, name: str) -> None:

@@ -42,6 +42,8 @@ class Call:
         """Axes normalised to 0..rank-1, checked in range and unique."""
         raw = self.const(arg, default)
         raw = [raw] if isinstance(raw, int) else list(raw)
+        if not all(isinstance(a, int) and not isinstance(a, bool) for a in raw):
+            raise self.fail(arg, f"expects an axis or a flat list of axes, got {raw}")
         out = []
         for a in raw:
             if not -rank <= a < rank:

@@ -3,8 +3,9 @@
 A reference is `(path, offset)` with `path` starting `@model_path/`; `offset` is where the
 entry's 64-byte metadata block starts in a Blob Storage v2 file (coremltools
 `MILBlob/Blob/StorageFormat.hpp`: u32 sentinel 0xDEADBEEF, u32 data type, u64 size in bytes,
-u64 data offset). A reference is good when the file exists, the metadata block lies inside it,
-starts with the sentinel, and points at data that ends inside the file.
+u64 data offset). A reference is good when its path stays inside the model's folder (as text:
+app/language/paths.py; on disk: `confined`, symlinks resolved), the file exists, the metadata
+block lies inside it, starts with the sentinel, and points at data that ends inside the file.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from pathlib import Path
 
 from app.language.errors import WeightFileError
 from app.language.messages import MIL_pb2
-from app.language.paths import MODEL_PATH
+from app.language.paths import model_relative
 
 _SENTINEL = 0xDEADBEEF
 _METADATA = struct.Struct("<IIQQ")
@@ -28,10 +29,6 @@ class BlobRef:
     path: str  # as written, "@model_path/weights/weight.bin"
     offset: int
     place: tuple[str, ...]  # where it is, formatted only for an error message
-
-    @property
-    def relative(self) -> str:
-        return self.path[len(MODEL_PATH) :]
 
     @property
     def where(self) -> str:
@@ -97,13 +94,15 @@ def check_refs(refs: list[BlobRef], locate: Callable[[str], Path], label: str) -
     referenced paths (relative to `@model_path`). `label` names the source in messages."""
     by_file: dict[str, list[BlobRef]] = {}
     for ref in refs:
-        if not ref.path.startswith(MODEL_PATH) or ".." in Path(ref.relative).parts:
-            raise WeightFileError(
-                f"BLOBFILE path {ref.path!r} is not under {MODEL_PATH}", ref.where
-            )
-        by_file.setdefault(ref.relative, []).append(ref)
+        try:
+            by_file.setdefault(model_relative(ref.path), []).append(ref)
+        except ValueError as exc:
+            raise WeightFileError(str(exc), ref.where) from None
     for relative, file_refs in by_file.items():
-        target = locate(relative)
+        try:
+            target = locate(relative)
+        except ValueError as exc:
+            raise WeightFileError(str(exc), file_refs[0].where) from None
         if not target.is_file():
             raise WeightFileError(
                 f"BLOBFILE {file_refs[0].path!r} refers to {relative}, which {label} does not contain",
@@ -114,6 +113,16 @@ def check_refs(refs: list[BlobRef], locate: Callable[[str], Path], label: str) -
             for ref in file_refs:
                 _check_entry(f, ref, relative, size)
     return sorted(by_file)
+
+
+def confined(root: Path, relative: str) -> Path:
+    """`root / relative`, symlinks resolved, which must still be inside `root` (resolved too);
+    ValueError when it is not."""
+    base = Path(root).resolve()
+    target = (base / relative).resolve()
+    if not target.is_relative_to(base):
+        raise ValueError(f"{relative} resolves to {target}, outside {base}")
+    return target
 
 
 def _check_entry(f, ref: BlobRef, relative: str, size: int) -> None:

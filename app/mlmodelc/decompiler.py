@@ -24,7 +24,7 @@ from app.language.messages import MIL_pb2, Model_pb2
 from app.language.parser import parse_program
 from app.language.profiles import ToolchainProfile, get_profile
 from app.mlmodelc.atomic import building, copy_file, write_file
-from app.mlmodelc.blobrefs import blob_refs, check_refs
+from app.mlmodelc.blobrefs import blob_refs, check_refs, confined
 from app.mlmodelc.compilerattrs import build_info_entries, build_info_value
 from app.mlmodelc.coremldata import COREMLDATA, read_coremldata
 from app.mlmodelc.wire import length_delimited, write_varint
@@ -163,13 +163,13 @@ def decompile(bundle: Path | str, out: Path | str) -> DecompiledPackage:
         _updatable(bundle),
         str(bundle),
     )
-    weights = check_refs(blob_refs(program), lambda rel: bundle / rel, str(bundle))
+    weights = check_refs(blob_refs(program), lambda rel: confined(bundle, rel), str(bundle))
     with building(out) as staging:
         write_file(staging, "Manifest.json", manifest(model))
         write_file(staging, f"Data/{SPEC_PATH}", model)
         # coremltools' loader needs the weights item's folder, even empty
         (staging / "Data" / WEIGHTS_PATH).mkdir(parents=True, exist_ok=True)
         for relative in weights:
-            copy_file(bundle / relative, staging, f"Data/com.apple.CoreML/{relative}")
+            copy_file(confined(bundle, relative), staging, f"Data/com.apple.CoreML/{relative}")
     files = ["Manifest.json", f"Data/{SPEC_PATH}", *(f"Data/com.apple.CoreML/{r}" for r in weights)]
     return DecompiledPackage(out, profile, tuple(sorted(files)))

@@ -16,6 +16,7 @@ from google.protobuf.message import DecodeError
 
 from app.language.errors import BadPackageError
 from app.language.messages import Model_pb2
+from app.mlmodelc.blobrefs import confined
 from app.mlmodelc.wire import read_fields
 
 DATA_DIR = "Data"
@@ -33,11 +34,12 @@ class SourceModel:
     weights_dir: Path | None = None  # stands for "@model_path/weights" when given
 
     def locate(self, relative: str) -> Path:
-        """The file a path relative to `@model_path` names."""
+        """The file a path relative to `@model_path` names, confined to its folder (symlinks
+        resolved); ValueError when it leads outside."""
         head, _, rest = relative.partition("/")
         if self.weights_dir is not None and head == "weights" and rest:
-            return self.weights_dir / rest
-        return self.model_path / relative
+            return confined(self.weights_dir, rest)
+        return confined(self.model_path, relative)
 
 
 def _spec_in_package(package: Path) -> Path:

@@ -13,7 +13,7 @@ from app.api.context import Services, services
 from app.api.intake import MULTIPART, media_type, unsupported_media
 from app.api.openapi import UPLOAD_BODY, problems
 from app.api.problems import Problem
-from app.checkpoints.files import read_header, tensor_count
+from app.checkpoints.files import stored_whole
 from app.digest import DIGEST_PATTERN
 from app.files import discard
 from app.schemas.wire import NUMPY_DTYPES, BlobInfo
@@ -131,11 +131,10 @@ def _store(
     shape: tuple[int, ...] | None,
 ) -> tuple[bool, TensorFile]:
     try:
-        count = tensor_count(path)
-        if count is not None and count > 1:  # a checkpoint (or a shard of one): stored whole
+        count = stored_whole(path)  # every range of a safetensors file checked
+        if count is not None:  # a checkpoint (or a shard of one, or a BF16 tensor): stored whole
             if hasher is not None:
                 hasher.close()
-            read_header(path, "file", "the uploaded safetensors file")  # every range in the file
             digest, size, existed = svc.blobs.put_checkpoint(path, count)
             return existed, BlobInfo(digest=digest, dtype="safetensors", shape=[], bytes=size,
                                      tensors=count)  # fmt: skip

@@ -84,6 +84,14 @@ class RequestOptions(BaseModel):
         description="with format mlmodelc: add Core ML's placement report (placement.json, which "
         "ops run on the ANE), made on a macOS worker",
     )
+    architectures: list[str] | None = Field(
+        None,
+        min_length=1,
+        description="with format aimodel: compile it ahead of time for these chips of the device "
+        "table (GET /v1/devices; A17 Pro / M1 and newer, e.g. m4, a18-pro) with `xcrun "
+        "coreai-build` on a macOS worker: the zip holds one .aimodelc per chip",
+        examples=[["m4", "a18-pro"]],
+    )
     max_quantization_error: float | None = Field(
         None,
         gt=0,

@@ -1,4 +1,5 @@
-"""Compiled (.mlmodelc) requests answered synchronously: the compile runs as a job.
+"""Compiled requests (.mlmodelc, or an .aimodel compiled for device architectures) answered
+synchronously: the compile runs as a job.
 
 The compile happens wherever the job engine runs it (this machine's compiler, or a macOS worker
 of the farm). The request waits up to `ANE_SYNC_WAIT_S`; a compile that takes longer is answered

@@ -1,7 +1,7 @@
 """The kernel service: a kernel request in, the artifact to answer with out.
 
     incoming -> memo of exact request bytes?  -> the cached artifact
-             -> request -> compiled format?   -> a job (app/service/compiled.py)
+             -> request -> a compile?         -> a job (app/service/compiled.py)
                         -> cache hit?         -> the cached artifact
                         -> one build per key at a time, in the worker pool:
                            prepare -> package -> digest -> publish, indexed here
@@ -88,7 +88,7 @@ class KernelService:
         if fingerprint is not None and (hit := self._remembered(fingerprint)) is not None:
             return hit
         request = await incoming.request()
-        if request.artifact_format.compiled:
+        if request.compiled:  # a compile (.mlmodelc, or .aimodel for devices) runs as a job
             return await self.compiled(request)
         served = await self.serve(request)
         if fingerprint is not None and not request.bypass_cache:
