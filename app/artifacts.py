@@ -26,7 +26,7 @@ from app.cache.store import Published, StoreLocation, publish_files
 from app.catalog_build import build_functions, build_kernel
 from app.errors import ErrorKind, FieldError, RequestError
 from app.estimates import build_works, works_to_json
-from app.files import atomic_file, discard
+from app.files import atomic_file, discard, in_flight
 from app.graphs.build import build_graph
 from app.graphs.split import Chain, split, split_stream
 from app.kernels import KernelBuild
@@ -286,15 +286,16 @@ def publish(
     tmp = store.temp_path()
     written = 0
     try:
-        with open(tmp, "wb") as f, DigestingWriter(f, keep_up_to=SMALL_ARTIFACT_BYTES) as out:
-            try:
-                write(prepared, out)
-                digest, content = out.digest(), out.content()
-            finally:
-                written = out.size
-        meta = {**meta, "digest": digest, "filename": prepared.request.filename,
-                "preflight": prepared.preflight_summary, "work": prepared.work}  # fmt: skip
-        published = publish_files(store, key, tmp, meta)
+        with in_flight(tmp):  # a stop signal removes it
+            with open(tmp, "wb") as f, DigestingWriter(f, keep_up_to=SMALL_ARTIFACT_BYTES) as out:
+                try:
+                    write(prepared, out)
+                    digest, content = out.digest(), out.content()
+                finally:
+                    written = out.size
+            meta = {**meta, "digest": digest, "filename": prepared.request.filename,
+                    "preflight": prepared.preflight_summary, "work": prepared.work}  # fmt: skip
+            published = publish_files(store, key, tmp, meta)
     except BaseException as exc:
         discard(tmp)
         if isinstance(exc, OSError):

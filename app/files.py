@@ -1,17 +1,69 @@
 """Writing a file so that readers see all of it or none of it: a temp file beside the
 destination, renamed over it once complete. On any error the temp file is removed and an
 existing file at the destination is left as it was.
+
+A process also knows which temp files it is writing (`in_flight`), so that a stop signal can
+remove them before the process ends (`remove_in_flight_on_stop`): a build worker stopped with its
+process group would otherwise leave half a zip behind. What a hard kill leaves, the stores'
+start-up sweep removes, knowing the writer from the name (app/tempnames.py).
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
+import signal
 from collections.abc import Iterator
 from pathlib import Path
 from typing import BinaryIO
 
-from app.ids import random_hex
+from app.tempnames import temp_name
+
+
+class Stopping(RuntimeError):
+    """The process is stopping on a signal: no new temp file is started."""
+
+
+# The temp files this process is writing. Plain set and flag, no lock: the signal handler that
+# reads them runs on the main thread between bytecodes, where a held lock would deadlock it.
+_in_flight: set[Path] = set()
+_stopping = False
+
+
+@contextlib.contextmanager
+def in_flight(path: Path) -> Iterator[Path]:
+    """Mark `path` (about to be written) as this process's temp file for the block: a stop
+    signal removes it. Raises `Stopping` once the process is stopping."""
+    _in_flight.add(path)
+    try:
+        if _stopping:
+            raise Stopping(f"not writing {path}: the process is stopping")
+        yield path
+    finally:
+        _in_flight.discard(path)
+
+
+def remove_in_flight() -> None:
+    """Remove every temp file this process is writing, and start none after: what a stopping
+    process does last."""
+    global _stopping
+    _stopping = True
+    for path in list(_in_flight):
+        discard(path)
+
+
+def _remove_and_die(signum: int, frame: object) -> None:
+    remove_in_flight()
+    # Die of the signal itself, as without this handler: whoever waits sees how it ended.
+    signal.signal(signum, signal.SIG_DFL)
+    os.kill(os.getpid(), signum)
+
+
+def remove_in_flight_on_stop() -> None:
+    """For a process whose work is writing files (a build worker): SIGTERM or SIGINT removes
+    its temp files in flight, then ends it. Call it from the main thread."""
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(signum, _remove_and_die)
 
 
 def discard(path: Path) -> None:
@@ -22,23 +74,24 @@ def discard(path: Path) -> None:
 
 
 def temp_beside(path: Path) -> Path:
-    """A fresh hidden name in `path`'s directory (same filesystem, so the rename is atomic)."""
-    return path.with_name(f".{path.name}.{random_hex()[:12]}.tmp")
+    """A fresh hidden name in `path`'s directory (same filesystem, so the rename is atomic),
+    naming this process as its writer."""
+    return path.with_name(temp_name(".tmp", stem=f".{path.name}"))
 
 
 @contextlib.contextmanager
 def atomic_file(path: str | os.PathLike[str]) -> Iterator[BinaryIO]:
     """Open a temp file for writing; it becomes `path` when the block ends without error."""
     target = Path(path)
-    tmp = temp_beside(target)
-    # O_EXCL with mode 0o666: the final file gets the usual umask-derived mode (mkstemp's 0600
-    # would surprise whoever reads the output).
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0), 0o666)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            yield f
-        os.replace(tmp, target)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
+    with in_flight(temp_beside(target)) as tmp:
+        # O_EXCL with mode 0o666: the final file gets the usual umask-derived mode (mkstemp's
+        # 0600 would surprise whoever reads the output).
+        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0)
+        fd = os.open(tmp, flags, 0o666)
+        try:
+            with os.fdopen(fd, "wb") as f:
+                yield f
+            os.replace(tmp, target)
+        except BaseException:
+            discard(tmp)
+            raise

@@ -27,11 +27,17 @@ def free_port() -> int:
 
 @contextmanager
 def uvicorn_server(
-    data_dir: Path, launcher: Sequence[str] = ("-m", "uvicorn"), **env: str
+    data_dir: Path,
+    launcher: Sequence[str] = ("-m", "uvicorn"),
+    *,
+    own_group: bool = False,
+    **env: str,
 ) -> Iterator[str]:
     """`uvicorn app.main:app` as a real subprocess on a free loopback port, with ANE_* settings
     from `env` (e.g. max_json_bytes="4096") and its data under `data_dir`; yields the base URL.
-    `launcher`: what python runs with uvicorn's options (a script that wraps uvicorn's CLI)."""
+    `launcher`: what python runs with uvicorn's options (a script that wraps uvicorn's CLI).
+    `own_group`: the server leads a process group of its own (with its build workers), for
+    tests that signal the whole group."""
     port = free_port()
     environ = {
         **os.environ,
@@ -42,7 +48,7 @@ def uvicorn_server(
     proc = subprocess.Popen(
         [sys.executable, *launcher, "app.main:app", "--host", "127.0.0.1",
          "--port", str(port), "--no-access-log"],
-        cwd=REPO, env=environ, stdout=log, stderr=subprocess.STDOUT,
+        cwd=REPO, env=environ, stdout=log, stderr=subprocess.STDOUT, start_new_session=own_group,
     )  # fmt: skip
     base = f"http://127.0.0.1:{port}"
     try:

@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 
 from app.mil import Builder, DType, Function, Operation, Program, TensorType, Var, get_target
+from app.mil.ceilings import Ceilings
 from app.preflight import RULES, PreflightOptions, Severity, preflight
 
 F16, F32, I32 = DType.FP16, DType.FP32, DType.INT32
@@ -198,8 +199,13 @@ def runtime_matmul(inner: int, const_y: bool = False) -> Program:
 
 def weights(*shapes, lazy: bool = False) -> Program:
     """x -> mul -> y, plus unused blob consts w1, w2, ... of the given shapes (zero-stride arrays
-    when lazy, so gigabyte weights cost no memory)."""
-    b = Builder()
+    when lazy, so gigabyte weights cost no memory). Lazy programs are built with the service's
+    per-tensor ceilings raised: the rules judge a device's limits whatever the service admits."""
+    b = (
+        Builder(ceilings=Ceilings(tensor_elements=1 << 31, tensor_bytes=1 << 32))
+        if lazy
+        else Builder()
+    )
     x = b.input("x", F16, (1, 32, 1, 32))
     for i, shape in enumerate(shapes, 1):
         data = np.broadcast_to(np.float16(0), shape) if lazy else np.zeros(shape, np.float16)

@@ -27,14 +27,16 @@ from typing import Any
 
 from app.cache.faults import free_bytes, same_filesystem
 from app.digest import file_digest
-from app.files import discard
-from app.ids import random_hex
+from app.files import discard, in_flight
+from app.tempnames import owner_gone, temp_name
 
 log = logging.getLogger("ane.cache")
 _ATIME_GRANULARITY_NS = 60 * 10**9
 
 
-# Leftovers older than this are a crashed writer's debris, not another process's work in progress.
+# Leftovers older than this are a crashed writer's debris, not another process's work in progress:
+# the rule for files whose writer cannot be asked (orphaned data files, another host's temp files,
+# names that do not say who wrote them).
 STALE_AFTER_S = 3600.0
 
 
@@ -43,6 +45,13 @@ def _is_stale(path: Path) -> bool:
         return time.time() - path.stat().st_mtime > STALE_AFTER_S
     except OSError:
         return False
+
+
+def _abandoned(temp: Path) -> bool:
+    """A temp file nobody will finish: its writer, on this host, has ended; or, when the writer
+    cannot be asked from here, it has not been touched for `STALE_AFTER_S`."""
+    gone = owner_gone(temp.name)
+    return gone if gone is not None else _is_stale(temp)
 
 
 @dataclass(frozen=True)
@@ -83,7 +92,8 @@ class StoreLocation:
         return self.root / "tmp"
 
     def temp_path(self) -> Path:
-        return self.tmp_dir / f"{random_hex()}.part"
+        """A fresh name for a file to be written and then published (its writer named in it)."""
+        return self.tmp_dir / temp_name(".part")
 
 
 @dataclass(frozen=True)
@@ -103,18 +113,18 @@ def publish_files(store: StoreLocation, key: str, src: Path, meta: dict[str, Any
     meta = {"offset": 0, "length": st.st_size, **meta, "size": st.st_size}
     data, sidecar = store.data_path(key), store.meta_path(key)
     text = json.dumps(meta, sort_keys=True)
-    tmp = store.tmp_dir / f"{random_hex()}.meta"
-    try:
-        tmp.write_text(text)  # inside the try: a full disk must not leave half a sidecar
+    with in_flight(store.tmp_dir / temp_name(".meta")) as tmp:
         try:
-            os.replace(src, data)
-        except FileNotFoundError:  # the first entry under its prefix (a mkdir each time costs)
-            data.parent.mkdir(exist_ok=True)
-            os.replace(src, data)
-        os.replace(tmp, sidecar)
-    except BaseException:
-        discard(tmp)
-        raise
+            tmp.write_text(text)  # inside the try: a full disk must not leave half a sidecar
+            try:
+                os.replace(src, data)
+            except FileNotFoundError:  # the first entry under its prefix (a mkdir each time)
+                data.parent.mkdir(exist_ok=True)
+                os.replace(src, data)
+            os.replace(tmp, sidecar)
+        except BaseException:
+            discard(tmp)
+            raise
     return Published(key, meta, _signature(data.stat()), st.st_size + len(text))
 
 
@@ -162,14 +172,19 @@ class ContentStore:
         return len(self._lru)
 
     def _scan(self) -> None:
-        """Rebuild the index from disk: oldest access first; drop stale temp files and orphans.
+        """Rebuild the index from disk: oldest access first; drop abandoned temp files and
+        orphans.
 
-        The store may sit on a volume shared with other processes (API, workers): a temp file or
-        a data file without its sidecar may be another process's upload or publish in progress,
-        so only those untouched for `STALE_AFTER_S` are removed."""
-        for stale in self.tmp_dir.iterdir():
-            if stale.is_file() and _is_stale(stale):
-                stale.unlink(missing_ok=True)
+        The store may sit on a volume shared with other processes and hosts (API, workers): a
+        temp file may be another process's upload or publish in progress, so only those whose
+        writer has ended are removed (`_abandoned`); a data file without its sidecar only once
+        untouched for `STALE_AFTER_S`."""
+        abandoned = [t for t in self.tmp_dir.iterdir() if t.is_file() and _abandoned(t)]
+        for temp in abandoned:
+            discard(temp)
+        if abandoned:
+            log.info("removed abandoned temp files",
+                     extra={"store": str(self.root), "files": len(abandoned)})  # fmt: skip
         found = []
         for meta_path in self.root.glob("??/*.json"):
             key = meta_path.stem

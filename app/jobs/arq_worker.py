@@ -19,6 +19,7 @@ from typing import Any
 from arq.constants import in_progress_key_prefix
 from arq.worker import Worker
 
+from app.files import remove_in_flight
 from app.jobs.broker import is_broker_fault
 from app.jobs.outage import BrokerLink
 
@@ -83,6 +84,9 @@ class FarmWorker(Worker):
     def handle_sig(self, signum: signal.Signals) -> None:
         self.link.stop()  # calls waiting for the broker give up, so the worker can exit
         super().handle_sig(signum)
+        # The jobs go back to the queue; their builds, in threads that cannot be cancelled,
+        # would finish zips nobody publishes: their temp files go now, and none is started.
+        remove_in_flight()
 
     async def close(self) -> None:
         try:

@@ -21,9 +21,9 @@ import contextlib
 import logging
 import os
 import platform
-import re
 import shutil
 import time
+from pathlib import Path
 from typing import Any
 
 from arq.constants import in_progress_key_prefix
@@ -42,6 +42,7 @@ from app.jobs.queues import QUEUE_MACOS, QUEUES
 from app.jobs.records import RedisRecords
 from app.settings import Settings
 from app.storage import artifact_store, blob_store
+from app.tempnames import owner_gone, temp_name
 
 log = logging.getLogger("ane.worker")
 
@@ -118,11 +119,21 @@ async def _heartbeat(ctx: dict[str, Any]) -> None:
         await asyncio.sleep(period)
 
 
+def _scratch(root: Path) -> Path:
+    """A fresh scratch directory for this worker's compiles, named for it; those of this host's
+    workers that have ended (killed before they could clean up) are removed first. The data
+    volume may be shared: other hosts' and running workers' directories are left alone."""
+    root.mkdir(parents=True, exist_ok=True)
+    for ended in (d for d in root.iterdir() if owner_gone(d.name)):
+        shutil.rmtree(ended, ignore_errors=True)
+    workdir = root / temp_name("")
+    workdir.mkdir()
+    return workdir
+
+
 def _runtime(ctx: dict[str, Any], settings: Settings, compiler: Compiler | None) -> Runtime:
     wid = worker_id()
-    workdir = settings.data_dir / "work" / re.sub(r"[^A-Za-z0-9_.-]", "_", wid)
-    shutil.rmtree(workdir, ignore_errors=True)  # this worker's own leftovers only
-    workdir.mkdir(parents=True)
+    workdir = _scratch(settings.data_dir / "work")
     cache, blobs = artifact_store(settings), blob_store(settings)
     # A job's record writes wait out broker outages: the job goes on when the broker is back.
     records = PatientRecords(RedisRecords(ctx["redis"], settings.job_keep_s), ctx["broker"])

@@ -8,10 +8,18 @@ from __future__ import annotations
 
 import os
 import shutil
-import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+
+from app.tempnames import temp_name
+
+
+def _fresh_directory(target: Path, suffix: str) -> Path:
+    """A new hidden directory beside `target`, its name saying which process made it."""
+    path = target.parent / temp_name(suffix, stem=f".{target.name}")
+    path.mkdir(mode=0o700)
+    return path
 
 
 @contextmanager
@@ -19,15 +27,11 @@ def building(target: Path) -> Iterator[Path]:
     """Yield a fresh directory to fill; on success it becomes `target`."""
     target = Path(target)
     target.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(
-        tempfile.mkdtemp(prefix=f".{target.name}.", suffix=".partial", dir=target.parent)
-    )
+    staging = _fresh_directory(target, ".partial")
     try:
         yield staging
         if target.exists():
-            old = Path(
-                tempfile.mkdtemp(prefix=f".{target.name}.", suffix=".old", dir=target.parent)
-            )
+            old = _fresh_directory(target, ".old")
             os.rename(target, old / target.name)
             try:
                 os.rename(staging, target)

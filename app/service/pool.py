@@ -10,7 +10,8 @@ the worker maps, inline weights (at most the JSON limit) pickled.
 Each worker is a spawned process with one pipe, driven from the event loop itself (the pipe is
 watched with `add_reader`): no executor threads and no GIL hand-offs. A worker that dies is
 replaced; the builds it was running fail with 503 + Retry-After. A worker exits when its pipe
-closes, so it never outlives the server.
+closes, so it never outlives the server; a stop signal of its own (SIGTERM or SIGINT to the
+process group) ends it at once, its half-written zip removed first.
 
 Small builds waiting when a worker is free go to it together, up to `max_batch` and no more than
 its share of the queue: one message each way for the lot. A small build costs about a
@@ -39,6 +40,7 @@ from typing import Any, TypeVar
 
 from app.artifacts import warm
 from app.errors import ErrorKind, FieldError, ServiceError
+from app.files import remove_in_flight_on_stop
 from app.service import messages
 
 T = TypeVar("T")
@@ -66,7 +68,9 @@ class _Raised:
 
 def _serve(conn: Connection) -> None:
     """A worker's life: run each batch of (fn, args) received and send back the results, in
-    order, in one message; exit at EOF."""
+    order, in one message; exit at EOF, or at SIGTERM/SIGINT (the whole process group is
+    stopped, say) once the temp files of the build in progress are removed."""
+    remove_in_flight_on_stop()
     frozen = False
     while True:
         try:
