@@ -161,3 +161,7 @@ def test_a_swapped_tensor_of_the_same_shape_is_refused_naming_it(client, bf16_ch
     )
     assert client.post("/v1/kernels/decoder_layer",
                        json={**body, "weights": refs}).status_code == 200  # fmt: skip
+    # an op whose weights have no Hugging Face role takes any tensor of the right shape
+    gain = {"channels": 32, "spatial": 2,
+            "weights": {"scale": f"{digest}#model.layers.0.input_layernorm.weight"}}  # fmt: skip
+    assert client.post("/v1/kernels/scale", json=gain).status_code == 200

@@ -32,7 +32,7 @@ from app.api.weight_sources import (
     stored_tensor,
 )
 from app.cache.memo import Fingerprint, fingerprint_of
-from app.checkpoints import check_role
+from app.checkpoints import CHECKPOINT_OPS, check_role
 from app.errors import FieldError, RequestError
 from app.graphs.spec import GRAPH_OP
 from app.kernels import get_op
@@ -258,7 +258,8 @@ class _Slot:
     field: str
     value: Any
     defaults: tuple[str | None, tuple[int, ...] | None] = (None, None)
-    role: str | None = None  # a catalog op's weight name: a checkpoint tensor must hold that role
+    # a block op's weight name (a Hugging Face role): a checkpoint tensor must hold that role
+    role: str | None = None
 
 
 def _checked(wire: BaseModel, bypass: bool) -> KernelRequest:
@@ -278,8 +279,15 @@ def _kernel_slots(
     """A catalog op's weights: `weights.<name>` in the body, or a file part `<name>`."""
     if parts:
         check_part_names(request, list(parts))
+    roles = request.op in CHECKPOINT_OPS  # weights named for Hugging Face tensor roles
     return {
-        name: _Slot(name, f"weights.{name}", given.get(name), raw_defaults(request, name), name)
+        name: _Slot(
+            name,
+            f"weights.{name}",
+            given.get(name),
+            raw_defaults(request, name),
+            name if roles else None,
+        )
         for name in sorted({*given, *parts})
     }
 
