@@ -44,7 +44,7 @@ from app.preflight import (
     summary_header,
 )
 from app.request import KernelRequest, RequestKind
-from app.settings import DEFAULT_PROGRAM_WEIGHT_BUDGET, Settings
+from app.settings import DEFAULT_PROGRAM_WEIGHT_BUDGET, PROGRAM_WEIGHT_BUDGET_SETTING, Settings
 
 # Zips of weights up to this size are built in memory by `zip_bytes`; larger ones go through a
 # temporary file, because a growing in-memory buffer would briefly hold a big zip twice.
@@ -191,7 +191,7 @@ def prepare(
         raise RequestError(
             "split",
             f"the graph's weights take {size} bytes, over the budget of {budget} bytes per "
-            "program (ANE_MAX_PROGRAM_WEIGHT_BYTES); ask for split: true to get a chain of "
+            f"program ({PROGRAM_WEIGHT_BUDGET_SETTING}); ask for split: true to get a chain of "
             "programs within it",
             title="Program too large",
             limit=budget,

@@ -27,6 +27,8 @@ GiB = 1 << 30
 # Weights per program: the smallest envelope of the device table (an iPhone's 1 GiB), so that a
 # default build compiles for every chip it lists (why, and the sources: docs/devices.md).
 DEFAULT_PROGRAM_WEIGHT_BUDGET = DEFAULT_PROGRAM_WEIGHT_BYTES
+# Named in every refusal the budget causes, so that a user knows which knob it is.
+PROGRAM_WEIGHT_BUDGET_SETTING = "ANE_MAX_PROGRAM_WEIGHT_BYTES"
 
 
 class Settings(BaseSettings):

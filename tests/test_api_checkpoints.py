@@ -104,3 +104,64 @@ def test_manifest_entries_read_checkpoints(tmp_path):
     manifest.write_text('[kernels.bad]\nop = "decoder_layer"\ncheckpoint = "model"\n')
     with pytest.raises(ManifestError, match="checkpoint and layers go together"):
         load_manifest(manifest)
+
+
+# -- a checkpoint reference: blob digest(s), config, layer(s) ------------------------------------
+def test_a_checkpoint_reference_stands_for_the_params_and_tensors(client, bf16_checkpoint):
+    """{"checkpoint": {blob, config, layer}} builds what naming the params and the nine tensors
+    by hand builds, byte for byte."""
+    path, _, tensors = bf16_checkpoint
+    digest = _upload(client, path)["digest"]
+    by_hand = {**op_params(LLAMA, seq_len=4), "format": "mil",
+               "weights": _refs(digest, 1, layer_weights(tensors, 1))}  # fmt: skip
+    by_ref = {"seq_len": 4, "format": "mil",
+              "checkpoint": {"blob": digest, "config": LLAMA, "layer": 1}}  # fmt: skip
+    expected = client.post("/v1/kernels/decoder_layer", json=by_hand)
+    got = client.post("/v1/kernels/decoder_layer", json=by_ref)
+    assert expected.status_code == got.status_code == 200, got.text
+    assert got.content == expected.content
+    stack = {"op": "decoder_stack", "seq_len": 2, "format": "mil",
+             "checkpoint": {"blob": [digest], "config": LLAMA, "layers": "0-2"}}  # fmt: skip
+    r = client.post("/v1/kernels", json=stack)
+    assert r.status_code == 200, r.text
+    assert kernel_json(r.content)["params"]["num_layers"] == 3
+
+
+def test_checkpoint_reference_faults_name_the_field(client, bf16_checkpoint):
+    path, _, _ = bf16_checkpoint
+    digest = _upload(client, path)["digest"]
+
+    def post(**checkpoint):
+        body = {"seq_len": 2, "checkpoint": {"blob": digest, "config": LLAMA, **checkpoint}}
+        return client.post("/v1/kernels/decoder_layer", json=body)
+
+    out_of_range = assert_problem(post(layer=7), 422, "checkpoint.layers")
+    assert "the model has 3 layers (0-2" in out_of_range["detail"]
+    assert_problem(post(layer=1, layers="0-1"), 422, "checkpoint")
+    assert_problem(post(layer=0, blob="sha256:" + "0" * 64), 422, "checkpoint.blob")
+    assert_problem(post(layer=0, surprise=1), 422, "checkpoint.surprise")
+    assert_problem(post(layer=0, config={**LLAMA, "hidden_act": ["silu"]}), 422,
+                   "checkpoint.config")  # fmt: skip
+    assert_problem(post(layer=0, config={"hidden_size": 32}), 422,
+                   "checkpoint.config.num_attention_heads")  # fmt: skip
+
+
+def test_a_swapped_tensor_of_the_same_shape_is_refused_naming_it(client, bf16_checkpoint):
+    path, _, tensors = bf16_checkpoint
+    digest = _upload(client, path)["digest"]
+    refs = _refs(digest, 0, layer_weights(tensors, 0))
+    swapped = {**refs, "self_attn.k_proj.weight": refs["self_attn.v_proj.weight"],
+               "self_attn.v_proj.weight": refs["self_attn.k_proj.weight"]}  # fmt: skip
+    body = {**op_params(LLAMA, seq_len=2), "weights": swapped}
+    problem = assert_problem(client.post("/v1/kernels/decoder_layer", json=body), 422,
+                             "weights.self_attn.k_proj.weight")  # fmt: skip
+    assert (
+        "'model.layers.0.self_attn.v_proj.weight' is not a 'self_attn.k_proj.weight'"
+        in (problem["detail"])
+    )
+    assert client.post("/v1/kernels/decoder_layer",
+                       json={**body, "weights": refs}).status_code == 200  # fmt: skip
+    # an op whose weights have no Hugging Face role takes any tensor of the right shape
+    gain = {"channels": 32, "spatial": 2,
+            "weights": {"scale": f"{digest}#model.layers.0.input_layernorm.weight"}}  # fmt: skip
+    assert client.post("/v1/kernels/scale", json=gain).status_code == 200

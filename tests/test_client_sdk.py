@@ -134,3 +134,45 @@ def test_cli_compile_with_server_equals_local(server, tmp_path):
     down = subprocess.run([sys.executable, "-m", "app.cli", "compile", "identity", "--params", '{"channels": 2, "spatial": 1}',
                            "--server", "http://127.0.0.1:9", "-o", str(tmp_path / "y.zip")], capture_output=True, text=True)  # fmt: skip
     assert down.returncode == 4 and "cannot reach" in down.stderr
+
+
+def test_client_takes_a_checkpoint_like_the_cli(server, tmp_path):
+    """`checkpoint_reference` uploads the file(s) once and reads config.json; the build equals
+    the local one from the same checkpoint (app.checkpoints.load, what the CLI runs)."""
+    from checkpoint_support import LLAMA, write_checkpoint
+
+    from app.checkpoints import load
+
+    path, config, _ = write_checkpoint(tmp_path / "model", LLAMA, dtype="bfloat16", shards=2)
+    loaded = load("decoder_layer", path, config, 1, {"seq_len": 4})
+    local = kernel_zip("decoder_layer", loaded.params, loaded.weights, format="mil")
+    with Client(server.url) as c:
+        ref = c.checkpoint_reference(tmp_path / "model", 1)
+        assert len(ref["blob"]) == 2 and ref["layer"] == 1 and ref["config"] == LLAMA
+        assert c.compile("decoder_layer", {"seq_len": 4}, checkpoint=ref, format="mil") == local
+        with pytest.raises(InvalidRequest, match="the model has 3 layers"):
+            c.compile("decoder_layer", {"seq_len": 4},
+                      checkpoint=c.checkpoint_reference(path, 5, config=config))  # fmt: skip
+
+
+def test_client_passes_functions_and_preflight(server):
+    params = {"hidden_size": 32, "intermediate_size": 48, "num_attention_heads": 4,
+              "num_key_value_heads": 2, "seq_len": 4}  # fmt: skip
+    weights = weight_arrays("decoder_layer", params, seed=3)
+    functions = {"prefill": {}, "decode": {"seq_len": 1, "mode": "decode", "cache_len": 15}}
+    local = kernel_zip("decoder_layer", params, weights, functions=functions, target="ios18")
+    with Client(server.url) as c:
+        assert c.compile("decoder_layer", params, weights, functions=functions,
+                         target="ios18") == local  # fmt: skip
+        palette = {"mode": "palettize", "nbits": 4}
+        strict = c.compile("conv", CONV, weight_arrays("conv", CONV, seed=1), target="ios18",
+                           quantize=palette, preflight="strict")  # fmt: skip
+        assert strict.startswith(b"PK")
+        graph = {"inputs": {"x": {"shape": [1, 4, 1, 64]}},
+                 "nodes": [{"id": "r", "op": "reshape", "inputs": {"x": "x"},
+                            "params": {"shape": [1, 1, 1, 1, 4, 64]}},
+                           {"id": "b", "op": "reshape", "inputs": {"x": "r"},
+                            "params": {"shape": [1, 4, 1, 64]}}],
+                 "outputs": {"y": "b"}, "preflight": "strict"}  # fmt: skip
+        with pytest.raises(InvalidRequest, match="Preflight"):
+            c.compile_graph(graph)

@@ -25,7 +25,7 @@ def test_model_then_generate_json(folder, tmp_path, capsys):
     summary = capsys.readouterr().out
     assert code == 0 and out.is_file()
     assert "qwen3: 2 layers" in summary and "decoder_0.mlpackage" in summary
-    assert "verify    passed" in summary
+    assert "verify: passed" in summary
     code = main(["generate", str(out), "--prompt-ids", "1,2,3", "--max-new-tokens", "3", "--json"])
     printed = json.loads(capsys.readouterr().out)
     tokens = printed["tokens"]  # three, or fewer ending at an eos id (generation_config: 2, 3)

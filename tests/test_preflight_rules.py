@@ -130,6 +130,19 @@ def broadcast(const_shape) -> Program:
     return b.build([b.op("mul", "y", x=x, y=w)])
 
 
+def palette(lut_rank: int, also_reshaped: bool = False) -> Program:
+    """An iOS18 palettized conv weight: a const LUT of `lut_rank` (rank 6 for a conv weight)
+    read by constexpr_lut_to_dense, and, when `also_reshaped`, by a runtime reshape as well."""
+    x = param("x", (1, 4, 1, 8))
+    lut = raw("const", "lut", (1,) * (lut_rank - 2) + (16, 1))
+    indices = raw("const", "indices", (8, 4, 1, 1), DType.UINT4)
+    w = raw("constexpr_lut_to_dense", "w_q", (8, 4, 1, 1), indices=indices, lut=lut)
+    outputs = [raw("conv", "y", (1, 8, 1, 8), x=x, weight=w)]
+    if also_reshaped:
+        outputs.append(raw("reshape", "lut_r", (1, 16, 1, 1), x=lut))
+    return program_of([x], outputs)
+
+
 def constexpr_into(producer: str, consumer: str) -> Program:
     x = param("x", (1, 4, 1, 8))
     w = raw(producer, "w_q", (8, 4, 1, 1))
@@ -222,6 +235,12 @@ CASES = [
          lambda: reshaped([1, 1, 1, 1, 4, 16]), lambda: reshaped([1, 1, 1, 4, 16])),
     Case("rank.ane-4d", W, "r", ("rank 5", "4"),
          lambda: reshaped([1, 1, 1, 4, 16]), lambda: reshaped([1, 4, 16, 1])),
+    # coremltools' own check lets a const read only by constexpr ops be rank 6 (the iOS18
+    # palette of a conv weight); read by a runtime op as well, it is a tensor like any other.
+    Case("rank.core-ml-max", E, "lut", ("rank 6", "5"),
+         lambda: palette(6, also_reshaped=True), lambda: palette(6)),
+    Case("rank.ane-4d", W, "lut", ("rank 5", "4"),
+         lambda: palette(5, also_reshaped=True), lambda: palette(5)),
     Case("axis.max-any-chip", E, "x", ("70,000", "65,536"),
          lambda: unary((1, 70_000)), lambda: unary((1, 65_536))),
     Case("axis.max-older-chips", W, "x", ("16,385", "16,384"),

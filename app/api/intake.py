@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import math
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any
@@ -19,6 +20,8 @@ import pydantic_core
 from pydantic import BaseModel, ValidationError
 from starlette.requests import Request
 
+from app.api.checkpoint_refs import FIELD as CHECKPOINT
+from app.api.checkpoint_refs import with_checkpoint
 from app.api.context import Services
 from app.api.problems import Problem, from_field_error, from_validation_errors
 from app.api.weight_sources import (
@@ -29,6 +32,7 @@ from app.api.weight_sources import (
     stored_tensor,
 )
 from app.cache.memo import Fingerprint, fingerprint_of
+from app.checkpoints import CHECKPOINT_OPS, check_role
 from app.errors import FieldError, RequestError
 from app.graphs.spec import GRAPH_OP
 from app.kernels import get_op
@@ -166,6 +170,11 @@ async def _from_data(
     if path_op == GRAPH_OP:
         wire: BaseModel = _validate_graph(data, svc.settings.max_graph_nodes)
     else:
+        if isinstance(data, dict) and data.get(CHECKPOINT) is not None:
+            op = path_op or data.get("op")
+            if isinstance(op, str):
+                get_op(op)  # an unknown op is a 404 naming the catalog
+                data = await asyncio.to_thread(with_checkpoint, data, op, svc.blobs)
         wire = _validate(data, path_op)
     request = _checked(wire, bypass)
     parts = body.files if body is not None else {}
@@ -173,7 +182,22 @@ async def _from_data(
         slots = _graph_slots(wire, parts)  # type: ignore[arg-type]
     else:
         slots = _kernel_slots(request, wire.weights, parts)  # type: ignore[attr-defined]
-    return request.with_weights(await _weights(slots, parts, svc))
+    weights = await _weights(slots, parts, svc)
+    _check_roles(slots, weights)
+    return request.with_weights(weights)
+
+
+def _check_roles(slots: dict[str, _Slot], weights: dict[str, WeightRef]) -> None:
+    """A checkpoint tensor named for a weight (`sha256:<file>#<tensor>`) must hold that
+    weight's role: a swapped tensor of the same size would build a wrong kernel silently (one
+    of another size is refused by the build, naming the shapes, which says more)."""
+    for key, slot in slots.items():
+        expected = slot.defaults[1]
+        if slot.role is None or not (isinstance(slot.value, str) and "#" in slot.value):
+            continue
+        if expected is not None and math.prod(weights[key].shape) != math.prod(expected):
+            continue
+        check_role(slot.field, slot.role, slot.value.split("#", 1)[1])
 
 
 @contextlib.asynccontextmanager
@@ -234,6 +258,8 @@ class _Slot:
     field: str
     value: Any
     defaults: tuple[str | None, tuple[int, ...] | None] = (None, None)
+    # a block op's weight name (a Hugging Face role): a checkpoint tensor must hold that role
+    role: str | None = None
 
 
 def _checked(wire: BaseModel, bypass: bool) -> KernelRequest:
@@ -253,8 +279,15 @@ def _kernel_slots(
     """A catalog op's weights: `weights.<name>` in the body, or a file part `<name>`."""
     if parts:
         check_part_names(request, list(parts))
+    roles = request.op in CHECKPOINT_OPS  # weights named for Hugging Face tensor roles
     return {
-        name: _Slot(name, f"weights.{name}", given.get(name), raw_defaults(request, name))
+        name: _Slot(
+            name,
+            f"weights.{name}",
+            given.get(name),
+            raw_defaults(request, name),
+            name if roles else None,
+        )
         for name in sorted({*given, *parts})
     }
 

@@ -8,15 +8,29 @@ memory-mapped and converted to fp16 chunk by chunk, config.json read into the bl
 
 from app.checkpoints.config import params_from_config, read_config
 from app.checkpoints.files import Tensor, open_checkpoint
-from app.checkpoints.load import Loaded, layer_prefix, load, parse_layers
+from app.checkpoints.load import (
+    CHECKPOINT_OPS,
+    Loaded,
+    Resolved,
+    layer_prefix,
+    load,
+    parse_layers,
+    resolve,
+)
+from app.checkpoints.reference import CheckpointReference, check_role
 
 __all__ = [
+    "CHECKPOINT_OPS",
+    "CheckpointReference",
     "Loaded",
+    "Resolved",
     "Tensor",
+    "check_role",
     "layer_prefix",
     "load",
     "open_checkpoint",
     "params_from_config",
     "parse_layers",
     "read_config",
+    "resolve",
 ]

@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from app.checkpoints.config import check_window, params_from_config, read_config
+from app.checkpoints.config import check_window, params_from_config, read_config, text_config
 from app.checkpoints.convert import to_fp16
 from app.checkpoints.files import Mapped, Tensor, open_checkpoint
 from app.errors import RequestError
@@ -25,6 +25,8 @@ from app.kernels import get_op, parse_params
 
 LAYER_TENSOR = re.compile(r"^(.*?)layers\.(\d+)\.(self_attn\.q_proj|mlp\.down_proj)\.weight$")
 STACK = "decoder_stack"
+# The block ops whose weights are a decoder layer's tensors under their Hugging Face names.
+CHECKPOINT_OPS = ("ffn", "attention", "decoder_layer", STACK)
 
 
 @dataclass(frozen=True)
@@ -61,6 +63,9 @@ def parse_layers(text: str | int, field: str = "layers") -> range:
 def op_params(op: str, config: Mapping[str, Any], layers: range, call: Mapping[str, Any]):
     """The op's params: the config keys it takes, its layer range (decoder_stack), the call's."""
     catalog_op = get_op(op)
+    if op not in CHECKPOINT_OPS:
+        raise RequestError("checkpoint", f"{op} does not read checkpoints: a checkpoint goes "
+                           f"with {', '.join(CHECKPOINT_OPS)}")  # fmt: skip
     fields = catalog_op.params.model_fields
     params = {k: v for k, v in params_from_config(dict(config)).items() if k in fields}
     if op == STACK:
@@ -112,6 +117,35 @@ def convert_all(located: Mapping[str, Tensor]) -> tuple[dict[str, np.ndarray], i
     return weights, read
 
 
+@dataclass(frozen=True)
+class Resolved:
+    """A checkpoint reference resolved: nothing read yet but the tensors' headers."""
+
+    params: dict[str, Any]  # the op's params: the config's, then the call's
+    located: dict[str, Tensor]  # the op's weight name -> the checkpoint tensor holding it
+
+
+def resolve(
+    op: str,
+    tensors: Mapping[str, Tensor],
+    config: Mapping[str, Any],
+    layers: range,
+    call: Mapping[str, Any] | None = None,
+) -> Resolved:
+    """The params of `op` for `layers` of a checkpoint and where each of its weights is, checked
+    against the config: one path for files on disk (`load`) and uploaded blobs (HTTP)."""
+    _, parsed, params = op_params(op, config, layers, call or {})
+    count = text_config(dict(config)).get("num_hidden_layers")
+    try:
+        return Resolved(params, locate(op, parsed, tensors, layers.start))
+    except RequestError as exc:
+        if not (isinstance(count, int) and layers.stop > count):
+            raise
+        raise RequestError("layers", f"{exc.message}: layer {layers.stop - 1} is out of range, "
+                           f"the model has {count} layers (0-{count - 1}, config.json "
+                           "num_hidden_layers)", title="Layer out of range") from None  # fmt: skip
+
+
 def load(
     op: str,
     checkpoint: str | Path,
@@ -122,7 +156,7 @@ def load(
     """The params and fp16 weights of `op` for layer(s) `layers` of a checkpoint."""
     layers = layers if isinstance(layers, range) else parse_layers(layers)
     config = read_config(config) if isinstance(config, str | Path) else config
-    _, parsed, params = op_params(op, config, layers, call or {})
-    located = locate(op, parsed, open_checkpoint(checkpoint), layers.start)
-    weights, read = convert_all(located)
-    return Loaded(params, weights, {n: t.name for n, t in located.items()}, read)
+    resolved = resolve(op, open_checkpoint(checkpoint), config, layers, call)
+    weights, read = convert_all(resolved.located)
+    sources = {n: t.name for n, t in resolved.located.items()}
+    return Loaded(resolved.params, weights, sources, read)

@@ -9,7 +9,7 @@ from pathlib import Path
 from app.cli.common import CLIError
 from app.language.errors import MlmodelcError
 from app.language.profiles import DEFAULT_PROFILE, PROFILES, get_profile
-from app.mlmodelc import compile_package, decompile
+from app.mlmodelc import compile_package, decompile, unobserved_note
 
 
 def cmd_mlmodelc(args) -> int:
@@ -21,6 +21,8 @@ def cmd_mlmodelc(args) -> int:
         raise CLIError(str(exc)) from None
     print(f"wrote {bundle.path} as {profile.describe()}, program({bundle.program_version}), "
           f"{len(bundle.files)} files")  # fmt: skip
+    if (note := unobserved_note(bundle)) is not None:
+        print(f"note: {note}")
     return 0
 
 

@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 from app.cli.common import EXIT_FAILED, CLIError
+from app.cli.summary import BuildSummary, emit
 from app.errors import FieldError
 from app.formats import KIT_FORMATS
 from app.kits import Kit, KitOptions, build_kit
@@ -32,23 +33,23 @@ def cmd_model(args) -> int:
     finally:
         if tty:
             print("\r\033[K", end="", file=sys.stderr, flush=True)
-    print(summary(result))
+    emit(summary(result), args.json)
     verification = result.verification
     return EXIT_FAILED if verification is not None and not verification["passed"] else 0
 
 
-def summary(result) -> str:
+def summary(result) -> BuildSummary:
     """One screen: the model, the programs with their bytes, the plan, the verification."""
     meta = result.meta
     arch = meta["architecture"]
-    lines = [
-        f"wrote {result.path} ({result.size} bytes) in {result.seconds:.1f} s",
-        f"model     {arch['model_type']}: {arch['num_hidden_layers']} layers, hidden "
+    details = [
+        f"built in {result.seconds:.1f} s",
+        f"model: {arch['model_type']}: {arch['num_hidden_layers']} layers, hidden "
         f"{arch['hidden_size']}, vocabulary {arch['vocab_size']}"
         f"{' (tied head)' if arch['tie_word_embeddings'] else ''}",
-        f"kit       {meta['format']}, context {meta['context']}, prefill chunks of "
+        f"kit: {meta['format']}, context {meta['context']}, prefill chunks of "
         f"{meta['prefill']}, kv {meta['kv']}",
-        f"plan      {meta['plan']['max_program_weight_bytes']} bytes per program, axis limit "
+        f"plan: {meta['plan']['max_program_weight_bytes']} bytes per program, axis limit "
         f"{meta['plan']['axis_limit']}"
         f"{' for ' + meta['plan']['device'] if meta['plan'].get('device') else ''}",
     ]
@@ -56,24 +57,23 @@ def summary(result) -> str:
     if predicted is not None:
         fits = "fits" if predicted["fits"] else "does NOT fit: " + "; ".join(
             p["message"] for p in predicted["problems"])  # fmt: skip
-        lines.append(f"predicted {predicted['decode_tokens_per_s']} tokens/s decode, "
+        details.append(f"predicted {predicted['decode_tokens_per_s']} tokens/s decode, "
                      f"{predicted['prefill_tokens_per_s']} tokens/s prefill, peak memory "
                      f"{predicted['peak_memory_bytes']} bytes at {predicted['precision']}; {fits}")  # fmt: skip
     for p in meta["programs"]:
         what = (f"layers {p['layers'][0]}-{p['layers'][1]}" if p["role"] == "decoder"
                 else f"vocabulary {p['vocab'][0]}-{p['vocab'][1] - 1}")  # fmt: skip
-        lines.append(f"  {p['path']:<24} {what:<24} {p['weight_bytes']:>12} weight bytes")
+        details.append(f"  {p['path']:<24} {what:<24} {p['weight_bytes']:>12} weight bytes")
     verification = meta.get("verification")
+    checked = None
     if verification is None:
-        lines.append("verify    not asked for (--verify)")
+        details.append("verify: not asked for (--verify)")
     else:
-        lines.append(
-            f"verify    {'passed' if verification['passed'] else 'FAILED'}: logits within "
-            f"{verification['logits_max_rel_error']} of float64 (tolerance "
-            f"{verification['tolerance']}), greedy tokens compared for "
-            f"{verification['greedy_compared_steps']} steps"
-        )
-    return "\n".join(lines)
+        details.append(f"greedy tokens compared for {verification['greedy_compared_steps']} steps")
+        checked = {"passed": verification["passed"],
+                   "max_rel_error": verification["logits_max_rel_error"],
+                   "tolerance": verification["tolerance"]}  # fmt: skip
+    return BuildSummary(str(result.path), result.size, details=details, verification=checked)
 
 
 def _ids(text: str) -> list[int]:
@@ -136,6 +136,7 @@ def add_commands(sub) -> None:
                        help="KV cache as inputs/outputs (io, every target) or ios18 state")  # fmt: skip
     model.add_argument("--verify", action="store_true",
                        help="compare the kit's logits with the float64 model (verification.json)")  # fmt: skip
+    model.add_argument("--json", action="store_true", help="the build summary as one JSON object")
     model.set_defaults(run=cmd_model)
 
     gen = sub.add_parser("generate", help="run a model kit greedily with the numerical reference")

@@ -15,6 +15,7 @@ from app.cli.checkpoint import add_arguments as add_checkpoint_arguments
 from app.cli.checkpoint import from_checkpoint
 from app.cli.common import EXIT_FAILED, CLIError, architecture_list, load_weights_arg
 from app.cli.remote import compile_graph_remote, compile_remote, guarded
+from app.cli.summary import emit, summary_of_zip
 from app.compile import CompileFailure, save_compiled, select_compiler
 from app.compile.aimodelc import save_aimodelc
 from app.compile.coreai_build import CoreAIBuild
@@ -52,9 +53,9 @@ def cmd_compile(args) -> int:
     functions = None if args.functions is None else _json_object(args.functions, "--functions")
     params, weights = from_checkpoint(args, params, load_weights_arg(args.weights))
     if args.server:
-        if args.random_weights is not None or functions is not None:
-            raise CLIError("--random-weights and --functions are local only")
-        return guarded(lambda a: compile_remote(a, params, weights))(args)
+        if args.random_weights is not None:
+            raise CLIError("--random-weights is local only; pass --weights files to a server")
+        return guarded(lambda a: compile_remote(a, params, weights, functions))(args)
     try:
         request = KernelRequest.create(args.op, params, weights,
                                        format=args.format, target=args.target, name=args.name,
@@ -62,23 +63,31 @@ def cmd_compile(args) -> int:
                                        max_quantization_error=args.max_quantization_error,
                                        functions=functions,
                                        architectures=args.architectures)  # fmt: skip
-        prepared = artifacts.prepare(request, random_seed=args.random_weights)
+        prepared = artifacts.prepare(request, local_limits(), random_seed=args.random_weights)
     except FieldError as exc:
         raise CLIError(str(exc)) from None
-    return _write(prepared, args.format, Path(args.output))
+    return _write(prepared, args)
 
 
-def _write(prepared, fmt: str, output: Path) -> int:
-    """Write the zip (an interrupted run leaves no partial one behind); the exit code."""
+def local_limits() -> artifacts.Limits:
+    """The server's per-program weight budget (ANE_MAX_PROGRAM_WEIGHT_BYTES), so that a request
+    splits here as it does there; the upload limits of a server have no meaning locally."""
+    return artifacts.Limits(max_program_weight_bytes=Settings().max_program_weight_bytes)
 
+
+def _write(prepared, args) -> int:
+    """Write the zip (an interrupted run leaves no partial one behind), print its summary; the
+    exit code."""
+
+    output = Path(args.output)
     if prepared.request.architectures is not None:
         compile_for_devices(prepared, output)
-    elif FORMATS[fmt].compiled:
+    elif FORMATS[args.format].compiled:
         compile_locally(prepared, output)
     else:
         artifacts.save(prepared, output)
-    print(f"wrote {output} ({output.stat().st_size} bytes)")
-    print(f"estimate: {header_value(*works_from_json(prepared.work))}")
+    estimate = header_value(*works_from_json(prepared.work))
+    emit(summary_of_zip(output, estimate=estimate), args.json)
     return _verified(prepared)
 
 
@@ -131,6 +140,10 @@ def cmd_compile_graph(args) -> int:
     with --random-weights."""
 
     body = _graph_file(args.graph)
+    # the file is a POST /v1/graphs body: its own options hold unless a flag says otherwise
+    args.format = args.format or body.get("format") or PACKAGED[0]
+    args.target = args.target or body.get("target") or DEFAULT_TARGET
+    args.verify = args.verify or bool(body.get("verify"))
     weights = load_weights_arg(args.weights)
     if args.server:
         if args.random_weights is not None:
@@ -140,12 +153,12 @@ def cmd_compile_graph(args) -> int:
     try:
         request = KernelRequest.create(graph=graph, weights={**inline, **weights},
                                        format=args.format, target=args.target,
-                                       name=args.name or body.get("name"),
-                                       verify=args.verify)  # fmt: skip
-        prepared = artifacts.prepare(request, random_seed=args.random_weights)
+                                       name=args.name or body.get("name"), verify=args.verify,
+                                       preflight=body.get("preflight", "warn"))  # fmt: skip
+        prepared = artifacts.prepare(request, local_limits(), random_seed=args.random_weights)
     except FieldError as exc:
         raise CLIError(str(exc)) from None
-    return _write(prepared, args.format, Path(args.output))
+    return _write(prepared, args)
 
 
 def _graph_file(path: str) -> dict:
@@ -284,10 +297,11 @@ def add_commands(sub) -> None:
         "--functions",
         metavar="JSON",
         help='several functions sharing the weights, e.g. \'{"prefill": {"seq_len": 64}, '
-        '"decode": {"seq_len": 1, "mode": "decode", "cache_len": 512}}\' (ios18, local only)',
+        '"decode": {"seq_len": 1, "mode": "decode", "cache_len": 512}}\' (ios18)',
     )
     comp.add_argument("--server", help="build on this service instead of locally")
     comp.add_argument("--api-key", help="the service's API key (default: $ANE_API_KEY)")
+    comp.add_argument("--json", action="store_true", help="the build summary as one JSON object")
     comp.set_defaults(run=cmd_compile)
 
     graph = sub.add_parser("compile-graph", help="build a graph into one program (a zip)")
@@ -295,13 +309,22 @@ def add_commands(sub) -> None:
     graph.add_argument("--weights", action="append", default=[], metavar="NODE.WEIGHT=FILE.npy")
     graph.add_argument("--random-weights", type=int, metavar="SEED",
                        help="draw the catalog nodes' missing weights")  # fmt: skip
-    graph.add_argument("--format", choices=list(FORMATS), default=PACKAGED[0])
-    graph.add_argument("--target", choices=list(TARGETS), default=DEFAULT_TARGET)
+    graph.add_argument(
+        "--format", choices=list(FORMATS), help=f"default: the file's format, else {PACKAGED[0]}"
+    )
+    graph.add_argument(
+        "--target", choices=list(TARGETS), help=f"default: the file's target, else {DEFAULT_TARGET}"
+    )
     graph.add_argument("--name", help="model name (default: the file's name, else graph)")
     graph.add_argument("-o", "--output", required=True, help="the zip to write")
-    graph.add_argument("--verify", action="store_true", help="add verification.json")
+    graph.add_argument(
+        "--verify",
+        action="store_true",
+        help="add verification.json (also when the file says verify: true)",
+    )
     graph.add_argument("--server", help="build on this service instead of locally")
     graph.add_argument("--api-key", help="the service's API key (default: $ANE_API_KEY)")
+    graph.add_argument("--json", action="store_true", help="the build summary as one JSON object")
     graph.set_defaults(run=cmd_compile_graph)
 
     run = sub.add_parser("run", help="execute a kernel zip with the numerical reference")

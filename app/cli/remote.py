@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -21,6 +22,7 @@ from app.cli.common import (
     architecture_list,
     load_weights_arg,
 )
+from app.cli.summary import emit, summary_of_zip
 from app.client import APIError, AsyncClient, Client, Unavailable
 from app.client.errors import ServerError
 from app.farm.build import build, lock_would_change
@@ -28,6 +30,8 @@ from app.farm.manifest import ManifestError, load_manifest
 from app.farm.progress import Reporter
 from app.formats import FORMATS, PACKAGED
 from app.mil import DEFAULT_TARGET, TARGETS
+
+DEFAULT_SERVER = "http://127.0.0.1:8000"  # what `make run` serves
 
 
 def _emit(args, data: Any, text: str) -> None:
@@ -51,20 +55,31 @@ def guarded(run):
             print(f"error: {exc}", file=sys.stderr)
             return EXIT_USAGE
         except httpx.TransportError as exc:
-            print(f"error: cannot reach {args.server}: {exc}", file=sys.stderr)
+            print(f"error: cannot reach {args.server}: {exc} (start a service with `make run`, "
+                  "or name one with --server URL or $ANE_SERVER)", file=sys.stderr)  # fmt: skip
             return EXIT_UNAVAILABLE
 
     return wrapper
 
 
-def compile_remote(args, params: dict, weights: dict) -> int:
+def with_default_server(run):
+    """Commands that only talk to a server: --server, else $ANE_SERVER, else a local service."""
+
+    def wrapper(args) -> int:
+        args.server = args.server or os.environ.get("ANE_SERVER") or DEFAULT_SERVER
+        return run(args)
+
+    return wrapper
+
+
+def compile_remote(args, params: dict, weights: dict, functions: dict | None = None) -> int:
     """`compile --server URL`: the local flags, executed by the service."""
     with Client(args.server, api_key=args.api_key) as c:
         path = c.compile(args.op, params, weights, format=args.format, target=args.target, name=args.name,
                          verify=args.verify, save_to=args.output, quantize=args.quantize,
                          max_quantization_error=args.max_quantization_error,
-                         architectures=args.architectures)  # fmt: skip
-    print(f"wrote {path} ({Path(path).stat().st_size} bytes) from {args.server}")
+                         functions=functions, architectures=args.architectures)  # fmt: skip
+    emit(summary_of_zip(path, server=args.server), args.json)
     return 0
 
 
@@ -79,7 +94,7 @@ def compile_graph_remote(args, body: dict, weights: dict) -> int:
                                    save_to=args.output)  # fmt: skip
         except ValueError as exc:  # a weight not named <node>.<weight>
             raise CLIError(str(exc)) from None
-    print(f"wrote {path} ({Path(path).stat().st_size} bytes) from {args.server}")
+    emit(summary_of_zip(path, server=args.server), args.json)
     return 0
 
 
@@ -166,7 +181,7 @@ def _build(args) -> int:
 
 def _server_args(p: argparse.ArgumentParser) -> None:
     p.add_argument(
-        "--server", default=None, help="service URL (default: $ANE_SERVER or http://127.0.0.1:8000)"
+        "--server", default=None, help=f"service URL (default: $ANE_SERVER or {DEFAULT_SERVER})"
     )
     p.add_argument("--api-key", default=None, help="API key (default: $ANE_API_KEY)")
     p.add_argument("--json", action="store_true", help="machine-readable output")
@@ -205,7 +220,7 @@ def add_commands(sub) -> None:
     for p in (submit, *jsub.choices.values()):
         if "--server" not in p._option_string_actions:
             _server_args(p)
-    jobs.set_defaults(run=guarded(_jobs))
+    jobs.set_defaults(run=with_default_server(guarded(_jobs)))
 
     b = sub.add_parser("build", help="build every kernel of a manifest on a server, reproducibly")
     b.add_argument("manifest", help="MANIFEST.toml")
@@ -216,4 +231,4 @@ def add_commands(sub) -> None:
         "--check", action="store_true", help="exit 3 if the lock would change; builds nothing"
     )
     _server_args(b)
-    b.set_defaults(run=guarded(_build))
+    b.set_defaults(run=with_default_server(guarded(_build)))

@@ -88,31 +88,47 @@ class _API(abc.ABC):
                 format: str = "mlpackage", target: str = DEFAULT_TARGET, name: str | None = None, verify: bool = False,
                 bypass_cache: bool = False, save_to: str | os.PathLike | None = None,
                 quantize: Mapping[str, Any] | None = None, max_quantization_error: float | None = None,
-                placement: bool = False, architectures: Sequence[str] | None = None):  # fmt: skip
+                placement: bool = False, functions: Mapping[str, Mapping[str, Any]] | None = None,
+                preflight: str | None = None, checkpoint: Mapping[str, Any] | None = None,
+                architectures: Sequence[str] | None = None):  # fmt: skip
         """The kernel's zip as bytes, or written to `save_to` (returning that path); `quantize`
         compresses its weight matrix (e.g. {"mode": "palettize", "nbits": 4}); `placement` adds
         Core ML's placement report to an mlmodelc, `architectures` compiles an aimodel for
-        those chips (e.g. ["m4", "a18-pro"]), both on a macOS worker."""
+        those chips (e.g. ["m4", "a18-pro"]), both on a macOS worker; `functions` builds
+        several calls of the op into one package; `preflight="strict"` refuses an ANE preflight
+        error; `checkpoint` takes the params and weights from a checkpoint
+        (`checkpoint_reference`)."""
         options = {"format": format, "target": target, "name": name,
                    "verify": verify or None, "bypass_cache": bypass_cache or None,
                    "quantize": quantize, "max_quantization_error": max_quantization_error,
-                   "placement": placement or None, "architectures": _listed(architectures)}  # fmt: skip
+                   "placement": placement or None, "functions": functions,
+                   "preflight": preflight, "checkpoint": checkpoint,
+                   "architectures": _listed(architectures)}  # fmt: skip
         path = Path(save_to) if save_to is not None else None
         return self._drive(flows.compile(op, params, weights, path, self.poll_interval, **options))
 
+    def checkpoint_reference(self, checkpoint: str | os.PathLike, layers: int | str, *,
+                             config: str | os.PathLike | Mapping[str, Any] | None = None):  # fmt: skip
+        """A checkpoint on this machine as a request's `checkpoint` (a layer as an int, a
+        decoder_stack range as "0-15"): its safetensors file(s) uploaded unless the service has
+        them, its config.json (beside it unless given) read."""
+        return self._drive(flows.checkpoint_reference(Path(checkpoint), layers, config))
+
     def compile_graph(self, graph: Mapping[str, Any], weights: Mapping[str, np.ndarray] | None = None, *,
-                      format: str = "mlpackage", target: str = DEFAULT_TARGET, name: str | None = None,
+                      format: str | None = None, target: str | None = None, name: str | None = None,
                       verify: bool = False, bypass_cache: bool = False,
                       save_to: str | os.PathLike | None = None):  # fmt: skip
-        """A graph's zip (one program): `graph` holds inputs, nodes and outputs; `weights` maps
-        `<node>.<weight>` to arrays (uploaded unless the service has them)."""
+        """A graph's zip (one program): `graph` holds inputs, nodes and outputs, and may hold
+        the request's own options (format, target, verify, ...: the POST /v1/graphs body), which
+        the arguments given here override; `weights` maps `<node>.<weight>` to arrays (uploaded
+        unless the service has them)."""
         options = {"format": format, "target": target, "name": name,
                    "verify": verify or None, "bypass_cache": bypass_cache or None}  # fmt: skip
         path = Path(save_to) if save_to is not None else None
         return self._drive(flows.compile_graph(graph, weights, path, self.poll_interval, **options))
 
     def submit_graph(self, graph: Mapping[str, Any], weights: Mapping[str, np.ndarray] | None = None, *,
-                     format: str = "mlpackage", target: str = DEFAULT_TARGET, name: str | None = None,
+                     format: str | None = None, target: str | None = None, name: str | None = None,
                      verify: bool = False, architectures: Sequence[str] | None = None):  # fmt: skip
         """Queue a graph's build job; returns a Job (AsyncJob for the async client)."""
         options = {"format": format, "target": target, "name": name, "verify": verify or None,
@@ -150,11 +166,16 @@ class _API(abc.ABC):
     def submit(self, op: str, params: Mapping[str, Any], weights: Mapping[str, np.ndarray] | None = None, *,
                format: str = "mlpackage", target: str = DEFAULT_TARGET, name: str | None = None, verify: bool = False,
                quantize: Mapping[str, Any] | None = None, max_quantization_error: float | None = None,
-               placement: bool = False, architectures: Sequence[str] | None = None):  # fmt: skip
-        """Queue a build job; returns a Job (AsyncJob for the async client)."""
+               placement: bool = False, functions: Mapping[str, Mapping[str, Any]] | None = None,
+               preflight: str | None = None, checkpoint: Mapping[str, Any] | None = None,
+               architectures: Sequence[str] | None = None):  # fmt: skip
+        """Queue a build job; returns a Job (AsyncJob for the async client). Options as for
+        `compile`."""
         options = {"format": format, "target": target, "name": name, "verify": verify or None,
                    "quantize": quantize, "max_quantization_error": max_quantization_error,
-                   "placement": placement or None, "architectures": _listed(architectures)}  # fmt: skip
+                   "placement": placement or None, "functions": functions,
+                   "preflight": preflight, "checkpoint": checkpoint,
+                   "architectures": _listed(architectures)}  # fmt: skip
         return self._drive(self._submit_flow(op, params, weights, options))
 
     def _submit_flow(self, op, params, weights, options) -> flows.Flow:

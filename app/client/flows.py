@@ -12,6 +12,7 @@ so waiting and downloading submit it again (`Resubmit`) instead of failing on th
 from __future__ import annotations
 
 import io
+import json
 from collections.abc import Callable, Generator, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -157,6 +158,31 @@ def compile_model(folder: Path, save_to: Path | None, poll: float,
 
     job = yield from wait((yield from again())["id"], poll, None, None, again)
     return (yield from artifact(job, save_to, again, poll))
+
+
+def checkpoint_reference(
+    checkpoint: str | Path, layers: int | str, config: str | Path | Mapping[str, Any] | None
+) -> Flow:
+    """The request's `checkpoint` for a checkpoint on this machine (model.safetensors, its
+    index.json of shards, or their folder; config.json beside it unless given): its files
+    uploaded once, the same reference the CLI and manifests resolve locally."""
+    path = Path(checkpoint)
+    folder = path if path.is_dir() else path.parent
+    if path.is_dir():
+        index = path / "model.safetensors.index.json"
+        path = index if index.exists() else path / "model.safetensors"
+    files = [path]
+    if path.name.endswith(".json"):
+        weight_map = json.loads(path.read_text())["weight_map"]
+        files = [path.parent / shard for shard in sorted(set(weight_map.values()))]
+    digests = []
+    for file in files:  # through the resumable protocol, unless the service has the file
+        digests.append((yield from upload_file(file, file_digest(file)))["digest"])
+    if config is None or isinstance(config, str | Path):
+        config = json.loads(Path(config or folder / "config.json").read_text())
+    key = "layers" if isinstance(layers, str) else "layer"
+    return {"blob": digests[0] if len(digests) == 1 else digests, "config": dict(config),
+            key: layers}  # fmt: skip
 
 
 def request_body(

@@ -22,6 +22,7 @@ class CompileResult:
     mlmodelc: Path  # the compiled directory, `<name>.mlmodelc`
     log: str  # what the compiler printed (stdout then stderr)
     toolchain: dict[str, str | None] = field(default_factory=dict)
+    notes: tuple[str, ...] = ()  # what the build's report must say (kernel.json compiler.notes)
 
 
 class CompileFailure(Exception):

@@ -126,6 +126,7 @@ async def compile_package_zip(
         **package.description,
         "format": "mlmodelc",
         "compiler": {"backend": compiler.name, "toolchain": result.toolchain,
+                     **({"notes": list(result.notes)} if result.notes else {}),
                      **({"conformance": conformance} if conformance is not None else {})},
     }  # fmt: skip
     name = description["name"]

@@ -22,7 +22,7 @@ from app.compile.runner import RunBuild, in_thread
 from app.language.errors import MlmodelcError
 from app.language.profiles import ToolchainProfile, get_profile
 from app.mil import Target
-from app.mlmodelc import CompiledBundle, compile_package
+from app.mlmodelc import CompiledBundle, compile_package, unobserved_note
 from app.toolchain import coremltools_version
 
 NAME = "linux"
@@ -58,11 +58,14 @@ class LinuxCompiler:
             )
         except TimeoutError:
             raise CompileTimeout(timeout_message(timeout_s)) from None
+        notes = tuple(n for n in (unobserved_note(bundle),) if n is not None)
         log = (
             f"app.mlmodelc: {package.name} -> {out.name} as {self.profile.describe()}, "
-            f"program({bundle.program_version})\n" + "".join(f"  {f}\n" for f in bundle.files)
+            f"program({bundle.program_version})\n"
+            + "".join(f"  {f}\n" for f in bundle.files)
+            + "".join(f"note: {n}\n" for n in notes)
         )
-        return CompileResult(out, log, await self.toolchain())
+        return CompileResult(out, log, await self.toolchain(), notes)
 
 
 def compile_bundle(package: Path, out: Path, profile: ToolchainProfile) -> CompiledBundle:

@@ -20,6 +20,7 @@ from app.graphs.built import BuiltNode, GraphBuild
 from app.graphs.spec import GraphParams, producer
 from app.kernels import KernelBuild
 from app.quantize import QuantizeConfig
+from app.settings import PROGRAM_WEIGHT_BUDGET_SETTING
 
 
 @dataclass(frozen=True)
@@ -80,7 +81,8 @@ def cut(build: GraphBuild, budget: int) -> list[list[BuiltNode]]:
             raise RequestError(
                 f"nodes[{node.index}]",
                 f"node {node.node.id!r} alone holds {size} bytes of weights, over the budget of "
-                f"{budget} bytes per program: no cut can bring it within",
+                f"{budget} bytes per program ({PROGRAM_WEIGHT_BUDGET_SETTING}): no cut can bring "
+                f"it within; raise {PROGRAM_WEIGHT_BUDGET_SETTING} to at least {size}, or quantize",
                 title="Program too large",
                 limit=budget,
             )

@@ -124,6 +124,12 @@ def parse_params(op: CatalogOp, params: Mapping[str, Any] | OpParams | None) -> 
     try:
         return op.params.model_validate(dict(params or {}))
     except ValidationError as exc:
-        err = exc.errors()[0]
-        loc = ".".join(str(p) for p in err["loc"])
-        raise RequestError(f"params.{loc}" if loc else "params", err["msg"]) from None
+        # every fault, the first named as the field: a mistyped key hides behind no other error
+        faults = [(_param_field(e["loc"]), e["msg"]) for e in exc.errors()]
+        also = "".join(f"; also {field}: {msg}" for field, msg in faults[1:])
+        raise RequestError(faults[0][0], faults[0][1] + also) from None
+
+
+def _param_field(loc: tuple) -> str:
+    path = ".".join(str(p) for p in loc)
+    return f"params.{path}" if path else "params"

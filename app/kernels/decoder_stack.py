@@ -33,6 +33,7 @@ from app.kernels.transformer_reference import (
 from app.kernels.transformer_reference import attention as attention_f64
 from app.kernels.transformer_reference import mlp as mlp_f64
 from app.mil import Builder
+from app.settings import PROGRAM_WEIGHT_BUDGET_SETTING
 
 MAX_LAYERS = 256
 
@@ -100,7 +101,8 @@ def parts(p: DecoderStackParams, budget: int) -> list[DecoderStackParams]:
         raise RequestError(
             "split",
             f"one layer holds {size} bytes of weights, over the budget of {budget} bytes per "
-            "program: no cut at layer boundaries brings it within",
+            f"program ({PROGRAM_WEIGHT_BUDGET_SETTING}): no cut at layer boundaries brings it "
+            f"within; raise {PROGRAM_WEIGHT_BUDGET_SETTING} to at least {size}, or quantize",
             title="Program too large",
             limit=budget,
         )

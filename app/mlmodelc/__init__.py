@@ -9,7 +9,7 @@ layer's (`app.language`: printer, parser, toolchain profiles). Every choice made
 output was available to copy is said so in the module concerned.
 """
 
-from app.mlmodelc.compiler import CompiledBundle, compile_package
+from app.mlmodelc.compiler import CompiledBundle, compile_package, unobserved_note
 from app.mlmodelc.coremldata import COREMLDATA
 from app.mlmodelc.decompiler import DecompiledPackage, decompile, source_model
 
@@ -20,4 +20,5 @@ __all__ = [
     "compile_package",
     "decompile",
     "source_model",
+    "unobserved_note",
 ]

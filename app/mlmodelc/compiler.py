@@ -39,6 +39,9 @@ class CompiledBundle:
     profile: ToolchainProfile
     program_version: str  # "1.0" or "1.3"
     files: tuple[str, ...]  # relative paths written, sorted
+    # metadata.json histogram names no Apple bundle has shown for their opset (app/mlmodelc/
+    # opnames.py chose them by rule): a report says so rather than guessing silently
+    unobserved_op_names: tuple[str, ...] = ()
 
 
 def model_mil(source: SourceModel, profile: ToolchainProfile) -> str:
@@ -130,4 +133,15 @@ def compile_package(
         profile=profile,
         program_version=dialect_for(source.model.specificationVersion).version,
         files=tuple(sorted([*files, *weights])),
+        unobserved_op_names=tuple(sorted({n for s in surveys.values() for n in s.unobserved})),
+    )
+
+
+def unobserved_note(bundle: CompiledBundle) -> str | None:
+    """One line for a compile log, or None when every histogram name was observed."""
+    if not bundle.unobserved_op_names:
+        return None
+    return (
+        "metadata.json op names never observed in an Apple-compiled bundle for their opset "
+        f"(chosen by rule, app/mlmodelc/opnames.py): {', '.join(bundle.unobserved_op_names)}"
     )

@@ -82,6 +82,13 @@ def read_source(src: Path, weights_dir: Path | None = None) -> SourceModel:
         raise BadPackageError("a weights directory goes with an .mlmodel, not a package", str(src))
     data = spec.read_bytes()
     label = str(spec)
+    if data[:4] == b"PK\x03\x04":  # a zip (a kernel zip the service wrote), not a protobuf
+        raise BadPackageError(
+            "a zip, not a model: unzip it and pass the .mlpackage directory inside "
+            f"(unzip {src.name} -d {src.stem} && ane-kernels mlmodelc {src.stem}/<name>.mlpackage "
+            "-o <name>.mlmodelc)",
+            label,
+        )
     model = Model_pb2.Model()
     try:
         model.ParseFromString(data)

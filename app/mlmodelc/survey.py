@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 
 from app.language.messages import MIL_pb2
 from app.mlmodelc.blobrefs import BlobRef, op_place, refs_in_value
-from app.mlmodelc.opnames import display_name
+from app.mlmodelc.opnames import name_of
 from app.mlmodelc.precision import DISPLAY, constexpr_storage, element_types, summary
 
 
@@ -22,6 +22,7 @@ class FunctionSurvey:
     compute_types: set[int] = field(default_factory=set)
     storage: set[str] = field(default_factory=set)
     refs: list[BlobRef] = field(default_factory=list)
+    unobserved: list[str] = field(default_factory=list)  # histogram names chosen by rule only
 
     @property
     def compute_precision(self) -> str | None:
@@ -72,7 +73,10 @@ class _Walk:
             return
         name = self.names.get(kind)
         if name is None:
-            name = self.names[kind] = display_name(kind, self.opset)
+            found = name_of(kind, self.opset)
+            name = self.names[kind] = found.name
+            if not found.observed:
+                result.unobserved.append(name)
         result.histogram[name] = result.histogram.get(name, 0) + 1
         computes = not kind.startswith("constexpr_")
         if not computes:

@@ -29,10 +29,13 @@ def _what(subject: Operation | Var) -> str:
     return f"const {subject.name!r}" if subject.type == "const" else f"output of {subject.name!r}"
 
 
-def _first_per_subject(view: ProgramView, predicate: Callable[[TensorType], bool]):
-    """The first tensor of each input or op that matches (one finding per node is enough)."""
+def _first_per_subject(
+    view: ProgramView, predicate: Callable[[TensorType], bool], *, runtime_only: bool = False
+):
+    """The first tensor of each input or op that matches (one finding per node is enough);
+    with `runtime_only`, only tensors the program computes on (`ProgramView.runtime_tensors`)."""
     flagged: set[int] = set()
-    for subject, tensor in view.tensors():
+    for subject, tensor in view.runtime_tensors() if runtime_only else view.tensors():
         if id(subject) not in flagged and predicate(tensor):
             flagged.add(id(subject))
             yield subject, tensor
@@ -41,8 +44,12 @@ def _first_per_subject(view: ProgramView, predicate: Callable[[TensorType], bool
 def rank_over_core_ml_max(view: ProgramView, options: PreflightOptions) -> Iterator[Hit]:
     """Rank above 5. Core ML rejects the program before any compiler sees it
     (coremltools' `_check_early_error_out_for_invalid_program`, coremltools-linux.md), and the
-    ANE reports cap it lower still, so every source agrees: an error."""
-    for subject, tensor in _first_per_subject(view, lambda t: t.rank > CORE_ML_MAX_RANK):
+    ANE reports cap it lower still, so every source agrees: an error. The same coremltools check
+    allows a higher rank on a const read only by constexpr ops (an iOS18 palette for a conv
+    weight is rank 6), so those are not counted."""
+    for subject, tensor in _first_per_subject(
+        view, lambda t: t.rank > CORE_ML_MAX_RANK, runtime_only=True
+    ):
         yield Hit(
             subject,
             f"{_what(subject)} has rank {tensor.rank} ({shape_text(tensor.shape)}); Core ML "
@@ -54,8 +61,12 @@ def rank_over_core_ml_max(view: ProgramView, options: PreflightOptions) -> Itera
 def rank_five(view: ProgramView, options: PreflightOptions) -> Iterator[Hit]:
     """Rank exactly 5. ANEForge reports a "rank4 cap" (transpose+matmul fails at rank >= 5)
     while its op-quirks notes allow rank <= 5 for other ops: the reports conflict, so the
-    conservative reading (any rank-5 tensor may fail) is a warning, not an error."""
-    for subject, tensor in _first_per_subject(view, lambda t: t.rank == CORE_ML_MAX_RANK):
+    conservative reading (any rank-5 tensor may fail) is a warning, not an error. Both reports
+    are about tensors the ANE computes on: a const read only by constexpr ops is expanded at
+    load and never reaches it, so it is not counted (as for `rank_over_core_ml_max`)."""
+    for subject, tensor in _first_per_subject(
+        view, lambda t: t.rank == CORE_ML_MAX_RANK, runtime_only=True
+    ):
         yield Hit(
             subject,
             f"{_what(subject)} has rank 5 ({shape_text(tensor.shape)}); ANEForge reports "

@@ -40,11 +40,14 @@ class Rule:
 
 RULES: tuple[Rule, ...] = (
     # -- shapes ---------------------------------------------------------------------------------
-    Rule("rank.core-ml-max", ERROR, "a tensor of rank > 5",
-         "coremltools-linux.md §4b; apple/coremltools _check_early_error_out_for_invalid_program "
+    Rule("rank.core-ml-max", ERROR,
+         "a tensor of rank > 5 (consts read only by constexpr ops excepted)",
+         "coremltools-linux.md §4b; apple/coremltools _check_early_error_out_for_invalid_program, "
+         "_check_invalid_tensor_rank "
          "(also fused-quantized-mlmodelc.md §5.4: apple/coremltools #1330, #1723, #2291)",
          shapes.rank_over_core_ml_max),
-    Rule("rank.ane-4d", WARNING, "a tensor of rank 5 (the ANE works in rank 4)",
+    Rule("rank.ane-4d", WARNING,
+         "a tensor of rank 5 (the ANE works in rank 4; constexpr-only consts excepted)",
          f"{_E}; sbryngelson/ANEForge 'rank4 cap' (and {_F24}: op-quirks.md, rank <= 5)",
          shapes.rank_five),
     Rule("axis.max-any-chip", ERROR, "an axis larger than 65,536",

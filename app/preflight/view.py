@@ -83,6 +83,29 @@ class ProgramView:
         """Every tensor a function holds, in program order, with the IR object that makes it."""
         return iter(self._tensors)
 
+    def runtime_tensors(self) -> Iterator[tuple[Operation | Var, TensorType]]:
+        """`tensors()` without the compression operands that only a constexpr op reads (an
+        iOS18 palette, indices, scales): constexpr ops expand them when the model loads, so they
+        are never a tensor the compiled program computes on. coremltools' rank check
+        (`Program._check_invalid_tensor_rank`) exempts exactly these: a const or constexpr
+        output whose every consumer is a constexpr op."""
+        outputs = {id(v) for v in self.outputs()}
+        for subject, tensor in self._tensors:
+            if isinstance(subject, Operation) and self._feeds_only_constexprs(subject, outputs):
+                continue
+            yield subject, tensor
+
+    def _feeds_only_constexprs(self, op: Operation, function_outputs: set[int]) -> bool:
+        if op.type != "const" and not op.type.startswith("constexpr_"):
+            return False
+        for out in op.outputs:
+            consumers = self.consumers(out)
+            if id(out) in function_outputs or not consumers:
+                return False
+            if not all(c.type.startswith("constexpr_") for c in consumers):
+                return False
+        return True
+
 
 def is_const(value: Var | tuple[Var, ...] | None) -> bool:
     return isinstance(value, Var) and value.op is not None and value.op.type == "const"

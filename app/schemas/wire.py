@@ -11,6 +11,7 @@ from typing import Annotated, Any, Literal, Union
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, create_model
 
+from app.checkpoints.reference import CheckpointReference
 from app.digest import DIGEST_PATTERN, WEIGHT_REF_PATTERN
 from app.formats import DEFAULT_FORMAT, FormatName, describe_formats
 from app.graphs.spec import GraphInput, GraphNode, GraphParams, Ref
@@ -112,6 +113,14 @@ class KernelOptions(RequestOptions):
     """What every kernel request carries besides its op's parameters."""
 
     weights: dict[str, WeightValue] = Field(default_factory=dict)
+    checkpoint: CheckpointReference | None = Field(
+        None,
+        description="the op's params and weights from an uploaded Hugging Face checkpoint: its "
+        "config's params under the body's, each weight the tensor its role names (a block op: "
+        "ffn, attention, decoder_layer, decoder_stack)",
+        examples=[{"blob": "sha256:<digest of model.safetensors>", "config": {"...": "..."},
+                   "layer": 3}],
+    )  # fmt: skip
     quantize: dict[str, Any] | None = Field(
         None, description=QUANTIZE_DESCRIPTION, examples=[{"mode": "palettize", "nbits": 4}]
     )

@@ -1,0 +1,114 @@
+"""Command-line paths that used to crash or mislead: each ends in a message that says what to do
+(exit 2), or does what the server does with the same request."""
+
+import io
+import json
+import os
+import subprocess
+import sys
+import tomllib
+import zipfile
+from importlib.metadata import version
+from pathlib import Path
+
+from checkpoint_support import LLAMA, write_checkpoint
+from conftest import free_port
+from packaging.version import Version
+
+from app.client import Client
+
+REPO = Path(__file__).resolve().parent.parent
+STACK = {"hidden_size": 32, "intermediate_size": 48, "num_attention_heads": 4,
+         "num_key_value_heads": 2, "seq_len": 2, "first_layer": 0, "num_layers": 3,
+         "split": True}  # fmt: skip
+
+
+def run(*args, **env):
+    return subprocess.run([sys.executable, "-m", "app.cli", *args], capture_output=True,
+                          text=True, env={**os.environ, **env}, check=False)  # fmt: skip
+
+
+def layer_bytes() -> int:
+    from app.kernels.decoder_stack import DecoderStackParams, layer_bytes
+
+    return layer_bytes(DecoderStackParams.model_validate(STACK))
+
+
+def test_the_local_cli_splits_by_the_budget_setting_as_the_server_does(tmp_path):
+    out = tmp_path / "s.zip"
+    base = ("compile", "decoder_stack", "--params", json.dumps(STACK), "--random-weights", "0",
+            "--format", "mil", "-o", str(out))  # fmt: skip
+    budget = str(2 * layer_bytes())
+    done = run(*base, ANE_MAX_PROGRAM_WEIGHT_BYTES=budget)
+    assert done.returncode == 0, done.stderr
+    with zipfile.ZipFile(out) as z:
+        assert len(json.loads(z.read("chain.json"))["programs"]) == 2
+    refused = run(*base, ANE_MAX_PROGRAM_WEIGHT_BYTES=str(layer_bytes() - 1))
+    assert refused.returncode == 2
+    assert "ANE_MAX_PROGRAM_WEIGHT_BYTES" in refused.stderr
+    assert f"to at least {layer_bytes()}" in refused.stderr
+
+
+def test_compile_graph_honours_the_files_format_and_verify(tmp_path, server):
+    graph = {"inputs": {"x": {"shape": [1, 8, 1, 4]}},
+             "nodes": [{"id": "r", "op": "relu", "inputs": {"x": "x"}}],
+             "outputs": {"y": "r"}, "format": "mil", "verify": True}  # fmt: skip
+    path = tmp_path / "g.json"
+    path.write_text(json.dumps(graph))
+    for extra in ((), ("--server", server.url)):
+        out = tmp_path / f"g{len(extra)}.zip"
+        done = run("compile-graph", str(path), "-o", str(out), *extra)
+        assert done.returncode == 0, done.stderr
+        names = zipfile.ZipFile(out).namelist()
+        assert "model.mil" in names and "verification.json" in names, names
+    with Client(server.url) as c:
+        names = zipfile.ZipFile(io.BytesIO(c.compile_graph(graph))).namelist()
+    assert "model.mil" in names and "verification.json" in names
+    flag = tmp_path / "flag.zip"  # a flag still wins over the file
+    assert run("compile-graph", str(path), "--format", "mlpackage", "-o", str(flag)).returncode == 0
+    assert any(n.endswith("Manifest.json") for n in zipfile.ZipFile(flag).namelist())
+
+
+def test_checkpoint_faults_say_what_to_do(tmp_path):
+    path, _, _ = write_checkpoint(tmp_path / "model", LLAMA)
+    conv = run("compile", "conv", "--checkpoint", str(path), "--layer", "0", "-o",
+               str(tmp_path / "c.zip"))  # fmt: skip
+    assert conv.returncode == 2 and "Traceback" not in conv.stderr
+    assert "decoder_layer" in conv.stderr and "checkpoint" in conv.stderr
+    far = run("compile", "decoder_layer", "--checkpoint", str(path), "--layer", "5",
+              "--params", '{"seq_len": 2}', "-o", str(tmp_path / "d.zip"))  # fmt: skip
+    assert far.returncode == 2 and "the model has 3 layers (0-2" in far.stderr
+
+
+def test_jobs_without_a_server_say_where_they_looked(tmp_path):
+    url = f"http://127.0.0.1:{free_port()}"
+    done = run("jobs", "list", ANE_SERVER=url)
+    assert done.returncode == 4
+    assert f"cannot reach {url}" in done.stderr and "--server" in done.stderr
+    assert "None" not in done.stderr
+
+
+def test_mlmodelc_on_a_kernel_zip_says_to_unzip(tmp_path):
+    kernel = tmp_path / "k.zip"
+    made = run("compile", "identity", "--params", '{"channels": 16, "spatial": 2}', "-o",
+               str(kernel))  # fmt: skip
+    assert made.returncode == 0, made.stderr
+    done = run("mlmodelc", str(kernel), "-o", str(tmp_path / "k.mlmodelc"))
+    assert done.returncode == 2
+    assert "unzip" in done.stderr and "Wire format" not in done.stderr
+
+
+def test_every_validation_error_is_shown(tmp_path):
+    done = run("compile", "conv", "--params", '{"in_channels": 4, "out_chanels": 8}',
+               "-o", str(tmp_path / "c.zip"))  # fmt: skip
+    assert done.returncode == 2
+    for field in ("params.out_channels", "params.spatial", "params.out_chanels"):
+        assert field in done.stderr, done.stderr
+
+
+def test_the_declared_coremltools_floor_is_the_release_tested():
+    deps = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["dependencies"]
+    (spec,) = [d for d in deps if d.startswith("coremltools")]
+    floor = Version(spec.split(">=")[1])
+    installed = Version(version("coremltools"))
+    assert installed >= floor and installed.release[:2] == floor.release[:2], (spec, installed)
