@@ -29,6 +29,27 @@ def estimate_devices(request: Request) -> list[Chip]:
     return devices_or_error(request.query_params.getlist("device"))
 
 
+# An artifact's estimate follows from its content (the ETag) and the devices: kept, so a cache
+# hit does not price its programs again (~50 µs, a fifth of a hit's cost).
+_ESTIMATES: dict[tuple[str, tuple[str, ...]], str] = {}
+_ESTIMATES_MAX = 4096
+
+
+def _estimate(answer: Served, devices: list[Chip] | None) -> str | None:
+    key = (answer.etag, tuple(chip.name for chip in devices or ()))
+    known = _ESTIMATES.get(key)
+    if known is not None:
+        return known
+    work = works_from_json(answer.work)
+    if work is None:
+        return None
+    value = header_value(*work, devices)
+    if len(_ESTIMATES) >= _ESTIMATES_MAX:
+        del _ESTIMATES[next(iter(_ESTIMATES))]  # the oldest
+    _ESTIMATES[key] = value
+    return value
+
+
 def artifact_response(
     answer: Served | Pending, request: Request, devices: list[Chip] | None = None
 ) -> Response:
@@ -47,8 +68,8 @@ def artifact_response(
     }
     if answer.preflight is not None:
         headers[PREFLIGHT_HEADER] = answer.preflight
-    if (work := works_from_json(answer.work)) is not None:
-        headers[ESTIMATE_HEADER] = header_value(*work, devices)
+    if (estimate := _estimate(answer, devices)) is not None:
+        headers[ESTIMATE_HEADER] = estimate
     if matches(request.headers.get("if-none-match"), answer.etag):
         if answer.file is not None:
             answer.file.close()
