@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from app.coreai.step import Step
+from app.coreai.step import NoCoreAIForm, Step
 
 
 def _ca():
@@ -26,7 +26,7 @@ def _ca():
 def _plain(step: Step, arg: str) -> np.ndarray:
     array = step.array(arg)
     if array is None:
-        raise NotImplementedError(f"{step.op.type} with a computed {arg!r}")
+        raise NoCoreAIForm(f"{step.op.type} with a computed {arg!r}")
     return array
 
 

@@ -19,7 +19,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from app.coreai.step import Step, is_weight
+from app.coreai.step import NoCoreAIForm, Step, is_weight
 from app.mil import TensorType
 
 Rule = Callable[[Step], list]
@@ -179,7 +179,7 @@ def _slice_by_index(step: Step) -> list:
             e = None if masks["end_mask"][i] else step.const("end")[i]
             start, stop, by = slice(b, e, stride[i]).indices(d)
             if by < 0:
-                raise NotImplementedError("slice_by_index with a negative stride")
+                raise NoCoreAIForm("slice_by_index with a negative stride")
         begins.append(start)
         ends.append(stop)
         strides.append(by)
@@ -205,7 +205,7 @@ def _slice_update(step: Step) -> list:
 def _conv(step: Step) -> list:
     x_type, w_type = step.type("x"), step.type("weight")
     if x_type.rank != 4:
-        raise NotImplementedError(f"conv of a rank {x_type.rank} input (only 2-D convolutions)")
+        raise NoCoreAIForm(f"conv of a rank {x_type.rank} input (only 2-D convolutions)")
     x, weight = step.value("x"), step.value("weight")
     if w_type.dtype != x_type.dtype:
         weight = _cast_to(weight, x_type)

@@ -12,6 +12,11 @@ from app.coreai.weights import Constants
 from app.mil import Operation, TensorType, Var
 
 
+class NoCoreAIForm(ValueError):
+    """A form of an op (its arguments, not its type) that has no Core AI translation: the
+    translator refuses the request naming the node, before anything is written."""
+
+
 def is_weight(var: Var) -> bool:
     """A value fixed when the program is built: a const, or what a constexpr op decompresses."""
     return var.op is not None and (var.op.type == "const" or var.op.type.startswith("constexpr_"))

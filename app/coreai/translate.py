@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from app.coreai import compressed
 from app.coreai.dtypes import coreai_dtype, dtype_name, has_dtype
 from app.coreai.rules import RULES as _OP_RULES
-from app.coreai.step import Step
+from app.coreai.step import NoCoreAIForm, Step
 from app.coreai.weights import Constants
 from app.mil import Function, Operation, Program, StateType, Var
 
@@ -146,7 +146,7 @@ def _graph(fn: Function, constants: Constants) -> None:
                 continue
             try:
                 results = RULES[op.type](Step(op, value_of, constants))
-            except NotImplementedError as exc:
+            except NoCoreAIForm as exc:
                 found = Untranslatable(fn.name, op, f"op {op.type!r}: {exc} has no Core AI form")
                 raise TranslationError(found) from None
             for var, result in zip(op.outputs, results, strict=True):
