@@ -24,6 +24,7 @@ from app.cache.faults import ARTIFACT_STORE, storage_fault
 from app.cache.hot import SMALL_ARTIFACT_BYTES
 from app.cache.store import Published, StoreLocation, publish_files
 from app.catalog_build import build_functions, build_kernel
+from app.coreai.package import aimodel_of, write_aimodel_zip
 from app.errors import ErrorKind, FieldError, RequestError
 from app.estimates import build_works, works_to_json
 from app.files import atomic_file, discard, in_flight
@@ -43,6 +44,8 @@ from app.preflight import (
     quantization_findings,
     summary_header,
 )
+from app.reference.apple import with_apple_runtime
+from app.reference.verify import report_entry, verify_build, verify_functions
 from app.request import KernelRequest, RequestKind
 from app.settings import DEFAULT_PROGRAM_WEIGHT_BUDGET, PROGRAM_WEIGHT_BUDGET_SETTING, Settings
 
@@ -92,8 +95,6 @@ class Prepared:
 
     @property
     def extra_entries(self) -> list[Entry]:
-        from app.reference.verify import report_entry
-
         return [report_entry(self.verification)] if self.verification is not None else []
 
     @property
@@ -214,13 +215,9 @@ def prepare(
                            title="Preflight failed", preflight=error.to_json())  # fmt: skip
     files = None
     if request.format == "aimodel":  # translated before anything is verified or written
-        from app.coreai.package import aimodel_of
-
         files = aimodel_of(build)
     if not request.verifies:
         return Prepared(request, build, findings, chain=chain, aimodel=files)
-    from app.reference.verify import verify_build, verify_functions
-
     limit = request.max_quantization_error
     try:
         if request.kind is RequestKind.FUNCTIONS:
@@ -239,8 +236,6 @@ def prepare(
             quantization=quantization,
         )
     if files is not None:
-        from app.reference.apple import with_apple_runtime
-
         report = with_apple_runtime(report, build, files)
     return Prepared(request, build, findings, report, chain, files)
 
@@ -259,8 +254,6 @@ def write(prepared: Prepared, out: BinaryIO, fmt: str | None = None) -> dict[str
     options = {"digests": digests, "extra_entries": prepared.extra_entries,
                "extra_description": preflight_json}  # fmt: skip
     if (fmt or request.format) == "aimodel" and prepared.aimodel is not None:
-        from app.coreai.package import write_aimodel_zip
-
         return write_aimodel_zip(prepared.build, prepared.aimodel, out, **options)
     if prepared.chain is not None:
         chain = prepared.chain

@@ -215,6 +215,11 @@ class KernelRequest:
         return self.artifact_format.compiled or self.architectures is not None
 
     @property
+    def needs_macos(self) -> bool:
+        """Only Core ML's placement report and Core AI's device compile need a Mac."""
+        return self.placement or self.architectures is not None
+
+    @property
     def filename(self) -> str:
         return artifact_filename(self.model_name, self.format, self.architectures is not None)
 

@@ -85,9 +85,8 @@ class EmbeddedEngine(JobEngine):
                 title="Compiler unavailable",
                 available_formats=servable,
             )
-        needs_core_ml = getattr(request, "needs_macos", False)
         if (
-            needs_core_ml
+            request.kind == "device_check"
             and self.settings.device_check_runtime == "coreml"
             and (reason := placement_unavailable())
         ):

@@ -32,14 +32,10 @@ from app.settings import Settings
 
 
 def queue_for(request: KernelRequest) -> str:
-    """Only Core ML's placement report, Core AI's device compile and a kit's device check need a
-    Mac: every other job, .mlmodelc included (the linux compiler backend), runs on any worker."""
-    needs_macos = (
-        request.placement
-        or request.architectures is not None
-        or getattr(request, "needs_macos", False)  # a device check
-    )
-    return QUEUE_MACOS if needs_macos else QUEUE_LINUX
+    """Each request says whether it needs a Mac (Core ML's placement report, Core AI's device
+    compile, a kit's device check); every other job, .mlmodelc included (the linux compiler
+    backend), runs on any worker."""
+    return QUEUE_MACOS if request.needs_macos else QUEUE_LINUX
 
 
 class JobEngine(ABC):

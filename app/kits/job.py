@@ -50,6 +50,7 @@ class ModelRequest:
     placement = False
     architectures = None  # what the job engines ask of every request
     compiled = False
+    needs_macos = False
     bypass_cache = False
     artifact_format = KIT_ARTIFACT
     weight_bytes = 0  # the pipeline sends model requests to `build_kit_zip`, never the kernel path
