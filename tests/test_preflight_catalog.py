@@ -1,5 +1,5 @@
 """The preflight over the real catalog, and its outputs: order, JSON, header summary, strict helper,
-and the rule table (every rule sourced, rendered as the README's Markdown table)."""
+and the rule table (every rule sourced, rendered as the Markdown table of docs/preflight.md)."""
 
 from __future__ import annotations
 
@@ -160,7 +160,7 @@ def test_rules_markdown_lists_every_rule():
         ]
 
 
-def test_readme_carries_the_current_rule_table():
-    """The README's preflight section is the rendered table, so a new or reworded rule shows there."""
-    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
-    assert render_rules_markdown().strip() in readme
+def test_the_preflight_page_carries_the_current_rule_table():
+    """docs/preflight.md holds the rendered table, so a new or reworded rule shows there."""
+    page = (Path(__file__).resolve().parents[1] / "docs" / "preflight.md").read_text(encoding="utf-8")
+    assert render_rules_markdown().strip() in page

@@ -216,7 +216,7 @@ def preflight(program: Program, *, options: PreflightOptions | None = None) -> l
 
 
 def render_rules_markdown(rules: Iterable[Rule] = RULES) -> str:
-    """The rule table for the README: id | severity | what | source."""
+    """The rule table of docs/preflight.md: id | severity | what | source."""
     lines = ["| id | severity | what | source |", "|---|---|---|---|"]
     for r in rules:
         cells = (f"`{r.id}`", r.severity.value, r.what, r.source)
