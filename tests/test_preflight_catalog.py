@@ -162,5 +162,5 @@ def test_rules_markdown_lists_every_rule():
 
 def test_the_preflight_page_carries_the_current_rule_table():
     """docs/preflight.md holds the rendered table, so a new or reworded rule shows there."""
-    page = (Path(__file__).resolve().parents[1] / "docs" / "preflight.md").read_text(encoding="utf-8")
+    page = (Path(__file__).resolve().parents[1] / "docs" / "preflight.md").read_text("utf-8")
     assert render_rules_markdown().strip() in page

@@ -168,5 +168,5 @@ def test_quantization_markdown_has_a_row_per_report():
 
 
 def test_the_preflight_page_carries_the_current_report_table():
-    page = (Path(__file__).resolve().parents[1] / "docs" / "preflight.md").read_text(encoding="utf-8")
+    page = (Path(__file__).resolve().parents[1] / "docs" / "preflight.md").read_text("utf-8")
     assert render_quantization_markdown().strip() in page

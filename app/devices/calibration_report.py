@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from app.devices.calibration import EXCLUDED, fitted, leave_one_out
 from app.devices.markdown import table
-from app.devices.model import COMPUTE, MEMORY, PATHS
+from app.devices.model import COMPUTE, MEMORY, PATHS, RAMP_EXPONENT, RAMP_FLOPS, RANGE
 
 
 def _chip(name: str | None) -> str:
@@ -13,6 +13,19 @@ def _chip(name: str | None) -> str:
 
 def _value(value: float) -> str:
     return f"{value:,.3g}" if value < 100 else f"{value:,.0f}"
+
+
+def model_formula() -> str:
+    """The model's equations as a fenced text block, with the constants app/devices/model.py
+    computes with (a fence names its language: the docs tests refuse one that does not)."""
+    ramp_flops = f"{RAMP_FLOPS:.1e}".replace("e+", "e")
+    return (
+        "```text\n"
+        "t = floor + max(FLOPs / (peak · ramp(FLOPs) · e_compute), bytes / (bandwidth · e_memory))\n"
+        f"ramp(FLOPs) = min(1, (FLOPs / {ramp_flops}) ^ {RAMP_EXPONENT:g})\n"
+        f"range = [t / {RANGE:g}, t · {RANGE:g}]\n"
+        "```\n"
+    )
 
 
 def calibration_table() -> str:

@@ -59,7 +59,12 @@ def sources_table() -> str:
 
 
 def blocks() -> dict[str, Callable[[], str]]:
-    from app.devices.calibration_report import calibration_table, excluded_table, model_table
+    from app.devices.calibration_report import (
+        calibration_table,
+        excluded_table,
+        model_formula,
+        model_table,
+    )
 
     return {
         "chips": chips_summary,
@@ -68,6 +73,7 @@ def blocks() -> dict[str, Callable[[], str]]:
         "calibration": calibration_table,
         "excluded": excluded_table,
         "model": model_table,
+        "formula": model_formula,
     }
 
 
