@@ -41,9 +41,16 @@ def _small_checkpoint(name: str, **config) -> Callable[[Path], None]:
     return setup
 
 
+def _stand_in_xcrun(folder: Path) -> None:
+    """tests/fake_xcrun, where a reader in the checkout has it (the page says what it is)."""
+    (folder / "tests").mkdir()
+    (folder / "tests" / "fake_xcrun").symlink_to(REPO / "tests" / "fake_xcrun")
+
+
 # What a page's examples expect to find in their folder, beyond what they make themselves.
 SETUPS: dict[str, Callable[[Path], None]] = {
     "docs/kits.md": _small_checkpoint("Qwen3-0.6B", max_position_embeddings=40960),
+    "docs/mlmodelc-and-coreai.md": _stand_in_xcrun,
 }
 
 

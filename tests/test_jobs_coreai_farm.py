@@ -184,17 +184,21 @@ def test_without_a_farm_a_device_compile_is_unavailable_naming_the_option(client
     assert "ane-macos" in problem["detail"] and "ANE_REDIS_URL" in problem["detail"]
 
 
-def _readme_device_compile() -> tuple[str, str]:
-    """The README's device compile examples: the sh command and the Python snippet."""
-    section = (REPO / "README.md").read_text(encoding="utf-8").split("## Core AI (.aimodel)")[1]
-    part = section.split("\n## ")[0].split("**Device compile on the farm.**")[1]
-    return part.split("```sh\n")[1].split("```")[0], part.split("```python\n")[1].split("```")[0]
+def _page_device_compile() -> tuple[str, str]:
+    """docs/mlmodelc-and-coreai.md's device compile examples: the `ane-kernels compile` command
+    (its continuation lines joined) and the Python snippet."""
+    page = (REPO / "docs" / "mlmodelc-and-coreai.md").read_text(encoding="utf-8")
+    part = page.split("## Device compile on the farm")[1].split("\n## ")[0]
+    commands = part.split("```sh\n")[1].split("```")[0].replace("\\\n", " ").splitlines()
+    command = next(line for line in commands if "ane-kernels compile" in line)
+    return command, part.split("```python\n")[1].split("```")[0]
 
 
 @needs_coreai
-def test_the_readme_client_example_runs_on_the_farm(farm, tmp_path, monkeypatch):
+def test_the_pages_client_example_runs_on_the_farm(farm, tmp_path, monkeypatch):
+    """The page's client example, which the docs tests do not run (it needs a farm)."""
     client, _ = farm
-    _, code = _readme_device_compile()
+    _, code = _page_device_compile()
     assert "http://localhost:8000" in code
     monkeypatch.chdir(tmp_path)
     exec(code.replace("http://localhost:8000", str(client.base_url)), {})
@@ -265,9 +269,9 @@ def cli(*args, path_first=None):
 
 @needs_coreai
 def test_cli_compiles_for_architectures_with_this_machines_coreai_build(tmp_path):
-    """The README's command, with the stand-in as this machine's xcrun."""
-    command, _ = _readme_device_compile()
-    args = shlex.split(command.replace("\\\n", " "), comments=True)[1:]  # after ane-kernels
+    """The page's command, with the stand-in as this machine's xcrun."""
+    command, _ = _page_device_compile()
+    args = shlex.split(command, comments=True)[1:]  # after ane-kernels
     out = args.index("-o") + 1
     args[out] = str(tmp_path / args[out])
     done = cli(*args, path_first=FAKE_XCRUN)
