@@ -1,6 +1,6 @@
 # The API and the Linux worker (generation, packaging, .mlmodelc by the linux compiler backend).
-# macOS workers, for Core ML's placement report, run natively on Macs (see the README, "Build
-# farm and macOS workers"): Core ML itself does not run in Linux.
+# macOS workers, for Core ML's placement report, run natively on Macs (see docs/farm.md): Core
+# ML itself does not run in Linux.
 FROM python:3.11-slim
 
 ENV PYTHONDONTWRITEBYTECODE=1 \

@@ -106,8 +106,8 @@ class Settings(BaseSettings):
     )
     mlmodelc_profile: str | None = Field(
         None,
-        description="the coremlcompiler release the linux backend writes .mlmodelc as (README, "
-        "Compiled .mlmodelc); unset: the default release",
+        description="the coremlcompiler release the linux backend writes .mlmodelc as "
+        "(docs/mlmodelc-and-coreai.md); unset: the default release",
     )
     compile_timeout_s: float = Field(300, gt=0, description="one compiler run")
     job_timeout_s: float = Field(900, gt=0, description="a whole job: generate, compile, store")
