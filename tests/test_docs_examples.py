@@ -41,16 +41,22 @@ def _small_checkpoint(name: str, **config) -> Callable[[Path], None]:
     return setup
 
 
-def _stand_in_xcrun(folder: Path) -> None:
-    """tests/fake_xcrun, where a reader in the checkout has it (the page says what it is)."""
-    (folder / "tests").mkdir()
-    (folder / "tests" / "fake_xcrun").symlink_to(REPO / "tests" / "fake_xcrun")
+def _from_checkout(*paths: str) -> Callable[[Path], None]:
+    """Files of the checkout a page's examples use where a reader in the checkout has them."""
+
+    def setup(folder: Path) -> None:
+        for path in paths:
+            (folder / path).parent.mkdir(parents=True, exist_ok=True)
+            (folder / path).symlink_to(REPO / path)
+
+    return setup
 
 
 # What a page's examples expect to find in their folder, beyond what they make themselves.
 SETUPS: dict[str, Callable[[Path], None]] = {
     "docs/kits.md": _small_checkpoint("Qwen3-0.6B", max_position_embeddings=40960),
-    "docs/mlmodelc-and-coreai.md": _stand_in_xcrun,
+    "docs/mlmodelc-and-coreai.md": _from_checkout("tests/fake_xcrun"),  # the labelled stand-in
+    "docs/architecture.md": _from_checkout("pyproject.toml"),  # the import contracts
 }
 
 
