@@ -22,7 +22,17 @@ from pathlib import Path
 
 import pytest
 from conftest import uvicorn_server
-from docs_examples import NEEDS_MARKER, PAGES, REPO, RUNNABLE, Block, all_blocks, blocks
+from docs_examples import (
+    NEEDS_MARKER,
+    PAGES,
+    REPO,
+    RUNNABLE,
+    Block,
+    all_blocks,
+    anchors,
+    blocks,
+    links,
+)
 
 VENV = Path(sys.prefix)
 BLOCK_TIMEOUT_S = 600
@@ -43,6 +53,7 @@ def _small_checkpoint(name: str, **config) -> Callable[[Path], None]:
 
 # What a page's examples expect to find in their folder, beyond what they make themselves.
 SETUPS: dict[str, Callable[[Path], None]] = {
+    "README.md": _small_checkpoint("Qwen3-0.6B", max_position_embeddings=40960),
     "docs/kits.md": _small_checkpoint("Qwen3-0.6B", max_position_embeddings=40960),
 }
 
@@ -107,3 +118,17 @@ def test_the_opt_outs_are_listed() -> None:
     assert len(opted) <= MAX_OPT_OUTS, [b.where for b in opted]
     ran = [b for b in all_blocks() if b.runs]
     assert len(ran) > 3 * len(opted), "most examples must run"
+
+
+@pytest.mark.parametrize("page", PAGES, ids=lambda p: str(p.relative_to(REPO)))
+def test_links_reach_a_file_and_heading(page: Path) -> None:
+    """A link into the repository names a file that exists and, after `#`, one of its headings."""
+    broken = []
+    for line, href in links(page):
+        path, _, fragment = href.partition("#")
+        target = (page.parent / path).resolve() if path else page
+        if not target.exists():
+            broken.append(f"{page.name}:{line} {href}: no such file")
+        elif fragment and target.suffix == ".md" and fragment not in anchors(target):
+            broken.append(f"{page.name}:{line} {href}: no heading #{fragment}")
+    assert not broken, broken
