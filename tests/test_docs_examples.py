@@ -51,10 +51,24 @@ def _small_checkpoint(name: str, **config) -> Callable[[Path], None]:
     return setup
 
 
+def _sharded_llama(name: str) -> Callable[[Path], None]:
+    """A Llama 3.2-style save_pretrained folder: config.json, bf16 weights in two shards with
+    model.safetensors.index.json, four small random layers."""
+
+    def setup(folder: Path) -> None:
+        from checkpoint_support import LLAMA, write_checkpoint
+
+        write_checkpoint(folder / name, LLAMA | {"num_hidden_layers": 4}, dtype="bfloat16",
+                         seed=3, shards=2)  # fmt: skip
+
+    return setup
+
+
 # What a page's examples expect to find in their folder, beyond what they make themselves.
 SETUPS: dict[str, Callable[[Path], None]] = {
     "README.md": _small_checkpoint("Qwen3-0.6B", max_position_embeddings=40960),
     "docs/kits.md": _small_checkpoint("Qwen3-0.6B", max_position_embeddings=40960),
+    "docs/transformer-blocks.md": _sharded_llama("Llama-3.2-1B"),
 }
 
 
