@@ -2,7 +2,9 @@
 and for every farm worker alike (they share storage and queues, so they read the same names).
 
 Defaults are for the local embedded run (`make run`): everything under ./data, no API keys, jobs
-in the API process. The README's "Settings" table lists the same names and defaults.
+in the API process. docs/settings.md names every setting and gives
+the defaults of all but the job settings (those are in docs/farm.md); tests/test_settings_docs.py
+keeps it in step.
 """
 
 from __future__ import annotations

@@ -58,3 +58,24 @@ def blocks(page: Path) -> list[Block]:
 
 def all_blocks() -> list[Block]:
     return [b for page in PAGES for b in blocks(page)]
+
+
+def anchor(heading: str) -> str:
+    """The anchor GitHub gives a heading: lower case, punctuation dropped, spaces to hyphens."""
+    return re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")
+
+
+def anchors(page: Path) -> set[str]:
+    tokens = MarkdownIt("commonmark").parse(page.read_text(encoding="utf-8"))
+    return {anchor(tokens[i + 1].content) for i, t in enumerate(tokens) if t.type == "heading_open"}
+
+
+def links(page: Path) -> list[tuple[int, str]]:
+    """(line, href) of every link of the page that points into the repository."""
+    found = []
+    for token in MarkdownIt("commonmark").parse(page.read_text(encoding="utf-8")):
+        for child in token.children or []:
+            href = child.attrGet("href") if child.type == "link_open" else None
+            if href and not re.match(r"^[a-z]+:", href):
+                found.append((token.map[0] + 1, str(href)))
+    return found

@@ -22,7 +22,17 @@ from pathlib import Path
 
 import pytest
 from conftest import uvicorn_server
-from docs_examples import NEEDS_MARKER, PAGES, REPO, RUNNABLE, Block, all_blocks, blocks
+from docs_examples import (
+    NEEDS_MARKER,
+    PAGES,
+    REPO,
+    RUNNABLE,
+    Block,
+    all_blocks,
+    anchors,
+    blocks,
+    links,
+)
 
 VENV = Path(sys.prefix)
 BLOCK_TIMEOUT_S = 600
@@ -41,6 +51,19 @@ def _small_checkpoint(name: str, **config) -> Callable[[Path], None]:
     return setup
 
 
+def _sharded_llama(name: str) -> Callable[[Path], None]:
+    """A Llama 3.2-style save_pretrained folder: config.json, bf16 weights in two shards with
+    model.safetensors.index.json, four small random layers."""
+
+    def setup(folder: Path) -> None:
+        from checkpoint_support import LLAMA, write_checkpoint
+
+        write_checkpoint(folder / name, LLAMA | {"num_hidden_layers": 4}, dtype="bfloat16",
+                         seed=3, shards=2)  # fmt: skip
+
+    return setup
+
+
 def _from_checkout(*paths: str) -> Callable[[Path], None]:
     """Files of the checkout a page's examples use where a reader in the checkout has them."""
 
@@ -54,7 +77,9 @@ def _from_checkout(*paths: str) -> Callable[[Path], None]:
 
 # What a page's examples expect to find in their folder, beyond what they make themselves.
 SETUPS: dict[str, Callable[[Path], None]] = {
+    "README.md": _small_checkpoint("Qwen3-0.6B", max_position_embeddings=40960),
     "docs/kits.md": _small_checkpoint("Qwen3-0.6B", max_position_embeddings=40960),
+    "docs/transformer-blocks.md": _sharded_llama("Llama-3.2-1B"),
     "docs/mlmodelc-and-coreai.md": _from_checkout("tests/fake_xcrun"),  # the labelled stand-in
     "docs/architecture.md": _from_checkout("pyproject.toml"),  # the import contracts
 }
@@ -120,3 +145,17 @@ def test_the_opt_outs_are_listed() -> None:
     assert len(opted) <= MAX_OPT_OUTS, [b.where for b in opted]
     ran = [b for b in all_blocks() if b.runs]
     assert len(ran) > 3 * len(opted), "most examples must run"
+
+
+@pytest.mark.parametrize("page", PAGES, ids=lambda p: str(p.relative_to(REPO)))
+def test_links_reach_a_file_and_heading(page: Path) -> None:
+    """A link into the repository names a file that exists and, after `#`, one of its headings."""
+    broken = []
+    for line, href in links(page):
+        path, _, fragment = href.partition("#")
+        target = (page.parent / path).resolve() if path else page
+        if not target.exists():
+            broken.append(f"{page.name}:{line} {href}: no such file")
+        elif fragment and target.suffix == ".md" and fragment not in anchors(target):
+            broken.append(f"{page.name}:{line} {href}: no heading #{fragment}")
+    assert not broken, broken

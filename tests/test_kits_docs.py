@@ -29,14 +29,14 @@ def python_loop() -> str:
 @pytest.mark.parametrize(("fmt", "kv"), [("mlmodelc", "io"), ("mlpackage", "state")])
 def test_the_documented_loop_generates_what_the_runner_does(tmp_path, monkeypatch, fmt, kv):
     folder = write_model(tmp_path / "qwen2", KIT_QWEN2, seed=7)
-    build_kit(folder, tmp_path / "model.kit.zip", KitOptions(format=fmt, kv=kv, context=16,
-                                                            prefill=4))  # fmt: skip
+    kit = tmp_path / "qwen3.kit.zip"  # the file the page's loop reads; a Qwen2 kit works alike
+    build_kit(folder, kit, KitOptions(format=fmt, kv=kv, context=16, prefill=4))
     monkeypatch.chdir(tmp_path)
     printed = io.StringIO()
     with contextlib.redirect_stdout(printed):
         exec(compile(python_loop(), str(DOC), "exec"), {})
     tokens = ast.literal_eval(printed.getvalue().strip())
-    expected, _ = Kit.open(tmp_path / "model.kit.zip").generate([5, 17, 3, 250, 9, 1], 5)
+    expected, _ = Kit.open(kit).generate([5, 17, 3, 250, 9, 1], 5)
     assert tokens == expected
 
 

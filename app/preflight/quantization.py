@@ -118,7 +118,7 @@ def quantization_findings(
 
 
 def render_quantization_markdown(reports: tuple[QuantReport, ...] = REPORTS) -> str:
-    """The report table for the README: format | chips | path | status | reported | source."""
+    """The report table of docs/quantization.md: format | chips | path | status | reported | source."""
     lines = [
         "| format | chips | path | status | reported | source |",
         "|---|---|---|---|---|---|",

@@ -6,7 +6,7 @@ report covers the artifact's offsets and dtypes as well as the op decomposition.
 to 4 significant digits, which keeps the report (and so the zip) the same across machines whose
 BLAS libraries sum in different orders.
 
-Error measure (verification.json, the tests, the README): for each output,
+Error measure (verification.json, the tests, docs/catalog.md): for each output,
     max_rel_error = max|kernel − exact| / max|exact|
 a normwise relative error: an fp16 result correct to a few units in the last place scores ~1e-3;
 a wrong formula scores ~1. Each catalog op declares the bound it must meet (`tolerance`).
