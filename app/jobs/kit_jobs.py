@@ -46,6 +46,7 @@ async def produce_kit(store: ContentStore, blobs: BlobStore, workdir: Path, run_
         return {"artifact": artifact_ref(found)}
     scratch = workdir / uuid.uuid4().hex
     out = store.temp_path()
+    build: asyncio.Future | None = None
     try:
         folder = await asyncio.to_thread(checkpoint_folder, request, scratch / "checkpoint",
                                          blobs.file_path)  # fmt: skip
@@ -70,7 +71,17 @@ async def produce_kit(store: ContentStore, blobs: BlobStore, workdir: Path, run_
     finally:
         discard(out)
         shutil.rmtree(scratch, ignore_errors=True)
+        if build is not None and not build.done():
+            # The job stopped (its time limit, a cancel) while the build runs on where it cannot
+            # be interrupted: the zip it may still write goes when it ends.
+            build.add_done_callback(lambda done: _discard_after(done, out))
     return {"artifact": artifact_ref(entry)}
+
+
+def _discard_after(build: asyncio.Future, out: Path) -> None:
+    discard(out)
+    if not build.cancelled():
+        build.exception()  # seen: the job has already ended for its own reason
 
 
 async def check_on_device(store: ContentStore, run_build: RunBuild, request: DeviceCheckRequest,
