@@ -4,6 +4,10 @@ time limit that grows with the kit; over a cap, refused naming the setting."""
 
 from __future__ import annotations
 
+import json
+import struct
+from pathlib import Path
+
 import pytest
 from kit_support import KIT_LLAMA, KIT_QWEN3, model_tensors, write_model
 
@@ -15,6 +19,43 @@ from app.kits.model import open_model
 from app.settings import Settings
 
 SETTINGS = Settings(kit_timeout_base_s=60, kit_timeout_s_per_gb=1e6)
+# Llama-3.2-1B's config.json (the parts a kit reads)
+LLAMA_1B = {
+    "architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 2048,
+    "intermediate_size": 8192, "num_hidden_layers": 16, "num_attention_heads": 32,
+    "num_key_value_heads": 8, "head_dim": 64, "vocab_size": 128256, "rms_norm_eps": 1e-5,
+    "max_position_embeddings": 131072, "rope_theta": 500000.0, "hidden_act": "silu",
+    "tie_word_embeddings": True, "rope_scaling": {"rope_type": "llama3", "factor": 32.0,
+    "low_freq_factor": 1.0, "high_freq_factor": 4.0, "original_max_position_embeddings": 8192},
+}  # fmt: skip
+
+
+def sparse_checkpoint(folder: Path, config: dict) -> Path:
+    """A save_pretrained folder whose model.safetensors has the model's real header (bf16) and
+    holes for its data: gigabytes long, a few kilobytes on disk. Only headers are read here."""
+    h, vocab, layers = config["hidden_size"], config["vocab_size"], config["num_hidden_layers"]
+    kv = config["num_key_value_heads"] * config["head_dim"]
+    shapes = {"model.embed_tokens.weight": [vocab, h], "model.norm.weight": [h]}
+    for i in range(layers):
+        layer = {"self_attn.q_proj": [h, h], "self_attn.k_proj": [kv, h],
+                 "self_attn.v_proj": [kv, h], "self_attn.o_proj": [h, h],
+                 "mlp.gate_proj": [config["intermediate_size"], h],
+                 "mlp.up_proj": [config["intermediate_size"], h],
+                 "mlp.down_proj": [h, config["intermediate_size"]],
+                 "input_layernorm": [h], "post_attention_layernorm": [h]}  # fmt: skip
+        shapes |= {f"model.layers.{i}.{name}.weight": shape for name, shape in layer.items()}
+    header, offset = {}, 0
+    for name, shape in shapes.items():
+        size = 2 * shape[0] * (shape[1] if len(shape) > 1 else 1)
+        header[name] = {"dtype": "BF16", "shape": shape, "data_offsets": [offset, offset + size]}
+        offset += size
+    text = json.dumps(header).encode()
+    folder.mkdir(parents=True)
+    (folder / "config.json").write_text(json.dumps(config))
+    with open(folder / "model.safetensors", "wb") as f:
+        f.write(struct.pack("<Q", len(text)) + text)
+        f.truncate(8 + len(text) + offset)
+    return folder
 
 
 def test_the_limits_follow_the_checkpoint(tmp_path):
@@ -71,3 +112,17 @@ def test_a_farm_workers_backstop_is_past_every_limit_its_settings_give():
     )
     assert longest_timeout_s(settings) == pytest.approx(largest)
     assert longest_timeout_s(settings) > settings.job_timeout_s
+
+
+def test_a_1b_kit_fits_the_default_limits(tmp_path):
+    """The issue's case: Llama-3.2-1B in bf16, 2.47 GB of tensors, a kit of 3.0 GB (16 layers,
+    the head pieces and the embedding table in fp16): over the kernels' 2 GiB cache budget, within
+    every default limit of a kit; its time limit 900 s + 120 s per GB."""
+    settings = Settings()
+    limits = limits_of(open_model(sparse_checkpoint(tmp_path / "llama", LLAMA_1B)), KitOptions(),
+                       settings)  # fmt: skip
+    assert limits.checkpoint_bytes == 2_471_628_800
+    layers = 16 * (2 * 2048 * 2048 + 2 * 512 * 2048 + 3 * 8192 * 2048 + 2 * 2048)
+    assert limits.kit_bytes_estimate == 2 * layers + 2 * (2 * 128256 * 2048)
+    assert settings.cache_max_bytes < limits.kit_bytes_estimate < settings.kit_cache_max_bytes
+    assert limits.timeout_s == pytest.approx(900 + 120 * limits.kit_bytes_estimate / GB)
