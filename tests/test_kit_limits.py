@@ -5,6 +5,7 @@ time limit that grows with the kit; over a cap, refused naming the setting."""
 from __future__ import annotations
 
 import json
+import re
 import struct
 from pathlib import Path
 
@@ -126,3 +127,7 @@ def test_a_1b_kit_fits_the_default_limits(tmp_path):
     assert limits.kit_bytes_estimate == 2 * layers + 2 * (2 * 128256 * 2048)
     assert settings.cache_max_bytes < limits.kit_bytes_estimate < settings.kit_cache_max_bytes
     assert limits.timeout_s == pytest.approx(900 + 120 * limits.kit_bytes_estimate / GB)
+    # docs/kits.md's example is this derivation
+    doc = (Path(__file__).resolve().parents[1] / "docs" / "kits.md").read_text()
+    shown = json.loads(re.search(r'^"limits": (\{.*\})$', doc, re.M).group(1))
+    assert shown == pytest.approx(limits.model_dump(), abs=0.05)
