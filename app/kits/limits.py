@@ -28,7 +28,7 @@ from pydantic import BaseModel, Field
 from app.errors import ErrorKind, RequestError
 from app.kernels.decoder_stack import layer_bytes
 from app.kits.build import KitOptions, _quantize_parts
-from app.kits.job import ModelRequest, checkpoint_folder
+from app.kits.job import ModelRequest, as_uploaded, checkpoint_folder
 from app.kits.model import Model, open_model
 from app.planner.shape import precision_of
 from app.settings import Settings
@@ -122,4 +122,5 @@ def kit_limits(request: ModelRequest, path_of: Callable[[str], Path | None],
     checkpoint folder of links that only the headers are read from. Blocking."""
     with tempfile.TemporaryDirectory(prefix="ane-kit-limits-") as scratch:
         folder = checkpoint_folder(request, Path(scratch) / "checkpoint", path_of)
-        return limits_of(open_model(folder), request.kit_options(), settings)
+        with as_uploaded(folder):
+            return limits_of(open_model(folder), request.kit_options(), settings)
