@@ -44,7 +44,12 @@ class Settings(BaseSettings):
         description="the artifact cache's room for model kits (LRU by bytes among kits): a kit "
         "predicted larger is refused up front",
     )
-    blob_max_bytes: int = Field(8 * GiB, ge=0, description="uploaded weight store (LRU by bytes)")
+    blob_max_bytes: int = Field(
+        32 * GiB,
+        ge=0,
+        description="uploaded weights and checkpoint files (LRU by bytes): as large as "
+        "ANE_MAX_CHECKPOINT_BYTES, so a checkpoint the kits admit can be held whole",
+    )
     max_json_bytes: int = Field(MiB, ge=1024, description="a JSON body or `spec` part")
     max_weight_bytes: int = Field(1 * GiB, ge=1, description="one uploaded weight tensor")
     max_body_bytes: int = Field(2 * GiB, ge=1, description="a whole multipart or raw body")
