@@ -203,7 +203,7 @@ def prepare(
         if request.artifact_format.compiled or request.format == "aimodel":
             raise RequestError("format", "a split program is packaged as mlpackage or mil programs")
         if request.kind is RequestKind.GRAPH:
-            chain = split(build, budget, request.arrays(), request.target, build.name)  # type: ignore[arg-type]
+            chain = split(build, budget, build.weights, request.target, build.name)  # type: ignore[arg-type]
         else:
             chain = split_stream(build, budget, request.target, build.name, request.quantize)
     # the preflight reads a package's functions one by one

@@ -37,8 +37,21 @@ class Settings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="ANE_", extra="ignore")
 
     data_dir: Path = Field(Path("data"), description="artifact cache, blobs and upload spool")
-    cache_max_bytes: int = Field(2 * GiB, ge=0, description="artifact cache size (LRU by bytes)")
-    blob_max_bytes: int = Field(8 * GiB, ge=0, description="uploaded weight store (LRU by bytes)")
+    cache_max_bytes: int = Field(
+        2 * GiB, ge=0, description="artifact cache size (LRU by bytes), model kits aside"
+    )
+    kit_cache_max_bytes: int = Field(
+        32 * GiB,
+        ge=0,
+        description="the artifact cache's room for model kits (LRU by bytes among kits): a kit "
+        "predicted larger is refused up front",
+    )
+    blob_max_bytes: int = Field(
+        32 * GiB,
+        ge=0,
+        description="uploaded weights and checkpoint files (LRU by bytes): as large as "
+        "ANE_MAX_CHECKPOINT_BYTES, so a checkpoint the kits admit can be held whole",
+    )
     max_json_bytes: int = Field(MiB, ge=1024, description="a JSON body or `spec` part")
     max_weight_bytes: int = Field(1 * GiB, ge=1, description="one uploaded weight tensor")
     max_body_bytes: int = Field(2 * GiB, ge=1, description="a whole multipart or raw body")
@@ -47,6 +60,12 @@ class Settings(BaseSettings):
     )
     upload_part_bytes: int = Field(
         64 * MiB, ge=1, description="the most one part of a resumable upload may hold"
+    )
+    max_checkpoint_bytes: int = Field(
+        32 * GiB,
+        ge=1,
+        description="the tensors of one checkpoint a model kit is built from (an 8B model in "
+        "bf16 is 16 GB)",
     )
     max_artifact_bytes: int = Field(4 * GiB, ge=1, description="weights one artifact may hold")
     min_free_bytes: int = Field(
@@ -112,7 +131,21 @@ class Settings(BaseSettings):
         "(docs/mlmodelc-and-coreai.md); unset: the default release",
     )
     compile_timeout_s: float = Field(300, gt=0, description="one compiler run")
-    job_timeout_s: float = Field(900, gt=0, description="a whole job: generate, compile, store")
+    job_timeout_s: float = Field(
+        900,
+        gt=0,
+        description="a whole kernel job: generate, compile, store (a model kit job's limit "
+        "scales with the kit: ANE_KIT_TIMEOUT_BASE_S, ANE_KIT_TIMEOUT_S_PER_GB)",
+    )
+    kit_timeout_base_s: float = Field(
+        900, gt=0, description="a model kit job's time limit before its per-GB share"
+    )
+    kit_timeout_s_per_gb: float = Field(
+        120,
+        ge=0,
+        description="a model kit job's time limit per GB of the kit it builds (doubled with "
+        "verify); the fixed ANE_JOB_TIMEOUT_S is for kernel jobs",
+    )
     job_keep_s: int = Field(86400, ge=1, description="how long finished jobs stay visible")
     job_lease_s: float = Field(
         30,

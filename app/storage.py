@@ -18,12 +18,16 @@ from app.settings import Settings
 from app.uploads.blobstore import BlobStore
 
 ARTIFACT_SUFFIX = ".zip"
+# The artifact cache's pool for model kits: bounded by ANE_KIT_CACHE_MAX_BYTES on their own, so a
+# kit of gigabytes neither evicts every kernel nor is held to the kernels' ANE_CACHE_MAX_BYTES.
+KIT_POOL = "kits"
 
 
 def artifact_store(settings: Settings, **hooks) -> ContentStore:
     """`hooks`: on_evict(n) and on_corrupt() callbacks, for metrics."""
     settings.data_dir.mkdir(parents=True, exist_ok=True)
-    return ContentStore(settings.cache_dir, settings.cache_max_bytes, ARTIFACT_SUFFIX, **hooks)
+    return ContentStore(settings.cache_dir, settings.cache_max_bytes, ARTIFACT_SUFFIX,
+                        pools={KIT_POOL: settings.kit_cache_max_bytes}, **hooks)  # fmt: skip
 
 
 def blob_store(settings: Settings) -> BlobStore:

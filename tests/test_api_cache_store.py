@@ -12,11 +12,11 @@ import pytest
 from app.cache.store import STALE_AFTER_S, ContentStore
 
 
-def _put(store: ContentStore, key: str, size: int) -> None:
+def _put(store: ContentStore, key: str, size: int, **meta: str) -> None:
     data = key.encode() * (size // len(key))
     tmp = store.temp_path()
     tmp.write_bytes(data)
-    store.publish(key, tmp, {"digest": "sha256:" + hashlib.sha256(data).hexdigest()})
+    store.publish(key, tmp, {"digest": "sha256:" + hashlib.sha256(data).hexdigest(), **meta})
 
 
 def _key(i: int) -> str:
@@ -112,3 +112,26 @@ def test_a_publish_that_fails_leaves_nothing_behind(tmp_path):
         store.publish(_key(1), src, {"digest": "sha256:" + hashlib.sha256(b"zip").hexdigest()})
     assert [p.name for p in store.tmp_dir.iterdir()] == [src.name]  # no sidecar left behind
     assert _key(1) not in store
+
+
+def test_a_pool_is_bounded_on_its_own_and_evicts_only_its_own(tmp_path):
+    """Model kits (the `kits` pool): a kit larger than the kernels' bound neither evicts them nor
+    is evicted for them; kits beyond their own bound evict the oldest kits; after a restart the
+    pools are counted as before."""
+    store = ContentStore(tmp_path, 3_500, ".zip", pools={"kits": 6_000})
+    kernels = [_key(i) for i in range(2)]
+    for key in kernels:
+        _put(store, key, 1_000)
+    _put(store, _key(10), 4_000, pool="kits")  # alone over the kernels' 3,500
+    assert all(k in store for k in kernels) and _key(10) in store
+    _put(store, _key(11), 2_500, pool="kits")
+    _put(store, _key(12), 2_500, pool="kits")  # kits now over 6,000: the oldest kit goes
+    assert _key(10) not in store and _key(11) in store and _key(12) in store
+    assert all(k in store for k in kernels)
+    reopened = ContentStore(tmp_path, 3_500, ".zip", pools={"kits": 6_000})
+    _put(reopened, _key(2), 1_000)
+    _put(reopened, _key(3), 1_000)  # kernels over 3,500: the oldest kernel goes, no kit
+    assert kernels[0] not in reopened and kernels[1] in reopened
+    assert _key(11) in reopened and _key(12) in reopened
+    on_disk = sum(p.stat().st_size for p in tmp_path.glob("??/*") if p.is_file())
+    assert reopened.total_bytes == on_disk

@@ -6,6 +6,7 @@ uploads nothing; bad requests refused by name."""
 from __future__ import annotations
 
 import hashlib
+import json
 import shutil
 from collections.abc import Iterator
 
@@ -122,3 +123,27 @@ def test_without_the_stand_in_a_device_check_needs_a_macos_worker(tmp_path):
     with uvicorn_server(data_dir) as url, httpx.Client(base_url=url, timeout=60) as http:
         answer = http.post("/v1/device-checks", json={"kit": "0" * 64, "device": "m4"})
     assert answer.status_code in (404, 503)  # no kit here; on Linux, Core ML is checked first
+
+
+def test_a_bad_checkpoint_is_refused_up_front_naming_its_files_not_a_server_path(base, tmp_path):
+    """A config without num_hidden_layers and a folder without weights: 422 at submission, each
+    naming the file as the request named it."""
+    from kit_support import KIT_LLAMA
+
+    bad_config, good_config = tmp_path / "bad" / "config.json", tmp_path / "good" / "config.json"
+    for path, config in ((bad_config, {k: v for k, v in KIT_LLAMA.items()
+                                       if k != "num_hidden_layers"}), (good_config, KIT_LLAMA)):  # fmt: skip
+        path.parent.mkdir()
+        path.write_text(json.dumps(config))
+    with Client(base) as client:
+        bad_digest = client.upload_file(bad_config)["digest"]
+        good_digest = client.upload_file(good_config)["digest"]
+    with httpx.Client(base_url=base, timeout=60) as http:
+        bad = http.post("/v1/models", json={"files": {"config.json": bad_digest}})
+        assert bad.status_code == 422 and bad.json()["field"] == "config.num_hidden_layers"
+        assert bad.json()["detail"].startswith("config.json: "), bad.json()
+        no_weights = http.post("/v1/models", json={"files": {"config.json": good_digest}})
+        assert no_weights.status_code == 422 and no_weights.json()["field"] == "checkpoint"
+        assert no_weights.json()["detail"].startswith("the checkpoint holds neither")
+        for answer in (bad, no_weights):
+            assert "/tmp" not in answer.text and "ane-kit-limits" not in answer.text

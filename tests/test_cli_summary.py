@@ -94,3 +94,24 @@ def _weight(tmp_path):
     path = tmp_path / "w.npy"
     np.save(path, np.random.default_rng(0).standard_normal((8, 4)).astype(np.float32))
     return path
+
+
+def test_a_quantization_without_an_error_limit_says_none_was_asked(tmp_path):
+    done = run("compile", "conv", "--params", '{"in_channels": 16, "out_channels": 16, '
+               '"spatial": 4}', "--random-weights", "1", "--verify", "--quantize",
+               '{"mode": "linear", "dtype": "int8"}', "-o", str(tmp_path / "q.zip"))  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    line = next(x for x in done.stdout.splitlines() if x.startswith("quantize: "))
+    assert line.startswith("quantize: no limit asked (max_quantization_error): max_rel_error ")
+
+
+def test_jobs_status_names_what_the_job_builds_and_its_artifact(server):
+    from app.client import Client
+
+    with Client(server.url) as c:
+        job = c.submit("identity", {"channels": 8, "spatial": 4}, format="mil").wait(timeout=60)
+    done = run("jobs", "status", job.id, "--server", server.url)
+    assert done.returncode == 0, done.stderr
+    artifact = job.data["artifact"]
+    assert done.stdout.split() == [job.id, "succeeded", "identity", "(mil)", artifact["filename"],
+                                   str(artifact["size"]), "bytes", artifact["digest"]]  # fmt: skip

@@ -223,6 +223,26 @@ def test_a_split_graph_computes_bit_for_bit_what_the_whole_program_does():
         parse_text(text, zf.read(blob) if blob in zf.namelist() else None)
 
 
+def test_a_split_graph_with_drawn_weights_holds_the_weights_it_was_built_with():
+    """--random-weights with split: each part holds the whole program's drawn weights (it used
+    to look for them among the request's, and failed with "missing weight")."""
+    from app.artifacts import Limits
+
+    graph = {
+        "inputs": {"x": {"shape": [1, 8, 1, 4]}},
+        "nodes": [{"id": "a", "op": "conv", "params": {"out_channels": 8}, "inputs": {"x": "x"}},
+                  {"id": "b", "op": "conv", "params": {"out_channels": 8}, "inputs": {"x": "a"}}],
+        "outputs": {"y": "b"},
+        "split": True,
+    }  # fmt: skip
+    request = KernelRequest.create(graph=graph, weights={}, format="mil", name="m")
+    prepared = artifacts.prepare(request, Limits(max_program_weight_bytes=130), random_seed=5)
+    assert prepared.chain is not None and len(prepared.chain.parts) == 2
+    for part in prepared.chain.parts:
+        (key,) = part.weights
+        np.testing.assert_array_equal(part.weights[key], prepared.build.weights[key])
+
+
 def test_a_node_heavier_than_the_budget_cannot_be_split():
     from app.artifacts import Limits
 

@@ -390,3 +390,36 @@ def test_a_model_kit_job_runs_on_the_linux_worker_its_device_check_on_the_macos_
     assert checked.state == JobState.succeeded, checked.error
     assert checked.queue == "ane-macos" and checked.worker == worker_id(farm, "ane-macos")
     assert checked.device_check["stand_in"] and checked.device_check["passed"]
+
+
+def test_a_kit_jobs_own_time_limit_reaches_the_worker_that_runs_it(farm, tmp_path):
+    """The limits the API derived from the checkpoint go with the job's record: the Linux worker
+    (whose own settings would allow 900 s and more) stops the kit job at the API's 0.05 s."""
+    import shutil
+
+    from kit_support import KIT_QWEN3, write_model
+
+    from app.digest import file_digest
+    from app.kits.job import ModelRequest
+    from app.kits.limits import kit_limits
+    from app.uploads.blobstore import BlobStore
+
+    folder = write_model(tmp_path / "qwen3", KIT_QWEN3, seed=7)
+    blobs = BlobStore(farm.data_dir / "blobs", 1 << 30)
+    files = {}
+    for path in sorted(p for p in folder.iterdir() if p.suffix in (".json", ".safetensors")):
+        spool = blobs.new_spool_path()
+        shutil.copyfile(path, spool)
+        files[path.name] = blobs.put_file(spool, file_digest(path))["digest"]
+    request = ModelRequest.create(files, {"format": "mil", "context": 16, "prefill": 4})
+    api_settings = Settings(kit_timeout_base_s=0.05, kit_timeout_s_per_gb=0)
+    limits = kit_limits(request, blobs.file_path, api_settings)
+
+    async def scenario():
+        async with farm.engine() as api:
+            return await api.wait((await api.submit(request, limits)).id, 120)
+
+    job = asyncio.run(scenario())
+    assert job.state == JobState.failed and job.error.kind == "timeout"
+    assert job.worker == worker_id(farm, "ane-linux") and job.limits == limits
+    assert "time limit of 0.05s (ANE_KIT_TIMEOUT_BASE_S" in job.error.message

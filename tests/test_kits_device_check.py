@@ -40,3 +40,103 @@ def test_core_ml_is_refused_off_macos_with_its_reason(kit_files):
     with pytest.raises(RequestError) as err:
         device_check(kit_files, CoreMLRuntime, device="m4")
     assert err.value.field == "runtime" and "macOS" in err.value.message
+
+
+def test_the_report_carries_what_the_calibration_fits(kit_files):
+    """The measured row names the kit's shape, its stored precision and context, and the kit."""
+    import hashlib
+
+    from app.kits.manifest import KIT_JSON
+
+    row = device_check(kit_files, StandInRuntime, device="m4", max_new_tokens=2)["calibration_row"]
+    assert row["shape"] | {"tied": None, "mlp_matrices": None} == {
+        "layers": KIT_LLAMA["num_hidden_layers"], "hidden": KIT_LLAMA["hidden_size"],
+        "intermediate": KIT_LLAMA["intermediate_size"],
+        "heads": KIT_LLAMA["num_attention_heads"], "kv_heads": KIT_LLAMA["num_key_value_heads"],
+        "head_dim": KIT_LLAMA["hidden_size"] // KIT_LLAMA["num_attention_heads"],
+        "vocab": KIT_LLAMA["vocab_size"], "tied": None, "mlp_matrices": None,
+    }  # fmt: skip
+    assert row["precision"] == "fp16" and row["context"] == 16
+    assert row["kit"] == hashlib.sha256(kit_files[KIT_JSON]).hexdigest()
+
+
+# -- `ane-kernels calibrate`: a device check's row into the estimate's calibration -------------
+
+
+@pytest.fixture
+def stand_in_job(kit_files, tmp_path):
+    """A device-check job's JSON, as `GET /v1/jobs/{id}` gives it, with the stand-in's report."""
+    import json
+
+    report = device_check(kit_files, StandInRuntime, device="m4", max_new_tokens=2)
+    path = tmp_path / "job.json"
+    path.write_text(json.dumps({"id": "j1", "state": "succeeded", "device_check": report}))
+    return path, report
+
+
+def test_a_stand_in_report_never_becomes_a_calibration_row(stand_in_job, tmp_path, capsys):
+    from app.cli import main
+
+    path, _ = stand_in_job
+    assert main(["calibrate", str(path), "--rows", str(tmp_path / "rows.json")]) == 2
+    err = capsys.readouterr().err
+    assert "stand_in" in err and "not a device's" in err
+    assert not (tmp_path / "rows.json").exists()
+
+
+def _as_core_ml_measured(report: dict, **row) -> dict:
+    """The report with a measurement Core ML made on the device in its row (the stand-in cannot
+    make one here): only the fields a Core ML run changes."""
+    return report | {"stand_in": False, "runtime": CoreMLRuntime.label,
+                     "calibration_row": report["calibration_row"] | {
+                         "runtime": CoreMLRuntime.label, "measured": True, **row}}  # fmt: skip
+
+
+def test_a_device_measurement_joins_the_fit_as_the_published_one_would(stand_in_job, tmp_path,
+                                                                         capsys):  # fmt: skip
+    """The published Qwen3-1.7B measurement on the A17 Pro (17 tok/s, 6-bit palettized, context
+    2048: calibration row qwen3-1.7b-a17pro) as a device check would report it: the row it
+    becomes is predicted exactly as the published row is."""
+    import json
+
+    from app.cli import main
+    from app.devices.calibration import ROWS, measured_row, predict
+    from app.devices.measured import read_rows
+
+    _, report = stand_in_job
+    qwen3_1_7b = {"layers": 28, "hidden": 2048, "intermediate": 6144, "heads": 16,
+                  "kv_heads": 8, "head_dim": 128, "vocab": 151936, "tied": True,
+                  "mlp_matrices": 3}  # fmt: skip
+    measured = _as_core_ml_measured(report, device="a17-pro", model="qwen3 28x2048",
+                                    shape=qwen3_1_7b, precision="6-bit palettized",
+                                    context=2048, decode_tokens_per_s=17.0)  # fmt: skip
+    path, rows = tmp_path / "report.json", tmp_path / "rows.json"
+    path.write_text(json.dumps(measured))
+    assert main(["calibrate", str(path), "--rows", str(rows)]) == 0
+    (row,) = read_rows(rows)
+    assert row.device == "a17-pro" and row.decode_tokens_per_s == 17.0
+    published = next(r for r in ROWS if r.id == "qwen3-1.7b-a17pro")
+    assert predict(measured_row(row)) == pytest.approx(predict(published), rel=1e-12)
+    out = capsys.readouterr().out
+    assert f"the estimate said {predict(published):.4g}" in out
+    assert main(["calibrate", str(path), "--rows", str(rows)]) == 0  # the same row again
+    assert "already there" in capsys.readouterr().out and len(read_rows(rows)) == 1
+
+
+@pytest.mark.parametrize(("change", "field"), [
+    ({"device": "m99"}, "calibration_row.device"),
+    ({"precision": "not modelled (prune weights)"}, "calibration_row.precision"),
+    ({"decode_tokens_per_s": 0}, "calibration_row.decode_tokens_per_s"),
+])  # fmt: skip
+def test_a_row_the_fit_cannot_use_is_refused_by_field(stand_in_job, tmp_path, capsys, change,
+                                                      field):  # fmt: skip
+    import json
+
+    from app.cli import main
+
+    _, report = stand_in_job
+    path = tmp_path / "report.json"
+    path.write_text(json.dumps(_as_core_ml_measured(report, **change)))
+    assert main(["calibrate", str(path), "--rows", str(tmp_path / "rows.json")]) == 2
+    assert field in capsys.readouterr().err
+    assert not (tmp_path / "rows.json").exists()

@@ -20,7 +20,7 @@ import os
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -136,15 +136,21 @@ class ContentStore:
         suffix: str,
         on_evict: Callable[[int], None] = lambda n: None,
         on_corrupt: Callable[[], None] = lambda: None,
+        pools: Mapping[str, int] | None = None,
     ):
         self.root = root
         self.max_bytes = max_bytes
+        # Entries whose sidecar names one of these pools (`meta["pool"]`) are bounded by its own
+        # bytes and evict only each other (model kits, gigabytes each, beside small kernels);
+        # every other entry counts towards `max_bytes`.
+        self.pools = dict(pools or {})
         self.suffix = suffix
         self.location = StoreLocation(root, suffix)
         self._on_evict, self._on_corrupt = on_evict, on_corrupt
         self._lock = threading.Lock()
         self._lru: OrderedDict[str, int] = OrderedDict()  # key -> bytes on disk, oldest first
         self._total = 0  # sum of _lru's values, kept as entries come and go
+        self._pool_bytes: dict[str | None, int] = {}  # the same sum per pool (None: the rest)
         self._verified: dict[str, tuple[int, int, int]] = {}
         self._meta: dict[str, dict[str, Any]] = {}
         self.tmp_dir = root / "tmp"
@@ -199,6 +205,8 @@ class ContentStore:
         for _, key, size, meta in sorted(found):
             self._lru[key] = size
             self._meta[key] = meta
+            pool = self._pool_of(key)
+            self._pool_bytes[pool] = self._pool_bytes.get(pool, 0) + size
         self._total = sum(self._lru.values())
         for orphan in self.root.glob(f"??/*{self.suffix}"):
             if orphan.name.removesuffix(self.suffix) not in self._lru and _is_stale(orphan):
@@ -301,9 +309,12 @@ class ContentStore:
         process); evicts the least recently used entries beyond the size bound."""
         key = published.key
         with self._lock:
+            self._forget_locked(key)  # a key published again may change size (or pool)
             self._meta[key] = published.meta
             self._verified[key] = published.signature
-            self._total += published.disk_bytes - self._lru.get(key, 0)
+            self._total += published.disk_bytes
+            pool = self._pool_of(key)
+            self._pool_bytes[pool] = self._pool_bytes.get(pool, 0) + published.disk_bytes
             self._lru[key] = published.disk_bytes
             self._lru.move_to_end(key)
             victims = self._victims(keep=key)
@@ -337,21 +348,34 @@ class ContentStore:
             self._on_evict(evicted)
         return free_bytes(where) >= needed
 
+    def _pool_of(self, key: str) -> str | None:
+        pool = self._meta.get(key, {}).get("pool")
+        return pool if pool in self.pools else None
+
     def _victims(self, keep: str) -> list[str]:
-        total, victims = self._total, []
+        """The oldest entries of `keep`'s pool beyond that pool's bound (never `keep`)."""
+        pool = self._pool_of(keep)
+        bound = self.max_bytes if pool is None else self.pools[pool]
+        total, victims = self._pool_bytes.get(pool, 0), []
         for key, size in self._lru.items():  # oldest first; stops as soon as it fits
-            if total <= self.max_bytes:
+            if total <= bound:
                 break
-            if key != keep:
+            if key != keep and self._pool_of(key) == pool:
                 victims.append(key)
                 total -= size
         return victims
 
     def _forget(self, key: str) -> None:
         with self._lock:
-            self._total -= self._lru.pop(key, 0)
-            self._meta.pop(key, None)
-            self._verified.pop(key, None)
+            self._forget_locked(key)
+
+    def _forget_locked(self, key: str) -> None:
+        size = self._lru.pop(key, 0)
+        pool = self._pool_of(key)
+        self._total -= size
+        self._pool_bytes[pool] = self._pool_bytes.get(pool, 0) - size
+        self._meta.pop(key, None)
+        self._verified.pop(key, None)
 
     def _remove(self, key: str) -> None:
         self._forget(key)

@@ -20,6 +20,7 @@
     ane-kernels plan CONFIG_OR_CHECKPOINT --device NAME [--quantize JSON] [--context N]
                      [--prefill N] [--path coreml|ane-direct|coreai] [--json]
     ane-kernels estimate ARTIFACT [--device NAME ...] [--path ...] [--json]
+    ane-kernels calibrate REPORT_JSON [--rows FILE]   (a device check's measured row)
 
 Exit codes: 0 success, 1 an artifact is invalid (or a job failed), 2 a bad request (the message
 names the field), 3 `build --check`: the lock would change, 4 the service is unreachable or busy.

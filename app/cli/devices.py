@@ -1,4 +1,5 @@
-"""`devices`, `plan`: the device table (docs/devices.md) and the planner on the command line."""
+"""`devices`, `plan`, `calibrate`: the device table (docs/devices.md), the planner, and a device
+check's measurement added to the estimate's calibration, on the command line."""
 
 from __future__ import annotations
 
@@ -8,6 +9,8 @@ from pathlib import Path
 from app.checkpoints.config import read_config
 from app.cli.common import CLIError
 from app.devices import CHIPS
+from app.devices.calibration import measured_row, predict
+from app.devices.measured import MEASURED_ROWS, NotACalibrationRow, add_row, row_from_report
 from app.devices.model import PATHS
 from app.devices.render import chips_summary
 from app.errors import FieldError
@@ -47,6 +50,40 @@ def add_commands(sub) -> None:
     plan.add_argument("--path", default="coreml", choices=PATHS, help="the runtime path")
     plan.add_argument("--json", action="store_true", help="the plan as JSON")
     plan.set_defaults(run=cmd_plan)
+
+    calibrate = sub.add_parser(
+        "calibrate", help="add a device check's measured decode speed to the estimate's "
+        "calibration (a Core ML report from a macOS worker; a stand-in's is refused)",
+    )  # fmt: skip
+    calibrate.add_argument("report", metavar="REPORT_JSON", type=Path,
+                           help="a device-check job as JSON, or its `device_check` report")  # fmt: skip
+    calibrate.add_argument("--rows", type=Path, default=MEASURED_ROWS,
+                           help="the measured rows file (default: the one the estimate reads)")  # fmt: skip
+    calibrate.set_defaults(run=cmd_calibrate)
+
+
+def cmd_calibrate(args) -> int:
+    try:
+        report = json.loads(args.report.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise CLIError(f"{args.report}: not a readable JSON file ({exc})") from None
+    if isinstance(report, dict) and isinstance(report.get("device_check"), dict):
+        report = report["device_check"]  # a job's JSON
+    try:
+        row = row_from_report(report)
+    except NotACalibrationRow as exc:
+        raise CLIError(f"{args.report}: {exc}") from None
+    # what the estimate said before this row was part of its fit: how far off it was
+    predicted = predict(measured_row(row))
+    added = add_row(row, args.rows)
+    print(f"{'added' if added else 'already there'}: {row.id} to {args.rows}")
+    print(f"{row.model} on {row.device}, {row.precision}, context {row.context}: measured "
+          f"{row.decode_tokens_per_s:.4g} decode tok/s; the estimate said {predicted:.4g} "
+          f"({predicted / row.decode_tokens_per_s:.2f}x)")  # fmt: skip
+    if added and args.rows == MEASURED_ROWS:
+        print("the estimate fits it from the next start; docs: python -m app.devices.render "
+              "docs/devices.md docs/calibration.md")  # fmt: skip
+    return 0
 
 
 def _config_path(where: Path) -> Path:

@@ -99,8 +99,19 @@ def compile_graph_remote(args, body: dict, weights: dict) -> int:
 
 
 def _job_line(job: dict) -> str:
-    extra = job.get("error") or job.get("artifact") or ""
-    return f"{job['id']}  {job.get('state', '?'):<10} {job.get('op', '')} {extra}".rstrip()
+    """`<id>  <state>  <what it builds>  <artifact or error>` (--json gives the whole job)."""
+    request = job.get("request") or {}
+    what = request.get("op") or request.get("kind") or ""
+    if request.get("format"):
+        what += f" ({request['format']})"
+    if (error := job.get("error")) is not None:
+        where = f"{error['field']}: " if error.get("field") else ""
+        detail = f"{error.get('kind', 'error')}: {where}{error.get('message', '')}"
+    elif (artifact := job.get("artifact")) is not None:
+        detail = f"{artifact['filename']} {artifact['size']} bytes {artifact['digest']}"
+    else:
+        detail = ""
+    return f"{job['id']}  {job.get('state', '?'):<10} {what}  {detail}".rstrip()
 
 
 def _jobs(args) -> int:

@@ -104,9 +104,10 @@ def render(summary: BuildSummary) -> str:
         lines.append(f"verify: {'passed' if v['passed'] else 'FAILED'}: max_rel_error "
                      f"{v['max_rel_error']} (tolerance {v['tolerance']})")  # fmt: skip
     if (q := summary.quantization) is not None:
-        limit = "no limit" if q["limit"] is None else f"limit {q['limit']}"
-        lines.append(f"quantize: {'within' if q['passed'] else 'OVER'} {limit}: max_rel_error "
-                     f"{q['max_rel_error']} against the unquantized weights")  # fmt: skip
+        verdict = ("no limit asked (max_quantization_error)" if q["limit"] is None else
+                   f"{'within' if q['passed'] else 'OVER'} limit {q['limit']}")  # fmt: skip
+        lines.append(f"quantize: {verdict}: max_rel_error {q['max_rel_error']} against the "
+                     "unquantized weights")  # fmt: skip
     if summary.estimate:
         lines.append(f"estimate: {summary.estimate}")
     return "\n".join(lines)

@@ -2,7 +2,8 @@
 and each row's leave-one-out prediction (docs/calibration.md prints them).
 
 A row is one measurement: chip, model, precision, runtime path, what was measured, its source,
-and the work the model predicts it from (the published shape, program count and sizes). Rows
+and the work the model predicts it from (the published shape, program count and sizes). The
+published rows are below; the service's own device checks add theirs (app/devices/measured.py). Rows
 whose chip or precision is not published, or whose conditions the model has no term for, stay
 in the table as `excluded`, each with its reason.
 
@@ -32,6 +33,7 @@ from app.devices.llm import (
     palettized,
     prefill_works,
 )
+from app.devices.measured import SOURCE, MeasuredRow, precision_named, read_rows
 from app.devices.model import COMPUTE, MEMORY, PATHS, Efficiency, Work, unfitted_split
 from app.devices.table import CHIPS_BY_NAME, Chip
 
@@ -112,7 +114,7 @@ def _network(flops: float, weight_params: float):
 
 _M3PRO_CONVS, _M3PRO_FLOPS = _convs(128, 512, 2048)
 
-ROWS: tuple[Row, ...] = (
+PUBLISHED: tuple[Row, ...] = (
     # -- decode ----------------------------------------------------------------------------------
     Row("qwen3-1.7b-a17pro", "Qwen3-1.7B (Anemll)", "a17-pro", "6-bit palettized", "coreml",
         "decode tok/s", 17, "dictus-371", _decode(QWEN3_1_7B, palettized(6), 2048),
@@ -194,6 +196,18 @@ ROWS: tuple[Row, ...] = (
         "decode tok/s", 33, "apple-llama", excluded="runs on the GPU, not the ANE"),
 )  # fmt: skip
 
+
+def measured_row(row: MeasuredRow) -> Row:
+    """A device check's measurement (app/devices/measured.py) as a row of the fit: the kit's
+    decode on the device, predicted from its shape, precision and context like a published one."""
+    precision = precision_named(row.precision)
+    return Row(row.id, f"{row.model} (device check)", row.device, row.precision, "coreml",
+               "decode tok/s", row.decode_tokens_per_s, SOURCE,
+               _decode(row.shape.decoder(), precision, row.context),
+               note=f"context {row.context}; {row.runtime}; kit.json sha256 {row.kit[:12]}")  # fmt: skip
+
+
+ROWS: tuple[Row, ...] = PUBLISHED + tuple(measured_row(r) for r in read_rows())
 INCLUDED: tuple[Row, ...] = tuple(r for r in ROWS if not r.excluded)
 EXCLUDED: tuple[Row, ...] = tuple(r for r in ROWS if r.excluded)
 
@@ -218,13 +232,7 @@ class Observation:
 
 @cache
 def observations() -> tuple[Observation, ...]:
-    out = []
-    for row in INCLUDED:
-        chip = CHIPS_BY_NAME[row.chip]  # type: ignore[index]
-        floors, compute, memory = unfitted_split(chip, row.works(chip))  # type: ignore[misc]
-        out.append(Observation(row, chip.generation, floors, compute, memory,
-                               row.measured_seconds()))  # fmt: skip
-    return tuple(out)
+    return tuple(observe(row) for row in INCLUDED)
 
 
 def _geomean(values: Sequence[float]) -> float:
@@ -306,6 +314,22 @@ class Check:
         return self.predicted_seconds / self.row.measured_seconds()
 
 
+def _seconds(obs: Observation, eff: Efficiency) -> float:
+    return obs.floors + max(obs.compute / eff.compute, obs.memory / eff.memory)
+
+
+def observe(row: Row) -> Observation:
+    chip = CHIPS_BY_NAME[row.chip]  # type: ignore[index]
+    floors, compute, memory = unfitted_split(chip, row.works(chip))  # type: ignore[misc]
+    return Observation(row, chip.generation, floors, compute, memory, row.measured_seconds())
+
+
+def predict(row: Row) -> float:
+    """What the current fit predicts for `row`, in the row's own metric."""
+    obs = observe(row)
+    return row.value_from_seconds(_seconds(obs, fitted().efficiency(row.path, obs.generation)))
+
+
 @cache
 def leave_one_out() -> tuple[Check, ...]:
     checks = []
@@ -314,7 +338,7 @@ def leave_one_out() -> tuple[Check, ...]:
         others = fit(rows[:i] + rows[i + 1 :])
         eff = others.efficiency(obs.row.path, obs.generation)
         side = _bound(obs, eff)
-        seconds = obs.floors + max(obs.compute / eff.compute, obs.memory / eff.memory)
+        seconds = _seconds(obs, eff)
         checks.append(Check(obs.row, obs.row.value_from_seconds(seconds), side,
                             others.group_of(side, obs.row.path, obs.generation), seconds))  # fmt: skip
     return tuple(checks)

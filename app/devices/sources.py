@@ -104,6 +104,9 @@ SOURCES: tuple[Source, ...] = (
            "foreground, 60.3 backgrounded"),
     Source("anemll-33", "Anemll/Anemll issue #33",
            "Qwen3-4B ANEMLL at context 1024 on M1: up to 11 tok/s"),
+    Source("device-check", "app/devices/measured_rows.json (this repository)",
+           "decode tok/s of a kit measured by the service's device-check job: Core ML "
+           "(CPU_AND_NE) on the named device, each row naming its kit.json digest"),
     Source("apple-llama", "machinelearning.apple.com/research/core-ml-on-device-llama",
            "Llama-3.1-8B int4 stateful on the M1 Max GPU: ~33 tok/s"),
 )  # fmt: skip

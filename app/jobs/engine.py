@@ -27,6 +27,7 @@ from app.jobs.model import (
 )
 from app.jobs.queues import QUEUE_LINUX, QUEUE_MACOS
 from app.jobs.records import Records
+from app.kits.limits import KitLimits
 from app.request import KernelRequest
 from app.settings import Settings
 
@@ -86,12 +87,13 @@ class JobEngine(ABC):
             return request.bypass_cache or gone
         return False  # queued or running: join it
 
-    async def submit(self, request: KernelRequest) -> Job:
+    async def submit(self, request: KernelRequest, limits: KitLimits | None = None) -> Job:
         """The job for `request`: an existing one (same key, not failed) or a new one; a new
         one whose artifact the store already holds is finished at once, without a worker (a
-        job lost with its broker and submitted again, a kernel built by another path)."""
+        job lost with its broker and submitted again, a kernel built by another path).
+        `limits`: a model kit's own, recorded with a new job for whichever worker runs it."""
         self.check(request)
-        job = Job(id=request.key, queue=queue_for(request), request=request)
+        job = Job(id=request.key, queue=queue_for(request), request=request, limits=limits)
         job = job.enter(JobState.queued)
         if not request.bypass_cache and (found := await self._stored(request)) is not None:
             job = job.enter(JobState.succeeded, **found)

@@ -40,6 +40,7 @@ from app.jobs.outage import BrokerLink, PatientRecords
 from app.jobs.pipeline import Runtime, Transient, fail, give_up, note_retry, run_job
 from app.jobs.queues import QUEUE_MACOS, QUEUES
 from app.jobs.records import RedisRecords
+from app.kits.limits import longest_timeout_s
 from app.settings import Settings
 from app.storage import artifact_store, blob_store
 from app.tempnames import owner_gone, temp_name
@@ -182,8 +183,9 @@ def build_worker(queue: str, settings: Settings | None = None, burst: bool = Fal
     job = func(
         ane_job,
         name=FUNCTION,
-        # the pipeline enforces ANE_JOB_TIMEOUT_S itself and reports it; this is the backstop
-        timeout=settings.job_timeout_s + 60,
+        # the pipeline enforces each job's own limit (its record's, or ANE_JOB_TIMEOUT_S) and
+        # reports it; this is the backstop, past the longest limit these settings give a job
+        timeout=longest_timeout_s(settings) + 60,
         # attempts are counted by the pipeline (ANE_JOB_MAX_TRIES), which also records why
         max_tries=1000,
         keep_result=settings.job_keep_s,

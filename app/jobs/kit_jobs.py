@@ -24,6 +24,7 @@ from app.kits.job import (
     checkpoint_folder,
     run_device_check,
 )
+from app.storage import KIT_POOL
 from app.uploads.blobstore import BlobStore
 
 POLL_S = 0.25
@@ -45,9 +46,10 @@ async def produce_kit(store: ContentStore, blobs: BlobStore, workdir: Path, run_
         return {"artifact": artifact_ref(found)}
     scratch = workdir / uuid.uuid4().hex
     out = store.temp_path()
+    build: asyncio.Future | None = None
     try:
         folder = await asyncio.to_thread(checkpoint_folder, request, scratch / "checkpoint",
-                                         lambda digest: _path(blobs, digest))  # fmt: skip
+                                         blobs.file_path)  # fmt: skip
         progress = scratch / "progress.txt"
         progress.touch()
         build = asyncio.ensure_future(run_build(build_kit_zip, request, folder, out, progress,
@@ -64,17 +66,22 @@ async def produce_kit(store: ContentStore, blobs: BlobStore, workdir: Path, run_
         built = build.result()
         meta = {"op": request.op, "format": request.kit_options().format, "kind": "model_kit",
                 "digest": built["digest"], "filename": request.filename,
-                "verified": built["verified"]}  # fmt: skip
+                "verified": built["verified"], "pool": KIT_POOL}  # fmt: skip
         entry = await asyncio.to_thread(store.publish, key, out, meta)
     finally:
         discard(out)
         shutil.rmtree(scratch, ignore_errors=True)
+        if build is not None and not build.done():
+            # The job stopped (its time limit, a cancel) while the build runs on where it cannot
+            # be interrupted: the zip it may still write goes when it ends.
+            build.add_done_callback(lambda done: _discard_after(done, out))
     return {"artifact": artifact_ref(entry)}
 
 
-def _path(blobs: BlobStore, digest: str) -> Path | None:
-    entry = blobs.file(digest)
-    return None if entry is None else entry.path
+def _discard_after(build: asyncio.Future, out: Path) -> None:
+    discard(out)
+    if not build.cancelled():
+        build.exception()  # seen: the job has already ended for its own reason
 
 
 async def check_on_device(store: ContentStore, run_build: RunBuild, request: DeviceCheckRequest,

@@ -17,6 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field, PlainSerializer, PlainValidat
 
 from app.cache.store import StoredEntry
 from app.kits.job import DeviceCheckRequest, ModelRequest
+from app.kits.limits import KitLimits
 from app.request import KernelRequest
 
 
@@ -90,6 +91,11 @@ class Job(BaseModel):
     error: JobError | None = None
     last_error: str | None = Field(None, description="the transient error a retry follows")
     artifact: ArtifactRef | None = None
+    limits: KitLimits | None = Field(
+        None,
+        description="a model kit job's own limits, derived from its checkpoint when it was "
+        "submitted; its worker enforces `timeout_s` (kernel jobs: ANE_JOB_TIMEOUT_S)",
+    )
     placement: dict[str, Any] | None = Field(None, description="ops on ANE / GPU / CPU")
     toolchain: dict[str, Any] | None = None
     device_check: dict[str, Any] | None = Field(

@@ -125,7 +125,8 @@ async def run_job(rt: Runtime, job_id: str, run: int, attempt: int) -> JobState 
     )
     if started is None:
         return None
-    limit = rt.settings.job_timeout_s
+    # A kit job's own limit, derived from its checkpoint when submitted; a kernel's the setting.
+    limit = started.limits.timeout_s if started.limits else rt.settings.job_timeout_s
     try:
         async with asyncio.timeout(limit) as deadline:
             changes = await _produce(rt, started)
@@ -134,7 +135,8 @@ async def run_job(rt: Runtime, job_id: str, run: int, attempt: int) -> JobState 
     except TimeoutError:
         if not deadline.expired():
             raise Transient("a storage or network operation timed out") from None
-        message = f"the job exceeded ANE_JOB_TIMEOUT_S={limit:g}s and was stopped"
+        message = (started.limits.timeout_message() if started.limits
+                   else f"the job exceeded ANE_JOB_TIMEOUT_S={limit:g}s and was stopped")  # fmt: skip
         await fail(rt, job_id, run, JobError(kind="timeout", message=message))
         return JobState.failed
     except FieldError as exc:

@@ -14,10 +14,12 @@ stand-in, its placement is "not available", and its times are not a device's.
 
 from __future__ import annotations
 
+import hashlib
 import statistics
 import tempfile
 import time
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -25,8 +27,10 @@ import numpy as np
 
 from app.compile.placement import COMPUTE_UNITS, placement_report, unavailable_reason
 from app.errors import ErrorKind, RequestError
+from app.kits.manifest import KIT_JSON
 from app.kits.runner import Kit, reference_functions
 from app.kits.verify import LOGITS_TOLERANCE, default_prompt
+from app.planner.shape import precision_of, shape_from_config
 
 DEFAULT_NEW_TOKENS = 8
 STAND_IN = "stand-in: the project's reference executor, not Core ML (times are not a device's)"
@@ -157,7 +161,6 @@ def device_check(files: Mapping[str, bytes], runtime: Runtime, *, device: str,
     decode_s = statistics.median(steps)
     arch = kit.meta["architecture"]
     model = f"{arch['model_type']} {arch['num_hidden_layers']}x{arch['hidden_size']}"
-    precision = "fp16" if not kit.meta.get("quantize") else "quantized"
     return {
         "device": device,
         "runtime": rt.label,
@@ -172,14 +175,28 @@ def device_check(files: Mapping[str, bytes], runtime: Runtime, *, device: str,
         "logits_max_rel_error": max(errors),
         "tolerance": LOGITS_TOLERANCE,
         "passed": tokens == expected and max(errors) <= LOGITS_TOLERANCE,
-        # a measured row for the estimate's calibration (app/devices/calibration.py); a stand-in's
-        # is marked so it is never taken for a device's
+        # a measured row for the estimate's calibration (app/devices/measured.py: `ane-kernels
+        # calibrate` adds it); a stand-in's is marked so it is never taken for a device's
         "calibration_row": {
             "device": device,
             "model": model,
-            "precision": precision,
+            "shape": asdict(shape_from_config(arch)),
+            "precision": _precision(kit.meta.get("quantize")),
+            "context": kit.context,
             "runtime": rt.label,
             "decode_tokens_per_s": 1 / decode_s,
+            "kit": hashlib.sha256(files[KIT_JSON]).hexdigest(),
             "measured": not rt.stand_in,
         },
     }
+
+
+def _precision(quantize: Mapping[str, Any] | None) -> str:
+    """The layers' stored precision as the estimate names it, or what it cannot model."""
+    layers = (
+        quantize.get("layers") if quantize and set(quantize) <= {"layers", "head"} else quantize
+    )
+    try:
+        return precision_of(layers).name
+    except RequestError as exc:
+        return f"not modelled ({exc.message})"

@@ -14,13 +14,14 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from app.digest import file_digest, hex_of, spelled
-from app.errors import RequestError
+from app.errors import FieldError, RequestError
 from app.estimates import device_or_error
 from app.files import atomic_file
 from app.formats import Format
@@ -113,6 +114,19 @@ def checkpoint_folder(
                                "/v1/blobs/uploads first (the store may have evicted it)")  # fmt: skip
         os.symlink(stored, folder / name)
     return folder
+
+
+@contextmanager
+def as_uploaded(folder: Path) -> Iterator[None]:
+    """A refusal about a checkpoint folder `checkpoint_folder` made names its files as the
+    request did (`config.json: ...`), not by the server's scratch path."""
+    try:
+        yield
+    except FieldError as exc:
+        message = exc.message.replace(f"{folder}/", "").replace(str(folder), "the checkpoint")
+        FieldError.__init__(exc, exc.field, message, kind=exc.kind, title=exc.title,
+                            retry_after=exc.retry_after, **exc.extra)  # fmt: skip
+        raise
 
 
 def build_kit_zip(request: ModelRequest, folder: Path, out: Path, progress_file: Path) -> dict:

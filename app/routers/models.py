@@ -13,6 +13,7 @@ from app.api.context import Services, services
 from app.api.openapi import problems
 from app.errors import ErrorKind, RequestError
 from app.kits.job import DeviceCheckRequest, ModelRequest
+from app.kits.limits import kit_limits
 from app.schemas.kits import DeviceCheck, ModelJob
 
 router = APIRouter(prefix="/v1", tags=["models"])
@@ -24,7 +25,7 @@ router = APIRouter(prefix="/v1", tags=["models"])
     summary="Build a model kit from a checkpoint's uploaded files (a job)",
     responses={
         202: {"description": "The job as it stands; poll GET /v1/jobs/{id}"},
-        **problems(400, 401, 404, 422, 503),
+        **problems(400, 401, 404, 413, 422, 503),
     },
 )
 async def submit_model(body: ModelJob, svc: Services = Depends(services)) -> dict[str, Any]:
@@ -35,7 +36,9 @@ async def submit_model(body: ModelJob, svc: Services = Depends(services)) -> dic
             raise RequestError(f"files.{name}", f"no blob {digest}: upload the file with "
                                "/v1/blobs/uploads first", kind=ErrorKind.NOT_FOUND,
                                title="Unknown blob")  # fmt: skip
-    return (await svc.jobs.submit(request)).public()
+    # Refused here, before anything is queued, when the checkpoint or the kit is over its limit.
+    limits = await asyncio.to_thread(kit_limits, request, svc.blobs.file_path, svc.settings)
+    return (await svc.jobs.submit(request, limits)).public()
 
 
 @router.post(

@@ -226,7 +226,10 @@ class Info(BaseModel):
     compiler: dict[str, Any] = Field(description="whether a .mlmodelc compiler is configured")
     targets: list[str]
     ops: list[str]
-    limits: dict[str, int]
+    limits: dict[str, int | float] = Field(
+        description="the settings that bound requests and jobs (README, Settings; docs/kits.md, "
+        "Limits)"
+    )
 
 
 class OpWeight(BaseModel):

@@ -129,6 +129,11 @@ class BlobStore:
             entry if entry is not None and entry.meta.get("source") in (CHECKPOINT, FILE) else None
         )
 
+    def file_path(self, digest: str) -> Path | None:
+        """Where a stored whole file is (see `file`), or None. Blocking."""
+        entry = self.file(digest)
+        return None if entry is None else entry.path
+
     def checkpoint(self, digest: str) -> StoredEntry | None:
         """A stored checkpoint file (its digest checked once), or None. Blocking."""
         hex_ = hex_of(digest)
