@@ -38,7 +38,7 @@ VENV = Path(sys.prefix)
 BLOCK_TIMEOUT_S = 600
 # Blocks that do not run here, at most: each is listed by test_the_opt_outs_are_listed. Raising
 # this is a decision a reviewer sees.
-MAX_OPT_OUTS = 12
+MAX_OPT_OUTS = 6
 SERVED_AT = re.compile(r"\b(?:localhost|127\.0\.0\.1):8000\b")
 
 
