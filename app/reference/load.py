@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import zipfile
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
@@ -51,6 +52,16 @@ class _Files:
         return (self.path / name).read_bytes()
 
 
+class _Given:
+    """An artifact's files as given: their names, and how to read one."""
+
+    def __init__(self, names: Iterable[str], read: Callable[[str], bytes]):
+        self._names, self.read = list(names), read
+
+    def names(self) -> list[str]:
+        return self._names
+
+
 def open_artifact(path: str | Path) -> LoadedArtifact:
     """A kernel zip (or an unzipped .mlpackage / mil bundle / .mlmodelc directory, Apple's
     compiler's included) as a program."""
@@ -59,12 +70,26 @@ def open_artifact(path: str | Path) -> LoadedArtifact:
         raise ArtifactError(f"{path} is neither a zip file nor a directory")
     try:
         files = _Files(path)
+    except zipfile.BadZipFile as exc:
+        raise ArtifactError(str(exc)) from None
+    return _open(files, path.suffix == ".mlpackage" and path.is_dir(), str(path))
+
+
+def open_files(names: Iterable[str], read: Callable[[str], bytes], label: str) -> LoadedArtifact:
+    """An artifact given as its files (relative posix paths, and how to read one): a program
+    read straight from a kit's zip, no copy of it on disk. `label` is its name, `.mlpackage`
+    when it is a package's own files."""
+    return _open(_Given(names, read), label.endswith(".mlpackage"), label)
+
+
+def _open(files: _Files | _Given, package: bool, label: str) -> LoadedArtifact:
+    try:
         names = set(files.names())
         roots = [n[: -len(COREMLDATA)] for n in names if n.endswith(COREMLDATA)]
         bundles = sorted(r for r in roots if r + "model.mil" in names)
         if bundles:
             return LoadedArtifact("mlmodelc", _compiled_program(files, bundles[0], names))
-        if path.suffix == ".mlpackage" and path.is_dir():
+        if package:
             packages = [""]
         else:
             packages = sorted(
@@ -89,10 +114,10 @@ def open_artifact(path: str | Path) -> LoadedArtifact:
             return LoadedArtifact("mil", parse_text(text, blob, default).program)
     except (MILParseError, MlmodelcError, UnicodeDecodeError, zipfile.BadZipFile, KeyError) as exc:
         raise ArtifactError(str(exc)) from None
-    raise ArtifactError(f"{path} holds neither an .mlpackage, a model.mil nor an .mlmodelc")
+    raise ArtifactError(f"{label} holds neither an .mlpackage, a model.mil nor an .mlmodelc")
 
 
-def _compiled_program(files: _Files, root: str, names: set[str]) -> Program:
+def _compiled_program(files: _Files | _Given, root: str, names: set[str]) -> Program:
     """An .mlmodelc's program: the model it was compiled from, rebuilt (app/mlmodelc), with the
     bundle's weight file."""
     model, _, _ = source_model(files.read(root + COREMLDATA), files.read(root + "model.mil"),
@@ -101,7 +126,7 @@ def _compiled_program(files: _Files, root: str, names: set[str]) -> Program:
     return load_model(model, files.read(weights) if weights in names else None)
 
 
-def _default_function(files: _Files, names: set[str]) -> str | None:
+def _default_function(files: _Files | _Given, names: set[str]) -> str | None:
     """The default function kernel.json names beside a mil bundle (model.mil names none)."""
     if layout.KERNEL_JSON not in names:
         return None
