@@ -208,9 +208,17 @@ class Session:
 
     def logits(self, hidden: np.ndarray) -> np.ndarray:
         """One token's logits over the whole vocabulary, the head pieces side by side."""
-        x = np.asarray(hidden, np.float16).reshape(1, -1, 1, 1)
-        return np.concatenate([np.asarray(run({"x": x})["logits"]).reshape(-1)
-                               for run, _ in self.heads])  # fmt: skip
+        return self.logits_rows(np.asarray(hidden).reshape(1, -1))[0]
+
+    def logits_rows(self, hidden: np.ndarray) -> np.ndarray:
+        """[tokens, vocab]: several tokens' logits, each head piece run on every token in turn
+        (so a kit that reads its programs one at a time reads each once)."""
+        pieces = []
+        for run, _ in self.heads:
+            rows = [run({"x": np.asarray(h, np.float16).reshape(1, -1, 1, 1)})["logits"]
+                    for h in hidden]  # fmt: skip
+            pieces.append(np.stack([np.asarray(r).reshape(-1) for r in rows]))
+        return np.concatenate(pieces, axis=1)
 
     def generate(self, prompt: Sequence[int], max_new_tokens: int,
                  stop: Sequence[int] = ()) -> tuple[list[int], list[np.ndarray]]:  # fmt: skip
@@ -229,14 +237,17 @@ class Session:
             raise RequestError("max_new_tokens", f"{len(prompt)} prompt tokens and "
                                f"{max_new_tokens} new ones do not fit the kit's context of "
                                f"{self.kit.context}")  # fmt: skip
-        hidden = self.feed(prompt)[-1]
+        return self.greedy(self.logits(self.feed(prompt)[-1]), max_new_tokens, stop)
+
+    def greedy(self, row: np.ndarray, max_new_tokens: int,
+               stop: Sequence[int] = ()) -> tuple[list[int], list[np.ndarray]]:  # fmt: skip
+        """Greedy decoding on from the cache as it is, `row` the last position's logits."""
         tokens, rows = [], []
         for step in range(max_new_tokens):
-            row = self.logits(hidden)
             token = int(np.argmax(row))
             tokens.append(token)
             rows.append(row)
             if token in stop or step == max_new_tokens - 1:
                 break
-            hidden = self.feed([token])[-1]
+            row = self.logits(self.feed([token])[-1])
         return tokens, rows
