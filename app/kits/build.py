@@ -9,6 +9,7 @@ values), leaves nothing behind.
 
 from __future__ import annotations
 
+import gc
 import math
 import tempfile
 import time
@@ -254,6 +255,7 @@ def write_kit_zip(checkpoint: str | Path, options: KitOptions, f: BinaryIO,
         for path in sorted({*parts, *small}):
             if path < manifest.KIT_JSON:
                 parts[path]() if path in parts else writing.kit.add(_file(path, small[path]()))
+                gc.collect()  # a built program's ops and vars reference each other
             else:
                 assert path not in parts, path  # only small files follow kit.json
                 tail[path] = small[path]()

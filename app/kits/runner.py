@@ -19,6 +19,7 @@ Every file's sha256 is checked against kit.json when the kit is opened.
 
 from __future__ import annotations
 
+import gc
 import hashlib
 import json
 import zipfile
@@ -141,8 +142,11 @@ class Kit:
         if name not in self._programs:
             if self._being_written:
                 self._programs.clear()  # the one held goes before the next is read
+                gc.collect()  # (a program's ops and vars reference each other)
             try:
-                self._programs[name] = _load_program(self._files, self._by_name[name])
+                # a kit being written is read mapped: its weights used where they are
+                self._programs[name] = _load_program(self._files, self._by_name[name],
+                                                     self._being_written)  # fmt: skip
             except ArtifactError as exc:
                 raise KitError(f"a program cannot be read back: {exc}") from None
         return self._programs[name]
@@ -163,10 +167,11 @@ class Kit:
         return self.session().generate(prompt, max_new_tokens, stop)
 
 
-def _load_program(files: Mapping[str, bytes], meta: Mapping[str, Any]):
+def _load_program(files: Mapping[str, bytes], meta: Mapping[str, Any], in_place: bool):
     root = meta["path"].rstrip("/") + "/"
     own = {name[len(root) :]: name for name in files if name.startswith(root)}
-    return open_files(own, lambda relative: files[own[relative]], meta["path"]).program
+    return open_files(own, lambda relative: files[own[relative]], meta["path"],
+                      in_place=in_place).program  # fmt: skip
 
 
 class Session:

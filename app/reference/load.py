@@ -16,6 +16,7 @@ from pathlib import Path, PurePosixPath
 
 from app.language.errors import MlmodelcError
 from app.mil import MILParseError, Program, parse_text
+from app.mil.assemble import InPlace, WeightSource
 from app.mil.from_proto import load_model
 from app.mlmodelc import COREMLDATA, source_model
 from app.packaging import layout
@@ -75,20 +76,24 @@ def open_artifact(path: str | Path) -> LoadedArtifact:
     return _open(files, path.suffix == ".mlpackage" and path.is_dir(), str(path))
 
 
-def open_files(names: Iterable[str], read: Callable[[str], bytes], label: str) -> LoadedArtifact:
+def open_files(names: Iterable[str], read: Callable[[str], bytes], label: str, *,
+               in_place: bool = False) -> LoadedArtifact:  # fmt: skip
     """An artifact given as its files (relative posix paths, and how to read one): a program
     read straight from a kit's zip, no copy of it on disk. `label` is its name, `.mlpackage`
-    when it is a package's own files."""
-    return _open(_Given(names, read), label.endswith(".mlpackage"), label)
+    when it is a package's own files. `in_place`: the program's weights are read-only views of
+    the weight file as `read` gives it (a memory map), not copies."""
+    return _open(_Given(names, read), label.endswith(".mlpackage"), label, in_place)
 
 
-def _open(files: _Files | _Given, package: bool, label: str) -> LoadedArtifact:
+def _open(files: _Files | _Given, package: bool, label: str,
+          in_place: bool = False) -> LoadedArtifact:  # fmt: skip
     try:
         names = set(files.names())
         roots = [n[: -len(COREMLDATA)] for n in names if n.endswith(COREMLDATA)]
         bundles = sorted(r for r in roots if r + "model.mil" in names)
         if bundles:
-            return LoadedArtifact("mlmodelc", _compiled_program(files, bundles[0], names))
+            program = _compiled_program(files, bundles[0], names, in_place)
+            return LoadedArtifact("mlmodelc", program)
         if package:
             packages = [""]
         else:
@@ -101,14 +106,12 @@ def _open(files: _Files | _Given, package: bool, label: str) -> LoadedArtifact:
             )
         if packages:
             root = "" if packages[0] in ("", ".") else packages[0] + "/"
-            weights = root + layout.PACKAGE_WEIGHT_FILE
-            blob = files.read(weights) if weights in names else None
+            blob = _blob(files, root + layout.PACKAGE_WEIGHT_FILE, names, in_place)
             return LoadedArtifact(
                 "mlpackage", load_model(files.read(root + layout.MODEL_FILE), blob)
             )
         if layout.MIL_TEXT in names:
-            weights = layout.MIL_WEIGHT_FILE
-            blob = files.read(weights) if weights in names else None
+            blob = _blob(files, layout.MIL_WEIGHT_FILE, names, in_place)
             text = files.read(layout.MIL_TEXT).decode("utf-8", errors="strict")
             default = _default_function(files, names)
             return LoadedArtifact("mil", parse_text(text, blob, default).program)
@@ -117,13 +120,20 @@ def _open(files: _Files | _Given, package: bool, label: str) -> LoadedArtifact:
     raise ArtifactError(f"{label} holds neither an .mlpackage, a model.mil nor an .mlmodelc")
 
 
-def _compiled_program(files: _Files | _Given, root: str, names: set[str]) -> Program:
+def _blob(files: _Files | _Given, name: str, names: set[str], in_place: bool) -> WeightSource:
+    if name not in names:
+        return None
+    data = files.read(name)
+    return InPlace(data) if in_place else data
+
+
+def _compiled_program(files: _Files | _Given, root: str, names: set[str],
+                      in_place: bool = False) -> Program:  # fmt: skip
     """An .mlmodelc's program: the model it was compiled from, rebuilt (app/mlmodelc), with the
     bundle's weight file."""
     model, _, _ = source_model(files.read(root + COREMLDATA), files.read(root + "model.mil"),
                                where=root.rstrip("/") or ".")  # fmt: skip
-    weights = root + "weights/weight.bin"
-    return load_model(model, files.read(weights) if weights in names else None)
+    return load_model(model, _blob(files, root + "weights/weight.bin", names, in_place))
 
 
 def _default_function(files: _Files | _Given, names: set[str]) -> str | None:
