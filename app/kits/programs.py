@@ -117,7 +117,11 @@ def _compiled(build: KernelBuild, profile: str | None, work: Path) -> list[Entry
         (work / "src" / folder).mkdir(parents=True, exist_ok=True)
     source = work / "src" / layout.package_root(build.name)
     out = work / f"{build.name}.mlmodelc"
-    compile_package(source, out, profile) if profile else compile_package(source, out)
+    # the package is this scratch folder's own: the bundle links its weight.bin, no copy
+    if profile:
+        compile_package(source, out, profile, link_weights=True)
+    else:
+        compile_package(source, out, link_weights=True)
     return [_on_disk(f"{out.name}/{p.relative_to(out).as_posix()}", p)
             for p in sorted(out.rglob("*")) if p.is_file()]  # fmt: skip
 
