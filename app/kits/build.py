@@ -213,9 +213,9 @@ def write_kit_zip(checkpoint: str | Path, options: KitOptions, f: BinaryIO,
     plan = _plan(model, options, layer_bytes(base), layers_q, context, prefill)
     norm = model.final_norm()
     eps = float(model.decoder.get("rms_norm_eps", 1e-6))
-    with tempfile.TemporaryDirectory(prefix="kit-held-") as held_dir:
+    with tempfile.TemporaryDirectory(prefix="kit-held-") as held_dir, KitZip(f) as kit:
         held = HeldWeights(Path(held_dir)) if options.verify else None
-        writing = _Writing(model, options, plan, context, prefill, KitZip(f), held)
+        writing = _Writing(model, options, plan, context, prefill, kit, held)
 
         def decoder(k: int, layers: range) -> None:
             name = f"decoder_{k}"
@@ -281,7 +281,6 @@ def write_kit_zip(checkpoint: str | Path, options: KitOptions, f: BinaryIO,
         writing.kit.add(Entry(manifest.KIT_JSON, manifest.to_bytes(meta)))
         for path in sorted(tail):
             writing.kit.add(_file(path, tail[path]))
-        writing.kit.close()
     return meta, verification, time.perf_counter() - started
 
 

@@ -61,6 +61,16 @@ class KitZip:
         self._zip.close()
         self._f.flush()
 
+    def __enter__(self) -> KitZip:
+        return self
+
+    def __exit__(self, kind, value, traceback) -> None:
+        """Closed when the block succeeds; on an error abandoned (its file is discarded)."""
+        if kind is None:
+            self.close()
+        else:
+            self._zip.abandon()
+
     def files(self) -> Mapping[str, bytes]:
         """What is written so far, by path, read back when asked for."""
         return _Written(self)

@@ -103,6 +103,11 @@ class ZipStream:
     def close(self) -> None:
         self._zip.close()
 
+    def abandon(self) -> None:
+        """Stop here, the output being thrown away: nothing more is written to it (not even
+        the central directory, when the object goes)."""
+        self._zip.fp = None  # zipfile's own mark of a closed archive
+
 
 def write_zip(f: BinaryIO, entries: Iterable[Entry], empty_dirs: Iterable[str] = ()) -> None:
     """Write the zip to `f` from its current position, front to back."""
@@ -110,9 +115,13 @@ def write_zip(f: BinaryIO, entries: Iterable[Entry], empty_dirs: Iterable[str] =
     items: list[tuple[str, Entry | None]] = [(d, None) for d in dirs]
     items += [(e.path, e) for e in entries]
     stream = ZipStream(f)
-    for path, entry in sorted(items, key=lambda item: item[0]):
-        if entry is None:
-            stream.add_dir(path)
-        else:
-            stream.add(entry)
+    try:
+        for path, entry in sorted(items, key=lambda item: item[0]):
+            if entry is None:
+                stream.add_dir(path)
+            else:
+                stream.add(entry)
+    except BaseException:
+        stream.abandon()
+        raise
     stream.close()
