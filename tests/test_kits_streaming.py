@@ -19,7 +19,7 @@ from app.kits import KitOptions, build_kit, model_zip
 from app.kits.build import write_kit
 from app.kits.model import open_model
 from app.kits.reference import WholeModel
-from app.kits.runner import read_zip
+from app.kits.runner import Kit, read_zip, reference_functions
 
 CONTEXT, PREFILL = 16, 4
 
@@ -119,3 +119,30 @@ def test_the_reference_reads_one_layer_at_a_time_and_the_head_in_pieces(llama):
     assert source.asked == list(range(model.num_layers))
     assert got.shape == (len(ids), model.vocab_size)
     np.testing.assert_allclose(got, whole.logits(ids), rtol=1e-12, atol=1e-12)
+
+
+def test_a_kit_being_written_holds_one_program_at_a_time(llama, tmp_path):
+    """As verification runs it: programs read from the files when run, the one before let go."""
+    out = tmp_path / "llama.kit.zip"
+    build_kit(llama, out, KitOptions(context=CONTEXT, prefill=PREFILL))
+    files = read_zip(out)
+    whole, kit = Kit(files), Kit(files, being_written=True)
+    assert len(whole.loaded) == len(whole.meta["programs"]) > 2 and kit.loaded == []
+    held: list[list[str]] = []
+    make = reference_functions(kit)
+
+    def functions(program: str, function: str | None, states: dict):
+        run = make(program, function, states)
+
+        def watched(inputs: dict):
+            outputs = run(inputs)
+            held.append(kit.loaded)
+            return outputs
+
+        return watched
+
+    tokens, rows = kit.session(functions).generate([5, 17, 3, 250, 9, 1], max_new_tokens=3)
+    assert {len(names) for names in held} == {1} and len({n[0] for n in held}) > 2
+    expected, expected_rows = whole.generate([5, 17, 3, 250, 9, 1], max_new_tokens=3)
+    assert tokens == expected
+    np.testing.assert_array_equal(np.stack(rows), np.stack(expected_rows))

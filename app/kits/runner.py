@@ -137,6 +137,11 @@ class Kit:
                 self.program(name)
         self.tokenizer = files.get("tokenizer.json")  # verbatim, for a tokenizer library
 
+    @property
+    def loaded(self) -> list[str]:
+        """The programs held now (every one, or one at most for a kit being written)."""
+        return list(self._programs)
+
     def program(self, name: str):
         """A program of the kit, read back from its own files (as an app's loader reads them)."""
         if name not in self._programs:
