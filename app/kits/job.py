@@ -137,7 +137,8 @@ def build_kit_zip(request: ModelRequest, folder: Path, out: Path, progress_file:
         with open(progress_file, "a", encoding="utf-8") as f:
             f.write(line + "\n")
 
-    result = build_kit(folder, out, request.kit_options(), say)
+    with as_uploaded(folder):
+        result = build_kit(folder, out, request.kit_options(), say)
     passed = None if result.verification is None else result.verification["passed"]
     return {"digest": file_digest(out), "size": out.stat().st_size, "verified": passed}
 
