@@ -80,16 +80,18 @@ def temp_beside(path: Path) -> Path:
 
 
 @contextlib.contextmanager
-def atomic_file(path: str | os.PathLike[str]) -> Iterator[BinaryIO]:
-    """Open a temp file for writing; it becomes `path` when the block ends without error."""
+def atomic_file(path: str | os.PathLike[str], *, readable: bool = False) -> Iterator[BinaryIO]:
+    """Open a temp file for writing; it becomes `path` when the block ends without error.
+    `readable`: the file is opened for reading too (a writer that reads back what it wrote)."""
     target = Path(path)
     with in_flight(temp_beside(target)) as tmp:
         # O_EXCL with mode 0o666: the final file gets the usual umask-derived mode (mkstemp's
         # 0600 would surprise whoever reads the output).
-        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0)
+        access = os.O_RDWR if readable else os.O_WRONLY
+        flags = access | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0)
         fd = os.open(tmp, flags, 0o666)
         try:
-            with os.fdopen(fd, "wb") as f:
+            with os.fdopen(fd, "w+b" if readable else "wb") as f:
                 yield f
             os.replace(tmp, target)
         except BaseException:

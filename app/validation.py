@@ -40,6 +40,12 @@ class Report:
     weights: int = 0
     notes: list[str] = field(default_factory=list)
 
+    def summary(self) -> str:
+        """What was counted; for an .aimodel (no ops to count here), what was checked."""
+        if self.kind == "aimodel":
+            return "; ".join(self.notes)
+        return f"{self.ops} ops, {self.weights} weight blobs"
+
 
 @contextlib.contextmanager
 def _opened(path: Path) -> Iterator[Path]:

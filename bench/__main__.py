@@ -13,6 +13,7 @@ SUITES = [
     "bench.bench_graphs",
     "bench.bench_coreai",
     "bench.bench_checkpoint",
+    "bench.bench_kit_scale",
     "bench.bench_jobs",
     "bench.bench_http",
 ]

@@ -218,6 +218,7 @@ def test_validate_checks_an_aimodel_with_apples_loader(tmp_path):
     path.write_bytes(kernel_zip("conv", CONV, format="aimodel", random_seed=0))
     report = validate(path)
     assert report.kind == "aimodel" and any("loaded by coreai-core" in n for n in report.notes)
+    assert "0 ops" not in report.summary() and "loaded by coreai-core" in report.summary()
     broken = tmp_path / "broken.zip"
     with zipfile.ZipFile(path) as src, zipfile.ZipFile(broken, "w") as dst:
         for item in src.namelist():

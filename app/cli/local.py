@@ -227,7 +227,7 @@ def cmd_validate(args) -> int:
     except InvalidArtifact as exc:
         print(f"invalid: {exc}", file=sys.stderr)
         return EXIT_FAILED
-    print(f"valid {report.kind}: {report.ops} ops, {report.weights} weight blobs")
+    print(f"valid {report.kind}: {report.summary()}")
     return 0
 
 
@@ -328,7 +328,9 @@ def add_commands(sub) -> None:
     graph.set_defaults(run=cmd_compile_graph)
 
     run = sub.add_parser("run", help="execute a kernel zip with the numerical reference")
-    run.add_argument("zip", help="a kernel zip (mlpackage or mil format) or its unzipped directory")
+    run.add_argument(
+        "zip", help="a kernel zip (mlpackage, mlmodelc or mil format) or its unzipped directory"
+    )
     run.add_argument("--input", action="append", default=[], metavar="NAME=FILE.npy")
     run.add_argument("--random-inputs", type=int, metavar="SEED", help="draw inputs not given")
     run.add_argument("--output-dir", required=True, help="where to write <output>.npy")

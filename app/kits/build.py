@@ -1,18 +1,25 @@
 """A checkpoint folder -> a kit zip: plan, build every program, write the tables, copy the
-tokenizer, verify when asked, then write kit.json (the digest of every file) and the zip.
+tokenizer, verify when asked, then write kit.json (the digest of every file).
 
-Everything is checked before the zip is written, and the zip is written atomically: bad input
-leaves nothing behind.
+The zip is written as the kit is built, one program at a time (`write_kit_zip`), so a model of
+billions of parameters never has more than one program's weights in memory; it is written
+atomically: bad input, found early (options, config, tensors' headers) or late (a tensor's
+values), leaves nothing behind.
 """
 
 from __future__ import annotations
 
+import gc
 import math
+import tempfile
 import time
+import zipfile
+from collections import ChainMap
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 import numpy as np
 
@@ -25,11 +32,12 @@ from app.formats import KIT_FORMATS
 from app.kernels.decoder_stack import layer_bytes
 from app.kernels.rope import tables
 from app.kits import manifest
+from app.kits.held import HeldWeights
+from app.kits.kitzip import KitZip
 from app.kits.model import Model, open_model
 from app.kits.plan import Plan, make_plan
 from app.kits.programs import (
     TARGET,
-    Built,
     decoder_chunk,
     head_piece,
     program_entries,
@@ -139,7 +147,61 @@ def _plan(model: Model, options: KitOptions, fp16_layer_bytes: int, layers_q: An
 
 def build_kit_files(checkpoint: str | Path, options: KitOptions = KitOptions(),
                     progress: Progress | None = None) -> KitResult:  # fmt: skip
-    """Every file of the kit, in memory (kit.json last), not yet written anywhere."""
+    """Every file of the kit in memory (kit.json last): the kit written to a temporary file,
+    then read back. For small models; `build_kit` writes a kit of any size to a file."""
+    with tempfile.TemporaryFile(prefix="kit-") as f:
+        meta, verification, seconds = write_kit_zip(checkpoint, options, f, progress)
+        f.seek(0)
+        files = _read_back(f)
+    return KitResult(None, meta, sum(len(v) for v in files.values()), seconds, verification,
+                     files)  # fmt: skip
+
+
+def _read_back(f) -> dict[str, bytes]:
+    with zipfile.ZipFile(f) as zf:
+        files = {n: zf.read(n) for n in zf.namelist() if not n.endswith("/")}
+    kit_json = files.pop(manifest.KIT_JSON)
+    return files | {manifest.KIT_JSON: kit_json}
+
+
+@dataclass
+class _Writing:
+    """A kit being written: its zip, what kit.json will say of each program, and (verifying)
+    the weights the programs compute with."""
+
+    model: Model
+    options: KitOptions
+    plan: Plan
+    context: int
+    prefill: int
+    kit: KitZip
+    held: HeldWeights | None
+    described: dict[str, dict[str, Any]] = field(default_factory=dict)
+    done: int = 0
+
+    def say_program(self, say: Progress, name: str, what: str) -> None:
+        self.done += 1
+        say(f"[{self.done}/{len(self.plan.layers) + len(self.plan.head)}] {name}: {what}")
+
+    def add_program(self, name: str, role: str, build, describe: dict[str, Any]) -> None:
+        """Write the program's files and note what kit.json says of it; nothing of it is kept."""
+        self.described[name] = {
+            "name": name, "role": role, "path": program_path(name, self.options.format),
+            "weight_bytes": weight_bytes(build), "functions": signature(build), **describe,
+        }  # fmt: skip
+        with program_entries(build, self.options.format, self.options.mlmodelc_profile) as entries:
+            for e in sorted(entries, key=lambda e: e.path):
+                self.kit.add(Entry(e.path, e.data, e.stream, e.size, compress=_compressed(e.path)))
+
+
+def write_kit_zip(checkpoint: str | Path, options: KitOptions, f: BinaryIO,
+                  progress: Progress | None = None) -> tuple[dict, dict | None, float]:  # fmt: skip
+    """Build the kit into `f` (a file opened for writing and reading, at its start), one
+    program at a time: each is built, its files written into the zip and let go before the
+    next. The zip's entries go in path order (as every deterministic zip of the project), so the
+    programs are built in the order of their paths; kit.json, which holds every file's digest,
+    is written once every file before it is, and the few small files after it are held until
+    then. kit.json, the verification report and the build's seconds."""
     started = time.perf_counter()
     say = progress or (lambda message: None)
     _check_options(options)
@@ -149,74 +211,124 @@ def build_kit_files(checkpoint: str | Path, options: KitOptions = KitOptions(),
     layers_q, head_q = _quantize_parts(options.quantize)
     base = model.stack_params(0, 1, seq_len=1)
     plan = _plan(model, options, layer_bytes(base), layers_q, context, prefill)
-    files: dict[str, bytes] = {}
-    built: list[Built] = []
-    held: dict[str, np.ndarray] = {}  # the weights the programs compute with, for verification
-    total = len(plan.layers) + len(plan.head)
-    for k, layers in enumerate(plan.layers):
-        name = f"decoder_{k}"
-        say(f"[{k + 1}/{total}] {name}: layers {layers.start}-{layers.stop - 1}")
-        stack = {key: v for key, v in model.decoder.items() if key in type(base).model_fields}
-        stack |= {"first_layer": layers.start, "num_layers": len(layers)}
-        weights = model.layer_weights(layers.start, len(layers))
-        build = decoder_chunk(name, stack, weights, context=context, prefill=prefill,
-                              kv=options.kv, quantize=layers_q)  # fmt: skip
-        held |= build.program_weights
-        built.append(Built(name, "decoder", build, _decoder_meta(build, layers, context,
-                                                                 options.kv)))  # fmt: skip
-        files |= _entries(build, options)
-    embeddings = model.embeddings()
-    norm, head = model.final_norm(), model.lm_head(embeddings)
+    norm = model.final_norm()
     eps = float(model.decoder.get("rms_norm_eps", 1e-6))
-    head_rows = []
-    for k, rows in enumerate(plan.head):
-        name = f"head_{k}"
-        say(f"[{len(plan.layers) + k + 1}/{total}] {name}: vocabulary {rows.start}-{rows.stop - 1}")
-        build = head_piece(name, model.hidden_size, eps, norm, head[rows.start : rows.stop], head_q)
-        head_rows.append(build.program_weights["lm_head.weight"])
-        built.append(Built(name, "head", build, {"vocab": [rows.start, rows.stop]}))
-        files |= _entries(build, options)
-    files[manifest.EMBEDDINGS_FILE] = np.ascontiguousarray(embeddings, "<f2").tobytes()
-    cos, sin = tables(np.arange(context), base.dim, base.rope_theta, base.rope_scaling)
-    files[manifest.ROPE_FILE] = np.stack([cos, sin]).astype("<f2").tobytes()
-    tokenizer = model.tokenizer_files()
-    for path in tokenizer:
-        files[path.name] = path.read_bytes()
-    meta = _kit_json(
-        model, options, plan, built, context, prefill, base, [p.name for p in tokenizer]
-    )
-    verification = None
-    if options.verify:
-        say("verifying against the float64 model")
-        whole = WholeModel(base, model.num_layers, held, embeddings, norm,
-                           np.concatenate(head_rows).reshape(model.vocab_size, -1))  # fmt: skip
-        verification = _verify(files, meta, whole, model.vocab_size)
-        files[VERIFICATION_JSON] = manifest.to_bytes(verification)
-        meta["verification"] = {k: verification[k] for k in ("passed",)} | {
-            "logits_max_rel_error": verification["logits"]["max_rel_error"],
-            "tolerance": verification["logits"]["tolerance"],
-            "greedy_compared_steps": verification["greedy"]["compared_steps"],
+    with tempfile.TemporaryDirectory(prefix="kit-held-") as held_dir, KitZip(f) as kit:
+        held = HeldWeights(Path(held_dir)) if options.verify else None
+        writing = _Writing(model, options, plan, context, prefill, kit, held)
+
+        def decoder(k: int, layers: range) -> None:
+            name = f"decoder_{k}"
+            writing.say_program(say, name, f"layers {layers.start}-{layers.stop - 1}")
+            stack = {key: v for key, v in model.decoder.items() if key in type(base).model_fields}
+            stack |= {"first_layer": layers.start, "num_layers": len(layers)}
+            build = decoder_chunk(name, stack, model.layer_weights(layers.start, len(layers)),
+                                  context=context, prefill=prefill, kv=options.kv,
+                                  quantize=layers_q)  # fmt: skip
+            if held is not None:
+                held.put_layers(build.program_weights)
+            writing.add_program(name, "decoder", build,
+                                _decoder_meta(build, layers, context, options.kv))  # fmt: skip
+
+        def head(k: int, rows: range) -> None:
+            name = f"head_{k}"
+            writing.say_program(say, name, f"vocabulary {rows.start}-{rows.stop - 1}")
+            build = head_piece(name, model.hidden_size, eps, norm, model.head_rows(rows), head_q)
+            if held is not None:
+                held.put_head_rows(k, build.program_weights["lm_head.weight"])
+            writing.add_program(name, "head", build, {"vocab": [rows.start, rows.stop]})
+
+        cos, sin = tables(np.arange(context), base.dim, base.rope_theta, base.rope_scaling)
+        tokenizer = model.tokenizer_files()
+        small: dict[str, Callable[[], bytes]] = {
+            manifest.ROPE_FILE: lambda: np.stack([cos, sin]).astype("<f2").tobytes(),
+            **{p.name: p.read_bytes for p in tokenizer},
         }
-    meta["files"] = manifest.digests(files)
-    files[manifest.KIT_JSON] = manifest.to_bytes(meta)
-    size = sum(len(v) for v in files.values())
-    return KitResult(None, meta, size, time.perf_counter() - started, verification, files)
+        parts: dict[str, Callable[[], None]] = {
+            **{program_path(f"decoder_{k}", options.format): partial(decoder, k, layers)
+               for k, layers in enumerate(plan.layers)},
+            **{program_path(f"head_{k}", options.format): partial(head, k, rows)
+               for k, rows in enumerate(plan.head)},
+            manifest.EMBEDDINGS_FILE: partial(_write_embeddings, writing),
+        }  # fmt: skip
+        tail: dict[str, bytes] = {}  # the files after kit.json, held until it is written
+        for path in sorted({*parts, *small}):
+            if path < manifest.KIT_JSON:
+                parts[path]() if path in parts else writing.kit.add(_file(path, small[path]()))
+                gc.collect()  # a built program's ops and vars reference each other
+            else:
+                assert path not in parts, path  # only small files follow kit.json
+                tail[path] = small[path]()
+        programs = [writing.described[f"decoder_{k}"] for k in range(len(plan.layers))]
+        programs += [writing.described[f"head_{k}"] for k in range(len(plan.head))]
+        meta = _kit_json(model, options, plan, programs, context, prefill, base,
+                         [p.name for p in tokenizer])  # fmt: skip
+        verification = None
+        if held is not None:
+            say("verifying against the float64 model")
+            whole = WholeModel(base, model.num_layers, held.layer,
+                               _table(writing.kit.read(manifest.EMBEDDINGS_FILE), model), norm,
+                               held.head_pieces())  # fmt: skip
+            verification = _verify(writing.kit, tail, meta, whole, model.vocab_size)
+            tail[VERIFICATION_JSON] = manifest.to_bytes(verification)
+            meta["verification"] = {k: verification[k] for k in ("passed",)} | {
+                "logits_max_rel_error": verification["logits"]["max_rel_error"],
+                "tolerance": verification["logits"]["tolerance"],
+                "greedy_compared_steps": verification["greedy"]["compared_steps"],
+            }
+            del whole
+        meta["files"] = dict(sorted((writing.kit.digests | manifest.digests(tail)).items()))
+        writing.kit.add(Entry(manifest.KIT_JSON, manifest.to_bytes(meta)))
+        for path in sorted(tail):
+            writing.kit.add(_file(path, tail[path]))
+    return meta, verification, time.perf_counter() - started
 
 
-def _verify(files: dict[str, bytes], meta: dict[str, Any], whole: WholeModel,
+EMBEDDING_ROWS_BYTES = 64 << 20  # the embedding table is converted this many fp16 bytes at a time
+
+
+def _write_embeddings(writing: _Writing) -> None:
+    """The fp16 embedding table, converted from the checkpoint a block of rows at a time."""
+    model = writing.model
+    row_bytes = 2 * model.hidden_size
+    step = max(1, EMBEDDING_ROWS_BYTES // row_bytes)
+
+    def stream(out: BinaryIO) -> int:
+        written = 0
+        for start in range(0, model.vocab_size, step):
+            rows = model.embedding_rows(range(start, min(start + step, model.vocab_size)))
+            written += out.write(np.ascontiguousarray(rows, "<f2").data)
+        return written
+
+    size = model.vocab_size * row_bytes
+    writing.kit.add(Entry(manifest.EMBEDDINGS_FILE, stream=stream, size=size, compress=False))
+
+
+def _table(data, model: Model) -> np.ndarray:
+    return np.frombuffer(data, "<f2").reshape(model.vocab_size, model.hidden_size)
+
+
+def _compressed(path: str) -> bool:
+    """Weights and tables are stored as they are (they do not deflate)."""
+    return not path.endswith((".bin", ".f16"))
+
+
+def _file(path: str, data: bytes) -> Entry:
+    return Entry(path, data, compress=_compressed(path))
+
+
+def _verify(kit: KitZip, tail: Mapping[str, bytes], meta: dict[str, Any], whole: WholeModel,
             vocab: int) -> dict[str, Any]:  # fmt: skip
+    """The kit run from what is written of it (programs read back one at a time) and the files
+    held for after kit.json, under a draft kit.json: every digest but its own and the report's."""
     from app.kits.runner import Kit
     from app.kits.verify import DEFAULT_PROMPT_TOKENS, default_prompt, verify_kit
 
-    draft = {**meta, "files": manifest.digests(files)}
-    kit = Kit({**files, manifest.KIT_JSON: manifest.to_bytes(draft)})
-    count = min(DEFAULT_PROMPT_TOKENS, kit.context - 4)
-    return verify_kit(kit, whole, default_prompt(vocab, max(count, 1)))
-
-
-def _entries(build, options: KitOptions) -> dict[str, bytes]:
-    return {e.path: e.data or b"" for e in program_entries(build, options.format,
-                                                          options.mlmodelc_profile)}  # fmt: skip
+    draft = {**meta, "files": dict(sorted((kit.digests | manifest.digests(tail)).items()))}
+    files = ChainMap({manifest.KIT_JSON: manifest.to_bytes(draft)}, dict(tail), kit.files())
+    runner = Kit(files, being_written=True)
+    count = min(DEFAULT_PROMPT_TOKENS, runner.context - 4)
+    return verify_kit(runner, whole, default_prompt(vocab, max(count, 1)))
 
 
 def _decoder_meta(build, layers: range, context: int, kv: str) -> dict[str, Any]:
@@ -233,7 +345,7 @@ def _decoder_meta(build, layers: range, context: int, kv: str) -> dict[str, Any]
     }  # fmt: skip
 
 
-def _kit_json(model: Model, options: KitOptions, plan: Plan, built: list[Built], context: int,
+def _kit_json(model: Model, options: KitOptions, plan: Plan, programs: list[dict], context: int,
               prefill: int, base, tokenizer: list[str]) -> dict[str, Any]:  # fmt: skip
     config = model.config
     return {
@@ -270,17 +382,7 @@ def _kit_json(model: Model, options: KitOptions, plan: Plan, built: list[Built],
         "kv": options.kv,
         **({"kv_note": manifest.STATE_NOTE} if options.kv == "state" else {}),
         "quantize": dict(options.quantize) if options.quantize else None,
-        "programs": [
-            {
-                "name": b.name,
-                "role": b.role,
-                "path": program_path(b.name, options.format),
-                "weight_bytes": weight_bytes(b.build),
-                "functions": signature(b.build),
-                **b.describe,
-            }
-            for b in built
-        ],
+        "programs": programs,
         "positions": manifest.POSITIONS,
         "embeddings": {
             "path": manifest.EMBEDDINGS_FILE,
@@ -305,13 +407,11 @@ def _kit_json(model: Model, options: KitOptions, plan: Plan, built: list[Built],
 
 def build_kit(checkpoint: str | Path, output: str | Path, options: KitOptions = KitOptions(),
               progress: Progress | None = None) -> KitResult:  # fmt: skip
-    """Build the kit and write it to `output` atomically."""
-    result = build_kit_files(checkpoint, options, progress)
+    """Build the kit and write it to `output` atomically: nothing is left there on error."""
     output = Path(output)
-    with atomic_file(output) as f:
-        write_kit(result.files, f)
-    return KitResult(output, result.meta, output.stat().st_size, result.seconds,
-                     result.verification)  # fmt: skip
+    with atomic_file(output, readable=True) as f:
+        meta, verification, seconds = write_kit_zip(checkpoint, options, f, progress)
+    return KitResult(output, meta, output.stat().st_size, seconds, verification)
 
 
 def model_zip(checkpoint: str | Path, **options: Any) -> bytes:
@@ -320,15 +420,12 @@ def model_zip(checkpoint: str | Path, **options: Any) -> bytes:
     from app.kits import model_zip
     kit = model_zip("Llama-3.2-1B", format="mlmodelc", context=1024, prefill=64, verify=True)
     """
-    import io
-
-    result = build_kit_files(checkpoint, KitOptions(**options))
-    buffer = io.BytesIO()
-    write_kit(result.files, buffer)
-    return buffer.getvalue()
+    with tempfile.TemporaryFile(prefix="kit-") as f:
+        write_kit_zip(checkpoint, KitOptions(**options), f)
+        f.seek(0)
+        return f.read()
 
 
 def write_kit(files: Mapping[str, bytes], out) -> None:
-    """The zip; weights and tables stored as they are (they do not deflate)."""
-    write_zip(out, [Entry(p, d, compress=not p.endswith((".bin", ".f16")))
-                    for p, d in files.items()])  # fmt: skip
+    """A kit's files (in memory) as its zip."""
+    write_zip(out, [_file(p, d) for p, d in files.items()])

@@ -23,9 +23,8 @@ from typing import Any
 from app.digest import file_digest, hex_of, spelled
 from app.errors import FieldError, RequestError
 from app.estimates import device_or_error
-from app.files import atomic_file
 from app.formats import Format
-from app.kits.build import KitOptions, build_kit_files, write_kit
+from app.kits.build import KitOptions, build_kit
 
 KIT_ARTIFACT = Format("kit", "a model kit (docs/kits.md)", compiled=False)
 OPTIONS = ("format", "context", "prefill", "device", "quantize", "kv", "verify")
@@ -138,9 +137,8 @@ def build_kit_zip(request: ModelRequest, folder: Path, out: Path, progress_file:
         with open(progress_file, "a", encoding="utf-8") as f:
             f.write(line + "\n")
 
-    result = build_kit_files(folder, request.kit_options(), say)
-    with atomic_file(out) as f:
-        write_kit(result.files, f)
+    with as_uploaded(folder):
+        result = build_kit(folder, out, request.kit_options(), say)
     passed = None if result.verification is None else result.verification["passed"]
     return {"digest": file_digest(out), "size": out.stat().st_size, "verified": passed}
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -69,8 +69,7 @@ class Model:
         weights, _ = convert_all(locate(STACK, parsed, self.tensors, first, self.prefix))
         return weights
 
-    def tensor(self, name: str, shape: tuple[int, ...]) -> np.ndarray:
-        """One whole-model tensor (embeddings, final norm, lm_head) in fp16, its shape checked."""
+    def _found(self, name: str, shape: tuple[int, ...]) -> Tensor:
         found = self.tensors.get(name)
         if found is None:
             raise RequestError("checkpoint", f"tensor {name!r} is missing from {self.folder}",
@@ -78,11 +77,29 @@ class Model:
         if found.shape != shape:
             raise RequestError("checkpoint", f"tensor {name!r} has shape {list(found.shape)}; the "
                                f"config gives {list(shape)}", title="Checkpoint and config disagree")  # fmt: skip
-        values, _ = convert_all({name: found})
+        return found
+
+    def tensor(self, name: str, shape: tuple[int, ...]) -> np.ndarray:
+        """One whole-model tensor (embeddings, final norm, lm_head) in fp16, its shape checked."""
+        values, _ = convert_all({name: self._found(name, shape)})
+        return values[name]
+
+    def tensor_rows(self, name: str, shape: tuple[int, ...], rows: range) -> np.ndarray:
+        """Rows `rows` of a whole-model matrix in fp16, read from those rows alone: a table of
+        the vocabulary's size is never converted whole."""
+        found = self._found(name, shape)
+        row_bytes = found.nbytes // shape[0]
+        part = replace(found, offset=found.offset + rows.start * row_bytes,
+                       shape=(len(rows), *shape[1:]))  # fmt: skip
+        values, _ = convert_all({name: part})
         return values[name]
 
     def embeddings(self) -> np.ndarray:
         return self.tensor(f"{self.prefix}embed_tokens.weight", (self.vocab_size, self.hidden_size))
+
+    def embedding_rows(self, rows: range) -> np.ndarray:
+        return self.tensor_rows(f"{self.prefix}embed_tokens.weight",
+                                (self.vocab_size, self.hidden_size), rows)  # fmt: skip
 
     def final_norm(self) -> np.ndarray:
         return self.tensor(f"{self.prefix}norm.weight", (self.hidden_size,))
@@ -92,6 +109,12 @@ class Model:
         if self.tied:
             return embeddings
         return self.tensor("lm_head.weight", (self.vocab_size, self.hidden_size))
+
+    def head_rows(self, rows: range) -> np.ndarray:
+        """Rows of the head's matrix: the embeddings' when tied."""
+        if self.tied:
+            return self.embedding_rows(rows)
+        return self.tensor_rows("lm_head.weight", (self.vocab_size, self.hidden_size), rows)
 
     def check_tensors(self) -> None:
         """Every tensor the kit will read, present with the config's shape (headers only)."""

@@ -11,12 +11,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import tempfile
-import zipfile
+from collections.abc import Iterator
 from dataclasses import dataclass
-from io import BytesIO
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 import numpy as np
 
@@ -26,11 +26,13 @@ from app.graphs.spec import GraphParams
 from app.kernels import KernelBuild
 from app.kernels.functions import FunctionsBuild
 from app.mlmodelc import compile_package
-from app.packaging import Entry, layout, write_kernel_zip
+from app.packaging import Entry, layout
 from app.packaging.bundle import program_files
 
 TARGET = "ios18"  # multifunction packages and states are ios18 (spec 9)
 STACK = "decoder_stack"
+STREAMED_BYTES = 1 << 20  # a compiled bundle's files from this size on are streamed from disk
+COPY_CHUNK = 8 << 20
 
 
 @dataclass(frozen=True)
@@ -88,34 +90,52 @@ def program_path(name: str, fmt: str) -> str:
     return {"mlpackage": f"{name}.mlpackage", "mlmodelc": f"{name}.mlmodelc"}.get(fmt, name)
 
 
-def program_entries(build: KernelBuild, fmt: str, profile: str | None = None) -> list[Entry]:
-    """The program's files in the kit, every one as bytes (kit.json lists their digests)."""
+@contextlib.contextmanager
+def program_entries(
+    build: KernelBuild, fmt: str, profile: str | None = None
+) -> Iterator[list[Entry]]:
+    """The program's files in the kit, for the block: small ones as bytes, the weights as a
+    stream (from the program's consts, or from the compiled bundle on disk), so that writing
+    them copies nothing whole into memory."""
     if fmt == "mlmodelc":
-        return _compiled(build, profile)
+        with tempfile.TemporaryDirectory(prefix="kit-") as tmp:
+            yield _compiled(build, profile, Path(tmp))
+        return
     prefix = f"{build.name}/" if fmt == "mil" else ""
-    return [_materialized(e) for e in program_files(build, fmt, prefix=prefix).entries]
+    yield list(program_files(build, fmt, prefix=prefix).entries)
 
 
-def _materialized(entry: Entry) -> Entry:
-    if entry.data is not None:
-        return entry
-    assert entry.stream is not None
-    buffer = BytesIO()
-    entry.stream(buffer)
-    return Entry(entry.path, buffer.getvalue(), compress=entry.compress)
+def _compiled(build: KernelBuild, profile: str | None, work: Path) -> list[Entry]:
+    """The .mlmodelc the linux backend writes for the program's package, in `work`."""
+    package = program_files(build, "mlpackage")
+    for entry in package.entries:
+        target = work / "src" / entry.path
+        target.parent.mkdir(parents=True, exist_ok=True)
+        with open(target, "wb") as f:
+            f.write(entry.data) if entry.data is not None else entry.stream(f)  # type: ignore[misc]
+    for folder in package.empty_dirs:
+        (work / "src" / folder).mkdir(parents=True, exist_ok=True)
+    source = work / "src" / layout.package_root(build.name)
+    out = work / f"{build.name}.mlmodelc"
+    # the package is this scratch folder's own: the bundle links its weight.bin, no copy
+    if profile:
+        compile_package(source, out, profile, link_weights=True)
+    else:
+        compile_package(source, out, link_weights=True)
+    return [_on_disk(f"{out.name}/{p.relative_to(out).as_posix()}", p)
+            for p in sorted(out.rglob("*")) if p.is_file()]  # fmt: skip
 
 
-def _compiled(build: KernelBuild, profile: str | None) -> list[Entry]:
-    """The .mlmodelc the linux backend writes for the program's package."""
-    with tempfile.TemporaryDirectory(prefix="kit-") as tmp:
-        work = Path(tmp)
-        packaged = BytesIO()
-        write_kernel_zip(build, packaged, "mlpackage")
-        with zipfile.ZipFile(packaged) as zf:
-            zf.extractall(work / "src")
-        source = work / "src" / layout.package_root(build.name)
-        out = work / f"{build.name}.mlmodelc"
-        compile_package(source, out, profile) if profile else compile_package(source, out)
-        return [Entry(f"{out.name}/{p.relative_to(out).as_posix()}", p.read_bytes(),
-                      compress=p.name != "weight.bin")
-                for p in sorted(out.rglob("*")) if p.is_file()]  # fmt: skip
+def _on_disk(path: str, file: Path) -> Entry:
+    size = file.stat().st_size
+    if size < STREAMED_BYTES:
+        return Entry(path, file.read_bytes())
+
+    def copy(out: BinaryIO) -> int:
+        written = 0
+        with open(file, "rb") as f:
+            while chunk := f.read(COPY_CHUNK):
+                written += out.write(chunk) or len(chunk)
+        return written
+
+    return Entry(path, stream=copy, size=size, compress=False)

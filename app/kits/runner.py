@@ -19,9 +19,9 @@ Every file's sha256 is checked against kit.json when the kit is opened.
 
 from __future__ import annotations
 
+import gc
 import hashlib
 import json
-import tempfile
 import zipfile
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -32,7 +32,7 @@ import numpy as np
 from app.errors import RequestError
 from app.kits.manifest import KIT_JSON, KIT_VERSION
 from app.reference import Executor
-from app.reference.load import ArtifactError, open_artifact
+from app.reference.load import ArtifactError, open_files
 
 
 class KitError(RequestError):
@@ -58,8 +58,12 @@ Functions = Callable[[str, str | None, dict], Callable[[dict], Mapping[str, np.n
 
 def reference_functions(kit: Kit) -> Functions:
     def make(program: str, function: str | None, states: dict):
-        executor = Executor(kit.programs[program], function=function or "main", states=states)
-        return lambda inputs: executor.run(inputs).outputs
+        def run(inputs: dict) -> Mapping[str, np.ndarray]:
+            # the program asked for at each call: a kit being written holds one at a time
+            executor = Executor(kit.program(program), function=function or "main", states=states)
+            return executor.run(inputs).outputs
+
+        return run
 
     return make
 
@@ -92,7 +96,14 @@ class _Decoder:
 class Kit:
     """A kit's programs and tables, loaded; `session()` starts an empty cache."""
 
-    def __init__(self, files: Mapping[str, bytes]):
+    def __init__(self, files: Mapping[str, bytes], *, being_written: bool = False):
+        """`being_written`: `files` are read from the zip as it is written (app/kits/kitzip.py),
+        whose digests were taken from those very bytes on their way out, so they are not taken
+        again; and the programs are loaded one at a time, when run, so that no more than one
+        program's weights are held (a kit's programs may together be many GB)."""
+        self._files = files
+        self._being_written = being_written
+        self._programs: dict[str, Any] = {}
         if KIT_JSON not in files:
             raise KitError(f"no {KIT_JSON} in the zip: not a model kit (ane-kernels model)")
         try:
@@ -113,15 +124,37 @@ class Kit:
         for path, digest in meta["files"].items():
             if path not in files:
                 raise KitError(f"{path} (listed in kit.json) is not in the kit")
-            if hashlib.sha256(files[path]).hexdigest() != digest:
+            if not self._being_written and hashlib.sha256(files[path]).hexdigest() != digest:
                 raise KitError(f"{path}: its sha256 differs from kit.json's")
         self.meta = meta
         emb = meta["embeddings"]
         self.embeddings = np.frombuffer(files[emb["path"]], "<f2").reshape(emb["shape"])
         rope = meta["rope"]
         self.rope = np.frombuffer(files[rope["path"]], "<f2").reshape(rope["shape"])
-        self.programs = _load_programs(files, meta["programs"])
+        self._by_name = {p["name"]: p for p in meta["programs"]}
+        if not self._being_written:
+            for name in self._by_name:
+                self.program(name)
         self.tokenizer = files.get("tokenizer.json")  # verbatim, for a tokenizer library
+
+    @property
+    def loaded(self) -> list[str]:
+        """The programs held now (every one, or one at most for a kit being written)."""
+        return list(self._programs)
+
+    def program(self, name: str):
+        """A program of the kit, read back from its own files (as an app's loader reads them)."""
+        if name not in self._programs:
+            if self._being_written:
+                self._programs.clear()  # the one held goes before the next is read
+                gc.collect()  # (a program's ops and vars reference each other)
+            try:
+                # a kit being written is read mapped: its weights used where they are
+                self._programs[name] = _load_program(self._files, self._by_name[name],
+                                                     self._being_written)  # fmt: skip
+            except ArtifactError as exc:
+                raise KitError(f"a program cannot be read back: {exc}") from None
+        return self._programs[name]
 
     @classmethod
     def open(cls, path: str | Path) -> Kit:
@@ -139,19 +172,11 @@ class Kit:
         return self.session().generate(prompt, max_new_tokens, stop)
 
 
-def _load_programs(files: Mapping[str, bytes], programs: list[dict]) -> dict[str, Any]:
-    """Every program of the kit read back from its own files (as an app's loader reads them)."""
-    loaded = {}
-    with tempfile.TemporaryDirectory(prefix="kit-run-") as tmp:
-        for meta in programs:
-            root = meta["path"].rstrip("/") + "/"
-            for name, data in files.items():
-                if name.startswith(root):
-                    target = Path(tmp, name)
-                    target.parent.mkdir(parents=True, exist_ok=True)
-                    target.write_bytes(data)
-            loaded[meta["name"]] = open_artifact(Path(tmp, meta["path"])).program
-    return loaded
+def _load_program(files: Mapping[str, bytes], meta: Mapping[str, Any], in_place: bool):
+    root = meta["path"].rstrip("/") + "/"
+    own = {name[len(root) :]: name for name in files if name.startswith(root)}
+    return open_files(own, lambda relative: files[own[relative]], meta["path"],
+                      in_place=in_place).program  # fmt: skip
 
 
 class Session:
@@ -193,9 +218,17 @@ class Session:
 
     def logits(self, hidden: np.ndarray) -> np.ndarray:
         """One token's logits over the whole vocabulary, the head pieces side by side."""
-        x = np.asarray(hidden, np.float16).reshape(1, -1, 1, 1)
-        return np.concatenate([np.asarray(run({"x": x})["logits"]).reshape(-1)
-                               for run, _ in self.heads])  # fmt: skip
+        return self.logits_rows(np.asarray(hidden).reshape(1, -1))[0]
+
+    def logits_rows(self, hidden: np.ndarray) -> np.ndarray:
+        """[tokens, vocab]: several tokens' logits, each head piece run on every token in turn
+        (so a kit that reads its programs one at a time reads each once)."""
+        pieces = []
+        for run, _ in self.heads:
+            rows = [run({"x": np.asarray(h, np.float16).reshape(1, -1, 1, 1)})["logits"]
+                    for h in hidden]  # fmt: skip
+            pieces.append(np.stack([np.asarray(r).reshape(-1) for r in rows]))
+        return np.concatenate(pieces, axis=1)
 
     def generate(self, prompt: Sequence[int], max_new_tokens: int,
                  stop: Sequence[int] = ()) -> tuple[list[int], list[np.ndarray]]:  # fmt: skip
@@ -214,14 +247,17 @@ class Session:
             raise RequestError("max_new_tokens", f"{len(prompt)} prompt tokens and "
                                f"{max_new_tokens} new ones do not fit the kit's context of "
                                f"{self.kit.context}")  # fmt: skip
-        hidden = self.feed(prompt)[-1]
+        return self.greedy(self.logits(self.feed(prompt)[-1]), max_new_tokens, stop)
+
+    def greedy(self, row: np.ndarray, max_new_tokens: int,
+               stop: Sequence[int] = ()) -> tuple[list[int], list[np.ndarray]]:  # fmt: skip
+        """Greedy decoding on from the cache as it is, `row` the last position's logits."""
         tokens, rows = [], []
         for step in range(max_new_tokens):
-            row = self.logits(hidden)
             token = int(np.argmax(row))
             tokens.append(token)
             rows.append(row)
             if token in stop or step == max_new_tokens - 1:
                 break
-            hidden = self.feed([token])[-1]
+            row = self.logits(self.feed([token])[-1])
         return tokens, rows

@@ -18,6 +18,7 @@ from typing import Any
 
 import numpy as np
 
+from app.errors import RequestError
 from app.kits.reference import WholeModel
 from app.kits.runner import Kit
 
@@ -42,20 +43,26 @@ def default_prompt(vocab: int, count: int = DEFAULT_PROMPT_TOKENS, seed: int = 0
 
 def verify_kit(kit: Kit, model: WholeModel, prompt: Sequence[int],
                new_tokens: int = DEFAULT_NEW_TOKENS) -> dict[str, Any]:  # fmt: skip
+    if len(prompt) + new_tokens > kit.context + 1:
+        raise RequestError("max_new_tokens", f"{len(prompt)} prompt tokens and {new_tokens} new "
+                           f"ones do not fit the kit's context of {kit.context}")  # fmt: skip
     session = kit.session()
-    hidden = session.feed(prompt)
-    got = np.stack([session.logits(h) for h in hidden])
-    exact = model.logits(prompt)
+    got = session.logits_rows(session.feed(prompt))
+    # the kit generates on from the prompt's cache, as `generate` would from a new session
+    tokens, rows = session.greedy(got[-1], new_tokens)
+    # one float64 pass over prompt and generated tokens: causal, so a row depends only on the
+    # tokens up to it, and each layer's weights are read once
+    whole = model.logits(list(prompt) + tokens[:-1])
+    exact = whole[: len(prompt)]
     positions = []
     for i in range(len(prompt)):
         err, rel = _errors(got[i], exact[i])
         positions.append({"max_abs_error": _num(err), "max_rel_error": _num(rel)})
     logits_passed = all(p["max_rel_error"] <= LOGITS_TOLERANCE for p in positions)
 
-    tokens, rows = kit.generate(prompt, new_tokens)
     steps, compared_until, tokens_passed = [], len(tokens), True
     for step, (token, row) in enumerate(zip(tokens, rows, strict=True)):
-        reference = model.logits(list(prompt) + tokens[:step])[-1]
+        reference = whole[len(prompt) - 1 + step]
         err, rel = _errors(row, reference)
         top2 = np.sort(reference)[-2:]
         margin = float(top2[1] - top2[0])

@@ -39,6 +39,12 @@ class ParsedProgram:
     build_info: dict[str, str] = field(default_factory=dict)
 
 
+class InPlace(BlobReader):
+    """A weight file whose values a program uses where they are (read-only views into it), not
+    copied out: for a reader that keeps the file (a memory map) for as long as the program and
+    reads programs of a GB one after another (a kit verified program by program)."""
+
+
 class WeightFile:
     """weight.bin, opened on first use (text without BLOBFILE consts needs none)."""
 
@@ -55,7 +61,8 @@ class WeightFile:
             except (OSError, BlobFormatError) as exc:
                 raise MILParseError("weight.bin", str(exc)) from None
         try:
-            return np.array(self.reader.read_values(offset, blob_dtype(t.dtype), t.shape))
+            values = self.reader.read_values(offset, blob_dtype(t.dtype), t.shape)
+            return values if isinstance(self.reader, InPlace) else np.array(values)
         except BlobFormatError as exc:
             raise MILParseError(where, f"const {name!r}: {exc}") from None
 

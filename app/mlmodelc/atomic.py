@@ -52,7 +52,15 @@ def write_file(root: Path, relative: str, data: bytes) -> None:
     path.write_bytes(data)
 
 
-def copy_file(source: Path, root: Path, relative: str) -> None:
+def copy_file(source: Path, root: Path, relative: str, *, link: bool = False) -> None:
+    """`link`: a hard link where the filesystem allows it (the source is the caller's own
+    scratch copy, never changed after), else a copy."""
     path = root / relative
     path.parent.mkdir(parents=True, exist_ok=True)
+    if link:
+        try:
+            os.link(source, path)
+            return
+        except OSError:
+            pass  # another filesystem, or no links: copied below
     shutil.copyfile(source, path)

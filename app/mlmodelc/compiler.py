@@ -105,6 +105,7 @@ def compile_package(
     profile: ToolchainProfile | str = DEFAULT_PROFILE,
     *,
     weights_dir: Path | str | None = None,
+    link_weights: bool = False,
 ) -> CompiledBundle:
     """Write the `.mlmodelc` for `src` (an `.mlpackage` directory, or an `.mlmodel` with
     `weights_dir` standing for its `@model_path/weights`) at `out`, atomically.
@@ -112,7 +113,9 @@ def compile_package(
     Raises BadPackageError (unreadable / not an ML Program), WeightFileError (a BLOBFILE whose
     file is absent or whose offset is past its end), UnsupportedConstructError (a construct
     whose Apple spelling is unknown), UnknownProfileError (`profile` names no known release).
-    Nothing is left at `out` (or beside it) on error."""
+    Nothing is left at `out` (or beside it) on error. `link_weights`: the bundle's weight files
+    are hard links to the source's where possible (a caller compiling its own scratch package,
+    which it never changes after), not copies."""
     if isinstance(profile, str):
         profile = get_profile(profile)
     out = Path(out)
@@ -127,7 +130,7 @@ def compile_package(
         for relative, data in files.items():
             write_file(staging, relative, data)
         for relative in weights:
-            copy_file(source.locate(relative), staging, relative)
+            copy_file(source.locate(relative), staging, relative, link=link_weights)
     return CompiledBundle(
         path=out,
         profile=profile,

@@ -64,25 +64,64 @@ class _ForwardOnly:
         self._f.flush()
 
 
+class ZipStream:
+    """A zip written entry by entry, in path order, front to back: for a caller that produces
+    its entries one after another and must not hold them all (a model kit). The same entries
+    give the same bytes as `write_zip`. Close it to write the central directory."""
+
+    def __init__(self, f: BinaryIO):
+        self._zip = zipfile.ZipFile(_ForwardOnly(f), "w")  # type: ignore[arg-type]
+        self._last = ""
+
+    def add(self, entry: Entry) -> zipfile.ZipInfo:
+        """Write one entry (its path after every path written so far); its ZipInfo, which says
+        where its header is (`header_offset`) and what its data became."""
+        if entry.path <= self._last:
+            raise ValueError(f"{entry.path} comes after {self._last}: entries go in path order")
+        self._last = entry.path
+        zf = self._zip
+        if entry.data is not None:
+            compress = entry.compress and len(entry.data) >= _DEFLATE_MIN
+            zf.writestr(_info(entry.path, _FILE_MODE, compress), entry.data, compresslevel=6)
+        else:
+            assert entry.stream is not None
+            info = _info(entry.path, _FILE_MODE, False)
+            info.file_size = entry.size
+            with zf.open(info, "w", force_zip64=entry.size >= 1 << 31) as out:
+                written = entry.stream(out)
+            if written != entry.size:
+                raise RuntimeError(f"{entry.path}: wrote {written} bytes, planned {entry.size}")
+        return zf.filelist[-1]
+
+    def add_dir(self, path: str) -> None:
+        path = path.rstrip("/") + "/"
+        if path <= self._last:
+            raise ValueError(f"{path} comes after {self._last}: entries go in path order")
+        self._last = path
+        self._zip.writestr(_info(path, _DIR_MODE, False), b"")
+
+    def close(self) -> None:
+        self._zip.close()
+
+    def abandon(self) -> None:
+        """Stop here, the output being thrown away: nothing more is written to it (not even
+        the central directory, when the object goes)."""
+        self._zip.fp = None  # zipfile's own mark of a closed archive
+
+
 def write_zip(f: BinaryIO, entries: Iterable[Entry], empty_dirs: Iterable[str] = ()) -> None:
     """Write the zip to `f` from its current position, front to back."""
-    entries = sorted(entries, key=lambda e: e.path)
     dirs = {d.rstrip("/") + "/" for d in empty_dirs}
-    items: list[tuple[str, Entry | None]] = [(d, None) for d in dirs] + [
-        (e.path, e) for e in entries
-    ]
-    with zipfile.ZipFile(_ForwardOnly(f), "w") as zf:  # type: ignore[arg-type]
+    items: list[tuple[str, Entry | None]] = [(d, None) for d in dirs]
+    items += [(e.path, e) for e in entries]
+    stream = ZipStream(f)
+    try:
         for path, entry in sorted(items, key=lambda item: item[0]):
             if entry is None:
-                zf.writestr(_info(path, _DIR_MODE, False), b"")
-            elif entry.data is not None:
-                compress = entry.compress and len(entry.data) >= _DEFLATE_MIN
-                zf.writestr(_info(path, _FILE_MODE, compress), entry.data, compresslevel=6)
+                stream.add_dir(path)
             else:
-                assert entry.stream is not None
-                info = _info(path, _FILE_MODE, False)
-                info.file_size = entry.size
-                with zf.open(info, "w", force_zip64=entry.size >= 1 << 31) as out:
-                    written = entry.stream(out)
-                if written != entry.size:
-                    raise RuntimeError(f"{path}: wrote {written} bytes, planned {entry.size}")
+                stream.add(entry)
+    except BaseException:
+        stream.abandon()
+        raise
+    stream.close()

@@ -10,11 +10,13 @@ from __future__ import annotations
 
 import json
 import zipfile
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
 from app.language.errors import MlmodelcError
 from app.mil import MILParseError, Program, parse_text
+from app.mil.assemble import InPlace, WeightSource
 from app.mil.from_proto import load_model
 from app.mlmodelc import COREMLDATA, source_model
 from app.packaging import layout
@@ -51,6 +53,16 @@ class _Files:
         return (self.path / name).read_bytes()
 
 
+class _Given:
+    """An artifact's files as given: their names, and how to read one."""
+
+    def __init__(self, names: Iterable[str], read: Callable[[str], bytes]):
+        self._names, self.read = list(names), read
+
+    def names(self) -> list[str]:
+        return self._names
+
+
 def open_artifact(path: str | Path) -> LoadedArtifact:
     """A kernel zip (or an unzipped .mlpackage / mil bundle / .mlmodelc directory, Apple's
     compiler's included) as a program."""
@@ -59,12 +71,30 @@ def open_artifact(path: str | Path) -> LoadedArtifact:
         raise ArtifactError(f"{path} is neither a zip file nor a directory")
     try:
         files = _Files(path)
+    except zipfile.BadZipFile as exc:
+        raise ArtifactError(str(exc)) from None
+    return _open(files, path.suffix == ".mlpackage" and path.is_dir(), str(path))
+
+
+def open_files(names: Iterable[str], read: Callable[[str], bytes], label: str, *,
+               in_place: bool = False) -> LoadedArtifact:  # fmt: skip
+    """An artifact given as its files (relative posix paths, and how to read one): a program
+    read straight from a kit's zip, no copy of it on disk. `label` is its name, `.mlpackage`
+    when it is a package's own files. `in_place`: the program's weights are read-only views of
+    the weight file as `read` gives it (a memory map), not copies."""
+    return _open(_Given(names, read), label.endswith(".mlpackage"), label, in_place)
+
+
+def _open(files: _Files | _Given, package: bool, label: str,
+          in_place: bool = False) -> LoadedArtifact:  # fmt: skip
+    try:
         names = set(files.names())
         roots = [n[: -len(COREMLDATA)] for n in names if n.endswith(COREMLDATA)]
         bundles = sorted(r for r in roots if r + "model.mil" in names)
         if bundles:
-            return LoadedArtifact("mlmodelc", _compiled_program(files, bundles[0], names))
-        if path.suffix == ".mlpackage" and path.is_dir():
+            program = _compiled_program(files, bundles[0], names, in_place)
+            return LoadedArtifact("mlmodelc", program)
+        if package:
             packages = [""]
         else:
             packages = sorted(
@@ -76,32 +106,37 @@ def open_artifact(path: str | Path) -> LoadedArtifact:
             )
         if packages:
             root = "" if packages[0] in ("", ".") else packages[0] + "/"
-            weights = root + layout.PACKAGE_WEIGHT_FILE
-            blob = files.read(weights) if weights in names else None
+            blob = _blob(files, root + layout.PACKAGE_WEIGHT_FILE, names, in_place)
             return LoadedArtifact(
                 "mlpackage", load_model(files.read(root + layout.MODEL_FILE), blob)
             )
         if layout.MIL_TEXT in names:
-            weights = layout.MIL_WEIGHT_FILE
-            blob = files.read(weights) if weights in names else None
+            blob = _blob(files, layout.MIL_WEIGHT_FILE, names, in_place)
             text = files.read(layout.MIL_TEXT).decode("utf-8", errors="strict")
             default = _default_function(files, names)
             return LoadedArtifact("mil", parse_text(text, blob, default).program)
     except (MILParseError, MlmodelcError, UnicodeDecodeError, zipfile.BadZipFile, KeyError) as exc:
         raise ArtifactError(str(exc)) from None
-    raise ArtifactError(f"{path} holds neither an .mlpackage, a model.mil nor an .mlmodelc")
+    raise ArtifactError(f"{label} holds neither an .mlpackage, a model.mil nor an .mlmodelc")
 
 
-def _compiled_program(files: _Files, root: str, names: set[str]) -> Program:
+def _blob(files: _Files | _Given, name: str, names: set[str], in_place: bool) -> WeightSource:
+    if name not in names:
+        return None
+    data = files.read(name)
+    return InPlace(data) if in_place else data
+
+
+def _compiled_program(files: _Files | _Given, root: str, names: set[str],
+                      in_place: bool = False) -> Program:  # fmt: skip
     """An .mlmodelc's program: the model it was compiled from, rebuilt (app/mlmodelc), with the
     bundle's weight file."""
     model, _, _ = source_model(files.read(root + COREMLDATA), files.read(root + "model.mil"),
                                where=root.rstrip("/") or ".")  # fmt: skip
-    weights = root + "weights/weight.bin"
-    return load_model(model, files.read(weights) if weights in names else None)
+    return load_model(model, _blob(files, root + "weights/weight.bin", names, in_place))
 
 
-def _default_function(files: _Files, names: set[str]) -> str | None:
+def _default_function(files: _Files | _Given, names: set[str]) -> str | None:
     """The default function kernel.json names beside a mil bundle (model.mil names none)."""
     if layout.KERNEL_JSON not in names:
         return None
