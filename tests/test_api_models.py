@@ -66,23 +66,6 @@ def test_bad_model_requests_are_refused_by_name(base, tmp_path):
         assert empty.status_code == 422 and empty.json()["field"] == "files"
 
 
-def test_the_documented_client_call_runs(base, tmp_path, monkeypatch):
-    """docs/kits.md's `POST /v1/models` example, as written, in a folder holding the model."""
-    import re
-    from pathlib import Path
-
-    doc = (Path(__file__).resolve().parents[1] / "docs" / "kits.md").read_text()
-    section = doc[doc.index("## Over HTTP") :]
-    code = re.search(r"```python\n(.*?)```", section, re.S).group(1)
-    write_model(tmp_path / "Qwen3-0.6B", KIT_QWEN3, seed=5)
-    monkeypatch.chdir(tmp_path)
-    exec(compile(code, "docs/kits.md", "exec"), {"SERVER": base})
-    cli = tmp_path / "cli.kit.zip"
-    assert main(["model", "Qwen3-0.6B", "-o", str(cli), "--format", "mil", "--context", "16",
-                 "--prefill", "4"]) == 0  # fmt: skip
-    assert (tmp_path / "qwen3.kit.zip").read_bytes() == cli.read_bytes()
-
-
 def test_a_device_check_job_reports_the_kit_on_the_stand_in(base, tmp_path):
     """POST /v1/device-checks on a kit job: a job for the macOS queue whose report (here the
     labelled stand-in's) names each program's load times and placement, the decode time, and
