@@ -50,6 +50,7 @@ from app.packaging.layout import VERIFICATION_JSON
 from app.settings import Settings
 
 Progress = Callable[[str], None]
+COLLECT_ABOVE_BYTES = 64 << 20  # checkpoints above it: garbage collected after each program
 DEFAULT_CONTEXT = 512
 DEFAULT_PREFILL = 64
 
@@ -252,10 +253,14 @@ def write_kit_zip(checkpoint: str | Path, options: KitOptions, f: BinaryIO,
             manifest.EMBEDDINGS_FILE: partial(_write_embeddings, writing),
         }  # fmt: skip
         tail: dict[str, bytes] = {}  # the files after kit.json, held until it is written
+        # a built program's ops and vars reference each other: collected before the next is
+        # built when the weights they hold matter (a test model's do not, and collecting costs)
+        collect = sum(t.nbytes for t in model.tensors.values()) > COLLECT_ABOVE_BYTES
         for path in sorted({*parts, *small}):
             if path < manifest.KIT_JSON:
                 parts[path]() if path in parts else writing.kit.add(_file(path, small[path]()))
-                gc.collect()  # a built program's ops and vars reference each other
+                if collect:
+                    gc.collect()
             else:
                 assert path not in parts, path  # only small files follow kit.json
                 tail[path] = small[path]()

@@ -34,6 +34,10 @@ from app.kits.manifest import KIT_JSON, KIT_VERSION
 from app.reference import Executor
 from app.reference.load import ArtifactError, open_files
 
+# A kit being written holds programs whose weights together fit its largest program's, or this
+# much: a small kit is loaded once, a large one a program at a time.
+HOLD_FLOOR_BYTES = 64 << 20
+
 
 class KitError(RequestError):
     """The kit cannot be run: a missing or altered file, a kit.json of another version."""
@@ -99,11 +103,12 @@ class Kit:
     def __init__(self, files: Mapping[str, bytes], *, being_written: bool = False):
         """`being_written`: `files` are read from the zip as it is written (app/kits/kitzip.py),
         whose digests were taken from those very bytes on their way out, so they are not taken
-        again; and the programs are loaded one at a time, when run, so that no more than one
-        program's weights are held (a kit's programs may together be many GB)."""
+        again; and the programs are loaded when run, and dropped least recently used first so
+        that the weights held never exceed the largest program's (or HOLD_FLOOR_BYTES): a kit's
+        programs may together be many GB."""
         self._files = files
         self._being_written = being_written
-        self._programs: dict[str, Any] = {}
+        self._programs: dict[str, Any] = {}  # least recently used first
         if KIT_JSON not in files:
             raise KitError(f"no {KIT_JSON} in the zip: not a model kit (ane-kernels model)")
         try:
@@ -132,6 +137,8 @@ class Kit:
         rope = meta["rope"]
         self.rope = np.frombuffer(files[rope["path"]], "<f2").reshape(rope["shape"])
         self._by_name = {p["name"]: p for p in meta["programs"]}
+        self._hold_bytes = max([HOLD_FLOOR_BYTES, *(p.get("weight_bytes", 0)
+                                                    for p in meta["programs"])])  # fmt: skip
         if not self._being_written:
             for name in self._by_name:
                 self.program(name)
@@ -139,15 +146,20 @@ class Kit:
 
     @property
     def loaded(self) -> list[str]:
-        """The programs held now (every one, or one at most for a kit being written)."""
+        """The programs held now: every one; for a kit being written, those whose weights
+        together fit the largest program's (or HOLD_FLOOR_BYTES)."""
         return list(self._programs)
+
+    def _weight_bytes(self, name: str) -> int:
+        return int(self._by_name[name].get("weight_bytes", 0))
 
     def program(self, name: str):
         """A program of the kit, read back from its own files (as an app's loader reads them)."""
-        if name not in self._programs:
+        if name in self._programs:
+            self._programs[name] = self._programs.pop(name)  # now the most recently used
+        else:
             if self._being_written:
-                self._programs.clear()  # the one held goes before the next is read
-                gc.collect()  # (a program's ops and vars reference each other)
+                self._make_room(self._weight_bytes(name))
             try:
                 # a kit being written is read mapped: its weights used where they are
                 self._programs[name] = _load_program(self._files, self._by_name[name],
@@ -155,6 +167,17 @@ class Kit:
             except ArtifactError as exc:
                 raise KitError(f"a program cannot be read back: {exc}") from None
         return self._programs[name]
+
+    def _make_room(self, needed: int) -> None:
+        """Drop the least recently used programs until `needed` bytes more fit the budget."""
+        held = sum(self._weight_bytes(n) for n in self._programs)
+        dropped = False
+        while self._programs and held + needed > self._hold_bytes:
+            held -= self._weight_bytes(next(iter(self._programs)))
+            del self._programs[next(iter(self._programs))]
+            dropped = True
+        if dropped:
+            gc.collect()  # a program's ops and vars reference each other: free its weights now
 
     @classmethod
     def open(cls, path: str | Path) -> Kit:
