@@ -29,6 +29,10 @@ GiB = 1 << 30
 # Weights per program: the smallest envelope of the device table (an iPhone's 1 GiB), so that a
 # default build compiles for every chip it lists (why, and the sources: docs/devices.md).
 DEFAULT_PROGRAM_WEIGHT_BUDGET = DEFAULT_PROGRAM_WEIGHT_BYTES
+# The largest checkpoint a model kit reads by default, and so what the upload store holds: an 8B
+# model in bf16 is 16 GB.
+DEFAULT_CHECKPOINT_BYTES = 32 * GiB
+
 # Named in every refusal the budget causes, so that a user knows which knob it is.
 PROGRAM_WEIGHT_BUDGET_SETTING = "ANE_MAX_PROGRAM_WEIGHT_BYTES"
 
@@ -47,7 +51,7 @@ class Settings(BaseSettings):
         "predicted larger is refused up front",
     )
     blob_max_bytes: int = Field(
-        32 * GiB,
+        DEFAULT_CHECKPOINT_BYTES,
         ge=0,
         description="uploaded weights and checkpoint files (LRU by bytes): as large as "
         "ANE_MAX_CHECKPOINT_BYTES, so a checkpoint the kits admit can be held whole",
@@ -62,7 +66,7 @@ class Settings(BaseSettings):
         64 * MiB, ge=1, description="the most one part of a resumable upload may hold"
     )
     max_checkpoint_bytes: int = Field(
-        32 * GiB,
+        DEFAULT_CHECKPOINT_BYTES,
         ge=1,
         description="the tensors of one checkpoint a model kit is built from (an 8B model in "
         "bf16 is 16 GB)",
