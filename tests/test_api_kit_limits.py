@@ -25,7 +25,7 @@ from app.settings import Settings
 
 OPTIONS = {"format": "mil", "context": 16, "prefill": 4}
 TIGHT = {"max_checkpoint_bytes": "1000000", "kit_cache_max_bytes": "90000",
-         "kit_timeout_base_s": "0.05", "kit_timeout_s_per_gb": "0"}  # fmt: skip
+         "kit_timeout_base_s": "0.001", "kit_timeout_s_per_gb": "0"}  # fmt: skip
 
 
 @pytest.fixture(scope="module")
@@ -67,13 +67,15 @@ def test_a_job_past_its_own_time_limit_fails_naming_it(tight, tmp_path):
     base, data_dir = tight
     folder = write_model(tmp_path / "qwen3", KIT_QWEN3, seed=2)
     with httpx.Client(base_url=base, timeout=60) as http:
-        answer = http.post("/v1/models", json={"files": _uploaded(base, folder), **OPTIONS})
+        # verified, the build takes hundreds of times its 1 ms limit
+        answer = http.post("/v1/models", json={"files": _uploaded(base, folder), **OPTIONS,
+                                               "verify": True})  # fmt: skip
         assert answer.status_code == 202, answer.text
-        assert answer.json()["limits"]["timeout_s"] == 0.05
+        assert answer.json()["limits"]["timeout_s"] == 0.001
     with Client(base, poll_interval=0.1) as client:
         job = client.job(answer.json()["id"]).wait(timeout=60).data
     assert job["state"] == "failed" and job["error"]["kind"] == "timeout"
-    assert "time limit of 0.05s" in job["error"]["message"]
+    assert "time limit of 0.001s" in job["error"]["message"]
     assert "ANE_KIT_TIMEOUT_BASE_S + ANE_KIT_TIMEOUT_S_PER_GB" in job["error"]["message"]
     # the build it stopped ran on in the build pool; the zip it wrote did not stay
     tmp_dir = data_dir / "artifacts" / "tmp"
