@@ -84,7 +84,9 @@ class KitResult:
     files: dict[str, bytes] = field(default_factory=dict, repr=False)
 
 
-def _quantize_parts(quantize: Mapping[str, Any] | None) -> tuple[Any, Any]:
+def quantize_parts(quantize: Mapping[str, Any] | None) -> tuple[Any, Any]:
+    """A kit's `quantize` option as (the layers' config, the head's): {layers, head}, or one
+    config for the layers."""
     if quantize is None:
         return None, None
     if not isinstance(quantize, Mapping):
@@ -209,7 +211,7 @@ def write_kit_zip(checkpoint: str | Path, options: KitOptions, f: BinaryIO,
     model = open_model(checkpoint)
     context, prefill = _lengths(model, options)
     model.check_context(context)
-    layers_q, head_q = _quantize_parts(options.quantize)
+    layers_q, head_q = quantize_parts(options.quantize)
     base = model.stack_params(0, 1, seq_len=1)
     plan = _plan(model, options, layer_bytes(base), layers_q, context, prefill)
     norm = model.final_norm()

@@ -27,6 +27,7 @@ import numpy as np
 
 from app.compile.placement import COMPUTE_UNITS, placement_report, unavailable_reason
 from app.errors import ErrorKind, RequestError
+from app.kits.build import quantize_parts
 from app.kits.manifest import KIT_JSON
 from app.kits.runner import Kit, reference_functions
 from app.kits.verify import LOGITS_TOLERANCE, default_prompt
@@ -193,10 +194,7 @@ def device_check(files: Mapping[str, bytes], runtime: Runtime, *, device: str,
 
 def _precision(quantize: Mapping[str, Any] | None) -> str:
     """The layers' stored precision as the estimate names it, or what it cannot model."""
-    layers = (
-        quantize.get("layers") if quantize and set(quantize) <= {"layers", "head"} else quantize
-    )
     try:
-        return precision_of(layers).name
+        return precision_of(quantize_parts(quantize)[0]).name
     except RequestError as exc:
         return f"not modelled ({exc.message})"

@@ -27,7 +27,7 @@ from pydantic import BaseModel, Field
 
 from app.errors import ErrorKind, RequestError
 from app.kernels.decoder_stack import layer_bytes
-from app.kits.build import KitOptions, _quantize_parts
+from app.kits.build import KitOptions, quantize_parts
 from app.kits.job import ModelRequest, as_uploaded, checkpoint_folder
 from app.kits.model import Model, open_model
 from app.planner.shape import precision_of
@@ -86,7 +86,7 @@ def _stored_bytes(params: int, quantize) -> int:
 def kit_bytes(model: Model, options: KitOptions) -> int:
     """The kit's predicted size: decoder layers and head pieces as stored, the fp16 embedding
     table and the tokenizer files (rope tables and kit.json are small next to them)."""
-    layers_q, head_q = _quantize_parts(options.quantize)
+    layers_q, head_q = quantize_parts(options.quantize)
     layer_params = layer_bytes(model.stack_params(0, 1, seq_len=1)) // 2
     table = model.vocab_size * model.hidden_size
     tokenizer = sum(p.stat().st_size for p in model.tokenizer_files())
