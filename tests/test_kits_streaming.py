@@ -159,3 +159,37 @@ def test_a_kit_being_written_holds_no_more_than_its_largest_program(llama, tmp_p
     expected, expected_rows = whole.generate([5, 17, 3, 250, 9, 1], max_new_tokens=3)
     assert tokens == expected
     np.testing.assert_array_equal(np.stack(rows), np.stack(expected_rows))
+
+
+def test_an_opened_kit_is_mapped_checked_and_read_as_it_is_used(llama, tmp_path, monkeypatch):
+    """Kit.open reads a kit zip the way a many-GB one must be read: its large files mapped from
+    the zip (not copied into memory), every digest still checked, its programs loaded when run
+    and held within the largest program's weights; the tokens are those of the whole kit."""
+    from app.kits import runner
+    from app.kits.runner import KitError
+
+    out = tmp_path / "llama.kit.zip"
+    build_kit(llama, out, KitOptions(context=CONTEXT, prefill=PREFILL))
+    monkeypatch.setattr(runner, "HOLD_FLOOR_BYTES", 0)
+    kit = Kit.open(out)
+    owner = kit.embeddings
+    while isinstance(owner, np.ndarray):
+        owner = owner.base
+    assert kit.loaded == [] and isinstance(owner, memoryview)  # mapped from the zip, not read
+    tokens, rows = kit.generate([5, 17, 3, 250, 9, 1], max_new_tokens=3)
+    sizes = {p["name"]: p["weight_bytes"] for p in kit.meta["programs"]}
+    assert sum(sizes[n] for n in kit.loaded) <= max(sizes.values()) < sum(sizes.values())
+    expected, expected_rows = Kit(read_zip(out)).generate([5, 17, 3, 250, 9, 1], max_new_tokens=3)
+    assert tokens == expected
+    np.testing.assert_array_equal(np.stack(rows), np.stack(expected_rows))
+    tampered = tmp_path / "tampered.kit.zip"
+    with zipfile.ZipFile(out) as src, zipfile.ZipFile(tampered, "w") as dst:
+        for item in src.infolist():
+            data = src.read(item)
+            dst.writestr(item, data[:-1] + bytes([data[-1] ^ 1]) if item.filename.endswith(
+                "rope.f16") else data)  # fmt: skip
+    with pytest.raises(KitError, match="sha256 differs"):
+        Kit.open(tampered)
+    (tmp_path / "not-a-zip.zip").write_bytes(b"nothing")
+    with pytest.raises(KitError, match="cannot read the kit zip"):
+        Kit.open(tmp_path / "not-a-zip.zip")

@@ -76,20 +76,51 @@ class KitZip:
         return _Written(self)
 
     def read(self, path: str) -> bytes | memoryview:
-        info = self._infos[path]
         self._f.flush()
-        fd = self._f.fileno()
-        header = os.pread(fd, _LOCAL_HEADER, info.header_offset)
-        name_len, extra_len = struct.unpack_from("<HH", header, 26)
-        start = info.header_offset + _LOCAL_HEADER + name_len + extra_len
-        if info.compress_type == zipfile.ZIP_DEFLATED:
-            return zlib.decompress(os.pread(fd, info.compress_size, start), -15)
-        if info.file_size < MAPPED_BYTES:
-            return os.pread(fd, info.file_size, start)
-        base = start - start % mmap.ALLOCATIONGRANULARITY
-        mapped = mmap.mmap(fd, start - base + info.file_size, access=mmap.ACCESS_READ,
-                           offset=base)  # fmt: skip
-        return memoryview(mapped)[start - base :]
+        return read_entry(self._f.fileno(), self._infos[path])
+
+
+def read_entry(fd: int, info: zipfile.ZipInfo) -> bytes | memoryview:
+    """One entry of the zip open as `fd`: a large stored one mapped, any other read."""
+    header = os.pread(fd, _LOCAL_HEADER, info.header_offset)
+    name_len, extra_len = struct.unpack_from("<HH", header, 26)
+    start = info.header_offset + _LOCAL_HEADER + name_len + extra_len
+    if info.compress_type == zipfile.ZIP_DEFLATED:
+        return zlib.decompress(os.pread(fd, info.compress_size, start), -15)
+    if info.compress_type != zipfile.ZIP_STORED:
+        raise zipfile.BadZipFile(f"{info.filename}: compression method {info.compress_type}")
+    if info.file_size < MAPPED_BYTES:
+        return os.pread(fd, info.file_size, start)
+    base = start - start % mmap.ALLOCATIONGRANULARITY
+    mapped = mmap.mmap(fd, start - base + info.file_size, access=mmap.ACCESS_READ,
+                       offset=base)  # fmt: skip
+    return memoryview(mapped)[start - base :]
+
+
+class MappedZip(Mapping[str, bytes]):
+    """A finished kit zip's files by path, each read when asked for (large stored ones mapped,
+    so a many-GB kit is opened without reading it into memory)."""
+
+    def __init__(self, path: str | os.PathLike):
+        self._file = open(path, "rb")  # noqa: SIM115 - open as long as the kit is
+        try:
+            with zipfile.ZipFile(self._file) as zf:
+                self._infos = {i.filename: i for i in zf.infolist() if not i.is_dir()}
+        except zipfile.BadZipFile:
+            self._file.close()
+            raise
+
+    def __getitem__(self, path: str) -> bytes:
+        return read_entry(self._file.fileno(), self._infos[path])  # type: ignore[return-value]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._infos)
+
+    def __len__(self) -> int:
+        return len(self._infos)
+
+    def __del__(self) -> None:
+        self._file.close()
 
 
 class _Written(Mapping[str, bytes]):

@@ -30,12 +30,13 @@ from typing import Any
 import numpy as np
 
 from app.errors import RequestError
+from app.kits.kitzip import MappedZip
 from app.kits.manifest import KIT_JSON, KIT_VERSION
 from app.reference import Executor
 from app.reference.load import ArtifactError, open_files
 
-# A kit being written holds programs whose weights together fit its largest program's, or this
-# much: a small kit is loaded once, a large one a program at a time.
+# A lazy kit holds programs whose weights together fit its largest program's, or this much: a
+# small kit is loaded once, a large one a program at a time.
 HOLD_FLOOR_BYTES = 64 << 20
 
 
@@ -100,14 +101,17 @@ class _Decoder:
 class Kit:
     """A kit's programs and tables, loaded; `session()` starts an empty cache."""
 
-    def __init__(self, files: Mapping[str, bytes], *, being_written: bool = False):
+    def __init__(self, files: Mapping[str, bytes], *, being_written: bool = False,
+                 lazy: bool = False):  # fmt: skip
         """`being_written`: `files` are read from the zip as it is written (app/kits/kitzip.py),
         whose digests were taken from those very bytes on their way out, so they are not taken
-        again; and the programs are loaded when run, and dropped least recently used first so
-        that the weights held never exceed the largest program's (or HOLD_FLOOR_BYTES): a kit's
-        programs may together be many GB."""
+        again; and it is `lazy`. `lazy`: the programs are loaded when run, their weights used
+        where `files` holds them, and dropped least recently used first so that the weights held
+        never exceed the largest program's (or HOLD_FLOOR_BYTES): a kit's programs may together
+        be many GB (Kit.open)."""
         self._files = files
         self._being_written = being_written
+        self._lazy = lazy or being_written
         self._programs: dict[str, Any] = {}  # least recently used first
         if KIT_JSON not in files:
             raise KitError(f"no {KIT_JSON} in the zip: not a model kit (ane-kernels model)")
@@ -139,15 +143,15 @@ class Kit:
         self._by_name = {p["name"]: p for p in meta["programs"]}
         self._hold_bytes = max([HOLD_FLOOR_BYTES, *(p.get("weight_bytes", 0)
                                                     for p in meta["programs"])])  # fmt: skip
-        if not self._being_written:
+        if not self._lazy:
             for name in self._by_name:
                 self.program(name)
         self.tokenizer = files.get("tokenizer.json")  # verbatim, for a tokenizer library
 
     @property
     def loaded(self) -> list[str]:
-        """The programs held now: every one; for a kit being written, those whose weights
-        together fit the largest program's (or HOLD_FLOOR_BYTES)."""
+        """The programs held now: every one; for a lazy kit, those whose weights together fit
+        the largest program's (or HOLD_FLOOR_BYTES)."""
         return list(self._programs)
 
     def _weight_bytes(self, name: str) -> int:
@@ -158,12 +162,12 @@ class Kit:
         if name in self._programs:
             self._programs[name] = self._programs.pop(name)  # now the most recently used
         else:
-            if self._being_written:
+            if self._lazy:
                 self._make_room(self._weight_bytes(name))
             try:
-                # a kit being written is read mapped: its weights used where they are
+                # a lazy kit's weights are used where they are (mapped from its zip)
                 self._programs[name] = _load_program(self._files, self._by_name[name],
-                                                     self._being_written)  # fmt: skip
+                                                     self._lazy)  # fmt: skip
             except ArtifactError as exc:
                 raise KitError(f"a program cannot be read back: {exc}") from None
         return self._programs[name]
@@ -181,7 +185,13 @@ class Kit:
 
     @classmethod
     def open(cls, path: str | Path) -> Kit:
-        return cls(read_zip(path))
+        """A kit zip on disk, read as it is used: its files mapped (not read into memory), every
+        digest checked, its programs loaded when run."""
+        try:
+            files = MappedZip(path)
+        except (OSError, zipfile.BadZipFile) as exc:
+            raise KitError(f"{path}: cannot read the kit zip: {exc}") from None
+        return cls(files, lazy=True)
 
     @property
     def context(self) -> int:
