@@ -131,7 +131,7 @@ def device_check(files: Mapping[str, bytes], runtime: Runtime, *, device: str,
                  prompt: Sequence[int] | None = None,
                  max_new_tokens: int = DEFAULT_NEW_TOKENS) -> dict[str, Any]:  # fmt: skip
     """The report of one kit on one device (see the module's docstring)."""
-    kit = Kit(files)
+    kit = Kit(files, lazy=True)  # a many-GB kit's programs are loaded when run
     prompt = list(prompt) if prompt is not None else default_prompt(kit.embeddings.shape[0], 6)
     max_new_tokens = max(1, min(max_new_tokens, kit.context + 1 - len(prompt)))
     expected, expected_logits = kit.generate(prompt, max_new_tokens)

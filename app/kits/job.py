@@ -198,9 +198,9 @@ def run_device_check(request: DeviceCheckRequest, kit_zip: Path, runtime: str) -
     """The device check of the kit in `kit_zip` with Core ML (`runtime` "coreml") or its labelled
     stand-in ("stand-in"). Runs in a build worker process."""
     from app.kits.device_check import CoreMLRuntime, StandInRuntime, device_check
-    from app.kits.runner import read_zip
+    from app.kits.kitzip import MappedZip
 
     chosen = StandInRuntime if runtime == "stand-in" else CoreMLRuntime
     prompt = list(request.prompt) if request.prompt else None
-    return device_check(read_zip(kit_zip), chosen, device=request.device, prompt=prompt,
+    return device_check(MappedZip(kit_zip), chosen, device=request.device, prompt=prompt,
                         max_new_tokens=request.max_new_tokens)  # fmt: skip
