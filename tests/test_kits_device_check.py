@@ -140,3 +140,18 @@ def test_a_row_the_fit_cannot_use_is_refused_by_field(stand_in_job, tmp_path, ca
     assert main(["calibrate", str(path), "--rows", str(tmp_path / "rows.json")]) == 2
     assert field in capsys.readouterr().err
     assert not (tmp_path / "rows.json").exists()
+
+
+def test_a_rows_file_that_cannot_be_written_exits_2_naming_it(stand_in_job, tmp_path, capsys):
+    """(In the Docker image the package's own rows file is not writable by the service's user.)"""
+    import json
+
+    from app.cli import main
+
+    _, report = stand_in_job
+    path = tmp_path / "report.json"
+    path.write_text(json.dumps(_as_core_ml_measured(report)))
+    rows = tmp_path / "no-such-folder" / "rows.json"
+    assert main(["calibrate", str(path), "--rows", str(rows)]) == 2
+    err = capsys.readouterr().err
+    assert str(rows) in err and "--rows" in err and not rows.exists()

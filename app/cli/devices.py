@@ -75,7 +75,12 @@ def cmd_calibrate(args) -> int:
         raise CLIError(f"{args.report}: {exc}") from None
     # what the estimate said before this row was part of its fit: how far off it was
     predicted = predict(measured_row(row))
-    added = add_row(row, args.rows)
+    try:
+        added = add_row(row, args.rows)
+    except OSError as exc:
+        raise CLIError(
+            f"{args.rows}: cannot write the measured rows ({exc}); name a writable file with --rows"
+        ) from None
     print(f"{'added' if added else 'already there'}: {row.id} to {args.rows}")
     print(f"{row.model} on {row.device}, {row.precision}, context {row.context}: measured "
           f"{row.decode_tokens_per_s:.4g} decode tok/s; the estimate said {predicted:.4g} "
