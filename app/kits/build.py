@@ -327,8 +327,8 @@ def _file(path: str, data: bytes) -> Entry:
 def _verify(kit: KitZip, tail: Mapping[str, bytes], meta: dict[str, Any], whole: WholeModel,
             vocab: int) -> dict[str, Any]:  # fmt: skip
     """The kit run from what is written of it (programs read back when run, held within the
-    largest program's weights) and the files
-    held for after kit.json, under a draft kit.json: every digest but its own and the report's."""
+    largest program's weights) and the files held for after kit.json, under a draft kit.json:
+    every digest but its own and the report's."""
     from app.kits.runner import Kit
     from app.kits.verify import DEFAULT_PROMPT_TOKENS, default_prompt, verify_kit
 
