@@ -149,8 +149,8 @@ class ContentStore:
         self._on_evict, self._on_corrupt = on_evict, on_corrupt
         self._lock = threading.Lock()
         self._lru: OrderedDict[str, int] = OrderedDict()  # key -> bytes on disk, oldest first
-        self._total = 0  # sum of _lru's values, kept as entries come and go
-        self._pool_bytes: dict[str | None, int] = {}  # the same sum per pool (None: the rest)
+        # the bytes of _lru's entries per pool (None: the rest), kept as entries come and go
+        self._pool_bytes: dict[str | None, int] = {}
         self._verified: dict[str, tuple[int, int, int]] = {}
         self._meta: dict[str, dict[str, Any]] = {}
         self.tmp_dir = root / "tmp"
@@ -169,7 +169,7 @@ class ContentStore:
 
     @property
     def total_bytes(self) -> int:
-        return self._total
+        return sum(self._pool_bytes.values())
 
     def __contains__(self, key: str) -> bool:
         return key in self._lru
@@ -207,7 +207,6 @@ class ContentStore:
             self._meta[key] = meta
             pool = self._pool_of(key)
             self._pool_bytes[pool] = self._pool_bytes.get(pool, 0) + size
-        self._total = sum(self._lru.values())
         for orphan in self.root.glob(f"??/*{self.suffix}"):
             if orphan.name.removesuffix(self.suffix) not in self._lru and _is_stale(orphan):
                 orphan.unlink(missing_ok=True)
@@ -312,7 +311,6 @@ class ContentStore:
             self._forget_locked(key)  # a key published again may change size (or pool)
             self._meta[key] = published.meta
             self._verified[key] = published.signature
-            self._total += published.disk_bytes
             pool = self._pool_of(key)
             self._pool_bytes[pool] = self._pool_bytes.get(pool, 0) + published.disk_bytes
             self._lru[key] = published.disk_bytes
@@ -372,7 +370,6 @@ class ContentStore:
     def _forget_locked(self, key: str) -> None:
         size = self._lru.pop(key, 0)
         pool = self._pool_of(key)
-        self._total -= size
         self._pool_bytes[pool] = self._pool_bytes.get(pool, 0) - size
         self._meta.pop(key, None)
         self._verified.pop(key, None)

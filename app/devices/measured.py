@@ -115,10 +115,10 @@ def read_rows(path: Path = MEASURED_ROWS) -> tuple[MeasuredRow, ...]:
 def add_row(row: MeasuredRow, path: Path = MEASURED_ROWS) -> bool:
     """Append `row` (replacing one of the same id: the same kit measured again on the device);
     False when an identical row is there already."""
-    rows = [r for r in read_rows(path) if r.id != row.id]
-    if row in read_rows(path):
+    held = read_rows(path)
+    if row in held:
         return False
-    rows.append(row)
+    rows = [r for r in held if r.id != row.id] + [row]
     text = json.dumps([r.model_dump(mode="json") for r in rows], indent=2) + "\n"
     tmp = path.with_name(path.name + ".tmp")
     tmp.write_text(text, encoding="utf-8")

@@ -13,7 +13,6 @@ import gc
 import math
 import tempfile
 import time
-import zipfile
 from collections import ChainMap
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -45,6 +44,7 @@ from app.kits.programs import (
     signature,
 )
 from app.kits.reference import WholeModel
+from app.kits.runner import read_zip
 from app.packaging import Entry, write_zip
 from app.packaging.layout import VERIFICATION_JSON
 from app.settings import Settings
@@ -161,8 +161,7 @@ def build_kit_files(checkpoint: str | Path, options: KitOptions = KitOptions(),
 
 
 def _read_back(f) -> dict[str, bytes]:
-    with zipfile.ZipFile(f) as zf:
-        files = {n: zf.read(n) for n in zf.namelist() if not n.endswith("/")}
+    files = read_zip(f)
     kit_json = files.pop(manifest.KIT_JSON)
     return files | {manifest.KIT_JSON: kit_json}
 

@@ -25,7 +25,7 @@ import json
 import zipfile
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 import numpy as np
 
@@ -47,7 +47,8 @@ class KitError(RequestError):
         super().__init__("kit", message, title="Unusable kit")
 
 
-def read_zip(path: str | Path) -> dict[str, bytes]:
+def read_zip(path: str | Path | BinaryIO) -> dict[str, bytes]:
+    """Every file of a kit zip (a path, or a file open for reading), in memory."""
     try:
         with zipfile.ZipFile(path) as zf:
             return {n: zf.read(n) for n in zf.namelist() if not n.endswith("/")}

@@ -76,9 +76,7 @@ class ZipStream:
     def add(self, entry: Entry) -> zipfile.ZipInfo:
         """Write one entry (its path after every path written so far); its ZipInfo, which says
         where its header is (`header_offset`) and what its data became."""
-        if entry.path <= self._last:
-            raise ValueError(f"{entry.path} comes after {self._last}: entries go in path order")
-        self._last = entry.path
+        self._next(entry.path)
         zf = self._zip
         if entry.data is not None:
             compress = entry.compress and len(entry.data) >= _DEFLATE_MIN
@@ -95,10 +93,13 @@ class ZipStream:
 
     def add_dir(self, path: str) -> None:
         path = path.rstrip("/") + "/"
+        self._next(path)
+        self._zip.writestr(_info(path, _DIR_MODE, False), b"")
+
+    def _next(self, path: str) -> None:
         if path <= self._last:
             raise ValueError(f"{path} comes after {self._last}: entries go in path order")
         self._last = path
-        self._zip.writestr(_info(path, _DIR_MODE, False), b"")
 
     def close(self) -> None:
         self._zip.close()
