@@ -67,8 +67,12 @@ class Limits:
 
     @classmethod
     def of(cls, settings: Settings) -> Limits:
-        ceilings = Ceilings(settings.max_tensor_elements, settings.max_tensor_bytes,
-                            settings.max_program_elements, settings.max_program_bytes)  # fmt: skip
+        ceilings = Ceilings(
+            settings.max_tensor_elements,
+            settings.max_tensor_bytes,
+            settings.max_program_elements,
+            settings.max_program_bytes,
+        )
         return cls(settings.max_artifact_bytes, settings.max_program_weight_bytes, ceilings)
 
 
@@ -113,11 +117,23 @@ def build_program(
         case RequestKind.GRAPH:
             return build_graph(request.params, request.arrays(), ceilings=ceilings, **options)  # type: ignore[arg-type]
         case RequestKind.FUNCTIONS:
-            return build_functions(request.op, request.params_json, request.functions,  # type: ignore[arg-type]
-                                   request.arrays(), quantize=request.quantize, **options)  # type: ignore[arg-type]  # fmt: skip
+            return build_functions(
+                request.op,
+                request.params_json,
+                request.functions,  # type: ignore[arg-type]
+                request.arrays(),
+                quantize=request.quantize,
+                **options,
+            )  # type: ignore[arg-type]
         case RequestKind.OP:
-            return build_kernel(request.op, request.params, request.arrays(),
-                                quantize=request.quantize, ceilings=ceilings, **options)  # type: ignore[arg-type]  # fmt: skip
+            return build_kernel(
+                request.op,
+                request.params,
+                request.arrays(),
+                quantize=request.quantize,
+                ceilings=ceilings,
+                **options,
+            )  # type: ignore[arg-type]
 
 
 def weight_bytes(build: KernelBuild) -> int:
@@ -211,8 +227,12 @@ def prepare(
     findings = _preflight(request, build, programs, budget)
     error = first_error(findings) if request.preflight == "strict" else None
     if error is not None:
-        raise RequestError(build.where(error.node), f"{error.rule}: {error.message}",
-                           title="Preflight failed", preflight=error.to_json())  # fmt: skip
+        raise RequestError(
+            build.where(error.node),
+            f"{error.rule}: {error.message}",
+            title="Preflight failed",
+            preflight=error.to_json(),
+        )
     files = None
     if request.format == "aimodel":  # translated before anything is verified or written
         files = aimodel_of(build)
@@ -249,16 +269,22 @@ def write(prepared: Prepared, out: BinaryIO, fmt: str | None = None) -> dict[str
     digests = {n: w.digest for n, w in request.weights.items() if w.dtype in ("float16", "float32")}
     preflight_json = {"preflight": findings_to_json(prepared.findings)}
     if request.kind is RequestKind.FUNCTIONS:
-        preflight_json |= {"functions": prepared.build.describe_functions(),  # type: ignore[attr-defined]
-                           "default_function": prepared.build.program.default}  # fmt: skip
-    options = {"digests": digests, "extra_entries": prepared.extra_entries,
-               "extra_description": preflight_json}  # fmt: skip
+        preflight_json |= {
+            "functions": prepared.build.describe_functions(),  # type: ignore[attr-defined]
+            "default_function": prepared.build.program.default,
+        }
+    options = {
+        "digests": digests,
+        "extra_entries": prepared.extra_entries,
+        "extra_description": preflight_json,
+    }
     if (fmt or request.format) == "aimodel" and prepared.aimodel is not None:
         return write_aimodel_zip(prepared.build, prepared.aimodel, out, **options)
     if prepared.chain is not None:
         chain = prepared.chain
-        return write_chain_zip(prepared.build, chain.parts, chain.to_json, out,
-                               fmt or request.format, **options)  # fmt: skip
+        return write_chain_zip(
+            prepared.build, chain.parts, chain.to_json, out, fmt or request.format, **options
+        )
     return write_kernel_zip(prepared.build, out, fmt or request.format, **options)
 
 
@@ -286,8 +312,13 @@ def publish(
                     digest, content = out.digest(), out.content()
                 finally:
                     written = out.size
-            meta = {**meta, "digest": digest, "filename": prepared.request.filename,
-                    "preflight": prepared.preflight_summary, "work": prepared.work}  # fmt: skip
+            meta = {
+                **meta,
+                "digest": digest,
+                "filename": prepared.request.filename,
+                "preflight": prepared.preflight_summary,
+                "work": prepared.work,
+            }
             published = publish_files(store, key, tmp, meta)
     except BaseException as exc:
         discard(tmp)
@@ -355,10 +386,18 @@ def kernel_zip(
                            {"weight": w}, format="mlpackage", target="ios18",
                            quantize={"mode": "palettize", "nbits": 4})
     """
-    request = KernelRequest.create(op, params, weights, format=format, target=target, name=name,
-                                   verify=verify, quantize=quantize,
-                                   max_quantization_error=max_quantization_error,
-                                   functions=functions)  # fmt: skip
+    request = KernelRequest.create(
+        op,
+        params,
+        weights,
+        format=format,
+        target=target,
+        name=name,
+        verify=verify,
+        quantize=quantize,
+        max_quantization_error=max_quantization_error,
+        functions=functions,
+    )
     if request.artifact_format.compiled:
         raise RequestError("format", f"{format} needs a compiler: use a service (ane-kernels jobs)")
     return zip_bytes(prepare(request, random_seed=random_seed))
@@ -369,7 +408,10 @@ def warm() -> bool:
     real build."""
     import numpy as np
 
-    request = KernelRequest.create("conv", {"in_channels": 1, "out_channels": 1, "spatial": 1},
-                                   {"weight": np.ones((1, 1), np.float32)})  # fmt: skip
+    request = KernelRequest.create(
+        "conv",
+        {"in_channels": 1, "out_channels": 1, "spatial": 1},
+        {"weight": np.ones((1, 1), np.float32)},
+    )
     prepare(request)
     return True

@@ -106,8 +106,14 @@ def quantize_weights(
 
     for spec in check_quantize(op, specs, config, target, field):
         try:
-            compressed = quantize(weights[spec.name], config, target, dtype=spec.dtype,
-                                  field=field, weight_field=f"{weights_field}.{spec.name}")  # fmt: skip
+            compressed = quantize(
+                weights[spec.name],
+                config,
+                target,
+                dtype=spec.dtype,
+                field=field,
+                weight_field=f"{weights_field}.{spec.name}",
+            )
         except QuantizeConfigError as exc:
             raise RequestError(exc.field, exc.message) from None
         out[spec.name] = QuantizedWeight(config, compressed)
@@ -130,19 +136,38 @@ def build_functions(
     given = dict(weights or {})
     for fn_name, overrides in functions.items():
         try:
-            part = build_kernel(op, {**params, **overrides}, given, target=target, name=name,
-                                random_seed=random_seed, quantize=quantize)  # fmt: skip
+            part = build_kernel(
+                op,
+                {**params, **overrides},
+                given,
+                target=target,
+                name=name,
+                random_seed=random_seed,
+                quantize=quantize,
+            )
         except RequestError as exc:
-            raise RequestError(f"functions.{fn_name}.{exc.field}", exc.message,
-                               title=exc.title) from None  # fmt: skip
+            raise RequestError(
+                f"functions.{fn_name}.{exc.field}", exc.message, title=exc.title
+            ) from None
         if parts:
             first_name, first = next(iter(parts.items()))
             if weight_shapes(part) != weight_shapes(first):
-                raise RequestError(f"functions.{fn_name}", f"takes other weights than "
-                                   f"{first_name}: a package's functions share one set of weights")  # fmt: skip
+                raise RequestError(
+                    f"functions.{fn_name}",
+                    f"takes other weights than "
+                    f"{first_name}: a package's functions share one set of weights",
+                )
         given = {**part.weights, **given}  # random weights drawn once, shared by all
         parts[fn_name] = part
     program = merge_functions(parts)
     first = next(iter(parts.values()))
-    return FunctionsBuild(get_op(op), first.params, first.target, first.name, program,
-                          first.weights, first.quantized, parts=parts)  # fmt: skip
+    return FunctionsBuild(
+        get_op(op),
+        first.params,
+        first.target,
+        first.name,
+        program,
+        first.weights,
+        first.quantized,
+        parts=parts,
+    )

@@ -55,15 +55,23 @@ class FieldError(Exception):
         super().__init__(f"{field}: {message}" if field else message)
 
     def __reduce__(self):
-        return _rebuild, (type(self), self.field, self.message, self.kind, self.title,
-                          self.retry_after, self.extra)  # fmt: skip
+        return _rebuild, (
+            type(self),
+            self.field,
+            self.message,
+            self.kind,
+            self.title,
+            self.retry_after,
+            self.extra,
+        )
 
 
 def _rebuild(cls, field, message, kind, title, retry_after, extra) -> FieldError:
     """Any FieldError type, whatever its own constructor takes."""
     exc = cls.__new__(cls)
-    FieldError.__init__(exc, field, message, kind=kind, title=title, retry_after=retry_after,
-                        **extra)  # fmt: skip
+    FieldError.__init__(
+        exc, field, message, kind=kind, title=title, retry_after=retry_after, **extra
+    )
     return exc
 
 
@@ -75,8 +83,14 @@ class BodyError(FieldError):
     """The request's body as a whole: its bytes do not parse (framing, a header) or there are
     more of them than a limit allows."""
 
-    def __init__(self, message: str, *, kind: ErrorKind = ErrorKind.MALFORMED,
-                 title: str | None = None, **extra: Any):  # fmt: skip
+    def __init__(
+        self,
+        message: str,
+        *,
+        kind: ErrorKind = ErrorKind.MALFORMED,
+        title: str | None = None,
+        **extra: Any,
+    ):
         super().__init__(None, message, kind=kind, title=title, **extra)
 
 
@@ -84,6 +98,13 @@ class ServiceError(FieldError):
     """The service could not do it, and no input is at fault: it is busy, its storage or its
     job broker is away, a worker or a job was lost, a compiler failed on its own."""
 
-    def __init__(self, message: str, *, kind: ErrorKind, title: str | None = None,
-                 retry_after: float | None = None, **extra: Any):  # fmt: skip
+    def __init__(
+        self,
+        message: str,
+        *,
+        kind: ErrorKind,
+        title: str | None = None,
+        retry_after: float | None = None,
+        **extra: Any,
+    ):
         super().__init__(None, message, kind=kind, title=title, retry_after=retry_after, **extra)

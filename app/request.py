@@ -188,11 +188,27 @@ class KernelRequest:
         if functions is not None:
             check_functions(functions, target)
             functions = {fn: dict(fn_params) for fn, fn_params in functions.items()}
-        refs = {w: a if isinstance(a, WeightRef) else WeightRef.of(a)
-                for w, a in (weights or {}).items()}  # fmt: skip
-        return cls(kind, op, checked, refs, format, target, name, verify, bypass_cache,
-                   preflight, config, max_quantization_error, placement, functions,
-                   chips)  # fmt: skip
+        refs = {
+            w: a if isinstance(a, WeightRef) else WeightRef.of(a)
+            for w, a in (weights or {}).items()
+        }
+        return cls(
+            kind,
+            op,
+            checked,
+            refs,
+            format,
+            target,
+            name,
+            verify,
+            bypass_cache,
+            preflight,
+            config,
+            max_quantization_error,
+            placement,
+            functions,
+            chips,
+        )
 
     # -- what follows from the request -------------------------------------------------------------
     @property
@@ -355,8 +371,9 @@ def _kind(op, params, graph, functions, quantize) -> RequestKind:
         if op is None:
             raise RequestError("op", "a request names a catalog op, or is a graph")
         if op == GRAPH_OP:
-            raise RequestError("op", "a graph is given as a graph (inputs, nodes, outputs), "
-                               "not as an op")  # fmt: skip
+            raise RequestError(
+                "op", "a graph is given as a graph (inputs, nodes, outputs), not as an op"
+            )
         return RequestKind.OP if functions is None else RequestKind.FUNCTIONS
     for wrong, value, why in (
         ("op", op, "a request is one catalog op or one graph, not both"),
@@ -398,8 +415,9 @@ def _quantization(
     """The request's quantize config, checked against the op's weight shapes and the target
     (before any weight is read), and its error limit, which needs something quantized: by the
     request (a kernel) or by one of its nodes (a graph, quantized per node)."""
-    if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int | float)
-                              or not limit > 0):  # fmt: skip
+    if limit is not None and (
+        isinstance(limit, bool) or not isinstance(limit, int | float) or not limit > 0
+    ):
         raise RequestError("max_quantization_error", f"must be a positive number, not {limit!r}")
     if kind is RequestKind.GRAPH:
         quantized = any(n.quantize is not None for n in params.nodes)  # type: ignore[attr-defined]
@@ -436,8 +454,10 @@ def check_architectures(names: Sequence[str]) -> tuple[str, ...]:
         raise RequestError("architectures", f"a list naming at least one of {known}")
     for i, name in enumerate(names):
         if name not in COREAI_ARCHITECTURES:
-            raise RequestError(f"architectures[{i}]", f"{name!r} is not a chip Core AI compiles "
-                               f"ahead of time for; known: {known}")  # fmt: skip
+            raise RequestError(
+                f"architectures[{i}]",
+                f"{name!r} is not a chip Core AI compiles ahead of time for; known: {known}",
+            )
     if len(set(names)) != len(names):
         raise RequestError("architectures", "an architecture is named twice")
     return tuple(names)

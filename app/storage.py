@@ -26,8 +26,13 @@ KIT_POOL = "kits"
 def artifact_store(settings: Settings, **hooks) -> ContentStore:
     """`hooks`: on_evict(n) and on_corrupt() callbacks, for metrics."""
     settings.data_dir.mkdir(parents=True, exist_ok=True)
-    return ContentStore(settings.cache_dir, settings.cache_max_bytes, ARTIFACT_SUFFIX,
-                        pools={KIT_POOL: settings.kit_cache_max_bytes}, **hooks)  # fmt: skip
+    return ContentStore(
+        settings.cache_dir,
+        settings.cache_max_bytes,
+        ARTIFACT_SUFFIX,
+        pools={KIT_POOL: settings.kit_cache_max_bytes},
+        **hooks,
+    )
 
 
 def blob_store(settings: Settings) -> BlobStore:

@@ -26,10 +26,18 @@ from app.safetensors_header import MAX_HEADER_BYTES
 
 _NPY_MAGIC = b"\x93NUMPY"
 _SAFETENSORS_DTYPES = {
-    "F16": "float16", "F32": "float32", "F64": "float64",
-    "I8": "int8", "I16": "int16", "I32": "int32", "I64": "int64",
-    "U8": "uint8", "U16": "uint16", "U32": "uint32", "U64": "uint64",
-}  # fmt: skip
+    "F16": "float16",
+    "F32": "float32",
+    "F64": "float64",
+    "I8": "int8",
+    "I16": "int16",
+    "I32": "int32",
+    "I64": "int64",
+    "U8": "uint8",
+    "U16": "uint16",
+    "U32": "uint32",
+    "U64": "uint64",
+}
 MAX_HEADER = MAX_HEADER_BYTES  # a .npy header's bound too
 MAX_RANK = 8
 

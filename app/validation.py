@@ -158,9 +158,11 @@ def _validate_mlpackage(pkg: Path, shown: str) -> Report:
             set(described) != set(prog.functions)
             or spec.description.defaultFunctionName not in described
         ):
-            raise InvalidArtifact(f"description functions {sorted(described)} (default "
-                                  f"{spec.description.defaultFunctionName!r}) != program "
-                                  f"functions {sorted(prog.functions)}")  # fmt: skip
+            raise InvalidArtifact(
+                f"description functions {sorted(described)} (default "
+                f"{spec.description.defaultFunctionName!r}) != program "
+                f"functions {sorted(prog.functions)}"
+            )
         for fn_name, fn in prog.functions.items():
             _check_description(described[fn_name], fn)
         report.ops = sum(len(fn.operations) for fn in prog.functions.values())

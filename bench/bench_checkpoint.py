@@ -31,19 +31,34 @@ from pathlib import Path
 import numpy as np
 
 CONFIG = {
-    "model_type": "llama", "hidden_size": 2048, "intermediate_size": 8192,
-    "num_attention_heads": 32, "num_key_value_heads": 8, "head_dim": 64,
-    "rms_norm_eps": 1e-5, "rope_theta": 500000.0, "hidden_act": "silu",
-    "rope_scaling": {"rope_type": "llama3", "factor": 32.0, "low_freq_factor": 1.0,
-                     "high_freq_factor": 4.0, "original_max_position_embeddings": 8192},
-}  # fmt: skip
+    "model_type": "llama",
+    "hidden_size": 2048,
+    "intermediate_size": 8192,
+    "num_attention_heads": 32,
+    "num_key_value_heads": 8,
+    "head_dim": 64,
+    "rms_norm_eps": 1e-5,
+    "rope_theta": 500000.0,
+    "hidden_act": "silu",
+    "rope_scaling": {
+        "rope_type": "llama3",
+        "factor": 32.0,
+        "low_freq_factor": 1.0,
+        "high_freq_factor": 4.0,
+        "original_max_position_embeddings": 8192,
+    },
+}
 SHAPES = {
-    "input_layernorm.weight": (2048,), "post_attention_layernorm.weight": (2048,),
-    "self_attn.q_proj.weight": (2048, 2048), "self_attn.k_proj.weight": (512, 2048),
-    "self_attn.v_proj.weight": (512, 2048), "self_attn.o_proj.weight": (2048, 2048),
-    "mlp.gate_proj.weight": (8192, 2048), "mlp.up_proj.weight": (8192, 2048),
+    "input_layernorm.weight": (2048,),
+    "post_attention_layernorm.weight": (2048,),
+    "self_attn.q_proj.weight": (2048, 2048),
+    "self_attn.k_proj.weight": (512, 2048),
+    "self_attn.v_proj.weight": (512, 2048),
+    "self_attn.o_proj.weight": (2048, 2048),
+    "mlp.gate_proj.weight": (8192, 2048),
+    "mlp.up_proj.weight": (8192, 2048),
     "mlp.down_proj.weight": (2048, 8192),
-}  # fmt: skip
+}
 GB = 1e9
 
 
@@ -63,8 +78,11 @@ def write_shard(path: Path, layers: range, dtype: str, seed: int) -> dict[str, s
     for i in layers:
         for name, shape in SHAPES.items():
             size = int(np.prod(shape)) * item
-            header[f"model.layers.{i}.{name}"] = {"dtype": dtype, "shape": list(shape),
-                                                  "data_offsets": [offset, offset + size]}  # fmt: skip
+            header[f"model.layers.{i}.{name}"] = {
+                "dtype": dtype,
+                "shape": list(shape),
+                "data_offsets": [offset, offset + size],
+            }
             offset += size
     text = json.dumps(header).encode()
     text += b" " * (-len(text) % 8)
@@ -86,8 +104,9 @@ def write_checkpoint(folder: Path, layers: int, dtype: str) -> Path:
     half = layers // 2
     weight_map = {}
     for k, part in enumerate((range(half), range(half, layers))):
-        weight_map |= write_shard(folder / f"model-{k + 1:05d}-of-00002.safetensors", part,
-                                  dtype, seed=k)  # fmt: skip
+        weight_map |= write_shard(
+            folder / f"model-{k + 1:05d}-of-00002.safetensors", part, dtype, seed=k
+        )
     index = folder / "model.safetensors.index.json"
     index.write_text(json.dumps({"metadata": {}, "weight_map": weight_map}))
     return index
@@ -254,8 +273,12 @@ print(json.dumps({"seconds": seconds, "read": read, "weights": weights,
 
 def bundles(index: Path, out: Path, layers: int) -> dict:
     out.mkdir(parents=True, exist_ok=True)
-    done = subprocess.run([sys.executable, "-c", _BUNDLES, str(index), str(out), str(layers)],
-                          capture_output=True, text=True, check=True)  # fmt: skip
+    done = subprocess.run(
+        [sys.executable, "-c", _BUNDLES, str(index), str(out), str(layers)],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
@@ -277,19 +300,25 @@ def main() -> None:
         print("| checkpoint | bytes | copy GB/s | convert GB/s | convert / copy | goal |")
         print("|---|---|---|---|---|---|")
         for dtype, (read, _) in results.items():
-            print(f"| {dtype} | {read['bytes'] / GB:.2f} GB | {read['copy']:.2f} | "
-                  f"{read['convert']:.2f} | {read['convert'] / read['copy']:.2f}× | ≥ 0.7× |")  # fmt: skip
+            print(
+                f"| {dtype} | {read['bytes'] / GB:.2f} GB | {read['copy']:.2f} | "
+                f"{read['convert']:.2f} | {read['convert'] / read['copy']:.2f}× | ≥ 0.7× |"
+            )
         print("\n| source | method | GB/s (source bytes) |\n|---|---|---|")
         for source, method, speed in alternatives():
             shown = "not installed" if speed != speed else f"{speed:.2f}"  # NaN: not importable
             print(f"| {source} | {method} | {shown} |")
-        print("\n| checkpoint → mil bundles | seconds | GB/s of checkpoint | peak extra RSS | "
-              "largest program's fp16 weights | ratio | goal |\n|---|---|---|---|---|---|---|")  # fmt: skip
+        print(
+            "\n| checkpoint → mil bundles | seconds | GB/s of checkpoint | peak extra RSS | "
+            "largest program's fp16 weights | ratio | goal |\n|---|---|---|---|---|---|---|"
+        )
         for dtype, (_, built) in results.items():
-            print(f"| {dtype}, {args.layers} × decoder_layer (S=64) | {built['seconds']:.1f} | "
-                  f"{built['read'] / built['seconds'] / GB:.2f} | "
-                  f"{built['peak_extra'] / 2**20:.0f} MiB | {built['weights'] / 2**20:.0f} MiB | "
-                  f"{built['peak_extra'] / built['weights']:.2f}× | ≤ 1.5× |")  # fmt: skip
+            print(
+                f"| {dtype}, {args.layers} × decoder_layer (S=64) | {built['seconds']:.1f} | "
+                f"{built['read'] / built['seconds'] / GB:.2f} | "
+                f"{built['peak_extra'] / 2**20:.0f} MiB | {built['weights'] / 2**20:.0f} MiB | "
+                f"{built['peak_extra'] / built['weights']:.2f}× | ≤ 1.5× |"
+            )
 
 
 if __name__ == "__main__":

@@ -56,8 +56,12 @@ def bench_against_coremltools(repeat: int = 15) -> dict:
             return mb.conv(x=x, weight=w, strides=[1, 1], pad_type="valid", name="y")
 
         with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
-            model = ct.convert(prog, convert_to="mlprogram", minimum_deployment_target=ct.target.iOS18,
-                               compute_precision=ct.precision.FLOAT16)  # fmt: skip
+            model = ct.convert(
+                prog,
+                convert_to="mlprogram",
+                minimum_deployment_target=ct.target.iOS18,
+                compute_precision=ct.precision.FLOAT16,
+            )
         with tempfile.TemporaryDirectory() as tmp:
             model.save(os.path.join(tmp, "conv.mlpackage"))
 
@@ -123,10 +127,14 @@ def main() -> None:
     mem = bench_packaging_memory()
     print("| benchmark | ours | reference | ratio | target |")
     print("|---|---|---|---|---|")
-    print(f"| conv 64×64 S=16 → zipped .mlpackage | {speed['ours_ms']:.2f} ms | ct.convert + save "
-          f"{speed['coremltools_ms']:.1f} ms | {speed['speedup']:.0f}× faster | ≥ 100× |")  # fmt: skip
-    print(f"| peak memory packaging 4×4096×4096 fp32→fp16 ({mem['fp16_mib']:.0f} MiB fp16), zip to file | "
-          f"| | {mem['file']:.2f}× fp16 bytes | ≤ 1.5× |")  # fmt: skip
+    print(
+        f"| conv 64×64 S=16 → zipped .mlpackage | {speed['ours_ms']:.2f} ms | ct.convert + save "
+        f"{speed['coremltools_ms']:.1f} ms | {speed['speedup']:.0f}× faster | ≥ 100× |"
+    )
+    print(
+        f"| peak memory packaging 4×4096×4096 fp32→fp16 ({mem['fp16_mib']:.0f} MiB fp16), zip to file | "
+        f"| | {mem['file']:.2f}× fp16 bytes | ≤ 1.5× |"
+    )
     print(
         f"| same, zip returned as bytes (kernel_zip) | | | {mem['bytes']:.2f}× fp16 bytes | ≤ 1.5× |"
     )

@@ -45,7 +45,7 @@ def _direct_ffn(weights: dict[str, np.ndarray]) -> None:
         graph,
         mul,
         silu,
-    )  # fmt: skip
+    )
 
     def w(key):
         return weights[key].reshape(*weights[key].shape, 1, 1)
@@ -129,22 +129,27 @@ def main() -> None:
         ours, theirs = _alternating(
             lambda request=request: artifacts.zip_bytes(artifacts.prepare(request)), direct
         )
-        print(f"| {name} | {ours * 1e3:.1f} ms | {theirs * 1e3:.1f} ms | "
-              f"{ours / theirs:.2f}× | ≤ 1.2× |")  # fmt: skip
+        print(
+            f"| {name} | {ours * 1e3:.1f} ms | {theirs * 1e3:.1f} ms | "
+            f"{ours / theirs:.2f}× | ≤ 1.2× |"
+        )
     print()
     print("| case | build | build + verify | verify adds | of which Apple's runtime |")
     print("|---|---|---|---|---|")
     from app.reference.apple import apple_report
 
     for name, (request, _) in cases.items():
-        verified = KernelRequest.create(request.op, request.params, request.arrays(),
-                                        format="aimodel", verify=True)  # fmt: skip
+        verified = KernelRequest.create(
+            request.op, request.params, request.arrays(), format="aimodel", verify=True
+        )
         plain = _median3(artifacts.zip_bytes, artifacts.prepare, request)
         checked = _median3(artifacts.zip_bytes, artifacts.prepare, verified)
         prepared = artifacts.prepare(request)
         apple = _median3(lambda report: report, apple_report, prepared.build, prepared.aimodel)
-        print(f"| {name} | {plain * 1e3:.0f} ms | {checked * 1e3:.0f} ms | "
-              f"{(checked - plain) * 1e3:.0f} ms | {apple * 1e3:.0f} ms |")  # fmt: skip
+        print(
+            f"| {name} | {plain * 1e3:.0f} ms | {checked * 1e3:.0f} ms | "
+            f"{(checked - plain) * 1e3:.0f} ms | {apple * 1e3:.0f} ms |"
+        )
 
 
 if __name__ == "__main__":

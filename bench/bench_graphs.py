@@ -34,8 +34,11 @@ def _chain(count: int) -> dict:
         prev = f"n{i - 1}" if i else "x"
         inputs = {"x": prev, "y": "x"} if op in ("add", "mul") else {"x": prev}
         nodes.append({"id": f"n{i}", "op": op, "inputs": inputs})
-    return {"inputs": {"x": {"shape": [1, 64, 1, 16]}}, "nodes": nodes,
-            "outputs": {"y": f"n{count - 1}"}}  # fmt: skip
+    return {
+        "inputs": {"x": {"shape": [1, 64, 1, 16]}},
+        "nodes": nodes,
+        "outputs": {"y": f"n{count - 1}"},
+    }
 
 
 def _median(fn, repeat: int) -> float:
@@ -88,8 +91,10 @@ def ffn_against_coremltools(D: int, H: int, rounds: int = 5) -> dict:
         artifacts.zip_bytes(artifacts.prepare(request))
 
     def theirs() -> None:
-        @mb.program(input_specs=[mb.TensorSpec((1, D, 1, S), dtype=types.fp16)],
-                    opset_version=ct.target.iOS18)  # fmt: skip
+        @mb.program(
+            input_specs=[mb.TensorSpec((1, D, 1, S), dtype=types.fp16)],
+            opset_version=ct.target.iOS18,
+        )
         def prog(x):
             gate = mb.conv(x=x, weight=w["gate"], name="gate")
             up = mb.conv(x=x, weight=w["up"], name="up")
@@ -97,8 +102,12 @@ def ffn_against_coremltools(D: int, H: int, rounds: int = 5) -> dict:
             return mb.conv(x=h, weight=w["down"], name="y")
 
         with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
-            model = ct.convert(prog, convert_to="mlprogram", minimum_deployment_target=ct.target.iOS18,
-                               compute_precision=ct.precision.FLOAT16)  # fmt: skip
+            model = ct.convert(
+                prog,
+                convert_to="mlprogram",
+                minimum_deployment_target=ct.target.iOS18,
+                compute_precision=ct.precision.FLOAT16,
+            )
         with tempfile.TemporaryDirectory() as tmp:
             model.save(os.path.join(tmp, "ffn.mlpackage"))
 
@@ -126,8 +135,10 @@ def ffn_phases(D: int, H: int, runs: int = 15) -> list[tuple[str, float]]:
     from app.request import KernelRequest
 
     rng = np.random.default_rng(0)
-    w = {f"{k}.weight": (rng.standard_normal(s) * 0.05).astype(np.float16)
-         for k, s in (("gate", (H, D, 1, 1)), ("up", (H, D, 1, 1)), ("down", (D, H, 1, 1)))}  # fmt: skip
+    w = {
+        f"{k}.weight": (rng.standard_normal(s) * 0.05).astype(np.float16)
+        for k, s in (("gate", (H, D, 1, 1)), ("up", (H, D, 1, 1)), ("down", (D, H, 1, 1)))
+    }
     request = KernelRequest.create(graph=swiglu_ffn(D, H, S), weights=w, name="ffn")
     steps: dict[str, list[float]] = {}
 
@@ -138,8 +149,9 @@ def ffn_phases(D: int, H: int, runs: int = 15) -> list[tuple[str, float]]:
         return out
 
     for _ in range(runs + 1):
-        build = timed("graph -> IR program (builder, type inference)", artifacts.build_program,
-                      request)  # fmt: skip
+        build = timed(
+            "graph -> IR program (builder, type inference)", artifacts.build_program, request
+        )
         timed("weight bytes and budget", artifacts.weight_bytes, build)
         timed("ANE preflight", artifacts._preflight, request, build, build.function_builds, 1 << 40)
         writer, offsets = timed("weight plan", plan_weights, build.program)
@@ -177,9 +189,11 @@ def main() -> None:
     print("|---|---|---|---|---|")
     for d, h in SIZES:
         r = ffn_against_coremltools(d, h)
-        print(f"| SwiGLU FFN D={d} H={h} S={S} → zipped .mlpackage | {r['ours_ms']:.2f} ms | "
-              f"MIL builder + ct.convert + save {r['coremltools_ms']:.0f} ms | "
-              f"{r['speedup']:.0f}× faster | ≥ 100× |")  # fmt: skip
+        print(
+            f"| SwiGLU FFN D={d} H={h} S={S} → zipped .mlpackage | {r['ours_ms']:.2f} ms | "
+            f"MIL builder + ct.convert + save {r['coremltools_ms']:.0f} ms | "
+            f"{r['speedup']:.0f}× faster | ≥ 100× |"
+        )
     d, h = SIZES[0]
     print(f"\nwhere the D={d} FFN's build goes (fastest of 15, ms):\n")
     print("| phase | ms | share |")

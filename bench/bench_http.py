@@ -72,8 +72,11 @@ def ensure_wrk() -> str:
     if found:
         return found
     if os.geteuid() == 0 and shutil.which("apt-get"):
-        subprocess.run(["apt-get", "install", "-y", "-qq", "wrk"], check=True,
-                       env={**os.environ, "DEBIAN_FRONTEND": "noninteractive"})  # fmt: skip
+        subprocess.run(
+            ["apt-get", "install", "-y", "-qq", "wrk"],
+            check=True,
+            env={**os.environ, "DEBIAN_FRONTEND": "noninteractive"},
+        )
         found = shutil.which("wrk")
     if not found:
         sys.exit("wrk is needed: apt-get install wrk")
@@ -88,8 +91,13 @@ def _seconds(text: str) -> float:
     return float(value) * {"us": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0}[unit]
 
 
-def wrk(url: str, duration: float, connections: int, script: Path | None = None,
-        args: tuple[str, ...] = ()) -> dict:  # fmt: skip
+def wrk(
+    url: str,
+    duration: float,
+    connections: int,
+    script: Path | None = None,
+    args: tuple[str, ...] = (),
+) -> dict:
     cmd = [ensure_wrk(), "-t1", f"-c{connections}", f"-d{max(1, round(duration))}s", "--latency"]
     if script:
         cmd += ["-s", str(script)]
@@ -115,10 +123,22 @@ class Server:
         env = {**os.environ, "ANE_DATA_DIR": str(data_dir)}
         self.log = open(data_dir.parent / "uvicorn.log", "wb")  # noqa: SIM115
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "uvicorn", "app.main:app", "--host", "127.0.0.1",
-             "--port", str(self.port), "--no-access-log"],
-            cwd=REPO, env=env, stdout=self.log, stderr=subprocess.STDOUT,
-        )  # fmt: skip
+            [
+                sys.executable,
+                "-m",
+                "uvicorn",
+                "app.main:app",
+                "--host",
+                "127.0.0.1",
+                "--port",
+                str(self.port),
+                "--no-access-log",
+            ],
+            cwd=REPO,
+            env=env,
+            stdout=self.log,
+            stderr=subprocess.STDOUT,
+        )
         deadline = time.monotonic() + 60
         while True:
             try:
@@ -175,8 +195,12 @@ def side_by_side(server: Server, name: str, run, args, rounds: int) -> dict:
 def upload_run(server: Server, tmp: Path, runs: int, weight_dtype: str) -> dict:
     """curl uploads a 4096×4096 fp32 .npy as a multipart part (spec first) and reads the zip;
     every run has distinct weights, so each one uploads, hashes, builds and packages."""
-    params = {"in_channels": 4096, "out_channels": 4096, "spatial": 16,
-              "weight_dtype": weight_dtype}  # fmt: skip
+    params = {
+        "in_channels": 4096,
+        "out_channels": 4096,
+        "spatial": 16,
+        "weight_dtype": weight_dtype,
+    }
     rng = np.random.default_rng(0)
     weights = (0.01 * rng.standard_normal((4096, 4096))).astype(np.float32)
     times, peaks = [], []
@@ -193,11 +217,23 @@ def upload_run(server: Server, tmp: Path, runs: int, weight_dtype: str) -> dict:
         for p in pids:
             server.reset_peak(p)
         out = subprocess.run(
-            ["curl", "-sS", "-o", os.devnull, "-w", "%{http_code} %{time_total}",
-             "-F", f"spec={json.dumps(params)}", "-F", f"weight=@{npy}",
-             f"{server.url}/v1/kernels/conv"],
-            capture_output=True, text=True, check=True,
-        ).stdout.split()  # fmt: skip
+            [
+                "curl",
+                "-sS",
+                "-o",
+                os.devnull,
+                "-w",
+                "%{http_code} %{time_total}",
+                "-F",
+                f"spec={json.dumps(params)}",
+                "-F",
+                f"weight=@{npy}",
+                f"{server.url}/v1/kernels/conv",
+            ],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.split()
         if out[0] != "200":
             raise RuntimeError(f"upload failed: {out}")
         times.append(float(out[1]))
@@ -238,20 +274,26 @@ def main() -> None:
     if args.json:
         print(json.dumps(results, indent=2))
         return
-    print(f"\nwrk -t1 -c{args.connections} -d{args.duration}s, median of {args.rounds} "
-          "alternating rounds; ratios to GET /healthz on the same server")  # fmt: skip
+    print(
+        f"\nwrk -t1 -c{args.connections} -d{args.duration}s, median of {args.rounds} "
+        "alternating rounds; ratios to GET /healthz on the same server"
+    )
     print("| scenario | req/s | healthz req/s | ratio | p99 ms | healthz p99 ms |")
     print("|---|---:|---:|---:|---:|---:|")
     for r in results:
         if "rps" in r:
-            print(f"| {r['scenario']} | {r['rps']:.0f} | {r['healthz_rps']:.0f} | "
-                  f"{r['ratio']:.2f} | {r['p99_ms']:.1f} | {r['healthz_p99_ms']:.1f} |")  # fmt: skip
+            print(
+                f"| {r['scenario']} | {r['rps']:.0f} | {r['healthz_rps']:.0f} | "
+                f"{r['ratio']:.2f} | {r['p99_ms']:.1f} | {r['healthz_p99_ms']:.1f} |"
+            )
     print("\n| upload (curl, 64 MiB .npy -> mlpackage) | ms | MB/s | peak RSS over idle |")
     print("|---|---:|---:|---:|")
     for u in results:
         if "bytes" in u:
-            print(f"| {u['scenario']} | {u['seconds'] * 1e3:.0f} | {u['mb_per_s']:.0f} | "
-                  f"{u['peak_rss_over_idle'] / 2**20:.0f} MiB ({u['peak_ratio']:.2f}× upload) |")  # fmt: skip
+            print(
+                f"| {u['scenario']} | {u['seconds'] * 1e3:.0f} | {u['mb_per_s']:.0f} | "
+                f"{u['peak_rss_over_idle'] / 2**20:.0f} MiB ({u['peak_ratio']:.2f}× upload) |"
+            )
 
 
 def run_all(server: Server, tmp: Path, args) -> list[dict]:
@@ -286,17 +328,28 @@ def wrk_scenarios(server: Server, tmp: Path, args) -> list[dict]:
     scripts["miss"].write_text(MISS_LUA % {"path": tmp / "miss.json"})
     url = f"{server.url}/v1/kernels/conv"
     out = [
-        side_by_side(server, "hit-digest",
-                     lambda i: wrk(url, args.duration, args.connections, scripts["digest"]),
-                     args, args.rounds),
-        side_by_side(server, "hit-inline",
-                     lambda i: wrk(url, args.duration, args.connections, scripts["inline"]),
-                     args, args.rounds),
-        side_by_side(server, "miss-inline",
-                     lambda i: wrk(url, args.duration, args.connections, scripts["miss"],
-                                   (str(i + 1),)),
-                     args, args.rounds),
-    ]  # fmt: skip
+        side_by_side(
+            server,
+            "hit-digest",
+            lambda i: wrk(url, args.duration, args.connections, scripts["digest"]),
+            args,
+            args.rounds,
+        ),
+        side_by_side(
+            server,
+            "hit-inline",
+            lambda i: wrk(url, args.duration, args.connections, scripts["inline"]),
+            args,
+            args.rounds,
+        ),
+        side_by_side(
+            server,
+            "miss-inline",
+            lambda i: wrk(url, args.duration, args.connections, scripts["miss"], (str(i + 1),)),
+            args,
+            args.rounds,
+        ),
+    ]
     return out
 
 

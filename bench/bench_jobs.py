@@ -123,10 +123,22 @@ class Farm:
         port = _free_port()
         self.url = f"redis://127.0.0.1:{port}/0"
         self.redis = subprocess.Popen(
-            ["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--save", "",
-             "--appendonly", "no", "--dir", str(root)],
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-        )  # fmt: skip
+            [
+                "redis-server",
+                "--port",
+                str(port),
+                "--bind",
+                "127.0.0.1",
+                "--save",
+                "",
+                "--appendonly",
+                "no",
+                "--dir",
+                str(root),
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
         self.workers: list[subprocess.Popen] = []
         import redis
 
@@ -154,8 +166,12 @@ class Farm:
         log = open(self.root / f"worker{len(self.workers)}.log", "wb")  # noqa: SIM115
         proc = subprocess.Popen(
             [str(Path(sys.executable).parent / "ane-kernels"), "worker", "--queue", "ane-linux"],
-            cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
-        )  # fmt: skip
+            cwd=REPO,
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
         self.workers.append(proc)
         client = redis.Redis.from_url(self.url)
         deadline = time.monotonic() + 60
@@ -197,8 +213,13 @@ async def _engines(args, root: Path) -> dict:
 
     # The embedded engine builds in a build pool, as the API process wires it.
     pool = BuildPool(settings.workers, settings.max_backlog, settings.retry_after_seconds)
-    common = {"store": cache, "blobs": blobs, "compiler": None, "workdir": data_dir / "work",
-              "run_build": pool.run}  # fmt: skip
+    common = {
+        "store": cache,
+        "blobs": blobs,
+        "compiler": None,
+        "workdir": data_dir / "work",
+        "run_build": pool.run,
+    }
     embedded = make_engine(Settings(data_dir=data_dir, redis_url=None), **common)
     await asyncio.gather(embedded.start(), pool.warm())
     await _latencies(embedded, specs.take(2))  # warm-up
@@ -249,8 +270,10 @@ def main() -> None:
         shutil.rmtree(root, ignore_errors=True)
 
     base = statistics.median(results["direct"]["latency"])
-    print(f"conv {CHANNELS}x{CHANNELS} S=64, format mil, {args.jobs} jobs per throughput run, "
-          f"{args.latency_jobs} for latency; {os.cpu_count()} CPUs")  # fmt: skip
+    print(
+        f"conv {CHANNELS}x{CHANNELS} S=64, format mil, {args.jobs} jobs per throughput run, "
+        f"{args.latency_jobs} for latency; {os.cpu_count()} CPUs"
+    )
     print("| path | jobs/s | latency ms | added over direct ms |")
     print("|---|---|---|---|")
     for name, r in results.items():
@@ -261,8 +284,10 @@ def main() -> None:
     for poll in args.polls:
         one = results[f"arq, 1 worker, poll {poll:g} s"]["throughput"]
         two = results[f"arq, 2 workers, poll {poll:g} s"]["throughput"]
-        print(f"poll {poll:g} s: scaling 2 workers / 1 worker {two / one:.2f}x; "
-              f"1 worker / direct {one / results['direct']['throughput']:.2f}x")  # fmt: skip
+        print(
+            f"poll {poll:g} s: scaling 2 workers / 1 worker {two / one:.2f}x; "
+            f"1 worker / direct {one / results['direct']['throughput']:.2f}x"
+        )
 
 
 if __name__ == "__main__":

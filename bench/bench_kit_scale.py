@@ -34,26 +34,48 @@ import numpy as np
 LAYERS, HIDDEN, INTERMEDIATE, HEADS, KV_HEADS, HEAD_DIM = 16, 2048, 8192, 32, 8, 64
 VOCAB = 128256
 CONFIG = {
-    "architectures": ["LlamaForCausalLM"], "model_type": "llama", "attention_bias": False,
-    "attention_dropout": 0.0, "bos_token_id": 128000, "eos_token_id": 128001,
-    "head_dim": HEAD_DIM, "hidden_act": "silu", "hidden_size": HIDDEN,
-    "initializer_range": 0.02, "intermediate_size": INTERMEDIATE,
-    "max_position_embeddings": 131072, "mlp_bias": False, "num_attention_heads": HEADS,
-    "num_hidden_layers": LAYERS, "num_key_value_heads": KV_HEADS, "pretraining_tp": 1,
-    "rms_norm_eps": 1e-05, "rope_theta": 500000.0, "tie_word_embeddings": True,
-    "torch_dtype": "bfloat16", "use_cache": True, "vocab_size": VOCAB,
-    "rope_scaling": {"factor": 32.0, "high_freq_factor": 4.0, "low_freq_factor": 1.0,
-                     "original_max_position_embeddings": 8192, "rope_type": "llama3"},
-}  # fmt: skip
+    "architectures": ["LlamaForCausalLM"],
+    "model_type": "llama",
+    "attention_bias": False,
+    "attention_dropout": 0.0,
+    "bos_token_id": 128000,
+    "eos_token_id": 128001,
+    "head_dim": HEAD_DIM,
+    "hidden_act": "silu",
+    "hidden_size": HIDDEN,
+    "initializer_range": 0.02,
+    "intermediate_size": INTERMEDIATE,
+    "max_position_embeddings": 131072,
+    "mlp_bias": False,
+    "num_attention_heads": HEADS,
+    "num_hidden_layers": LAYERS,
+    "num_key_value_heads": KV_HEADS,
+    "pretraining_tp": 1,
+    "rms_norm_eps": 1e-05,
+    "rope_theta": 500000.0,
+    "tie_word_embeddings": True,
+    "torch_dtype": "bfloat16",
+    "use_cache": True,
+    "vocab_size": VOCAB,
+    "rope_scaling": {
+        "factor": 32.0,
+        "high_freq_factor": 4.0,
+        "low_freq_factor": 1.0,
+        "original_max_position_embeddings": 8192,
+        "rope_type": "llama3",
+    },
+}
 LAYER_SHAPES = {
-    "input_layernorm.weight": (HIDDEN,), "post_attention_layernorm.weight": (HIDDEN,),
+    "input_layernorm.weight": (HIDDEN,),
+    "post_attention_layernorm.weight": (HIDDEN,),
     "self_attn.q_proj.weight": (HEADS * HEAD_DIM, HIDDEN),
     "self_attn.k_proj.weight": (KV_HEADS * HEAD_DIM, HIDDEN),
     "self_attn.v_proj.weight": (KV_HEADS * HEAD_DIM, HIDDEN),
     "self_attn.o_proj.weight": (HIDDEN, HEADS * HEAD_DIM),
-    "mlp.gate_proj.weight": (INTERMEDIATE, HIDDEN), "mlp.up_proj.weight": (INTERMEDIATE, HIDDEN),
+    "mlp.gate_proj.weight": (INTERMEDIATE, HIDDEN),
+    "mlp.up_proj.weight": (INTERMEDIATE, HIDDEN),
     "mlp.down_proj.weight": (HIDDEN, INTERMEDIATE),
-}  # fmt: skip
+}
 GB, MiB = 1e9, 2**20
 POOL = 1 << 24  # random bf16 values drawn once and cycled through (drawing 1.2 G is minutes)
 
@@ -72,8 +94,11 @@ def write_checkpoint(folder: Path) -> int:
     header, offset = {"__metadata__": {"format": "pt"}}, 0
     for name, shape in _shapes().items():
         size = 2 * int(np.prod(shape))
-        header[name] = {"dtype": "BF16", "shape": list(shape),
-                        "data_offsets": [offset, offset + size]}  # fmt: skip
+        header[name] = {
+            "dtype": "BF16",
+            "shape": list(shape),
+            "data_offsets": [offset, offset + size],
+        }
         offset += size
     text = json.dumps(header).encode()
     text += b" " * (-len(text) % 8)
@@ -152,15 +177,18 @@ def main() -> None:
         root = Path(tmp)
         started = time.perf_counter()
         data = write_checkpoint(root / "Llama-3.2-1B-shaped")
-        print(f"wrote the checkpoint ({data / GB:.2f} GB) in {time.perf_counter() - started:.0f} s",
-              flush=True)  # fmt: skip
+        print(
+            f"wrote the checkpoint ({data / GB:.2f} GB) in {time.perf_counter() - started:.0f} s",
+            flush=True,
+        )
         checkpoint = root / "Llama-3.2-1B-shaped"
         with open(checkpoint / "model.safetensors", "rb") as f:  # page cache warm for everyone
             while f.read(64 << 20):
                 pass
         rows = []
-        seconds, peak = _child(_BASELINE, str(checkpoint / "model.safetensors"),
-                               str(root / "baseline.f16"))  # fmt: skip
+        seconds, peak = _child(
+            _BASELINE, str(checkpoint / "model.safetensors"), str(root / "baseline.f16")
+        )
         rows.append(("(a) NumPy: read, bf16 → fp16, write", seconds, peak, None, None))
         (root / "baseline.f16").unlink()
         print(f"(a) {seconds:.1f} s", flush=True)
@@ -169,21 +197,26 @@ def main() -> None:
             ("(c) kit, mlmodelc, --verify", ["--verify"]),
         ):
             kit = root / "model.kit.zip"
-            seconds, peak = _child(_KIT, "model", str(checkpoint), "-o", str(kit),
-                                   "--format", "mlmodelc", *extra)  # fmt: skip
+            seconds, peak = _child(
+                _KIT, "model", str(checkpoint), "-o", str(kit), "--format", "mlmodelc", *extra
+            )
             rows.append((label, seconds, peak, _largest_program(kit), _verified(kit)))
             print(f"{label}: {seconds:.1f} s, kit {kit.stat().st_size / GB:.2f} GB", flush=True)
             kit.unlink()
         shutil.rmtree(checkpoint)
     base = rows[0][1]
     print(f"\nLlama-3.2-1B-shaped checkpoint, bf16, {data / GB:.2f} GB of tensors\n")
-    print("| run | seconds | ÷ (a) (goal ≤ 1.5×) | peak RSS | largest program's weights | "
-          "peak ÷ largest (goal ≤ 1.5×) |\n|---|---:|---:|---:|---:|---:|")  # fmt: skip
+    print(
+        "| run | seconds | ÷ (a) (goal ≤ 1.5×) | peak RSS | largest program's weights | "
+        "peak ÷ largest (goal ≤ 1.5×) |\n|---|---:|---:|---:|---:|---:|"
+    )
     for label, seconds, peak, largest, verification in rows:
         ratio = "" if largest is None else f"{peak / largest:.2f}×"
         note = "" if verification is None else f" (passed: {verification['passed']})"
-        print(f"| {label}{note} | {seconds:.1f} | {seconds / base:.2f}× | {peak / MiB:.0f} MiB | "
-              f"{'' if largest is None else f'{largest / MiB:.0f} MiB'} | {ratio} |")  # fmt: skip
+        print(
+            f"| {label}{note} | {seconds:.1f} | {seconds / base:.2f}× | {peak / MiB:.0f} MiB | "
+            f"{'' if largest is None else f'{largest / MiB:.0f} MiB'} | {ratio} |"
+        )
 
 
 if __name__ == "__main__":

@@ -30,19 +30,37 @@ import numpy as np
 N, S = 4096, 16
 PARAMS = {"in_channels": N, "out_channels": N, "spatial": S}
 MODES = [
-    ({"mode": "palettize", "nbits": 4}, "palettize_weights", "OpPalettizerConfig",
-     {"mode": "kmeans", "nbits": 4}),
-    ({"mode": "palettize", "nbits": 4, "granularity": "per_grouped_channel", "group_size": 16},
-     "palettize_weights", "OpPalettizerConfig",
-     {"mode": "kmeans", "nbits": 4, "granularity": "per_grouped_channel", "group_size": 16}),
-    ({"mode": "linear", "dtype": "int8"}, "linear_quantize_weights", "OpLinearQuantizerConfig",
-     {"dtype": "int8"}),
-    ({"mode": "linear", "dtype": "int4", "granularity": "per_block", "block_size": 32},
-     "linear_quantize_weights", "OpLinearQuantizerConfig",
-     {"dtype": "int4", "granularity": "per_block", "block_size": 32}),
-    ({"mode": "prune", "target_sparsity": 0.5}, "prune_weights", "OpMagnitudePrunerConfig",
-     {"target_sparsity": 0.5}),
-]  # fmt: skip
+    (
+        {"mode": "palettize", "nbits": 4},
+        "palettize_weights",
+        "OpPalettizerConfig",
+        {"mode": "kmeans", "nbits": 4},
+    ),
+    (
+        {"mode": "palettize", "nbits": 4, "granularity": "per_grouped_channel", "group_size": 16},
+        "palettize_weights",
+        "OpPalettizerConfig",
+        {"mode": "kmeans", "nbits": 4, "granularity": "per_grouped_channel", "group_size": 16},
+    ),
+    (
+        {"mode": "linear", "dtype": "int8"},
+        "linear_quantize_weights",
+        "OpLinearQuantizerConfig",
+        {"dtype": "int8"},
+    ),
+    (
+        {"mode": "linear", "dtype": "int4", "granularity": "per_block", "block_size": 32},
+        "linear_quantize_weights",
+        "OpLinearQuantizerConfig",
+        {"dtype": "int4", "granularity": "per_block", "block_size": 32},
+    ),
+    (
+        {"mode": "prune", "target_sparsity": 0.5},
+        "prune_weights",
+        "OpMagnitudePrunerConfig",
+        {"target_sparsity": 0.5},
+    ),
+]
 
 
 def _seconds(fn) -> float:
@@ -103,23 +121,40 @@ def main() -> None:
             quant, ours, theirs = [], [], []
             for _ in range(args.rounds):
                 quant.append(_seconds(lambda config=config: quantize(w16, config, "ios18")))
-                ours.append(_seconds(lambda c=ours_config: kernel_zip("conv", PARAMS, {"weight": w},
-                                                                       quantize=c)))  # fmt: skip
+                ours.append(
+                    _seconds(
+                        lambda c=ours_config: kernel_zip("conv", PARAMS, {"weight": w}, quantize=c)
+                    )
+                )
                 theirs.append(_seconds(coremltools_path))
-            rows.append((ours_config, compressed.nbytes, statistics.median(quant),
-                         error, statistics.median(ours), statistics.median(theirs)))  # fmt: skip
+            rows.append(
+                (
+                    ours_config,
+                    compressed.nbytes,
+                    statistics.median(quant),
+                    error,
+                    statistics.median(ours),
+                    statistics.median(theirs),
+                )
+            )
     finally:
         shutil.rmtree(work, ignore_errors=True)
 
-    print(f"4096×4096 weight ({fp16_bytes >> 20} MiB fp16), conv S={S}, ios18, "
-          f"median of {args.rounds} alternating rounds")  # fmt: skip
-    print("| mode | config | bytes | vs fp16 | quantize s | output error vs fp16 weights "
-          "| build s (ours) | coremltools.optimize s | coremltools / ours |")  # fmt: skip
+    print(
+        f"4096×4096 weight ({fp16_bytes >> 20} MiB fp16), conv S={S}, ios18, "
+        f"median of {args.rounds} alternating rounds"
+    )
+    print(
+        "| mode | config | bytes | vs fp16 | quantize s | output error vs fp16 weights "
+        "| build s (ours) | coremltools.optimize s | coremltools / ours |"
+    )
     print("|---|---|---:|---:|---:|---:|---:|---:|---:|")
     for config, nbytes, quant, error, ours, theirs in rows:
-        print(f"| {config['mode']} | {_describe(config)} | {nbytes:,} | {nbytes / fp16_bytes:.3f} "
-              f"| {quant:.2f} | {error:.2e} | {ours:.2f} | {theirs:.2f} | "
-              f"{theirs / ours:.2f} |")  # fmt: skip
+        print(
+            f"| {config['mode']} | {_describe(config)} | {nbytes:,} | {nbytes / fp16_bytes:.3f} "
+            f"| {quant:.2f} | {error:.2e} | {ours:.2f} | {theirs:.2f} | "
+            f"{theirs / ours:.2f} |"
+        )
 
 
 if __name__ == "__main__":

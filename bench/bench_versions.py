@@ -80,8 +80,14 @@ CASES = {
 
 def _measure(tree: Path, script: str, arg: str) -> float:
     env = {**os.environ, "PYTHONPATH": str(tree)}
-    done = subprocess.run([sys.executable, "-c", script, arg], cwd=tree, env=env,
-                          capture_output=True, text=True, check=True)  # fmt: skip
+    done = subprocess.run(
+        [sys.executable, "-c", script, arg],
+        cwd=tree,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     return float(json.loads(done.stdout.strip().splitlines()[-1]))
 
 
@@ -93,8 +99,9 @@ def main() -> None:
     args = p.parse_args()
     with tempfile.TemporaryDirectory(prefix=".bench-versions-", dir=REPO) as tmp:
         old = Path(tmp) / "old"
-        subprocess.run(["git", "worktree", "add", "--detach", "-q", str(old), args.rev],
-                       cwd=REPO, check=True)  # fmt: skip
+        subprocess.run(
+            ["git", "worktree", "add", "--detach", "-q", str(old), args.rev], cwd=REPO, check=True
+        )
         try:
             rows = []
             for case in args.cases:
@@ -107,8 +114,9 @@ def main() -> None:
                 rows.append((case, b, a))
         finally:
             subprocess.run(["git", "worktree", "remove", "--force", str(old)], cwd=REPO)
-    head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO,
-                          capture_output=True, text=True).stdout.strip()  # fmt: skip
+    head = subprocess.run(
+        ["git", "rev-parse", "--short", "HEAD"], cwd=REPO, capture_output=True, text=True
+    ).stdout.strip()
     print(f"median of {args.rounds} alternating rounds, each in a fresh process")
     print(f"| measurement | {args.rev} | {head} (this checkout) | new / old |")
     print("|---|---:|---:|---:|")

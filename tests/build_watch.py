@@ -27,8 +27,13 @@ def build_steps() -> dict[CodeType, str]:
     from app.compile import kernel, placement
     from app.mlmodelc import compile_package
 
-    steps = (artifacts.prepare, artifacts.write, compile_package, placement.placement_report,
-             kernel._write_zip)  # fmt: skip
+    steps = (
+        artifacts.prepare,
+        artifacts.write,
+        compile_package,
+        placement.placement_report,
+        kernel._write_zip,
+    )
     return {f.__code__: f"{f.__module__}.{f.__qualname__}" for f in steps}
 
 

@@ -25,14 +25,25 @@ LLAMA = {
     "rope_theta": 500000.0,
     "hidden_act": "silu",
     "attention_bias": False,
-    "rope_scaling": {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0,
-                     "high_freq_factor": 4.0, "original_max_position_embeddings": 64},
-}  # fmt: skip
+    "rope_scaling": {
+        "rope_type": "llama3",
+        "factor": 8.0,
+        "low_freq_factor": 1.0,
+        "high_freq_factor": 4.0,
+        "original_max_position_embeddings": 64,
+    },
+}
 LAYER_TENSORS = (
-    "input_layernorm.weight", "self_attn.q_proj.weight", "self_attn.k_proj.weight",
-    "self_attn.v_proj.weight", "self_attn.o_proj.weight", "post_attention_layernorm.weight",
-    "mlp.gate_proj.weight", "mlp.up_proj.weight", "mlp.down_proj.weight",
-)  # fmt: skip
+    "input_layernorm.weight",
+    "self_attn.q_proj.weight",
+    "self_attn.k_proj.weight",
+    "self_attn.v_proj.weight",
+    "self_attn.o_proj.weight",
+    "post_attention_layernorm.weight",
+    "mlp.gate_proj.weight",
+    "mlp.up_proj.weight",
+    "mlp.down_proj.weight",
+)
 
 
 def layer_shapes(config: dict) -> dict[str, tuple[int, ...]]:
@@ -42,15 +53,22 @@ def layer_shapes(config: dict) -> dict[str, tuple[int, ...]]:
     d = config.get("head_dim") or h // heads
     q, kv = heads * d, config.get("num_key_value_heads", heads) * d
     shapes = {
-        "input_layernorm.weight": (h,), "post_attention_layernorm.weight": (h,),
-        "self_attn.q_proj.weight": (q, h), "self_attn.k_proj.weight": (kv, h),
-        "self_attn.v_proj.weight": (kv, h), "self_attn.o_proj.weight": (h, q),
-        "mlp.gate_proj.weight": (i, h), "mlp.up_proj.weight": (i, h),
+        "input_layernorm.weight": (h,),
+        "post_attention_layernorm.weight": (h,),
+        "self_attn.q_proj.weight": (q, h),
+        "self_attn.k_proj.weight": (kv, h),
+        "self_attn.v_proj.weight": (kv, h),
+        "self_attn.o_proj.weight": (h, q),
+        "mlp.gate_proj.weight": (i, h),
+        "mlp.up_proj.weight": (i, h),
         "mlp.down_proj.weight": (h, i),
-    }  # fmt: skip
+    }
     if config.get("attention_bias") or config.get("model_type") == "qwen2":
-        shapes |= {"self_attn.q_proj.bias": (q,), "self_attn.k_proj.bias": (kv,),
-                   "self_attn.v_proj.bias": (kv,)}  # fmt: skip
+        shapes |= {
+            "self_attn.q_proj.bias": (q,),
+            "self_attn.k_proj.bias": (kv,),
+            "self_attn.v_proj.bias": (kv,),
+        }
         if config.get("model_type") != "qwen2":
             shapes["self_attn.o_proj.bias"] = (h,)
     return shapes
@@ -90,8 +108,11 @@ def write_safetensors(path: Path, tensors: dict[str, np.ndarray], dtype: str = "
         else:
             data = np.ascontiguousarray(values, dtype).tobytes()
             code = {"float32": "F32", "float16": "F16"}[dtype]
-        header[name] = {"dtype": code, "shape": list(values.shape),
-                        "data_offsets": [offset, offset + len(data)]}  # fmt: skip
+        header[name] = {
+            "dtype": code,
+            "shape": list(values.shape),
+            "data_offsets": [offset, offset + len(data)],
+        }
         blobs.append(data)
         offset += len(data)
     text = json.dumps(header).encode()
@@ -143,7 +164,16 @@ def layer_weights(tensors: dict[str, np.ndarray], layer: int, prefix: str = "mod
 
 def op_params(config: dict, **call) -> dict:
     """A decoder layer's params from a config (the keys the ops take) and the call's own."""
-    keys = ("hidden_size", "intermediate_size", "num_attention_heads", "num_key_value_heads",
-            "head_dim", "rms_norm_eps", "rope_theta", "rope_scaling", "attention_bias",
-            "hidden_act")  # fmt: skip
+    keys = (
+        "hidden_size",
+        "intermediate_size",
+        "num_attention_heads",
+        "num_key_value_heads",
+        "head_dim",
+        "rms_norm_eps",
+        "rope_theta",
+        "rope_scaling",
+        "attention_bias",
+        "hidden_act",
+    )
     return {k: config[k] for k in keys if k in config} | call

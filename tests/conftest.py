@@ -46,10 +46,22 @@ def uvicorn_server(
     }
     log = open(data_dir.parent / f"uvicorn-{port}.log", "wb")  # noqa: SIM115 - closed below
     proc = subprocess.Popen(
-        [sys.executable, *launcher, "app.main:app", "--host", "127.0.0.1",
-         "--port", str(port), "--no-access-log"],
-        cwd=REPO, env=environ, stdout=log, stderr=subprocess.STDOUT, start_new_session=own_group,
-    )  # fmt: skip
+        [
+            sys.executable,
+            *launcher,
+            "app.main:app",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--no-access-log",
+        ],
+        cwd=REPO,
+        env=environ,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        start_new_session=own_group,
+    )
     base = f"http://127.0.0.1:{port}"
     try:
         deadline = time.monotonic() + 60

@@ -12,30 +12,62 @@ import numpy as np
 from checkpoint_support import LLAMA, random_tensors, write_safetensors
 
 KIT_LLAMA = LLAMA | {
-    "architectures": ["LlamaForCausalLM"], "num_hidden_layers": 2, "vocab_size": 16500,
-    "tie_word_embeddings": True, "max_position_embeddings": 128, "bos_token_id": 1,
+    "architectures": ["LlamaForCausalLM"],
+    "num_hidden_layers": 2,
+    "vocab_size": 16500,
+    "tie_word_embeddings": True,
+    "max_position_embeddings": 128,
+    "bos_token_id": 1,
     "eos_token_id": 2,
-}  # fmt: skip
+}
 KIT_QWEN2 = {
-    "architectures": ["Qwen2ForCausalLM"], "model_type": "qwen2", "hidden_size": 32,
-    "intermediate_size": 40, "num_attention_heads": 4, "num_key_value_heads": 2,
-    "num_hidden_layers": 2, "rms_norm_eps": 1e-6, "rope_theta": 1000000.0, "hidden_act": "silu",
-    "vocab_size": 300, "tie_word_embeddings": False, "max_position_embeddings": 64,
-}  # fmt: skip
-KIT_QWEN3 = {
-    "architectures": ["Qwen3ForCausalLM"], "model_type": "qwen3", "hidden_size": 32,
-    "intermediate_size": 48, "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 16,
-    "num_hidden_layers": 2, "rms_norm_eps": 1e-6, "rope_theta": 1000000.0, "hidden_act": "silu",
-    "attention_bias": False, "vocab_size": 260, "tie_word_embeddings": True,
+    "architectures": ["Qwen2ForCausalLM"],
+    "model_type": "qwen2",
+    "hidden_size": 32,
+    "intermediate_size": 40,
+    "num_attention_heads": 4,
+    "num_key_value_heads": 2,
+    "num_hidden_layers": 2,
+    "rms_norm_eps": 1e-6,
+    "rope_theta": 1000000.0,
+    "hidden_act": "silu",
+    "vocab_size": 300,
+    "tie_word_embeddings": False,
     "max_position_embeddings": 64,
-}  # fmt: skip
+}
+KIT_QWEN3 = {
+    "architectures": ["Qwen3ForCausalLM"],
+    "model_type": "qwen3",
+    "hidden_size": 32,
+    "intermediate_size": 48,
+    "num_attention_heads": 4,
+    "num_key_value_heads": 2,
+    "head_dim": 16,
+    "num_hidden_layers": 2,
+    "rms_norm_eps": 1e-6,
+    "rope_theta": 1000000.0,
+    "hidden_act": "silu",
+    "attention_bias": False,
+    "vocab_size": 260,
+    "tie_word_embeddings": True,
+    "max_position_embeddings": 64,
+}
 # a word-level tokenizer in the tokenizers library's format: "hello world" -> [5, 17]
 TOKENIZER_JSON = {
-    "version": "1.0", "truncation": None, "padding": None, "added_tokens": [], "normalizer": None,
-    "pre_tokenizer": {"type": "Whitespace"}, "post_processor": None, "decoder": None,
-    "model": {"type": "WordLevel", "vocab": {"<unk>": 0, "hello": 5, "world": 17},
-              "unk_token": "<unk>"},
-}  # fmt: skip
+    "version": "1.0",
+    "truncation": None,
+    "padding": None,
+    "added_tokens": [],
+    "normalizer": None,
+    "pre_tokenizer": {"type": "Whitespace"},
+    "post_processor": None,
+    "decoder": None,
+    "model": {
+        "type": "WordLevel",
+        "vocab": {"<unk>": 0, "hello": 5, "world": 17},
+        "unk_token": "<unk>",
+    },
+}
 
 
 def model_tensors(config: dict, seed: int) -> dict[str, np.ndarray]:

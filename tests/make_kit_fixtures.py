@@ -31,8 +31,9 @@ def greedy(folder: Path) -> tuple[list[int], np.ndarray]:
     import torch
     from transformers import AutoModelForCausalLM
 
-    model = AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float64,
-                                                 attn_implementation="eager").eval()  # fmt: skip
+    model = AutoModelForCausalLM.from_pretrained(
+        folder, dtype=torch.float64, attn_implementation="eager"
+    ).eval()
     ids, tokens, rows = list(FIXTURE_PROMPT), [], []
     with torch.no_grad():
         for _ in range(FIXTURE_NEW_TOKENS):
@@ -48,8 +49,13 @@ def main() -> None:
     import transformers
 
     OUT.mkdir(parents=True, exist_ok=True)
-    record = {"transformers": transformers.__version__, "torch": torch.__version__,
-              "prompt_ids": FIXTURE_PROMPT, "new_tokens": FIXTURE_NEW_TOKENS, "models": {}}  # fmt: skip
+    record = {
+        "transformers": transformers.__version__,
+        "torch": torch.__version__,
+        "prompt_ids": FIXTURE_PROMPT,
+        "new_tokens": FIXTURE_NEW_TOKENS,
+        "models": {},
+    }
     with tempfile.TemporaryDirectory() as tmp:
         for name, (config, seed) in FIXTURE_MODELS.items():
             tokens, logits = greedy(write_model(Path(tmp) / name, config, seed=seed))

@@ -45,8 +45,12 @@ def _zip_names(content: bytes) -> list[str]:
 def test_the_watch_sees_a_build_run_in_a_thread(tmp_path):
     """The watch itself: what `asyncio.to_thread(build)` in the server would do is written."""
     log = tmp_path / "watch.log"
-    request = KernelRequest.create("conv", {k: v for k, v in CONV.items() if k != "op"},
-                                   {"weight": np.asarray(W, np.float32)}, format="mil")  # fmt: skip
+    request = KernelRequest.create(
+        "conv",
+        {k: v for k, v in CONV.items() if k != "op"},
+        {"weight": np.asarray(W, np.float32)},
+        format="mil",
+    )
     with watching(log):
         asyncio.run(asyncio.to_thread(prepare, request))
     assert [line.split("\t")[0] for line in _steps_run(log)] == ["app.artifacts.prepare"]

@@ -23,8 +23,11 @@ def bf16_checkpoint(tmp_path_factory):
 
 
 def _upload(client, path) -> dict:
-    r = client.post("/v1/blobs", content=path.read_bytes(),
-                    headers={"content-type": "application/x-safetensors"})  # fmt: skip
+    r = client.post(
+        "/v1/blobs",
+        content=path.read_bytes(),
+        headers={"content-type": "application/x-safetensors"},
+    )
     assert r.status_code in (200, 201), r.text
     return r.json()
 
@@ -38,22 +41,30 @@ def test_a_checkpoint_uploads_once_and_its_tensors_are_weights(client, bf16_chec
     info = _upload(client, path)
     assert info["dtype"] == "safetensors" and info["tensors"] == len(tensors)
     assert info["bytes"] == path.stat().st_size
-    again = client.post("/v1/blobs", content=path.read_bytes(),
-                        headers={"content-type": "application/x-safetensors"})  # fmt: skip
+    again = client.post(
+        "/v1/blobs",
+        content=path.read_bytes(),
+        headers={"content-type": "application/x-safetensors"},
+    )
     assert again.status_code == 200 and again.json()["digest"] == info["digest"]
     assert client.get(f"/v1/blobs/{info['digest']}").json()["tensors"] == len(tensors)
 
     expected = layer_weights(tensors, 1)
-    body = {**op_params(LLAMA, seq_len=4), "verify": True, "format": "mil",
-            "weights": _refs(info["digest"], 1, expected)}  # fmt: skip
+    body = {
+        **op_params(LLAMA, seq_len=4),
+        "verify": True,
+        "format": "mil",
+        "weights": _refs(info["digest"], 1, expected),
+    }
     body.pop("model_type", None)
     r = client.post("/v1/kernels/decoder_layer", json=body)
     assert r.status_code == 200, r.text
     described = kernel_json(r.content)
     for name, values in expected.items():
         fp16 = values.astype(np.float16)
-        assert described["weights"][name]["sha256"] == tensor_digest(fp16.reshape(
-            (*fp16.shape, 1, 1) if fp16.ndim == 2 else (1, fp16.shape[0], 1, 1)))  # fmt: skip
+        assert described["weights"][name]["sha256"] == tensor_digest(
+            fp16.reshape((*fp16.shape, 1, 1) if fp16.ndim == 2 else (1, fp16.shape[0], 1, 1))
+        )
     with zipfile.ZipFile(io.BytesIO(r.content)) as zf:
         assert json.loads(zf.read("verification.json"))["passed"]
     # the same request again: the converted tensors are blobs now, the artifact a cache hit
@@ -77,8 +88,11 @@ def test_tensor_references_name_what_is_wrong(client, bf16_checkpoint):
     r = client.post("/v1/kernels/decoder_layer", json={**params, "weights": whole})
     assert "#<tensor name>" in assert_problem(r, 422, "weights.mlp.up_proj.weight")["detail"]
     unknown = {**refs, "mlp.up_proj.weight": "0" * 64 + "#x"}
-    assert_problem(client.post("/v1/kernels/decoder_layer", json={**params, "weights": unknown}),
-                   422, "weights.mlp.up_proj.weight")  # fmt: skip
+    assert_problem(
+        client.post("/v1/kernels/decoder_layer", json={**params, "weights": unknown}),
+        422,
+        "weights.mlp.up_proj.weight",
+    )
 
 
 def test_manifest_entries_read_checkpoints(tmp_path):
@@ -97,8 +111,10 @@ def test_manifest_entries_read_checkpoints(tmp_path):
     want = tensors["model.layers.1.mlp.down_proj.weight"].astype(np.float16)
     assert np.array_equal(layer.weights["mlp.down_proj.weight"].reshape(want.shape), want)
     assert stack.inputs["weights"]["layers.2.mlp.up_proj.weight"].startswith("sha256:")
-    manifest.write_text('[kernels.bad]\nop = "decoder_layer"\ncheckpoint = "model"\nlayers = "7"\n'
-                        "params = { seq_len = 8 }\n")  # fmt: skip
+    manifest.write_text(
+        '[kernels.bad]\nop = "decoder_layer"\ncheckpoint = "model"\nlayers = "7"\n'
+        "params = { seq_len = 8 }\n"
+    )
     with pytest.raises(ManifestError, match=r"kernels\.bad\.checkpoint: .*model\.layers\.7\."):
         load_manifest(manifest)
     manifest.write_text('[kernels.bad]\nop = "decoder_layer"\ncheckpoint = "model"\n')
@@ -112,16 +128,26 @@ def test_a_checkpoint_reference_stands_for_the_params_and_tensors(client, bf16_c
     by hand builds, byte for byte."""
     path, _, tensors = bf16_checkpoint
     digest = _upload(client, path)["digest"]
-    by_hand = {**op_params(LLAMA, seq_len=4), "format": "mil",
-               "weights": _refs(digest, 1, layer_weights(tensors, 1))}  # fmt: skip
-    by_ref = {"seq_len": 4, "format": "mil",
-              "checkpoint": {"blob": digest, "config": LLAMA, "layer": 1}}  # fmt: skip
+    by_hand = {
+        **op_params(LLAMA, seq_len=4),
+        "format": "mil",
+        "weights": _refs(digest, 1, layer_weights(tensors, 1)),
+    }
+    by_ref = {
+        "seq_len": 4,
+        "format": "mil",
+        "checkpoint": {"blob": digest, "config": LLAMA, "layer": 1},
+    }
     expected = client.post("/v1/kernels/decoder_layer", json=by_hand)
     got = client.post("/v1/kernels/decoder_layer", json=by_ref)
     assert expected.status_code == got.status_code == 200, got.text
     assert got.content == expected.content
-    stack = {"op": "decoder_stack", "seq_len": 2, "format": "mil",
-             "checkpoint": {"blob": [digest], "config": LLAMA, "layers": "0-2"}}  # fmt: skip
+    stack = {
+        "op": "decoder_stack",
+        "seq_len": 2,
+        "format": "mil",
+        "checkpoint": {"blob": [digest], "config": LLAMA, "layers": "0-2"},
+    }
     r = client.post("/v1/kernels", json=stack)
     assert r.status_code == 200, r.text
     assert kernel_json(r.content)["params"]["num_layers"] == 3
@@ -140,28 +166,38 @@ def test_checkpoint_reference_faults_name_the_field(client, bf16_checkpoint):
     assert_problem(post(layer=1, layers="0-1"), 422, "checkpoint")
     assert_problem(post(layer=0, blob="sha256:" + "0" * 64), 422, "checkpoint.blob")
     assert_problem(post(layer=0, surprise=1), 422, "checkpoint.surprise")
-    assert_problem(post(layer=0, config={**LLAMA, "hidden_act": ["silu"]}), 422,
-                   "checkpoint.config")  # fmt: skip
-    assert_problem(post(layer=0, config={"hidden_size": 32}), 422,
-                   "checkpoint.config.num_attention_heads")  # fmt: skip
+    assert_problem(
+        post(layer=0, config={**LLAMA, "hidden_act": ["silu"]}), 422, "checkpoint.config"
+    )
+    assert_problem(
+        post(layer=0, config={"hidden_size": 32}), 422, "checkpoint.config.num_attention_heads"
+    )
 
 
 def test_a_swapped_tensor_of_the_same_shape_is_refused_naming_it(client, bf16_checkpoint):
     path, _, tensors = bf16_checkpoint
     digest = _upload(client, path)["digest"]
     refs = _refs(digest, 0, layer_weights(tensors, 0))
-    swapped = {**refs, "self_attn.k_proj.weight": refs["self_attn.v_proj.weight"],
-               "self_attn.v_proj.weight": refs["self_attn.k_proj.weight"]}  # fmt: skip
+    swapped = {
+        **refs,
+        "self_attn.k_proj.weight": refs["self_attn.v_proj.weight"],
+        "self_attn.v_proj.weight": refs["self_attn.k_proj.weight"],
+    }
     body = {**op_params(LLAMA, seq_len=2), "weights": swapped}
-    problem = assert_problem(client.post("/v1/kernels/decoder_layer", json=body), 422,
-                             "weights.self_attn.k_proj.weight")  # fmt: skip
+    problem = assert_problem(
+        client.post("/v1/kernels/decoder_layer", json=body), 422, "weights.self_attn.k_proj.weight"
+    )
     assert (
         "'model.layers.0.self_attn.v_proj.weight' is not a 'self_attn.k_proj.weight'"
         in (problem["detail"])
     )
-    assert client.post("/v1/kernels/decoder_layer",
-                       json={**body, "weights": refs}).status_code == 200  # fmt: skip
+    assert (
+        client.post("/v1/kernels/decoder_layer", json={**body, "weights": refs}).status_code == 200
+    )
     # an op whose weights have no Hugging Face role takes any tensor of the right shape
-    gain = {"channels": 32, "spatial": 2,
-            "weights": {"scale": f"{digest}#model.layers.0.input_layernorm.weight"}}  # fmt: skip
+    gain = {
+        "channels": 32,
+        "spatial": 2,
+        "weights": {"scale": f"{digest}#model.layers.0.input_layernorm.weight"},
+    }
     assert client.post("/v1/kernels/scale", json=gain).status_code == 200

@@ -53,8 +53,10 @@ def test_a_graph_is_cached_and_single_flight_like_a_kernel(client):
     assert first.headers["content-disposition"] == 'attachment; filename="ffn.mlpackage.zip"'
     described = kernel_json(first.content)
     assert described["op"] == "graph" and set(described["weights"]) == {
-        "gate.weight", "up.weight", "down.weight"
-    }  # fmt: skip
+        "gate.weight",
+        "up.weight",
+        "down.weight",
+    }
     assert "ffn.mlpackage/Data/com.apple.CoreML/model.mlmodel" in zip_names(first.content)
 
 
@@ -168,8 +170,10 @@ def random_dags(draw):
         names.append(node["id"])
     used = {r for n in nodes for r in n["inputs"].values()}
     outputs = {f"out_{n['id']}": n["id"] for n in nodes if n["id"] not in used}
-    inputs = {"a": {"shape": list(draw(st.sampled_from(shapes)))},
-              "b": {"shape": list(draw(st.sampled_from(shapes)))}}  # fmt: skip
+    inputs = {
+        "a": {"shape": list(draw(st.sampled_from(shapes)))},
+        "b": {"shape": list(draw(st.sampled_from(shapes)))},
+    }
     return {"inputs": inputs, "nodes": nodes, "outputs": outputs, "verify": True, "format": "mil"}
 
 
@@ -205,11 +209,14 @@ def test_strict_preflight_refuses_an_error_naming_the_node(client):
     masked = {
         "inputs": {"q": {"shape": [1, 2, 4, 8]}, "mask": {"shape": [1, 1, 4, 4]}},
         "nodes": [
-            {"id": "att", "op": "mil.scaled_dot_product_attention",
-             "inputs": {"query": "q", "key": "q", "value": "q", "attn_mask": "mask"}},
+            {
+                "id": "att",
+                "op": "mil.scaled_dot_product_attention",
+                "inputs": {"query": "q", "key": "q", "value": "q", "attn_mask": "mask"},
+            },
         ],
         "outputs": {"y": "att"},
-    }  # fmt: skip
+    }
     lenient = client.post("/v1/graphs", json=masked)
     assert lenient.status_code == 200 and "sdpa.attn-mask" in lenient.headers["x-ane-preflight"]
     problem = assert_problem(
@@ -221,12 +228,20 @@ def test_strict_preflight_refuses_an_error_naming_the_node(client):
 def _chain_of_convs(digest: str, count: int) -> dict:
     """x -> conv -> conv -> ..., each a 1024×1024 conv with the same uploaded weight."""
     nodes = [
-        {"id": f"c{i}", "op": "conv", "params": {"out_channels": 1024},
-         "inputs": {"x": f"c{i - 1}" if i else "x"}, "weights": {"weight": digest}}
+        {
+            "id": f"c{i}",
+            "op": "conv",
+            "params": {"out_channels": 1024},
+            "inputs": {"x": f"c{i - 1}" if i else "x"},
+            "weights": {"weight": digest},
+        }
         for i in range(count)
-    ]  # fmt: skip
-    return {"inputs": {"x": {"shape": [1, 1024, 1, 16]}}, "nodes": nodes,
-            "outputs": {"y": f"c{count - 1}"}}  # fmt: skip
+    ]
+    return {
+        "inputs": {"x": {"shape": [1, 1024, 1, 16]}},
+        "nodes": nodes,
+        "outputs": {"y": f"c{count - 1}"},
+    }
 
 
 def test_a_graph_over_the_program_budget_names_the_limit(client):

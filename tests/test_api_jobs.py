@@ -172,8 +172,13 @@ def test_workers_and_the_synchronous_path_use_the_machines_compiler(embedded):
 @pytest.mark.slow
 def test_a_farm_through_http_survives_an_api_restart(tmp_path):
     data_dir, log = tmp_path / "data", tmp_path / "xcrun.log"
-    body = {**CONV, "format": "mlmodelc", "placement": True, "name": "farm",
-            "weights": {"weight": W}}  # fmt: skip
+    body = {
+        **CONV,
+        "format": "mlmodelc",
+        "placement": True,
+        "name": "farm",
+        "weights": {"weight": W},
+    }
     with redis_server(tmp_path) as url:
         worker = WorkerProcess(
             "ane-macos",

@@ -84,8 +84,10 @@ def test_multipart_parts_serve_their_request_only(server, client):
     """A file part is spooled for its request and removed after it: nothing is kept in the blob
     store (a tensor meant for reuse goes to /v1/blobs) and no spool file is left behind."""
     w = np.full((3, 5), 0.25, np.float32)
-    files = {"spec": (None, json.dumps({"in_channels": 5, "out_channels": 3, "spatial": 2})),
-             "weight": ("w.npy", npy_bytes(w))}  # fmt: skip
+    files = {
+        "spec": (None, json.dumps({"in_channels": 5, "out_channels": 3, "spatial": 2})),
+        "weight": ("w.npy", npy_bytes(w)),
+    }
     r = client.post("/v1/kernels/conv", files=files)
     assert r.status_code == 200, r.text
     assert client.head(f"/v1/blobs/{tensor_digest(w)}").status_code == 404
@@ -96,8 +98,13 @@ def test_multipart_parts_serve_their_request_only(server, client):
 def test_mil_format_and_ios17(client, tmp_path):
     params = {"in_channels": 4, "out_channels": 8, "spatial": 2, "bias": True}
     weights = weight_arrays("conv", params, seed=3)
-    body = {**params, "format": "mil", "target": "ios17", "name": "proj",
-            "weights": {k: v.tolist() for k, v in weights.items()}}  # fmt: skip
+    body = {
+        **params,
+        "format": "mil",
+        "target": "ios17",
+        "name": "proj",
+        "weights": {k: v.tolist() for k, v in weights.items()},
+    }
     r = client.post("/v1/kernels/conv", json=body)
     assert r.status_code == 200, r.text
     assert r.headers["content-disposition"].endswith('filename="proj.mil.zip"')
@@ -111,9 +118,13 @@ def test_multipart_safetensors_and_raw_parts(client, tmp_path):
     raw_bias = w["bias"].astype("<f2")
     files = {
         "spec": (None, json.dumps({**params, "weights": {"bias": {"dtype": "float16"}}})),
-        "weight": ("w.safetensors", safetensors_bytes({"weight": w["weight"]}), "application/octet-stream"),
+        "weight": (
+            "w.safetensors",
+            safetensors_bytes({"weight": w["weight"]}),
+            "application/octet-stream",
+        ),
         "bias": ("bias.bin", raw_bias.tobytes(), "application/octet-stream"),
-    }  # fmt: skip
+    }
     r = client.post("/v1/kernels/conv", files=files)
     assert r.status_code == 200, r.text
     desc = _check_zip(tmp_path, r.content)
@@ -178,9 +189,10 @@ def test_corrupted_cache_entry_is_detected_and_rebuilt(client, server):
     first = client.post("/v1/kernels/scale", json=body)
     digest = first.headers["etag"].strip('"')
     (meta,) = [
-        p for p in (server.data_dir / "artifacts").glob("??/*.json")
+        p
+        for p in (server.data_dir / "artifacts").glob("??/*.json")
         if json.loads(p.read_text())["digest"] == digest
-    ]  # fmt: skip
+    ]
     zip_path = meta.with_suffix(".zip")
     data = bytearray(zip_path.read_bytes())
     data[len(data) // 2] ^= 0xFF
@@ -238,10 +250,16 @@ def test_info_ready_and_metrics(client):
     assert client.get("/readyz").json() == {"status": "ready"}
     client.post("/v1/kernels/identity", json={"channels": 2, "spatial": 3})
     text = client.get("/metrics").text
-    for name in ("ane_http_requests_total", "ane_http_request_duration_seconds_bucket",
-                 "ane_cache_hits_total", "ane_cache_misses_total", "ane_build_seconds_bucket",
-                 "ane_http_request_bytes_total", "ane_http_response_bytes_total",
-                 "ane_builds_in_flight"):  # fmt: skip
+    for name in (
+        "ane_http_requests_total",
+        "ane_http_request_duration_seconds_bucket",
+        "ane_cache_hits_total",
+        "ane_cache_misses_total",
+        "ane_build_seconds_bucket",
+        "ane_http_request_bytes_total",
+        "ane_http_response_bytes_total",
+        "ane_builds_in_flight",
+    ):
         assert name in text, name
     assert 'route="/v1/kernels/{op}"' in text and 'op="identity"' in text
 

@@ -24,8 +24,12 @@ from app.kits.model import open_model
 from app.settings import Settings
 
 OPTIONS = {"format": "mil", "context": 16, "prefill": 4}
-TIGHT = {"max_checkpoint_bytes": "1000000", "kit_cache_max_bytes": "90000",
-         "kit_timeout_base_s": "0.001", "kit_timeout_s_per_gb": "0"}  # fmt: skip
+TIGHT = {
+    "max_checkpoint_bytes": "1000000",
+    "kit_cache_max_bytes": "90000",
+    "kit_timeout_base_s": "0.001",
+    "kit_timeout_s_per_gb": "0",
+}
 
 
 @pytest.fixture(scope="module")
@@ -38,8 +42,10 @@ def tight(tmp_path_factory) -> Iterator[tuple[str, Path]]:
 
 def _uploaded(base: str, folder: Path) -> dict[str, str]:
     with Client(base) as client:
-        return {name: client.upload_file(path)["digest"]
-                for name, path in checkpoint_files(folder).items()}  # fmt: skip
+        return {
+            name: client.upload_file(path)["digest"]
+            for name, path in checkpoint_files(folder).items()
+        }
 
 
 def test_a_kit_over_a_cap_is_refused_up_front_naming_the_setting(tight, tmp_path):
@@ -68,8 +74,9 @@ def test_a_job_past_its_own_time_limit_fails_naming_it(tight, tmp_path):
     folder = write_model(tmp_path / "qwen3", KIT_QWEN3, seed=2)
     with httpx.Client(base_url=base, timeout=60) as http:
         # verified, the build takes hundreds of times its 1 ms limit
-        answer = http.post("/v1/models", json={"files": _uploaded(base, folder), **OPTIONS,
-                                               "verify": True})  # fmt: skip
+        answer = http.post(
+            "/v1/models", json={"files": _uploaded(base, folder), **OPTIONS, "verify": True}
+        )
         assert answer.status_code == 202, answer.text
         assert answer.json()["limits"]["timeout_s"] == 0.001
     with Client(base, poll_interval=0.1) as client:

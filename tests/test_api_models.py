@@ -25,8 +25,9 @@ FLAGS = {"format": "mil", "context": 16, "prefill": 4, "kv": "state"}
 def base(tmp_path_factory) -> Iterator[str]:
     data_dir = tmp_path_factory.mktemp("models") / "data"
     # device checks run with the labelled stand-in for Core ML (the reference executor)
-    with uvicorn_server(data_dir, upload_part_bytes=str(64 << 10),
-                        device_check_runtime="stand-in") as url:  # fmt: skip
+    with uvicorn_server(
+        data_dir, upload_part_bytes=str(64 << 10), device_check_runtime="stand-in"
+    ) as url:
         yield url
     shutil.rmtree(data_dir, ignore_errors=True)
 
@@ -38,11 +39,15 @@ def test_the_clients_kit_is_the_clis_byte_for_byte(base, tmp_path):
     assert main(["model", str(folder), "-o", str(cli), *args]) == 0
     sent: dict[str, int] = {}
     with Client(base, poll_interval=0.1) as client:
-        kit = client.compile_model(folder, progress=lambda name, n, size: sent.update({name: n}),
-                                   **FLAGS)  # fmt: skip
+        kit = client.compile_model(
+            folder, progress=lambda name, n, size: sent.update({name: n}), **FLAGS
+        )
         assert kit == cli.read_bytes()
-        sizes = {p.name: p.stat().st_size for p in folder.iterdir()
-                 if p.suffix in (".json", ".safetensors")}  # fmt: skip
+        sizes = {
+            p.name: p.stat().st_size
+            for p in folder.iterdir()
+            if p.suffix in (".json", ".safetensors")
+        }
         assert sent == sizes  # every file, all of it; the safetensors in several parts
         job = next(j for j in client.jobs()["jobs"] if j["request"].get("kind") == "model")
         assert {"queued", "generating", "decoder_0", "head_0", "succeeded"} <= set(job["stages"])
@@ -80,11 +85,13 @@ def test_a_device_check_job_reports_the_kit_on_the_stand_in(base, tmp_path):
         client.compile_model(folder, format="mlpackage", context=16, prefill=4)
     files = {name: file_digest(path) for name, path in checkpoint_files(folder).items()}
     # the job's id, as the service derives it (a default option counts as left out)
-    kit_job = {"id": ModelRequest.create(files, {"format": "mlpackage", "context": 16,
-                                                 "prefill": 4}).key}  # fmt: skip
+    kit_job = {
+        "id": ModelRequest.create(files, {"format": "mlpackage", "context": 16, "prefill": 4}).key
+    }
     with httpx.Client(base_url=base, timeout=60) as http:
-        answer = http.post("/v1/device-checks", json={"kit": kit_job["id"], "device": "m4",
-                                                      "max_new_tokens": 3})  # fmt: skip
+        answer = http.post(
+            "/v1/device-checks", json={"kit": kit_job["id"], "device": "m4", "max_new_tokens": 3}
+        )
         assert answer.status_code == 202, answer.text
         assert answer.json()["queue"] == "ane-macos"
         with Client(base, poll_interval=0.1) as client:
@@ -114,8 +121,10 @@ def test_a_bad_checkpoint_is_refused_up_front_naming_its_files_not_a_server_path
     from kit_support import KIT_LLAMA
 
     bad_config, good_config = tmp_path / "bad" / "config.json", tmp_path / "good" / "config.json"
-    for path, config in ((bad_config, {k: v for k, v in KIT_LLAMA.items()
-                                       if k != "num_hidden_layers"}), (good_config, KIT_LLAMA)):  # fmt: skip
+    for path, config in (
+        (bad_config, {k: v for k, v in KIT_LLAMA.items() if k != "num_hidden_layers"}),
+        (good_config, KIT_LLAMA),
+    ):
         path.parent.mkdir()
         path.write_text(json.dumps(config))
     with Client(base) as client:

@@ -67,10 +67,21 @@ def test_the_error_limit_refuses_the_request_and_nothing_is_cached(client):
     ("body", "field"),
     [
         (conv(quantize={"mode": "palettize", "nbits": 5}), "quantize.nbits"),
-        (conv(quantize={"mode": "palettize", "nbits": 4, "granularity": "per_grouped_channel",
-                        "group_size": 5}), "quantize.group_size"),
-        (conv(quantize={"mode": "linear", "granularity": "per_block", "block_size": 24}),
-         "quantize.block_size"),
+        (
+            conv(
+                quantize={
+                    "mode": "palettize",
+                    "nbits": 4,
+                    "granularity": "per_grouped_channel",
+                    "group_size": 5,
+                }
+            ),
+            "quantize.group_size",
+        ),
+        (
+            conv(quantize={"mode": "linear", "granularity": "per_block", "block_size": 24}),
+            "quantize.block_size",
+        ),
         (conv(quantize={"mode": "prune", "target_sparsity": 0}), "quantize.target_sparsity"),
         (conv(quantize={"mode": "linear", "dtype": "int4"}, target="ios17"), "quantize.dtype"),
         (conv(quantize={"mode": "linear", "bits": 8}), "quantize.bits"),
@@ -79,7 +90,7 @@ def test_the_error_limit_refuses_the_request_and_nothing_is_cached(client):
         (conv(quantize=PALETTE4, max_quantization_error=-1), "max_quantization_error"),
         ({"op": "rmsnorm", "channels": 64, "spatial": 4, "quantize": PALETTE4}, "quantize"),
     ],
-)  # fmt: skip
+)
 def test_bad_quantize_options_are_422_naming_the_field(client, body, field):
     op = body.get("op", "conv")
     assert_problem(client.post(f"/v1/kernels/{op}", json=body), 422, field)
@@ -89,21 +100,33 @@ def test_bad_quantize_options_are_422_naming_the_field(client, body, field):
 def _ffn(quantize: dict | None, primitive_quantize: bool = False) -> dict:
     d, h, s = 16, 32, 4
     nodes = [
-        {"id": "up", "op": "conv", "params": {"out_channels": h}, "inputs": {"x": "x"},
-         "quantize": quantize},
+        {
+            "id": "up",
+            "op": "conv",
+            "params": {"out_channels": h},
+            "inputs": {"x": "x"},
+            "quantize": quantize,
+        },
         {"id": "act", "op": "silu", "inputs": {"x": "up"}},
         {"id": "down", "op": "conv", "params": {"out_channels": d}, "inputs": {"x": "act"}},
-    ]  # fmt: skip
+    ]
     if primitive_quantize:
         nodes[1]["quantize"] = quantize
-    return {"inputs": {"x": {"shape": [1, d, 1, s]}}, "nodes": nodes, "outputs": {"y": "down"},
-            "verify": True, "name": "qffn"}  # fmt: skip
+    return {
+        "inputs": {"x": {"shape": [1, d, 1, s]}},
+        "nodes": nodes,
+        "outputs": {"y": "down"},
+        "verify": True,
+        "name": "qffn",
+    }
 
 
 def test_graph_nodes_are_quantized_one_by_one(client, server):
     config = {"mode": "linear", "dtype": "int8"}
-    weights = {"up.weight": (RNG.standard_normal((32, 16)) * 0.2).astype(np.float32),
-               "down.weight": (RNG.standard_normal((16, 32)) * 0.2).astype(np.float32)}  # fmt: skip
+    weights = {
+        "up.weight": (RNG.standard_normal((32, 16)) * 0.2).astype(np.float32),
+        "down.weight": (RNG.standard_normal((16, 32)) * 0.2).astype(np.float32),
+    }
     body = _ffn(config)
     for key, array in weights.items():
         node, _, w = key.partition(".")

@@ -61,9 +61,11 @@ def _drop_halfway(base: str, upload_id: str, offset: int, part: bytes) -> None:
     """PUT a part whose connection closes after half its bytes."""
     url = urlparse(base)
     with socket.create_connection((url.hostname, url.port)) as sock:
-        sock.sendall(f"PUT /v1/blobs/uploads/{upload_id}?offset={offset} HTTP/1.1\r\n"
-                     f"Host: {url.netloc}\r\nContent-Type: application/octet-stream\r\n"
-                     f"Content-Length: {len(part)}\r\n\r\n".encode())  # fmt: skip
+        sock.sendall(
+            f"PUT /v1/blobs/uploads/{upload_id}?offset={offset} HTTP/1.1\r\n"
+            f"Host: {url.netloc}\r\nContent-Type: application/octet-stream\r\n"
+            f"Content-Length: {len(part)}\r\n\r\n".encode()
+        )
         sock.sendall(part[: len(part) // 2])
 
 
@@ -76,8 +78,11 @@ def test_an_interrupted_upload_resumes_and_the_digest_is_checked(base, big_file)
         assert upload["received"] == 0 and upload["part_bytes"] == PART and not upload["stored"]
         uid = upload["id"]
         for offset in (0, PART, 2 * PART):
-            sent = http.put(f"/v1/blobs/uploads/{uid}", params={"offset": offset},
-                            content=_part(path, offset, PART))  # fmt: skip
+            sent = http.put(
+                f"/v1/blobs/uploads/{uid}",
+                params={"offset": offset},
+                content=_part(path, offset, PART),
+            )
             assert sent.status_code == 200 and sent.json()["received"] == offset + PART
         _drop_halfway(base, uid, 3 * PART, _part(path, 3 * PART, PART))
         # the service reports where to resume: the dropped part did not count
@@ -87,19 +92,27 @@ def test_an_interrupted_upload_resumes_and_the_digest_is_checked(base, big_file)
         assert early.status_code == 409 and early.json()["field"] == "bytes"
         wrong = http.put(f"/v1/blobs/uploads/{uid}", params={"offset": 0}, content=b"x")
         assert wrong.status_code == 409 and wrong.json()["field"] == "query.offset"
-        big = http.put(f"/v1/blobs/uploads/{uid}", params={"offset": 3 * PART},
-                       content=b"\0" * (PART + 1))  # fmt: skip
+        big = http.put(
+            f"/v1/blobs/uploads/{uid}", params={"offset": 3 * PART}, content=b"\0" * (PART + 1)
+        )
         assert big.status_code == 413
         offset = state["received"]
         while offset < SIZE:
-            sent = http.put(f"/v1/blobs/uploads/{uid}", params={"offset": offset},
-                            content=_part(path, offset, PART))  # fmt: skip
+            sent = http.put(
+                f"/v1/blobs/uploads/{uid}",
+                params={"offset": offset},
+                content=_part(path, offset, PART),
+            )
             assert sent.status_code == 200, sent.text
             offset = sent.json()["received"]
         done = http.post(f"/v1/blobs/uploads/{uid}/finish")
         assert done.status_code == 200, done.text
         assert done.json()["stored"] and done.json()["blob"] == {
-            "digest": digest, "dtype": "file", "shape": [], "bytes": SIZE}  # fmt: skip
+            "digest": digest,
+            "dtype": "file",
+            "shape": [],
+            "bytes": SIZE,
+        }
         assert http.head(f"/v1/blobs/{digest}").status_code == 200
         assert http.get(f"/v1/blobs/uploads/{uid}").status_code == 404
         # the same file again: stored already, nothing to send
@@ -112,8 +125,10 @@ def test_a_wrong_digest_is_refused_and_the_upload_discarded(base):
     declared = "sha256:" + hashlib.sha256(b"something else").hexdigest()
     with httpx.Client(base_url=base, timeout=60) as http:
         uid = http.post("/v1/blobs/uploads", json={"digest": declared, "bytes": 2}).json()["id"]
-        assert http.put(f"/v1/blobs/uploads/{uid}", params={"offset": 0},
-                        content=body).status_code == 200  # fmt: skip
+        assert (
+            http.put(f"/v1/blobs/uploads/{uid}", params={"offset": 0}, content=body).status_code
+            == 200
+        )
         refused = http.post(f"/v1/blobs/uploads/{uid}/finish")
         assert refused.status_code == 422 and refused.json()["field"] == "digest"
         assert hashlib.sha256(body).hexdigest() in refused.json()["detail"]

@@ -65,8 +65,9 @@ def test_more_weights_are_never_faster():
     small = DecoderShape(16, 2048, 4096, 32, 8, 64, 32_000)  # LLAMA_1B with half the MLP
 
     def token(shape):
-        return chain_seconds(chip, decode_works(shape, FP16, chip, group_layers(shape, FP16, chip),
-                                                1024), EFF)  # fmt: skip
+        return chain_seconds(
+            chip, decode_works(shape, FP16, chip, group_layers(shape, FP16, chip), 1024), EFF
+        )
 
     assert token(small) < token(LLAMA_1B)
 

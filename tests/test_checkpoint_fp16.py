@@ -9,8 +9,9 @@ import pytest
 
 from app.checkpoints import convert
 
-pytestmark = pytest.mark.skipif(not convert.compiled(),
-                                reason="app/checkpoints/_fp16 not built or no F16C on this CPU")  # fmt: skip
+pytestmark = pytest.mark.skipif(
+    not convert.compiled(), reason="app/checkpoints/_fp16 not built or no F16C on this CPU"
+)
 
 
 def _numpy_fp16(values: np.ndarray) -> np.ndarray:
@@ -28,10 +29,35 @@ def _same_bytes(ours: np.ndarray, theirs: np.ndarray) -> None:
 
 def _fp32_edges() -> np.ndarray:
     tiny = np.float32(2.0**-24)  # the smallest fp16 subnormal
-    edges = [0.0, -0.0, 1.0, -1.0, 65504.0, 65519.996, 65520.0, -65520.0, 65536.0, 3.4e38,
-             np.inf, -np.inf, np.nan, 2.0**-14, 2.0**-14 * (1 - 2.0**-11), tiny, tiny / 2,
-             tiny / 2 * (1 + 2.0**-20), tiny * 1.5, tiny * 2.5, 1 + 2.0**-11, 1 + 3 * 2.0**-11,
-             1 + 2.0**-11 + 2.0**-23, 1.4e-45, -1.4e-45, 2.0**-25, -(2.0**-25) * 1.0000001]  # fmt: skip
+    edges = [
+        0.0,
+        -0.0,
+        1.0,
+        -1.0,
+        65504.0,
+        65519.996,
+        65520.0,
+        -65520.0,
+        65536.0,
+        3.4e38,
+        np.inf,
+        -np.inf,
+        np.nan,
+        2.0**-14,
+        2.0**-14 * (1 - 2.0**-11),
+        tiny,
+        tiny / 2,
+        tiny / 2 * (1 + 2.0**-20),
+        tiny * 1.5,
+        tiny * 2.5,
+        1 + 2.0**-11,
+        1 + 3 * 2.0**-11,
+        1 + 2.0**-11 + 2.0**-23,
+        1.4e-45,
+        -1.4e-45,
+        2.0**-25,
+        -(2.0**-25) * 1.0000001,
+    ]
     values = np.array(edges, np.float32)
     # every fp16 value and the fp32 halfway points between neighbours (ties to even)
     halves = np.arange(0, 0x7C00, dtype=np.uint16).view(np.float16).astype(np.float32)

@@ -28,8 +28,9 @@ from app.reference.verify import verify_build
 from app.validation import validate
 
 
-@pytest.mark.parametrize(("dtype", "shards"), [("float32", 1), ("bfloat16", 1), ("float16", 2),
-                                               ("bfloat16", 3)])  # fmt: skip
+@pytest.mark.parametrize(
+    ("dtype", "shards"), [("float32", 1), ("bfloat16", 1), ("float16", 2), ("bfloat16", 3)]
+)
 def test_a_layer_loads_as_the_stored_values_cast_to_fp16(tmp_path, dtype, shards):
     path, config, tensors = write_checkpoint(tmp_path, LLAMA, dtype=dtype, shards=shards)
     loaded = load("decoder_layer", path, config, 1, {"seq_len": 4})
@@ -75,8 +76,10 @@ def test_overflow_is_reported_per_tensor_not_clipped(tmp_path, dtype):
         load("decoder_layer", path, config, 0, {"seq_len": 2})
     over = err.value.extra["overflow"]
     # 65519 rounds to 65504 in fp16 (and bf16 stores it as 65280): only |x| >= 65520 overflows
-    assert over == {"model.layers.0.mlp.down_proj.weight": 2,
-                    "model.layers.0.self_attn.o_proj.weight": 1}  # fmt: skip
+    assert over == {
+        "model.layers.0.mlp.down_proj.weight": 2,
+        "model.layers.0.self_attn.o_proj.weight": 1,
+    }
     assert "mlp.down_proj.weight: 2" in err.value.message
     load("decoder_layer", path, config, 1, {"seq_len": 2})  # the other layers are fine
 
@@ -93,15 +96,22 @@ def _config(tmp_path, **change):
     [
         ({"num_attention_heads": 5}, "params.num_attention_heads", "do not divide hidden_size"),
         ({"num_key_value_heads": 3}, "params.num_key_value_heads", "do not divide"),
-        ({"rope_scaling": {"rope_type": "yarn", "factor": 4.0}}, "config.rope_scaling.rope_type",
-         "'yarn' is not supported"),
+        (
+            {"rope_scaling": {"rope_type": "yarn", "factor": 4.0}},
+            "config.rope_scaling.rope_type",
+            "'yarn' is not supported",
+        ),
         ({"hidden_act": "gelu_new"}, "config.hidden_act", "not supported"),
-        ({"intermediate_size": 50}, "checkpoint", "'model.layers.1.mlp.gate_proj.weight' has shape [48, 32]"),
+        (
+            {"intermediate_size": 50},
+            "checkpoint",
+            "'model.layers.1.mlp.gate_proj.weight' has shape [48, 32]",
+        ),
         ({"num_key_value_heads": 4}, "checkpoint", "'model.layers.1.self_attn.k_proj.weight'"),
         ({"hidden_size": None}, "config.hidden_size", "missing"),
         ({"mlp_bias": True}, "config.mlp_bias", "not supported"),
     ],
-)  # fmt: skip
+)
 def test_config_and_checkpoint_mismatches_name_the_key_or_tensor(tmp_path, change, field, says):
     path, _, _ = write_checkpoint(tmp_path, LLAMA)
     with pytest.raises(RequestError) as err:
@@ -129,14 +139,27 @@ def test_truncated_and_malformed_files_are_refused(tmp_path):
 
 
 def test_transformers_5_and_qwen2_and_multimodal_configs():
-    v5 = {"hidden_size": 8, "num_attention_heads": 2, "hidden_act": "gelu_pytorch_tanh",
-          "rope_parameters": {"rope_type": "default", "rope_theta": 1e6}}  # fmt: skip
-    assert params_from_config(v5) == {"hidden_size": 8, "num_attention_heads": 2,
-                                      "hidden_act": "gelu_tanh", "rope_theta": 1e6}  # fmt: skip
+    v5 = {
+        "hidden_size": 8,
+        "num_attention_heads": 2,
+        "hidden_act": "gelu_pytorch_tanh",
+        "rope_parameters": {"rope_type": "default", "rope_theta": 1e6},
+    }
+    assert params_from_config(v5) == {
+        "hidden_size": 8,
+        "num_attention_heads": 2,
+        "hidden_act": "gelu_tanh",
+        "rope_theta": 1e6,
+    }
     llama3 = {**v5, "rope_parameters": {**LLAMA["rope_scaling"], "rope_theta": 5e5}}
     assert params_from_config(llama3)["rope_scaling"] == LLAMA["rope_scaling"]
-    qwen2 = {"model_type": "qwen2", "hidden_size": 8, "num_attention_heads": 2,
-             "sliding_window": 4096, "use_sliding_window": False}  # fmt: skip
+    qwen2 = {
+        "model_type": "qwen2",
+        "hidden_size": 8,
+        "num_attention_heads": 2,
+        "sliding_window": 4096,
+        "use_sliding_window": False,
+    }
     assert params_from_config(qwen2)["o_proj_bias"] is False
     assert params_from_config({"text_config": v5, "vision_config": {}})["hidden_size"] == 8
 
@@ -172,17 +195,52 @@ def test_layer_ranges():
 def test_cli_compiles_a_layer_and_a_stack_from_a_checkpoint(tmp_path, capsys):
     path, config, _ = write_checkpoint(tmp_path / "ck", LLAMA, dtype="bfloat16", shards=2)
     out = tmp_path / "layer2.zip"
-    assert main(["compile", "decoder_layer", "--checkpoint", str(path), "--config", str(config),
-                 "--layer", "2", "--params", '{"seq_len": 8}', "--verify", "-o", str(out)]) == 0  # fmt: skip
+    assert (
+        main(
+            [
+                "compile",
+                "decoder_layer",
+                "--checkpoint",
+                str(path),
+                "--config",
+                str(config),
+                "--layer",
+                "2",
+                "--params",
+                '{"seq_len": 8}',
+                "--verify",
+                "-o",
+                str(out),
+            ]
+        )
+        == 0
+    )
     assert validate(out).kind == "mlpackage"
     with zipfile.ZipFile(out) as zf:
         assert json.loads(zf.read("verification.json"))["passed"]
         described = json.loads(zf.read("kernel.json"))
     assert "self_attn.q_proj.weight" in described["weights"]
     stack = tmp_path / "stack.zip"
-    assert main(["compile", "decoder_stack", "--checkpoint", str(path.parent), "--layers", "0-2",
-                 "--params", '{"seq_len": 1, "mode": "decode", "cache_len": 16}', "--format",
-                 "mil", "--verify", "-o", str(stack)]) == 0  # fmt: skip
+    assert (
+        main(
+            [
+                "compile",
+                "decoder_stack",
+                "--checkpoint",
+                str(path.parent),
+                "--layers",
+                "0-2",
+                "--params",
+                '{"seq_len": 1, "mode": "decode", "cache_len": 16}',
+                "--format",
+                "mil",
+                "--verify",
+                "-o",
+                str(stack),
+            ]
+        )
+        == 0
+    )
     with zipfile.ZipFile(stack) as zf:
         report = json.loads(zf.read("verification.json"))
     assert report["passed"] and {"y", "k_0", "v_2"} <= set(report["outputs"])
@@ -192,11 +250,13 @@ def test_cli_compiles_a_layer_and_a_stack_from_a_checkpoint(tmp_path, capsys):
     ("args", "says"),
     [
         (["--layers", "3"], "'model.layers.3.input_layernorm.weight' is missing"),
-        (["--layers", "1", "--params", '{"seq_len": 2, "num_key_value_heads": 3}'],
-         "params.num_key_value_heads"),
+        (
+            ["--layers", "1", "--params", '{"seq_len": 2, "num_key_value_heads": 3}'],
+            "params.num_key_value_heads",
+        ),
         ([], "--checkpoint needs --layers"),
     ],
-)  # fmt: skip
+)
 def test_cli_mismatches_exit_2_and_write_nothing(tmp_path, capsys, args, says):
     path, _, _ = write_checkpoint(tmp_path / "ck", LLAMA)
     out = tmp_path / "out.zip"

@@ -56,8 +56,22 @@ def test_compile_with_weight_files_then_validate(tmp_path):
 def test_random_weights_and_formats(tmp_path, fmt):
     out = tmp_path / "n.zip"
     params = '{"channels": 64, "spatial": 8}'
-    done = run("compile", "rmsnorm", "--params", params, "--random-weights", "5", "--format", fmt,
-               "--target", "ios17", "--name", "norm", "-o", str(out))  # fmt: skip
+    done = run(
+        "compile",
+        "rmsnorm",
+        "--params",
+        params,
+        "--random-weights",
+        "5",
+        "--format",
+        fmt,
+        "--target",
+        "ios17",
+        "--name",
+        "norm",
+        "-o",
+        str(out),
+    )
     assert done.returncode == 0, done.stderr
     assert json.loads(zipfile.ZipFile(out).read("kernel.json"))["target"] == "ios17"
     assert run("validate", str(out)).returncode == 0
@@ -104,8 +118,18 @@ def test_validate_catches_a_description_that_lies(tmp_path):
 
 def test_validate_parses_mil_bundles(tmp_path):
     out = tmp_path / "c.zip"
-    run("compile", "conv", "--params", '{"in_channels": 16, "out_channels": 8, "spatial": 2}',
-        "--random-weights", "0", "--format", "mil", "-o", str(out))  # fmt: skip
+    run(
+        "compile",
+        "conv",
+        "--params",
+        '{"in_channels": 16, "out_channels": 8, "spatial": 2}',
+        "--random-weights",
+        "0",
+        "--format",
+        "mil",
+        "-o",
+        str(out),
+    )
     assert run("validate", str(out)).returncode == 0
     wrong = tmp_path / "wrong.zip"
     with zipfile.ZipFile(out) as src, zipfile.ZipFile(wrong, "w") as dst:
@@ -124,8 +148,12 @@ def test_compile_with_quantize_and_its_errors(tmp_path):
     out = tmp_path / "q.zip"
     params = '{"in_channels": 64, "out_channels": 32, "spatial": 4}'
     base = ("compile", "conv", "--params", params, "--random-weights", "1", "-o", str(out))
-    done = run(*base, "--quantize", '{"mode": "linear", "dtype": "int4", "granularity": '
-               '"per_block", "block_size": 16}', "--verify")  # fmt: skip
+    done = run(
+        *base,
+        "--quantize",
+        '{"mode": "linear", "dtype": "int4", "granularity": "per_block", "block_size": 16}',
+        "--verify",
+    )
     assert done.returncode == 0, done.stderr
     with zipfile.ZipFile(out) as zf:
         assert (
@@ -137,9 +165,11 @@ def test_compile_with_quantize_and_its_errors(tmp_path):
     for extra, fragment in (
         (("--quantize", '{"mode": "palettize", "nbits": 5}'), "quantize.nbits"),
         (("--quantize", "[4]"), "--quantize must be a JSON object"),
-        (("--quantize", '{"mode": "palettize", "nbits": 1}', "--max-quantization-error", "1e-4"),
-         "max_quantization_error"),
-    ):  # fmt: skip
+        (
+            ("--quantize", '{"mode": "palettize", "nbits": 1}', "--max-quantization-error", "1e-4"),
+            "max_quantization_error",
+        ),
+    ):
         bad = run(*base, *extra)
         assert bad.returncode == 2 and fragment in bad.stderr, bad.stderr
         assert not out.exists()  # nothing half-written

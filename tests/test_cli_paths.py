@@ -18,14 +18,26 @@ from packaging.version import Version
 from app.client import Client
 
 REPO = Path(__file__).resolve().parent.parent
-STACK = {"hidden_size": 32, "intermediate_size": 48, "num_attention_heads": 4,
-         "num_key_value_heads": 2, "seq_len": 2, "first_layer": 0, "num_layers": 3,
-         "split": True}  # fmt: skip
+STACK = {
+    "hidden_size": 32,
+    "intermediate_size": 48,
+    "num_attention_heads": 4,
+    "num_key_value_heads": 2,
+    "seq_len": 2,
+    "first_layer": 0,
+    "num_layers": 3,
+    "split": True,
+}
 
 
 def run(*args, **env):
-    return subprocess.run([sys.executable, "-m", "app.cli", *args], capture_output=True,
-                          text=True, env={**os.environ, **env}, check=False)  # fmt: skip
+    return subprocess.run(
+        [sys.executable, "-m", "app.cli", *args],
+        capture_output=True,
+        text=True,
+        env={**os.environ, **env},
+        check=False,
+    )
 
 
 def layer_bytes() -> int:
@@ -36,8 +48,18 @@ def layer_bytes() -> int:
 
 def test_the_local_cli_splits_by_the_budget_setting_as_the_server_does(tmp_path):
     out = tmp_path / "s.zip"
-    base = ("compile", "decoder_stack", "--params", json.dumps(STACK), "--random-weights", "0",
-            "--format", "mil", "-o", str(out))  # fmt: skip
+    base = (
+        "compile",
+        "decoder_stack",
+        "--params",
+        json.dumps(STACK),
+        "--random-weights",
+        "0",
+        "--format",
+        "mil",
+        "-o",
+        str(out),
+    )
     budget = str(2 * layer_bytes())
     done = run(*base, ANE_MAX_PROGRAM_WEIGHT_BYTES=budget)
     assert done.returncode == 0, done.stderr
@@ -50,9 +72,13 @@ def test_the_local_cli_splits_by_the_budget_setting_as_the_server_does(tmp_path)
 
 
 def test_compile_graph_honours_the_files_format_and_verify(tmp_path, server):
-    graph = {"inputs": {"x": {"shape": [1, 8, 1, 4]}},
-             "nodes": [{"id": "r", "op": "relu", "inputs": {"x": "x"}}],
-             "outputs": {"y": "r"}, "format": "mil", "verify": True}  # fmt: skip
+    graph = {
+        "inputs": {"x": {"shape": [1, 8, 1, 4]}},
+        "nodes": [{"id": "r", "op": "relu", "inputs": {"x": "x"}}],
+        "outputs": {"y": "r"},
+        "format": "mil",
+        "verify": True,
+    }
     path = tmp_path / "g.json"
     path.write_text(json.dumps(graph))
     for extra in ((), ("--server", server.url)):
@@ -71,12 +97,23 @@ def test_compile_graph_honours_the_files_format_and_verify(tmp_path, server):
 
 def test_checkpoint_faults_say_what_to_do(tmp_path):
     path, _, _ = write_checkpoint(tmp_path / "model", LLAMA)
-    conv = run("compile", "conv", "--checkpoint", str(path), "--layer", "0", "-o",
-               str(tmp_path / "c.zip"))  # fmt: skip
+    conv = run(
+        "compile", "conv", "--checkpoint", str(path), "--layer", "0", "-o", str(tmp_path / "c.zip")
+    )
     assert conv.returncode == 2 and "Traceback" not in conv.stderr
     assert "decoder_layer" in conv.stderr and "checkpoint" in conv.stderr
-    far = run("compile", "decoder_layer", "--checkpoint", str(path), "--layer", "5",
-              "--params", '{"seq_len": 2}', "-o", str(tmp_path / "d.zip"))  # fmt: skip
+    far = run(
+        "compile",
+        "decoder_layer",
+        "--checkpoint",
+        str(path),
+        "--layer",
+        "5",
+        "--params",
+        '{"seq_len": 2}',
+        "-o",
+        str(tmp_path / "d.zip"),
+    )
     assert far.returncode == 2 and "the model has 3 layers (0-2" in far.stderr
 
 
@@ -90,8 +127,9 @@ def test_jobs_without_a_server_say_where_they_looked(tmp_path):
 
 def test_mlmodelc_on_a_kernel_zip_says_to_unzip(tmp_path):
     kernel = tmp_path / "k.zip"
-    made = run("compile", "identity", "--params", '{"channels": 16, "spatial": 2}', "-o",
-               str(kernel))  # fmt: skip
+    made = run(
+        "compile", "identity", "--params", '{"channels": 16, "spatial": 2}', "-o", str(kernel)
+    )
     assert made.returncode == 0, made.stderr
     done = run("mlmodelc", str(kernel), "-o", str(tmp_path / "k.mlmodelc"))
     assert done.returncode == 2
@@ -99,8 +137,14 @@ def test_mlmodelc_on_a_kernel_zip_says_to_unzip(tmp_path):
 
 
 def test_every_validation_error_is_shown(tmp_path):
-    done = run("compile", "conv", "--params", '{"in_channels": 4, "out_chanels": 8}',
-               "-o", str(tmp_path / "c.zip"))  # fmt: skip
+    done = run(
+        "compile",
+        "conv",
+        "--params",
+        '{"in_channels": 4, "out_chanels": 8}',
+        "-o",
+        str(tmp_path / "c.zip"),
+    )
     assert done.returncode == 2
     for field in ("params.out_channels", "params.spatial", "params.out_chanels"):
         assert field in done.stderr, done.stderr

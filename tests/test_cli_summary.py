@@ -17,9 +17,18 @@ def run(*args):
 
 def decode(cache_len: int) -> str:
     """The README's decode kernel (seq_len 1, decode mode), at a small hidden size."""
-    return json.dumps({"hidden_size": 64, "intermediate_size": 128, "num_attention_heads": 2,
-                       "num_key_value_heads": 1, "head_dim": 32, "seq_len": 1,
-                       "mode": "decode", "cache_len": cache_len})  # fmt: skip
+    return json.dumps(
+        {
+            "hidden_size": 64,
+            "intermediate_size": 128,
+            "num_attention_heads": 2,
+            "num_key_value_heads": 1,
+            "head_dim": 32,
+            "seq_len": 1,
+            "mode": "decode",
+            "cache_len": cache_len,
+        }
+    )
 
 
 def test_decode_at_cache_len_512_shows_the_silent_zeros_warning_that_511_clears(tmp_path):
@@ -41,10 +50,22 @@ def test_decode_at_cache_len_512_shows_the_silent_zeros_warning_that_511_clears(
 
 def test_json_summary_for_scripts(tmp_path):
     out = tmp_path / "q.zip"
-    done = run("compile", "conv", "--params", '{"in_channels": 64, "out_channels": 32, '
-               '"spatial": 4}', "--random-weights", "1", "--verify", "--quantize",
-               '{"mode": "palettize", "nbits": 4}', "--target", "ios18", "--json",
-               "-o", str(out))  # fmt: skip
+    done = run(
+        "compile",
+        "conv",
+        "--params",
+        '{"in_channels": 64, "out_channels": 32, "spatial": 4}',
+        "--random-weights",
+        "1",
+        "--verify",
+        "--quantize",
+        '{"mode": "palettize", "nbits": 4}',
+        "--target",
+        "ios18",
+        "--json",
+        "-o",
+        str(out),
+    )
     assert done.returncode == 0, done.stderr
     summary = json.loads(done.stdout)
     assert summary["path"] == str(out) and summary["size"] == out.stat().st_size
@@ -59,14 +80,28 @@ def test_json_summary_for_scripts(tmp_path):
 
 def test_preflight_errors_are_shown(tmp_path):
     graph = tmp_path / "g.json"
-    graph.write_text(json.dumps({
-        "inputs": {"x": {"shape": [1, 4, 1, 64]}},
-        "nodes": [{"id": "r", "op": "reshape", "inputs": {"x": "x"},
-                   "params": {"shape": [1, 1, 1, 1, 4, 64]}},
-                  {"id": "back", "op": "reshape", "inputs": {"x": "r"},
-                   "params": {"shape": [1, 4, 1, 64]}}],
-        "outputs": {"y": "back"},
-    }))  # fmt: skip
+    graph.write_text(
+        json.dumps(
+            {
+                "inputs": {"x": {"shape": [1, 4, 1, 64]}},
+                "nodes": [
+                    {
+                        "id": "r",
+                        "op": "reshape",
+                        "inputs": {"x": "x"},
+                        "params": {"shape": [1, 1, 1, 1, 4, 64]},
+                    },
+                    {
+                        "id": "back",
+                        "op": "reshape",
+                        "inputs": {"x": "r"},
+                        "params": {"shape": [1, 4, 1, 64]},
+                    },
+                ],
+                "outputs": {"y": "back"},
+            }
+        )
+    )
     done = run("compile-graph", str(graph), "-o", str(tmp_path / "g.zip"))
     assert done.returncode == 0, done.stderr
     assert "preflight: error=1 " in done.stdout
@@ -77,9 +112,20 @@ def test_preflight_errors_are_shown(tmp_path):
 def test_a_server_build_is_summarised_like_a_local_one(server, tmp_path, as_json):
     out = tmp_path / "c.zip"
     flags = ("--json",) if as_json else ()
-    done = run("compile", "conv", "--params", '{"in_channels": 4, "out_channels": 8, '
-               '"spatial": 3}', "--weights", f"weight={_weight(tmp_path)}", "--verify",
-               "--server", server.url, "-o", str(out), *flags)  # fmt: skip
+    done = run(
+        "compile",
+        "conv",
+        "--params",
+        '{"in_channels": 4, "out_channels": 8, "spatial": 3}',
+        "--weights",
+        f"weight={_weight(tmp_path)}",
+        "--verify",
+        "--server",
+        server.url,
+        "-o",
+        str(out),
+        *flags,
+    )
     assert done.returncode == 0, done.stderr
     if as_json:
         summary = json.loads(done.stdout)
@@ -97,9 +143,19 @@ def _weight(tmp_path):
 
 
 def test_a_quantization_without_an_error_limit_says_none_was_asked(tmp_path):
-    done = run("compile", "conv", "--params", '{"in_channels": 16, "out_channels": 16, '
-               '"spatial": 4}', "--random-weights", "1", "--verify", "--quantize",
-               '{"mode": "linear", "dtype": "int8"}', "-o", str(tmp_path / "q.zip"))  # fmt: skip
+    done = run(
+        "compile",
+        "conv",
+        "--params",
+        '{"in_channels": 16, "out_channels": 16, "spatial": 4}',
+        "--random-weights",
+        "1",
+        "--verify",
+        "--quantize",
+        '{"mode": "linear", "dtype": "int8"}',
+        "-o",
+        str(tmp_path / "q.zip"),
+    )
     assert done.returncode == 0, done.stderr
     line = next(x for x in done.stdout.splitlines() if x.startswith("quantize: "))
     assert line.startswith("quantize: no limit asked (max_quantization_error): max_rel_error ")
@@ -113,5 +169,13 @@ def test_jobs_status_names_what_the_job_builds_and_its_artifact(server):
     done = run("jobs", "status", job.id, "--server", server.url)
     assert done.returncode == 0, done.stderr
     artifact = job.data["artifact"]
-    assert done.stdout.split() == [job.id, "succeeded", "identity", "(mil)", artifact["filename"],
-                                   str(artifact["size"]), "bytes", artifact["digest"]]  # fmt: skip
+    assert done.stdout.split() == [
+        job.id,
+        "succeeded",
+        "identity",
+        "(mil)",
+        artifact["filename"],
+        str(artifact["size"]),
+        "bytes",
+        artifact["digest"],
+    ]

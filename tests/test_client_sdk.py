@@ -116,10 +116,32 @@ def test_cli_compile_with_server_equals_local(server, tmp_path):
     w = weight_arrays("conv", CONV, seed=5)
     np.save(tmp_path / "w.npy", w["weight"])
     np.save(tmp_path / "b.npy", w["bias"])
-    common = ["compile", "conv", "--params", json.dumps(CONV), "--weights", f"weight={tmp_path / 'w.npy'}",
-              "--weights", f"bias={tmp_path / 'b.npy'}", "--format", "mil"]  # fmt: skip
-    remote = subprocess.run([sys.executable, "-m", "app.cli", *common, "--server", server.url, "-o", str(tmp_path / "r.zip")],
-                            capture_output=True, text=True)  # fmt: skip
+    common = [
+        "compile",
+        "conv",
+        "--params",
+        json.dumps(CONV),
+        "--weights",
+        f"weight={tmp_path / 'w.npy'}",
+        "--weights",
+        f"bias={tmp_path / 'b.npy'}",
+        "--format",
+        "mil",
+    ]
+    remote = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "app.cli",
+            *common,
+            "--server",
+            server.url,
+            "-o",
+            str(tmp_path / "r.zip"),
+        ],
+        capture_output=True,
+        text=True,
+    )
     assert remote.returncode == 0, remote.stderr
     local = subprocess.run(
         [sys.executable, "-m", "app.cli", *common, "-o", str(tmp_path / "l.zip")],
@@ -128,11 +150,41 @@ def test_cli_compile_with_server_equals_local(server, tmp_path):
     )
     assert local.returncode == 0, local.stderr
     assert (tmp_path / "r.zip").read_bytes() == (tmp_path / "l.zip").read_bytes()
-    bad = subprocess.run([sys.executable, "-m", "app.cli", "compile", "conv", "--params", '{"in_channels": 0}',
-                          "--server", server.url, "-o", str(tmp_path / "x.zip")], capture_output=True, text=True)  # fmt: skip
+    bad = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "app.cli",
+            "compile",
+            "conv",
+            "--params",
+            '{"in_channels": 0}',
+            "--server",
+            server.url,
+            "-o",
+            str(tmp_path / "x.zip"),
+        ],
+        capture_output=True,
+        text=True,
+    )
     assert bad.returncode == 2 and "422" in bad.stderr and not (tmp_path / "x.zip").exists()
-    down = subprocess.run([sys.executable, "-m", "app.cli", "compile", "identity", "--params", '{"channels": 2, "spatial": 1}',
-                           "--server", "http://127.0.0.1:9", "-o", str(tmp_path / "y.zip")], capture_output=True, text=True)  # fmt: skip
+    down = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "app.cli",
+            "compile",
+            "identity",
+            "--params",
+            '{"channels": 2, "spatial": 1}',
+            "--server",
+            "http://127.0.0.1:9",
+            "-o",
+            str(tmp_path / "y.zip"),
+        ],
+        capture_output=True,
+        text=True,
+    )
     assert down.returncode == 4 and "cannot reach" in down.stderr
 
 
@@ -151,28 +203,57 @@ def test_client_takes_a_checkpoint_like_the_cli(server, tmp_path):
         assert len(ref["blob"]) == 2 and ref["layer"] == 1 and ref["config"] == LLAMA
         assert c.compile("decoder_layer", {"seq_len": 4}, checkpoint=ref, format="mil") == local
         with pytest.raises(InvalidRequest, match="the model has 3 layers"):
-            c.compile("decoder_layer", {"seq_len": 4},
-                      checkpoint=c.checkpoint_reference(path, 5, config=config))  # fmt: skip
+            c.compile(
+                "decoder_layer",
+                {"seq_len": 4},
+                checkpoint=c.checkpoint_reference(path, 5, config=config),
+            )
 
 
 def test_client_passes_functions_and_preflight(server):
-    params = {"hidden_size": 32, "intermediate_size": 48, "num_attention_heads": 4,
-              "num_key_value_heads": 2, "seq_len": 4}  # fmt: skip
+    params = {
+        "hidden_size": 32,
+        "intermediate_size": 48,
+        "num_attention_heads": 4,
+        "num_key_value_heads": 2,
+        "seq_len": 4,
+    }
     weights = weight_arrays("decoder_layer", params, seed=3)
     functions = {"prefill": {}, "decode": {"seq_len": 1, "mode": "decode", "cache_len": 15}}
     local = kernel_zip("decoder_layer", params, weights, functions=functions, target="ios18")
     with Client(server.url) as c:
-        assert c.compile("decoder_layer", params, weights, functions=functions,
-                         target="ios18") == local  # fmt: skip
+        assert (
+            c.compile("decoder_layer", params, weights, functions=functions, target="ios18")
+            == local
+        )
         palette = {"mode": "palettize", "nbits": 4}
-        strict = c.compile("conv", CONV, weight_arrays("conv", CONV, seed=1), target="ios18",
-                           quantize=palette, preflight="strict")  # fmt: skip
+        strict = c.compile(
+            "conv",
+            CONV,
+            weight_arrays("conv", CONV, seed=1),
+            target="ios18",
+            quantize=palette,
+            preflight="strict",
+        )
         assert strict.startswith(b"PK")
-        graph = {"inputs": {"x": {"shape": [1, 4, 1, 64]}},
-                 "nodes": [{"id": "r", "op": "reshape", "inputs": {"x": "x"},
-                            "params": {"shape": [1, 1, 1, 1, 4, 64]}},
-                           {"id": "b", "op": "reshape", "inputs": {"x": "r"},
-                            "params": {"shape": [1, 4, 1, 64]}}],
-                 "outputs": {"y": "b"}, "preflight": "strict"}  # fmt: skip
+        graph = {
+            "inputs": {"x": {"shape": [1, 4, 1, 64]}},
+            "nodes": [
+                {
+                    "id": "r",
+                    "op": "reshape",
+                    "inputs": {"x": "x"},
+                    "params": {"shape": [1, 1, 1, 1, 4, 64]},
+                },
+                {
+                    "id": "b",
+                    "op": "reshape",
+                    "inputs": {"x": "r"},
+                    "params": {"shape": [1, 4, 1, 64]},
+                },
+            ],
+            "outputs": {"y": "b"},
+            "preflight": "strict",
+        }
         with pytest.raises(InvalidRequest, match="Preflight"):
             c.compile_graph(graph)

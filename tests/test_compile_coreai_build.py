@@ -39,14 +39,26 @@ def test_each_architecture_is_compiled_and_zipped_with_its_ane_regions(stand_in,
     path, description = _compile(tmp_path, ["m4", "a17-pro"])
     starts = [json.loads(line) for line in stand_in.read_text().splitlines()]
     assert [e["argv"] for e in starts if e["event"] == "start"] == [
-        ["coreai-build", "compile", "src/conv.aimodel", "--architecture", arch, "--output",
-         f"out/{arch}"] for arch in ("m4", "a17-pro")
-    ]  # fmt: skip
+        [
+            "coreai-build",
+            "compile",
+            "src/conv.aimodel",
+            "--architecture",
+            arch,
+            "--output",
+            f"out/{arch}",
+        ]
+        for arch in ("m4", "a17-pro")
+    ]
     with zipfile.ZipFile(path) as zf:
         names = set(zf.namelist())
         kernel = json.loads(zf.read("kernel.json"))
-    assert {"m4/conv.aimodelc/main.mlirb", "a17-pro/conv.aimodelc/main.mlirb",
-            "conv.aimodel/main.mlirb", "compile.log"} <= names  # fmt: skip
+    assert {
+        "m4/conv.aimodelc/main.mlirb",
+        "a17-pro/conv.aimodelc/main.mlirb",
+        "conv.aimodel/main.mlirb",
+        "compile.log",
+    } <= names
     assert kernel["aimodelc"]["architectures"]["m4"]["ane_regions"] == ["conv_ANE_region_0.bc.mlir"]
     assert kernel["aimodelc"]["toolchain"]["coreai_build"].endswith(
         "(STAND-IN for Apple's coreai-build)"

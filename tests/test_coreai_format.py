@@ -44,8 +44,12 @@ def test_the_zip_holds_the_asset_and_kernel_json_says_what_is_unconfirmed():
     data = kernel_zip("conv", CONV, format="aimodel", random_seed=0, quantize=INT4)
     with _zip(data) as zf:
         names = set(zf.namelist())
-        assert names == {"kernel.json", "conv.aimodel/main.mlirb", "conv.aimodel/main.hash",
-                         "conv.aimodel/metadata.json"}  # fmt: skip
+        assert names == {
+            "kernel.json",
+            "conv.aimodel/main.mlirb",
+            "conv.aimodel/main.hash",
+            "conv.aimodel/metadata.json",
+        }
         mlirb = zf.read("conv.aimodel/main.mlirb")
         assert mlirb.startswith(b"ML\xefR")
         assert zf.read("conv.aimodel/main.hash") == hashlib.sha256(mlirb).digest()
@@ -108,32 +112,58 @@ def test_verify_reports_both_executors_and_their_agreement():
 
 
 def test_an_op_core_ai_cannot_express_is_refused_naming_it_before_anything_is_written(tmp_path):
-    request = KernelRequest.create("conv", CONV, format="aimodel",
-                                   quantize={"mode": "prune", "target_sparsity": 0.5})  # fmt: skip
+    request = KernelRequest.create(
+        "conv", CONV, format="aimodel", quantize={"mode": "prune", "target_sparsity": 0.5}
+    )
     with pytest.raises(RequestError) as caught:
         prepare(request, random_seed=0)
     assert caught.value.field == "params"
     assert "constexpr_sparse_to_dense" in caught.value.message
     assert caught.value.extra["node"] == "weight"
     out = tmp_path / "refused.zip"
-    code = cli_main(["compile", "conv", "--params", json.dumps(CONV), "--random-weights", "0",
-                     "--format", "aimodel", "--quantize", '{"mode": "palettize", "nbits": 3}',
-                     "-o", str(out)])  # fmt: skip
+    code = cli_main(
+        [
+            "compile",
+            "conv",
+            "--params",
+            json.dumps(CONV),
+            "--random-weights",
+            "0",
+            "--format",
+            "aimodel",
+            "--quantize",
+            '{"mode": "palettize", "nbits": 3}',
+            "-o",
+            str(out),
+        ]
+    )
     assert code == 2 and not out.exists()
 
 
 def test_the_cli_writes_a_verified_aimodel_zip(tmp_path, capsys):
     out = tmp_path / "conv.aimodel.zip"
-    code = cli_main(["compile", "conv", "--params", json.dumps(CONV), "--random-weights", "0",
-                     "--format", "aimodel", "--verify", "-o", str(out)])  # fmt: skip
+    code = cli_main(
+        [
+            "compile",
+            "conv",
+            "--params",
+            json.dumps(CONV),
+            "--random-weights",
+            "0",
+            "--format",
+            "aimodel",
+            "--verify",
+            "-o",
+            str(out),
+        ]
+    )
     assert code == 0, capsys.readouterr().err
     with zipfile.ZipFile(out) as zf:
         assert json.loads(zf.read("verification.json"))["apple_runtime"]["passed"]
 
 
 def test_an_exit_time_abort_of_the_runtime_child_is_survived(monkeypatch):
-    build = build_kernel("conv", {"in_channels": 4, "out_channels": 8, "spatial": 2},
-                         random_seed=0)  # fmt: skip
+    build = build_kernel("conv", {"in_channels": 4, "out_channels": 8, "spatial": 2}, random_seed=0)
     x = np.ones((1, 4, 1, 2), np.float16)
     monkeypatch.setenv("ANE_COREAI_ABORT_AFTER_RESULTS", "1")
     report = run_aimodel(aimodel_of(build), [Call("main", {"x": x})])
@@ -144,8 +174,7 @@ def test_an_exit_time_abort_of_the_runtime_child_is_survived(monkeypatch):
 
 
 def test_a_runtime_failure_is_an_error_with_the_runtimes_message():
-    build = build_kernel("conv", {"in_channels": 4, "out_channels": 8, "spatial": 2},
-                         random_seed=0)  # fmt: skip
+    build = build_kernel("conv", {"in_channels": 4, "out_channels": 8, "spatial": 2}, random_seed=0)
     files = aimodel_of(build)
     with pytest.raises(AppleRuntimeError) as caught:  # an input the function does not have
         run_aimodel(files, [Call("main", {"nope": np.ones((1, 4, 1, 2), np.float16)})])

@@ -45,17 +45,23 @@ def test_each_catalog_example_runs_on_apples_runtime_within_its_tolerance(op, pa
 
 
 @pytest.mark.parametrize(
-    ("graph", "weights"), [(swiglu_ffn(16, 24, 8), FFN_WEIGHTS), (MIXED, MIXED_WEIGHTS)],
+    ("graph", "weights"),
+    [(swiglu_ffn(16, 24, 8), FFN_WEIGHTS), (MIXED, MIXED_WEIGHTS)],
     ids=["swiglu_ffn", "mixed"],
-)  # fmt: skip
+)
 def test_the_graph_examples_run_within_their_tolerance(graph, weights):
     request = KernelRequest.create(graph=graph, weights=weights)
     _assert_passes(apple_report(build_program(request, random_seed=0)))
 
 
 def test_a_decoder_layer_with_prefill_and_decode_functions_is_two_graphs_sharing_weights():
-    base = {"hidden_size": 32, "intermediate_size": 48, "num_attention_heads": 4,
-            "num_key_value_heads": 2, "seq_len": 8}  # fmt: skip
+    base = {
+        "hidden_size": 32,
+        "intermediate_size": 48,
+        "num_attention_heads": 4,
+        "num_key_value_heads": 2,
+        "seq_len": 8,
+    }
     functions = {"prefill": {}, "decode": {"seq_len": 1, "mode": "decode", "cache_len": 16}}
     build = _build("decoder_layer", base, functions=functions)
     text = str(translate(build.program))
@@ -74,11 +80,18 @@ QUANTIZE = [
     {"mode": "palettize", "nbits": 8},
     {"mode": "linear", "dtype": "int8"},
     {"mode": "linear", "dtype": "int4", "granularity": "per_block", "block_size": 8},
-    {"mode": "linear", "dtype": "uint4", "granularity": "per_block", "block_size": 8,
-     "symmetric": False},
-]  # fmt: skip
-SHAPES = {"conv": {"in_channels": 16, "out_channels": 8, "spatial": 3},
-          "matmul": {"in_features": 16, "out_features": 8, "tokens": 5}}  # fmt: skip
+    {
+        "mode": "linear",
+        "dtype": "uint4",
+        "granularity": "per_block",
+        "block_size": 8,
+        "symmetric": False,
+    },
+]
+SHAPES = {
+    "conv": {"in_channels": 16, "out_channels": 8, "spatial": 3},
+    "matmul": {"in_features": 16, "out_features": 8, "tokens": 5},
+}
 
 
 @pytest.mark.parametrize("op", SHAPES)
@@ -99,9 +112,12 @@ def test_sub_byte_values_are_packed_low_bits_first():
 
 @pytest.mark.parametrize(
     ("x_shape", "w_shape", "weight_first", "transpose_y"),
-    [((2, 3, 16), (16, 8), False, False), ((5, 16), (8, 16), False, True),
-     ((1, 16, 5), (8, 16), True, False)],
-)  # fmt: skip
+    [
+        ((2, 3, 16), (16, 8), False, False),
+        ((5, 16), (8, 16), False, True),
+        ((1, 16, 5), (8, 16), True, False),
+    ],
+)
 def test_a_matmul_with_a_weight_is_a_1x1_convolution(x_shape, w_shape, weight_first, transpose_y):
     """Apple's CPU runtime sums an fp16 batch_matmul in fp16; a convolution sums in fp32."""
     rng = np.random.default_rng(0)
@@ -139,9 +155,11 @@ def test_attention_keeps_fp16_batch_matmuls_and_its_tolerance_says_so():
 
 @pytest.mark.parametrize(
     ("config", "names"),
-    [({"mode": "palettize", "nbits": 3}, "uint3"),
-     ({"mode": "prune", "target_sparsity": 0.5}, "constexpr_sparse_to_dense")],
-)  # fmt: skip
+    [
+        ({"mode": "palettize", "nbits": 3}, "uint3"),
+        ({"mode": "prune", "target_sparsity": 0.5}, "constexpr_sparse_to_dense"),
+    ],
+)
 def test_what_core_ai_cannot_express_is_named(config, names):
     found = untranslatable(_build("conv", SHAPES["conv"], quantize=config).program)
     assert found is not None and names in found.reason
@@ -161,9 +179,16 @@ def _primitives_program():
     x = b.input("x", DType.FP16, (1, 4, 3, 6))
     q = b.input("q", DType.FP16, (2, 5, 8))
     outs = [
-        b.op("slice_by_index", "sliced", x=x, begin=[0, 1, 0, 1], end=[1, 4, 3, 6],
-             stride=[1, 2, 1, 2], begin_mask=[False, False, True, False],
-             squeeze_mask=[True, False, False, False]),
+        b.op(
+            "slice_by_index",
+            "sliced",
+            x=x,
+            begin=[0, 1, 0, 1],
+            end=[1, 4, 3, 6],
+            stride=[1, 2, 1, 2],
+            begin_mask=[False, False, True, False],
+            squeeze_mask=[True, False, False, False],
+        ),
         b.op("slice_by_size", "window", x=x, begin=[0, 1, 1, 2], size=[1, 2, -1, 3]),
         b.op("squeeze", "squeezed", x=b.op("expand_dims", "expanded", x=x, axes=[0]), axes=[0]),
         b.op("reduce_l2_norm", "norm", x=x, axes=[1], keep_dims=False),
@@ -173,21 +198,40 @@ def _primitives_program():
         b.op("concat", "woven", values=(x, x), axis=1, interleave=True),
         b.op("softmax", "probs", x=x, axis=-1),
         b.op("tile", "tiled", x=x, reps=[1, 1, 2, 1]),
-        b.op("conv", "padded", x=x, weight=b.const("w3", np.full((2, 4, 3, 3), 0.1), DType.FP16),
-             pad_type="custom", pad=[1, 1, 0, 2]),
-        b.op("conv", "same", x=x, weight=b.const("w2", np.full((2, 4, 2, 3), 0.1), DType.FP16),
-             pad_type="same", strides=[2, 1]),
-        b.op("scaled_dot_product_attention", "attended", query=q, key=q, value=q,
-             attn_mask=b.const("keep", np.tril(np.ones((5, 5), bool)), DType.BOOL)),
-    ]  # fmt: skip
+        b.op(
+            "conv",
+            "padded",
+            x=x,
+            weight=b.const("w3", np.full((2, 4, 3, 3), 0.1), DType.FP16),
+            pad_type="custom",
+            pad=[1, 1, 0, 2],
+        ),
+        b.op(
+            "conv",
+            "same",
+            x=x,
+            weight=b.const("w2", np.full((2, 4, 2, 3), 0.1), DType.FP16),
+            pad_type="same",
+            strides=[2, 1],
+        ),
+        b.op(
+            "scaled_dot_product_attention",
+            "attended",
+            query=q,
+            key=q,
+            value=q,
+            attn_mask=b.const("keep", np.tril(np.ones((5, 5), bool)), DType.BOOL),
+        ),
+    ]
     return b.build(outs)
 
 
 def test_shape_and_elementwise_rules_match_the_reference_executor():
     program = _primitives_program()
     rng = np.random.default_rng(0)
-    inputs = {v.name: rng.standard_normal(v.tensor.shape).astype(np.float16)
-              for v in program.main.inputs}  # fmt: skip
+    inputs = {
+        v.name: rng.standard_normal(v.tensor.shape).astype(np.float16) for v in program.main.inputs
+    }
     expected = Executor(program).run(inputs).outputs
     (got,) = run_aimodel(aimodel_files(translate(program)), [Call("main", inputs)]).results
     for name, want in expected.items():

@@ -31,9 +31,29 @@ from app.settings import Settings
 REPO = Path(__file__).resolve().parent.parent
 DEVICES_MD = REPO / "docs" / "devices.md"
 # The chips the table must hold (issue 21), by their names.
-NAMED = ["m1", "m1-pro", "m1-max", "m2", "m2-pro", "m2-max", "m3", "m3-pro", "m3-max", "m4",
-         "m4-pro", "m4-max", "m5", "m5-pro", "m5-max", "a15", "a16", "a17-pro", "a18", "a18-pro",
-         "a19-pro"]  # fmt: skip
+NAMED = [
+    "m1",
+    "m1-pro",
+    "m1-max",
+    "m2",
+    "m2-pro",
+    "m2-max",
+    "m3",
+    "m3-pro",
+    "m3-max",
+    "m4",
+    "m4-pro",
+    "m4-max",
+    "m5",
+    "m5-pro",
+    "m5-max",
+    "a15",
+    "a16",
+    "a17-pro",
+    "a18",
+    "a18-pro",
+    "a19-pro",
+]
 
 
 def _docs_sources() -> set[str]:
@@ -64,8 +84,12 @@ def test_every_device_number_has_a_source_in_the_docs_table_and_a_provenance():
 
 def test_a_measured_fact_names_a_chip_its_source_measured():
     """Measured numbers are few: each must be on a chip its source speaks of."""
-    measured = {(c.name, q) for c in CHIPS for q, f in c.facts().items()
-                if f.provenance is Provenance.MEASURED}  # fmt: skip
+    measured = {
+        (c.name, q)
+        for c in CHIPS
+        for q, f in c.facts().items()
+        if f.provenance is Provenance.MEASURED
+    }
     chips = {name for name, _ in measured}
     assert {"m1", "m4", "m5", "m3-max", "m4-max", "m5-max", "a19-pro"} <= chips
     assert ("a18-pro", "bandwidth_gbs") not in measured  # no one measured a phone's ANE bandwidth

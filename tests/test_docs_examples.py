@@ -58,8 +58,9 @@ def _sharded_llama(name: str) -> Callable[[Path], None]:
     def setup(folder: Path) -> None:
         from checkpoint_support import LLAMA, write_checkpoint
 
-        write_checkpoint(folder / name, LLAMA | {"num_hidden_layers": 4}, dtype="bfloat16",
-                         seed=3, shards=2)  # fmt: skip
+        write_checkpoint(
+            folder / name, LLAMA | {"num_hidden_layers": 4}, dtype="bfloat16", seed=3, shards=2
+        )
 
     return setup
 
@@ -94,14 +95,27 @@ def served(tmp_path_factory) -> Iterator[str]:
 
 def _run(block: Block, folder: Path, served: str, env: dict[str, str]) -> None:
     code = SERVED_AT.sub(served, block.code)
-    command = [str(VENV / "bin" / "python"), "-"] if RUNNABLE[block.language] == "python" else [
-        "bash", "-e", "-o", "pipefail", "-s"]  # fmt: skip
-    done = subprocess.run(command, input=code, cwd=folder, env=env, capture_output=True,
-                          text=True, timeout=BLOCK_TIMEOUT_S)  # fmt: skip
+    command = (
+        [str(VENV / "bin" / "python"), "-"]
+        if RUNNABLE[block.language] == "python"
+        else ["bash", "-e", "-o", "pipefail", "-s"]
+    )
+    done = subprocess.run(
+        command,
+        input=code,
+        cwd=folder,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=BLOCK_TIMEOUT_S,
+    )
     if done.returncode != 0:
-        pytest.fail(f"{block.where} ({block.language}) exited {done.returncode}\n--- block\n"
-                    f"{code}--- stdout\n{done.stdout[-4000:]}\n--- stderr\n"
-                    f"{done.stderr[-4000:]}", pytrace=False)  # fmt: skip
+        pytest.fail(
+            f"{block.where} ({block.language}) exited {done.returncode}\n--- block\n"
+            f"{code}--- stdout\n{done.stdout[-4000:]}\n--- stderr\n"
+            f"{done.stderr[-4000:]}",
+            pytrace=False,
+        )
 
 
 @pytest.mark.parametrize("page", PAGES, ids=lambda p: str(p.relative_to(REPO)))
@@ -137,8 +151,11 @@ def test_blocks_that_cannot_run_here_say_so() -> None:
 
 def test_the_opt_outs_are_listed() -> None:
     """The examples the docs tests do not run, each with its reason (printed with -rA)."""
-    opted = [b for b in all_blocks() if b.opt_out and (b.language in RUNNABLE or
-                                                       b.language in NEEDS_MARKER)]  # fmt: skip
+    opted = [
+        b
+        for b in all_blocks()
+        if b.opt_out and (b.language in RUNNABLE or b.language in NEEDS_MARKER)
+    ]
     print(f"\n{len(opted)} examples not run by the docs tests:")
     for b in opted:
         print(f"  {b.where} [{b.language}] {b.opt_out}")

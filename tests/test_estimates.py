@@ -58,8 +58,15 @@ def test_palettized_weights_stream_compressed_only_where_the_chip_streams_them()
 
 
 def test_a_chain_pays_one_dispatch_per_program():
-    params = {"hidden_size": 64, "intermediate_size": 128, "num_attention_heads": 4,
-              "num_key_value_heads": 2, "num_layers": 4, "seq_len": 16, "split": True}  # fmt: skip
+    params = {
+        "hidden_size": 64,
+        "intermediate_size": 128,
+        "num_attention_heads": 4,
+        "num_key_value_heads": 2,
+        "num_layers": 4,
+        "seq_len": 16,
+        "split": True,
+    }
     whole = _prepared("decoder_stack", {**params, "split": False})
     chained = _prepared("decoder_stack", params, limits=Limits(max_program_weight_bytes=80_000))
     assert chained.chain is not None and len(chained.chain.parts) >= 2
@@ -76,12 +83,18 @@ def test_a_chain_pays_one_dispatch_per_program():
 
 
 def test_a_package_of_functions_is_priced_one_function_at_a_time():
-    base = {"hidden_size": 32, "intermediate_size": 48, "num_attention_heads": 4,
-            "num_key_value_heads": 2, "seq_len": 8}  # fmt: skip
+    base = {
+        "hidden_size": 32,
+        "intermediate_size": 48,
+        "num_attention_heads": 4,
+        "num_key_value_heads": 2,
+        "seq_len": 8,
+    }
     functions = {"prefill": {}, "decode": {"seq_len": 1, "mode": "decode", "cache_len": 16}}
     weights = build_kernel("decoder_layer", base, random_seed=0).weights
-    request = KernelRequest.create("decoder_layer", base, weights, format="mil",
-                                   functions=functions)  # fmt: skip
+    request = KernelRequest.create(
+        "decoder_layer", base, weights, format="mil", functions=functions
+    )
     works, kind = build_works(artifacts.prepare(request).build)
     assert kind == "functions" and [w.name.split(".")[-1] for w in works] == ["prefill", "decode"]
     assert works[0].flops > works[1].flops  # 8 positions against 1
@@ -118,8 +131,9 @@ def test_kernel_answers_carry_an_estimate_and_get_estimate_prices_the_artifact(c
     assert client.post("/v1/kernels/conv", json=body).headers["x-ane-estimate"] == header
     chosen = client.post("/v1/kernels/conv", params={"device": ["m4", "a15"]}, json=body)
     assert [p.split("=")[0] for p in chosen.headers["x-ane-estimate"].split("; ")] == ["m4", "a15"]
-    assert_problem(client.post("/v1/kernels/conv", params={"device": "m9"}, json=body), 422,
-                   "device")  # fmt: skip
+    assert_problem(
+        client.post("/v1/kernels/conv", params={"device": "m9"}, json=body), 422, "device"
+    )
     etag = first.headers["etag"]
     answer = client.get("/v1/estimate", params={"artifact": etag, "device": ["m4", "a15"]})
     assert answer.status_code == 200, answer.text
@@ -128,25 +142,42 @@ def test_kernel_answers_carry_an_estimate_and_get_estimate_prices_the_artifact(c
     assert m4["programs"][0]["flops"] == 2 * 64 * 64 * 32
     low, high = m4["latency_ms_range"]
     assert low < m4["latency_ms"] < high and f"m4={m4['latency_ms']:g}ms" in header
-    assert_problem(client.get("/v1/estimate", params={"artifact": etag, "device": "m9"}), 422,
-                   "device")  # fmt: skip
-    assert_problem(client.get("/v1/estimate", params={"artifact": "sha256:" + "0" * 64}), 404,
-                   "artifact")  # fmt: skip
+    assert_problem(
+        client.get("/v1/estimate", params={"artifact": etag, "device": "m9"}), 422, "device"
+    )
+    assert_problem(
+        client.get("/v1/estimate", params={"artifact": "sha256:" + "0" * 64}), 404, "artifact"
+    )
 
 
 @pytest.mark.parametrize("fmt", ["mil", "mlpackage"])
 def test_estimate_on_the_command_line(tmp_path, fmt):
     out = tmp_path / "c.zip"
     compiled = subprocess.run(
-        [sys.executable, "-m", "app.cli", "compile", "conv", "--params", json.dumps(CONV),
-         "--random-weights", "1", "--format", fmt, "-o", str(out)],
-        capture_output=True, text=True,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "app.cli",
+            "compile",
+            "conv",
+            "--params",
+            json.dumps(CONV),
+            "--random-weights",
+            "1",
+            "--format",
+            fmt,
+            "-o",
+            str(out),
+        ],
+        capture_output=True,
+        text=True,
+    )
     assert compiled.returncode == 0, compiled.stderr
     assert "estimate: m1=" in compiled.stdout  # the build summary
     run = [sys.executable, "-m", "app.cli", "estimate", str(out)]
-    answer = json.loads(subprocess.run([*run, "--device", "m4", "--json"], capture_output=True,
-                                       text=True).stdout)  # fmt: skip
+    answer = json.loads(
+        subprocess.run([*run, "--device", "m4", "--json"], capture_output=True, text=True).stdout
+    )
     (m4,) = answer["devices"]
     expected = estimate_works(*build_works(_prepared(fmt=fmt).build), [get_chip("m4")])
     assert m4["programs"][0]["flops"] == expected["devices"][0]["programs"][0]["flops"]

@@ -88,9 +88,14 @@ def _write_project(root: Path) -> Path:
     (root / "w").mkdir(parents=True)
     np.save(root / "w/q.npy", (rng.standard_normal((64, 64)) / 8).astype(np.float32))
     np.save(root / "w/norm.npy", (1 + rng.standard_normal(64) / 10).astype(np.float32))
-    save_file({"k": (rng.standard_normal((32, 64)) / 8).astype(np.float16),
-               "k_bias": rng.standard_normal(32).astype(np.float16),
-               "v": (rng.standard_normal((32, 64)) / 8).astype(np.float32)}, str(root / "w/attn.safetensors"))  # fmt: skip
+    save_file(
+        {
+            "k": (rng.standard_normal((32, 64)) / 8).astype(np.float16),
+            "k_bias": rng.standard_normal(32).astype(np.float16),
+            "v": (rng.standard_normal((32, 64)) / 8).astype(np.float32),
+        },
+        str(root / "w/attn.safetensors"),
+    )
     manifest = root / "kernels.toml"
     manifest.write_text(MANIFEST)
     return manifest
@@ -158,8 +163,13 @@ def test_manifest_builds_reruns_as_cache_hits_and_checks(farm_server, tmp_path):
         "conv", {"in_channels": 64, "out_channels": 64, "spatial": 16}, {"weight": q}, name="q_proj"
     )
     assert (out / entries["q_proj"]["file"]).read_bytes() == local
-    quantized = kernel_zip("conv", {"in_channels": 64, "out_channels": 64, "spatial": 16},
-                           {"weight": q}, name="o_proj", quantize={"mode": "linear", "dtype": "int8"})  # fmt: skip
+    quantized = kernel_zip(
+        "conv",
+        {"in_channels": 64, "out_channels": 64, "spatial": 16},
+        {"weight": q},
+        name="o_proj",
+        quantize={"mode": "linear", "dtype": "int8"},
+    )
     assert (out / entries["o_proj"]["file"]).read_bytes() == quantized != local
 
     # Nothing changed: no uploads, no builds, the same lock byte for byte.
@@ -193,8 +203,19 @@ def test_interrupted_build_resumes(farm_server, tmp_path):
     slow = MANIFEST.replace("channels = 32, spatial = 4 }", "channels = 48, spatial = 4 }")
     manifest.write_text(slow)
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
-    args = [sys.executable, "-m", "app.cli", "build", str(manifest), "--server", url, "--out", str(out),
-            "--concurrency", "1"]  # fmt: skip
+    args = [
+        sys.executable,
+        "-m",
+        "app.cli",
+        "build",
+        str(manifest),
+        "--server",
+        url,
+        "--out",
+        str(out),
+        "--concurrency",
+        "1",
+    ]
     proc = subprocess.Popen(
         args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env
     )
@@ -223,8 +244,12 @@ def test_jobs_commands(farm_server, tmp_path):
     url, log = farm_server
 
     def cli(*args):
-        done = subprocess.run([sys.executable, "-m", "app.cli", "jobs", *args, "--server", url],
-                              capture_output=True, text=True, timeout=120)  # fmt: skip
+        done = subprocess.run(
+            [sys.executable, "-m", "app.cli", "jobs", *args, "--server", url],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
         return done
 
     params = json.dumps({"channels": 8, "spatial": 3})
@@ -259,20 +284,32 @@ def test_jobs_commands(farm_server, tmp_path):
 
 
 BAD_ENTRIES = [
-    ('op = "identity"\nparams = { channels = 4, spatial = 1 }\n'
-     'quantize = { mode = "palettize", nbits = 4 }', r"kernels\.bad\.quantize: identity has no"),
-    ('op = "conv"\nparams = { in_channels = 0, out_channels = 4, spatial = 1 }',
-     r"kernels\.bad\.params\.in_channels: "),
-    ('op = "conv"\nparams = { in_channels = 32, out_channels = 32, spatial = 1 }\n'
-     'target = "ios17"\nquantize = { mode = "linear", dtype = "int4" }',
-     r"kernels\.bad\.quantize\.dtype: int4 needs ios18"),
+    (
+        'op = "identity"\nparams = { channels = 4, spatial = 1 }\n'
+        'quantize = { mode = "palettize", nbits = 4 }',
+        r"kernels\.bad\.quantize: identity has no",
+    ),
+    (
+        'op = "conv"\nparams = { in_channels = 0, out_channels = 4, spatial = 1 }',
+        r"kernels\.bad\.params\.in_channels: ",
+    ),
+    (
+        'op = "conv"\nparams = { in_channels = 32, out_channels = 32, spatial = 1 }\n'
+        'target = "ios17"\nquantize = { mode = "linear", dtype = "int4" }',
+        r"kernels\.bad\.quantize\.dtype: int4 needs ios18",
+    ),
     ('graph = "bad_graph.json"', r"kernels\.bad\.graph\.nodes\[1\]\.inputs\.x: "),
-    ('op = "conv"\nparams = { in_channels = 4, out_channels = 4, spatial = 1 }\n'
-     'format = "aimodel"\narchitectures = ["m4", "h16"]',
-     r"kernels\.bad\.architectures\[1\]: 'h16' is not a chip"),
-    ('op = "conv"\nparams = { in_channels = 4, out_channels = 4, spatial = 1 }\n'
-     'architectures = ["m4"]', r"kernels\.bad\.architectures: a device compile starts from"),
-]  # fmt: skip
+    (
+        'op = "conv"\nparams = { in_channels = 4, out_channels = 4, spatial = 1 }\n'
+        'format = "aimodel"\narchitectures = ["m4", "h16"]',
+        r"kernels\.bad\.architectures\[1\]: 'h16' is not a chip",
+    ),
+    (
+        'op = "conv"\nparams = { in_channels = 4, out_channels = 4, spatial = 1 }\n'
+        'architectures = ["m4"]',
+        r"kernels\.bad\.architectures: a device compile starts from",
+    ),
+]
 
 
 @pytest.mark.parametrize(("entry", "message"), BAD_ENTRIES)
@@ -322,12 +359,30 @@ def test_a_model_entry_builds_the_clis_kit_and_reruns_up_to_date(farm_server, tm
     assert all(d.startswith("sha256:") for d in entry["model"].values())
     assert entry["toolchain"]["format"] == "mil"
     cli = tmp_path / "cli.kit.zip"
-    assert main(["model", str(tmp_path / "Qwen3-tiny"), "-o", str(cli), "--format", "mil",
-                 "--context", "16", "--prefill", "4", "--kv", "state"]) == 0  # fmt: skip
+    assert (
+        main(
+            [
+                "model",
+                str(tmp_path / "Qwen3-tiny"),
+                "-o",
+                str(cli),
+                "--format",
+                "mil",
+                "--context",
+                "16",
+                "--prefill",
+                "4",
+                "--kv",
+                "state",
+            ]
+        )
+        == 0
+    )
     assert (out / "qwen3.kit.zip").read_bytes() == cli.read_bytes()
     again = build(url, manifest, out, "--json")
     assert again.returncode == 0 and json.loads(again.stdout)["kernels"]["qwen3"]["status"] == (
-        "up to date")  # fmt: skip
+        "up to date"
+    )
     manifest.write_text(MODEL_MANIFEST + 'device = "m99"\n')
     from app.farm.manifest import ManifestError, load_manifest
 

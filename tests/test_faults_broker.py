@@ -35,8 +35,11 @@ from app.settings import Settings
 PARAMS = {"in_channels": 2, "out_channels": 2, "spatial": 4}
 W = [[1.0, 0.0], [0.0, 1.0]]
 # Fast reconnects and short client back-offs keep the outages short.
-WORKER_FAST = {"ANE_BROKER_RETRY_S": "0.2", "ANE_BROKER_RETRY_MAX_S": "1",
-               "ANE_WORKER_MAX_JOBS": "4"}  # fmt: skip
+WORKER_FAST = {
+    "ANE_BROKER_RETRY_S": "0.2",
+    "ANE_BROKER_RETRY_MAX_S": "1",
+    "ANE_WORKER_MAX_JOBS": "4",
+}
 API = {"retry_after_seconds": "1", "sync_wait_s": "0.2"}
 
 
@@ -45,8 +48,9 @@ def job_body(name: str) -> dict:
 
 
 def cli(*args: str, **kwargs) -> subprocess.Popen:
-    return subprocess.Popen([*CLI, *args], cwd=REPO, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, **kwargs)  # fmt: skip
+    return subprocess.Popen(
+        [*CLI, *args], cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **kwargs
+    )
 
 
 def assert_broker_503(response: httpx.Response) -> dict:
@@ -83,9 +87,14 @@ def test_an_api_whose_broker_is_down_serves_what_needs_no_broker(tmp_path):
         assert ready["checks"]["broker"].startswith(
             f"the job broker (Redis at {dead}) is unreachable"
         )
-        for answer in (c.post("/v1/jobs", json=job_body("k")), c.get("/v1/jobs"),
-                       c.get("/v1/jobs/abc"), c.delete("/v1/jobs/abc"),
-                       c.get("/v1/batches/abc"), c.get("/v1/workers")):  # fmt: skip
+        for answer in (
+            c.post("/v1/jobs", json=job_body("k")),
+            c.get("/v1/jobs"),
+            c.get("/v1/jobs/abc"),
+            c.delete("/v1/jobs/abc"),
+            c.get("/v1/batches/abc"),
+            c.get("/v1/workers"),
+        ):
             assert_broker_503(answer)
         served = c.post("/v1/kernels", json={**job_body("k"), "format": "mil"})
         assert served.status_code == 200 and served.headers["x-cache"] == "miss"
@@ -97,8 +106,12 @@ def test_an_api_whose_broker_is_down_serves_what_needs_no_broker(tmp_path):
 
 def test_worker_check_names_an_unreachable_broker():
     dead = f"redis://127.0.0.1:{free_port()}/0"
-    done = subprocess.run([*CLI, "worker", "--queue", "ane-linux", "--check", "--redis-url", dead],
-                          cwd=REPO, capture_output=True, text=True)  # fmt: skip
+    done = subprocess.run(
+        [*CLI, "worker", "--queue", "ane-linux", "--check", "--redis-url", dead],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+    )
     assert done.returncode == 1
     assert f"the broker {dead} is unreachable" in done.stderr
 
@@ -106,13 +119,16 @@ def test_worker_check_names_an_unreachable_broker():
 @pytest.mark.slow
 def test_redis_killed_mid_compile_and_started_again_empty(tmp_path):
     data_dir, xcrun_log = tmp_path / "data", tmp_path / "xcrun.log"
-    env = worker_env("", data_dir, xcrun_log, FAKE_XCRUN_SLEEP="slow=3,waited=3,built=3",
-                     **WORKER_FAST)  # fmt: skip
+    env = worker_env(
+        "", data_dir, xcrun_log, FAKE_XCRUN_SLEEP="slow=3,waited=3,built=3", **WORKER_FAST
+    )
     manifest = tmp_path / "kernels.toml"
     np.save(tmp_path / "w.npy", np.eye(2, dtype=np.float32))
-    manifest.write_text('[kernels.built]\nop = "conv"\nformat = "mlmodelc"\n'
-                        'params = { in_channels = 2, out_channels = 2, spatial = 4 }\n'
-                        'weights = { weight = "w.npy" }\n')  # fmt: skip
+    manifest.write_text(
+        '[kernels.built]\nop = "conv"\nformat = "mlmodelc"\n'
+        "params = { in_channels = 2, out_channels = 2, spatial = 4 }\n"
+        'weights = { weight = "w.npy" }\n'
+    )
     with redis_process(tmp_path, persistent=False) as server:
         server.start()
         env["ANE_REDIS_URL"] = server.url
@@ -126,20 +142,34 @@ def test_redis_killed_mid_compile_and_started_again_empty(tmp_path):
             ):
                 # Three clients with a job each: the SDK, `jobs wait` (a job posted as JSON
                 # with inline weights) and `build`.
-                job = sdk.submit("conv", PARAMS, {"weight": np.eye(2, dtype=np.float32)},
-                                 format="mlmodelc", name="slow")  # fmt: skip
+                job = sdk.submit(
+                    "conv",
+                    PARAMS,
+                    {"weight": np.eye(2, dtype=np.float32)},
+                    format="mlmodelc",
+                    name="slow",
+                )
                 waited = c.post("/v1/jobs", json=job_body("waited")).json()
                 cli_env = {**os.environ, "ANE_SERVER": url}
                 waiting = cli("jobs", "wait", waited["id"], "--json", env=cli_env)
-                building = cli("build", str(manifest), "--out", str(tmp_path / "out"), "--json",
-                               env=cli_env)  # fmt: skip
-                eventually(lambda: len(xcrun_events(xcrun_log, event="start")) == 3, 60,
-                           "three compiles running")  # fmt: skip
+                building = cli(
+                    "build", str(manifest), "--out", str(tmp_path / "out"), "--json", env=cli_env
+                )
+                eventually(
+                    lambda: len(xcrun_events(xcrun_log, event="start")) == 3,
+                    60,
+                    "three compiles running",
+                )
                 # `jobs wait` can submit again only a job it has seen: let it fetch it once.
                 followed = f"/v1/jobs/{waited['id']}"
-                eventually(lambda: any(d["path"] == followed and d["status"] == 200
-                                       for d in access_log(log_path(data_dir, url))),
-                           60, "`jobs wait` following its job")  # fmt: skip
+                eventually(
+                    lambda: any(
+                        d["path"] == followed and d["status"] == 200
+                        for d in access_log(log_path(data_dir, url))
+                    ),
+                    60,
+                    "`jobs wait` following its job",
+                )
 
                 server.kill()
                 assert_broker_503(c.post("/v1/jobs", json=job_body("during")))
@@ -153,8 +183,11 @@ def test_redis_killed_mid_compile_and_started_again_empty(tmp_path):
                 assert mil.status_code == 200
                 assert metric(c, "ane_broker_errors_total") >= 6
                 # The running compiles finish while the broker is away; the worker stays.
-                eventually(lambda: len(xcrun_events(xcrun_log, event="done")) == 3, 30,
-                           "the compiles to finish")  # fmt: skip
+                eventually(
+                    lambda: len(xcrun_events(xcrun_log, event="done")) == 3,
+                    30,
+                    "the compiles to finish",
+                )
                 time.sleep(1)  # a few reconnect attempts
                 assert worker.proc.poll() is None
 
@@ -183,8 +216,12 @@ def test_redis_killed_mid_compile_and_started_again_empty(tmp_path):
                 # New work after the outage: the same worker takes it, no restart.
                 after = c.post("/v1/jobs", json=job_body("after")).json()
                 finished = eventually(
-                    lambda: (j := c.get(f"/v1/jobs/{after['id']}").json())["state"] == "succeeded"
-                    and j, 60, "a job submitted after the outage")  # fmt: skip
+                    lambda: (
+                        (j := c.get(f"/v1/jobs/{after['id']}").json())["state"] == "succeeded" and j
+                    ),
+                    60,
+                    "a job submitted after the outage",
+                )
                 assert finished["worker"].endswith(f":{worker.pid}")
             for model in ("slow", "waited", "built", "after"):  # one compile each, no rerun
                 assert len(xcrun_events(xcrun_log, model, "start")) == 1, model
@@ -224,8 +261,12 @@ def test_redis_with_its_append_only_file_comes_back_with_the_job(tmp_path):
 
                 server.start()  # from its append-only file: the record is back
                 done = eventually(
-                    lambda: (j := c.get(f"/v1/jobs/{job['id']}").json())["state"] == "succeeded"
-                    and j, 30, "the job's result recorded after the outage")  # fmt: skip
+                    lambda: (
+                        (j := c.get(f"/v1/jobs/{job['id']}").json())["state"] == "succeeded" and j
+                    ),
+                    30,
+                    "the job's result recorded after the outage",
+                )
                 assert done["attempts"] == 1 and done["worker"].endswith(f":{worker.pid}")
                 assert len(xcrun_events(xcrun_log, "kept", "start")) == 1
                 assert c.get(f"/v1/jobs/{job['id']}/artifact").status_code == 200
@@ -235,8 +276,13 @@ def test_redis_with_its_append_only_file_comes_back_with_the_job(tmp_path):
                 # exiting; one stopped during it (SIGTERM) exits at once and cleanly.
                 server.kill()
                 late = WorkerProcess("ane-linux", env, tmp_path / "late.log")
-                eventually(lambda: "broker unreachable; reconnecting with backoff"
-                           in late.log_path.read_text(), 60, "the late worker to wait")  # fmt: skip
+                eventually(
+                    lambda: (
+                        "broker unreachable; reconnecting with backoff" in late.log_path.read_text()
+                    ),
+                    60,
+                    "the late worker to wait",
+                )
                 worker.proc.send_signal(signal.SIGTERM)
                 assert worker.proc.wait(timeout=20) == 0
                 time.sleep(1)
@@ -245,8 +291,12 @@ def test_redis_with_its_append_only_file_comes_back_with_the_job(tmp_path):
                 late.wait_ready(server.url)
                 again = c.post("/v1/jobs", json=job_body("late")).json()
                 finished = eventually(
-                    lambda: (j := c.get(f"/v1/jobs/{again['id']}").json())["state"] == "succeeded"
-                    and j, 60, "a job for the worker that started during the outage")  # fmt: skip
+                    lambda: (
+                        (j := c.get(f"/v1/jobs/{again['id']}").json())["state"] == "succeeded" and j
+                    ),
+                    60,
+                    "a job for the worker that started during the outage",
+                )
                 assert finished["worker"].endswith(f":{late.pid}")
                 assert late.proc.poll() is None
         finally:

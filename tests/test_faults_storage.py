@@ -83,16 +83,22 @@ def test_uploads_larger_than_the_volume_are_refused_with_507(tmp_path):
 
             # A kernel request's multipart spool, likewise.
             spec = json.dumps({"in_channels": 1024, "out_channels": 2048, "spatial": 16})
-            parts = c.post("/v1/kernels/conv",
-                           files={"spec": (None, spec), "weight": ("w.npy", big)})  # fmt: skip
+            parts = c.post(
+                "/v1/kernels/conv", files={"spec": (None, spec), "weight": ("w.npy", big)}
+            )
             assert_full(parts, "blob store", "blobs/tmp")
             assert not leftovers(data_dir)
 
             # The service keeps serving.
             small = c.post("/v1/blobs", content=npy_bytes(weight(2, 64)))
             assert small.status_code == 201
-            body = {"in_channels": 2, "out_channels": 2, "spatial": 4,
-                    "weights": {"weight": [[1, 0], [0, 1]]}, "format": "mil"}  # fmt: skip
+            body = {
+                "in_channels": 2,
+                "out_channels": 2,
+                "spatial": 4,
+                "weights": {"weight": [[1, 0], [0, 1]]},
+                "format": "mil",
+            }
             assert c.post("/v1/kernels/conv", json=body).status_code == 200
             assert c.get("/readyz").status_code == 200
         no_500(data_dir, url)
@@ -107,8 +113,10 @@ def test_the_artifact_cache_gives_up_room_before_anything_is_refused(tmp_path):
             built = []
             for seed in range(8):  # eight artifacts of about half a MiB each
                 spec = json.dumps({**CONV, "format": "mil", "name": f"k{seed}"})
-                answer = c.post("/v1/kernels/conv", files={
-                    "spec": (None, spec), "weight": ("w.npy", npy_bytes(weight(seed)))})  # fmt: skip
+                answer = c.post(
+                    "/v1/kernels/conv",
+                    files={"spec": (None, spec), "weight": ("w.npy", npy_bytes(weight(seed)))},
+                )
                 assert answer.status_code == 200, answer.text
                 built.append(answer)
             assert metric(c, "ane_cache_evictions_total") == 0
@@ -125,8 +133,10 @@ def test_the_artifact_cache_gives_up_room_before_anything_is_refused(tmp_path):
 
             # A build with no room for its spool nor its zip: both made by eviction.
             spec = json.dumps({**CONV, "format": "mil", "name": "late"})
-            late = c.post("/v1/kernels/conv", files={
-                "spec": (None, spec), "weight": ("w.npy", npy_bytes(weight(11)))})  # fmt: skip
+            late = c.post(
+                "/v1/kernels/conv",
+                files={"spec": (None, spec), "weight": ("w.npy", npy_bytes(weight(11)))},
+            )
             assert late.status_code == 200, late.text
             assert late.headers["x-cache"] == "miss"
             assert metric(c, "ane_cache_evictions_total") > evicted
@@ -140,11 +150,17 @@ def test_the_artifact_cache_gives_up_room_before_anything_is_refused(tmp_path):
 def test_a_full_volume_refuses_builds_and_jobs_with_507_then_recovers(tmp_path):
     with (
         small_filesystem(tmp_path / "data", "6m") as data_dir,
-        environ(PATH=f"{FAKE_XCRUN}{os.pathsep}{os.environ['PATH']}",
-                FAKE_XCRUN_LOG=str(tmp_path / "xcrun.log")),
-    ):  # fmt: skip
-        settings = {"min_free_bytes": str(MiB), "job_max_tries": "2",
-                    "job_retry_backoff_s": "0.1", "sync_wait_s": "10"}  # fmt: skip
+        environ(
+            PATH=f"{FAKE_XCRUN}{os.pathsep}{os.environ['PATH']}",
+            FAKE_XCRUN_LOG=str(tmp_path / "xcrun.log"),
+        ),
+    ):
+        settings = {
+            "min_free_bytes": str(MiB),
+            "job_max_tries": "2",
+            "job_retry_backoff_s": "0.1",
+            "sync_wait_s": "10",
+        }
         with (
             uvicorn_server(data_dir, **settings) as url,
             httpx.Client(base_url=url, timeout=60) as c,
@@ -157,15 +173,18 @@ def test_a_full_volume_refuses_builds_and_jobs_with_507_then_recovers(tmp_path):
             assert "ANE_MIN_FREE_BYTES" in ready["checks"]["storage"]
 
             kernel = {**CONV, "weights": {"weight": digest}, "format": "mil"}
-            problem = assert_full(c.post("/v1/kernels/conv", json=kernel),
-                                  "artifact cache", "artifacts/tmp")  # fmt: skip
+            problem = assert_full(
+                c.post("/v1/kernels/conv", json=kernel), "artifact cache", "artifacts/tmp"
+            )
             assert problem["needed_bytes"] >= 512 << 10  # the fp16 weights at least
             assert not leftovers(data_dir)
 
             job = c.post("/v1/jobs", json={"op": "conv", **kernel, "format": "mlmodelc"}).json()
             deadline = time.monotonic() + 60
             while (state := c.get(f"/v1/jobs/{job['id']}").json())["state"] not in (
-                "succeeded", "failed") and time.monotonic() < deadline:  # fmt: skip
+                "succeeded",
+                "failed",
+            ) and time.monotonic() < deadline:
                 time.sleep(0.1)
             assert state["state"] == "failed" and state["error"]["kind"] == "storage", state
             assert "job scratch directory" in state["error"]["message"]
@@ -188,8 +207,13 @@ def test_a_read_only_volume_is_named_with_503(tmp_path):
             uvicorn_server(data_dir, min_free_bytes=str(MiB)) as url,
             httpx.Client(base_url=url, timeout=60) as c,
         ):
-            body = {"in_channels": 2, "out_channels": 2, "spatial": 4,
-                    "weights": {"weight": [[1, 0], [0, 1]]}, "format": "mil"}  # fmt: skip
+            body = {
+                "in_channels": 2,
+                "out_channels": 2,
+                "spatial": 4,
+                "weights": {"weight": [[1, 0], [0, 1]]},
+                "format": "mil",
+            }
             first = c.post("/v1/kernels/conv", json=body)
             assert first.status_code == 200
             remount(data_dir, "ro")
@@ -201,8 +225,7 @@ def test_a_read_only_volume_is_named_with_503(tmp_path):
                 assert upload["directory"].endswith("blobs/tmp")
                 assert "read-only" in upload["detail"]
                 assert "retry-after" not in refused.headers  # no retry helps: an operator must
-                build = assert_problem(c.post("/v1/kernels/conv", json={**body, "name": "n"}),
-                                       503)  # fmt: skip
+                build = assert_problem(c.post("/v1/kernels/conv", json={**body, "name": "n"}), 503)
                 assert build["store"] == "artifact cache"
                 assert build["directory"].endswith("artifacts/tmp")
                 ready = assert_problem(c.get("/readyz"), 503)

@@ -20,8 +20,13 @@ from app.reference import Executor
 from app.reference.executor import random_inputs
 from app.validation import validate
 
-BASE = {"hidden_size": 32, "intermediate_size": 48, "num_attention_heads": 4,
-        "num_key_value_heads": 2, "seq_len": 8}  # fmt: skip
+BASE = {
+    "hidden_size": 32,
+    "intermediate_size": 48,
+    "num_attention_heads": 4,
+    "num_key_value_heads": 2,
+    "seq_len": 8,
+}
 FUNCTIONS = {"prefill": {}, "decode": {"seq_len": 1, "mode": "decode", "cache_len": 16}}
 PKG = "decoder_layer.mlpackage/Data/com.apple.CoreML"
 
@@ -52,12 +57,21 @@ def test_one_package_two_functions_one_weight_bin(tmp_path):
     assert [f.name for f in spec.description.functions] == ["prefill", "decode"]
     assert spec.description.defaultFunctionName == "prefill" and not spec.description.input
     assert [i.name for i in spec.description.functions[1].input] == [
-        "x", "k_cache", "v_cache", "length", "cos", "sin"]  # fmt: skip
+        "x",
+        "k_cache",
+        "v_cache",
+        "length",
+        "cos",
+        "sin",
+    ]
     import coremltools as ct
 
     for name in FUNCTIONS:
-        model = ct.models.MLModel(str(tmp_path / "x" / "decoder_layer.mlpackage"),
-                                  skip_model_load=True, function_name=name)  # fmt: skip
+        model = ct.models.MLModel(
+            str(tmp_path / "x" / "decoder_layer.mlpackage"),
+            skip_model_load=True,
+            function_name=name,
+        )
         assert model.function_name == name
 
 
@@ -106,8 +120,12 @@ def test_bad_functions_name_the_function(functions, target, field):
 
 
 def test_functions_over_http(client, tmp_path):
-    weights = {k: v.reshape(v.shape[0], -1).tolist() if v.ndim == 4 and v.shape[0] > 1
-               else v.reshape(-1).tolist() for k, v in _weights(2).items()}  # fmt: skip
+    weights = {
+        k: v.reshape(v.shape[0], -1).tolist()
+        if v.ndim == 4 and v.shape[0] > 1
+        else v.reshape(-1).tolist()
+        for k, v in _weights(2).items()
+    }
     body = {**BASE, "weights": weights, "functions": FUNCTIONS, "verify": True, "format": "mil"}
     r = client.post("/v1/kernels/decoder_layer", json=body)
     assert r.status_code == 200, r.text

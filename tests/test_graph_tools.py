@@ -30,8 +30,13 @@ def local(fmt="mil", name="ffn") -> bytes:
 
 
 def cli(*args, cwd=None):
-    return subprocess.run([sys.executable, "-m", "app.cli", *args], capture_output=True,
-                          text=True, timeout=120, cwd=cwd)  # fmt: skip
+    return subprocess.run(
+        [sys.executable, "-m", "app.cli", *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=cwd,
+    )
 
 
 def _files(tmp_path):
@@ -51,8 +56,17 @@ def test_compile_graph_locally_and_on_a_server_gives_the_same_bytes(server, tmp_
     )
     assert done.returncode == 0, done.stderr
     assert (tmp_path / "l.zip").read_bytes() == local()
-    remote = cli("compile-graph", str(graph), *flags, "--format", "mil", "--server", server.url,
-                 "-o", str(tmp_path / "r.zip"))  # fmt: skip
+    remote = cli(
+        "compile-graph",
+        str(graph),
+        *flags,
+        "--format",
+        "mil",
+        "--server",
+        server.url,
+        "-o",
+        str(tmp_path / "r.zip"),
+    )
     assert remote.returncode == 0, remote.stderr
     assert (tmp_path / "r.zip").read_bytes() == local()
 
@@ -66,8 +80,15 @@ def test_compile_graph_bad_input_exits_2_and_writes_nothing(tmp_path):
     done = cli("compile-graph", str(graph), *flags, "-o", str(out))
     assert done.returncode == 2 and "nodes[3].inputs.y" in done.stderr
     assert not out.exists() and not list(tmp_path.glob(".out.zip*"))
-    drawn = cli("compile-graph", str(tmp_path / "ffn.json"), "--random-weights", "1", "--verify",
-                "-o", str(out))  # fmt: skip
+    drawn = cli(
+        "compile-graph",
+        str(tmp_path / "ffn.json"),
+        "--random-weights",
+        "1",
+        "--verify",
+        "-o",
+        str(out),
+    )
     assert drawn.returncode == 2 and "nodes[3].inputs.y" in drawn.stderr
 
 
@@ -89,8 +110,9 @@ graph = "ffn.json"
 weights = {{ {weights} }}
 format = "mil"
 """)
-    done = cli("build", str(manifest), "--server", server.url, "--out", str(tmp_path / "out"),
-               "--json")  # fmt: skip
+    done = cli(
+        "build", str(manifest), "--server", server.url, "--out", str(tmp_path / "out"), "--json"
+    )
     assert done.returncode == 0, done.stderr + done.stdout
     assert (tmp_path / "out" / "ffn.mil.zip").read_bytes() == local()
     entry = json.loads((tmp_path / "ane-kernels.lock").read_text())["kernels"]["ffn"]

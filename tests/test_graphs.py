@@ -33,14 +33,22 @@ MIXED = {
     "nodes": [
         {"id": "norm", "op": "rmsnorm", "params": {"eps": 1e-6}, "inputs": {"x": "x"}},
         {"id": "res", "op": "add", "inputs": {"x": "norm", "y": "r"}},
-        {"id": "halves", "op": "split", "params": {"axis": 1, "num_splits": 2},
-         "inputs": {"x": "res"}},
+        {
+            "id": "halves",
+            "op": "split",
+            "params": {"axis": 1, "num_splits": 2},
+            "inputs": {"x": "res"},
+        },
         {"id": "gated", "op": "mul", "inputs": {"x": "halves.0"}},
-        {"id": "total", "op": "reduce_sum", "params": {"axes": [1], "keep_dims": True},
-         "inputs": {"x": "gated"}},
+        {
+            "id": "total",
+            "op": "reduce_sum",
+            "params": {"axes": [1], "keep_dims": True},
+            "inputs": {"x": "gated"},
+        },
     ],
     "outputs": {"sum": "total", "upper": "halves.1"},
-}  # fmt: skip
+}
 MIXED_WEIGHTS = {
     "norm.weight": (1 + 0.1 * RNG.standard_normal(D)).astype(np.float32),
     "gated.y": RNG.standard_normal((1, D // 2, 1, 1)).astype(np.float32),
@@ -57,8 +65,9 @@ def _zip(graph, weights, fmt, **kw) -> zipfile.ZipFile:
 
 
 @pytest.mark.parametrize("fmt", ["mlpackage", "mil"])
-@pytest.mark.parametrize(("graph", "weights"), [(FFN, FFN_WEIGHTS), (MIXED, MIXED_WEIGHTS)],
-                         ids=["ffn", "mixed"])  # fmt: skip
+@pytest.mark.parametrize(
+    ("graph", "weights"), [(FFN, FFN_WEIGHTS), (MIXED, MIXED_WEIGHTS)], ids=["ffn", "mixed"]
+)
 def test_a_graph_loads_parses_back_and_verifies(tmp_path, graph, weights, fmt):
     path = tmp_path / f"g.{fmt}.zip"
     path.write_bytes(_bytes(graph, weights, fmt, verify=True))
@@ -114,18 +123,30 @@ def _node(graph, index, **changes):
 
 
 BAD = [
-    ("cycle", _node(FFN, 0, inputs={"x": "down"}), "nodes[0].inputs",
-     "cycle: gate -> act -> h -> down -> gate"),
-    ("unknown reference", _node(FFN, 3, inputs={"x": "act", "y": "upp"}), "nodes[3].inputs.y",
-     "neither a graph input"),
+    (
+        "cycle",
+        _node(FFN, 0, inputs={"x": "down"}),
+        "nodes[0].inputs",
+        "cycle: gate -> act -> h -> down -> gate",
+    ),
+    (
+        "unknown reference",
+        _node(FFN, 3, inputs={"x": "act", "y": "upp"}),
+        "nodes[3].inputs.y",
+        "neither a graph input",
+    ),
     ("duplicate id", _node(FFN, 1, id="gate"), "nodes[1].id", "already the id of nodes[0]"),
     ("dangling", {**FFN, "outputs": {"y": "h"}}, "nodes[4]", "feeds no node and no output"),
     ("unknown op", _node(FFN, 2, op="swish"), "nodes[2].op", "neither a catalog op"),
     ("state op", _node(FFN, 2, op="read_state"), "nodes[2].op", "cannot be a graph node"),
     ("output of nothing", {**FFN, "outputs": {"y": "x"}}, "outputs.y", "not a node id"),
-    ("pick of one output", _node(FFN, 2, inputs={"x": "gate.1"}), "nodes[2].inputs.x",
-     "has one output"),
-]  # fmt: skip
+    (
+        "pick of one output",
+        _node(FFN, 2, inputs={"x": "gate.1"}),
+        "nodes[2].inputs.x",
+        "has one output",
+    ),
+]
 
 
 @pytest.mark.parametrize(
@@ -138,27 +159,70 @@ def test_structural_faults_name_their_path(graph, field, message):
 
 
 BUILD_FAULTS = [
-    ("shape mismatch", _node(FFN, 1, params={"out_channels": 10}),
-     {**FFN_WEIGHTS, "up.weight": np.ones((10, D), np.float32)}, "nodes[3]", "do not broadcast"),
-    ("params against inputs", _node(FFN, 0, params={"out_channels": H, "in_channels": 3}),
-     FFN_WEIGHTS, "nodes[0].params.in_channels", "its inputs fix 16"),
-    ("missing weight", FFN, {k: v for k, v in FFN_WEIGHTS.items() if k != "up.weight"},
-     "nodes[1].weights.weight", "missing weight"),
-    ("wrong weight shape", FFN, {**FFN_WEIGHTS, "up.weight": np.ones((3, 3), np.float32)},
-     "nodes[1].weights.weight", "expected shape"),
-    ("weight of no node", FFN, {**FFN_WEIGHTS, "nope.weight": np.ones(3, np.float32)},
-     "weights.nope.weight", "names no node"),
-    ("param as input", _node(FFN, 2, op="softmax", inputs={"x": "gate", "axis": "x"}),
-     FFN_WEIGHTS, "nodes[2].inputs.axis", "belongs in params"),
-    ("unknown param", _node(FFN, 2, params={"alpha": 1}), FFN_WEIGHTS, "nodes[2].params.alpha",
-     "not an argument of silu"),
-    ("bad catalog param", _node(FFN, 0, params={"out_channels": 0}), FFN_WEIGHTS,
-     "nodes[0].params.out_channels", "greater than or equal to 1"),
-]  # fmt: skip
+    (
+        "shape mismatch",
+        _node(FFN, 1, params={"out_channels": 10}),
+        {**FFN_WEIGHTS, "up.weight": np.ones((10, D), np.float32)},
+        "nodes[3]",
+        "do not broadcast",
+    ),
+    (
+        "params against inputs",
+        _node(FFN, 0, params={"out_channels": H, "in_channels": 3}),
+        FFN_WEIGHTS,
+        "nodes[0].params.in_channels",
+        "its inputs fix 16",
+    ),
+    (
+        "missing weight",
+        FFN,
+        {k: v for k, v in FFN_WEIGHTS.items() if k != "up.weight"},
+        "nodes[1].weights.weight",
+        "missing weight",
+    ),
+    (
+        "wrong weight shape",
+        FFN,
+        {**FFN_WEIGHTS, "up.weight": np.ones((3, 3), np.float32)},
+        "nodes[1].weights.weight",
+        "expected shape",
+    ),
+    (
+        "weight of no node",
+        FFN,
+        {**FFN_WEIGHTS, "nope.weight": np.ones(3, np.float32)},
+        "weights.nope.weight",
+        "names no node",
+    ),
+    (
+        "param as input",
+        _node(FFN, 2, op="softmax", inputs={"x": "gate", "axis": "x"}),
+        FFN_WEIGHTS,
+        "nodes[2].inputs.axis",
+        "belongs in params",
+    ),
+    (
+        "unknown param",
+        _node(FFN, 2, params={"alpha": 1}),
+        FFN_WEIGHTS,
+        "nodes[2].params.alpha",
+        "not an argument of silu",
+    ),
+    (
+        "bad catalog param",
+        _node(FFN, 0, params={"out_channels": 0}),
+        FFN_WEIGHTS,
+        "nodes[0].params.out_channels",
+        "greater than or equal to 1",
+    ),
+]
 
 
-@pytest.mark.parametrize(("graph", "weights", "field", "message"), [b[1:] for b in BUILD_FAULTS],
-                         ids=[b[0] for b in BUILD_FAULTS])  # fmt: skip
+@pytest.mark.parametrize(
+    ("graph", "weights", "field", "message"),
+    [b[1:] for b in BUILD_FAULTS],
+    ids=[b[0] for b in BUILD_FAULTS],
+)
 def test_faults_found_while_building_name_the_node(graph, weights, field, message):
     with pytest.raises(RequestError) as err:
         build_graph(GraphParams.model_validate(graph), weights)
@@ -187,15 +251,19 @@ def test_a_split_graph_computes_bit_for_bit_what_the_whole_program_does():
         "inputs": {"x": {"shape": [1, D, 1, S]}},
         "nodes": [
             {"id": "norm", "op": "rmsnorm", "inputs": {"x": "x"}},
-            {"id": "halves", "op": "split", "params": {"axis": 1, "num_splits": 2},
-             "inputs": {"x": "norm"}},
+            {
+                "id": "halves",
+                "op": "split",
+                "params": {"axis": 1, "num_splits": 2},
+                "inputs": {"x": "norm"},
+            },
             {"id": "a", "op": "conv", "params": {"out_channels": 8}, "inputs": {"x": "halves.0"}},
             {"id": "b", "op": "conv", "params": {"out_channels": 8}, "inputs": {"x": "halves.1"}},
             {"id": "total", "op": "add", "inputs": {"x": "a", "y": "b"}},
         ],
         "outputs": {"sum": "total", "upper": "halves.1"},
         "split": True,
-    }  # fmt: skip
+    }
     weights = {
         "norm.weight": MIXED_WEIGHTS["norm.weight"],
         "a.weight": (RNG.standard_normal((8, 8)) * 0.3).astype(np.float32),
@@ -230,11 +298,13 @@ def test_a_split_graph_with_drawn_weights_holds_the_weights_it_was_built_with():
 
     graph = {
         "inputs": {"x": {"shape": [1, 8, 1, 4]}},
-        "nodes": [{"id": "a", "op": "conv", "params": {"out_channels": 8}, "inputs": {"x": "x"}},
-                  {"id": "b", "op": "conv", "params": {"out_channels": 8}, "inputs": {"x": "a"}}],
+        "nodes": [
+            {"id": "a", "op": "conv", "params": {"out_channels": 8}, "inputs": {"x": "x"}},
+            {"id": "b", "op": "conv", "params": {"out_channels": 8}, "inputs": {"x": "a"}},
+        ],
         "outputs": {"y": "b"},
         "split": True,
-    }  # fmt: skip
+    }
     request = KernelRequest.create(graph=graph, weights={}, format="mil", name="m")
     prepared = artifacts.prepare(request, Limits(max_program_weight_bytes=130), random_seed=5)
     assert prepared.chain is not None and len(prepared.chain.parts) == 2

@@ -23,8 +23,13 @@ SECRET = b"outside-the-bundle-" * 64
 
 
 def cli(*args: str | Path) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "app.cli", *map(str, args)],
-                          capture_output=True, text=True, cwd=REPO, timeout=300)  # fmt: skip
+    return subprocess.run(
+        [sys.executable, "-m", "app.cli", *map(str, args)],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        timeout=300,
+    )
 
 
 def refused(result: subprocess.CompletedProcess, *words: str) -> None:
@@ -154,9 +159,17 @@ def test_mlmodelc_refuses_a_weights_dir_symlink_leading_outside(tmp_path, outsid
 
 @pytest.mark.parametrize(
     "path",
-    ["@model_path//etc/passwd", "@model_path/../x", "@model_path/a/../../x", "@model_path/",
-     "@model_path/a//b", "@model_path/a\\..\\b", "weights/weight.bin", "@model_path/./x"],
-)  # fmt: skip
+    [
+        "@model_path//etc/passwd",
+        "@model_path/../x",
+        "@model_path/a/../../x",
+        "@model_path/",
+        "@model_path/a//b",
+        "@model_path/a\\..\\b",
+        "weights/weight.bin",
+        "@model_path/./x",
+    ],
+)
 def test_the_model_path_rule_as_text(path):
     with pytest.raises(ValueError, match="BLOBFILE path"):
         model_relative(path)
@@ -170,15 +183,24 @@ def test_plain_paths_pass_the_rule():
 @pytest.mark.parametrize(
     ("old", "new", "words"),
     [
-        ("tensor<fp32, [1, 576]> audio_input", "tensor<fp32, [1, 99999999999999999999]> audio_input",
-         "is past 9223372036854775807"),
-        ("tensor<int32, [4]>([0, 0, 0, 64])", "tensor<int32, [4]>([0, 0, 0, 4294967360])",
-         "4294967360 is outside int32"),
-        ("offset = tensor<uint64, []>(64)", "offset = tensor<uint64, []>(18446744073709551616)",
-         "is outside uint64"),
+        (
+            "tensor<fp32, [1, 576]> audio_input",
+            "tensor<fp32, [1, 99999999999999999999]> audio_input",
+            "is past 9223372036854775807",
+        ),
+        (
+            "tensor<int32, [4]>([0, 0, 0, 64])",
+            "tensor<int32, [4]>([0, 0, 0, 4294967360])",
+            "4294967360 is outside int32",
+        ),
+        (
+            "offset = tensor<uint64, []>(64)",
+            "offset = tensor<uint64, []>(18446744073709551616)",
+            "is outside uint64",
+        ),
     ],
     ids=["dimension past int64", "int32 value past int32", "offset past uint64"],
-)  # fmt: skip
+)
 def test_decompile_checks_values_against_their_types(tmp_path, old, new, words):
     bundle = copied(bundle_of(SILERO[1]), tmp_path / "in.mlmodelc")
     mil = bundle / "model.mil"

@@ -44,37 +44,102 @@ def split_of(params: dict) -> dict:
 
 # (what, body, status, field, words in the detail)
 CASES = [
-    ("tile reps 2^31-1 x4", one_node([1, 4, 1, 8], "tile", {"reps": [BIG] * 4}), 422,
-     "nodes[0]", "outside 0..2147483647"),
-    ("tile reps 2^32+2 wraps no more", one_node([1, 4, 1, 8], "tile", {"reps": [2**32 + 2, 1, 1, 1]}),
-     422, "nodes[0]", "4294967298 is outside int32"),
-    ("tile reps nested", one_node([1, 4, 1, 8], "tile", {"reps": [[1, 2], [3]]}), 422, "nodes[0]",
-     "'reps'"),
-    ("tile reps an object", one_node([1, 4, 1, 8], "tile", {"reps": {"a": 1}}), 422, "nodes[0]",
-     "'reps'"),
+    (
+        "tile reps 2^31-1 x4",
+        one_node([1, 4, 1, 8], "tile", {"reps": [BIG] * 4}),
+        422,
+        "nodes[0]",
+        "outside 0..2147483647",
+    ),
+    (
+        "tile reps 2^32+2 wraps no more",
+        one_node([1, 4, 1, 8], "tile", {"reps": [2**32 + 2, 1, 1, 1]}),
+        422,
+        "nodes[0]",
+        "4294967298 is outside int32",
+    ),
+    (
+        "tile reps nested",
+        one_node([1, 4, 1, 8], "tile", {"reps": [[1, 2], [3]]}),
+        422,
+        "nodes[0]",
+        "'reps'",
+    ),
+    (
+        "tile reps an object",
+        one_node([1, 4, 1, 8], "tile", {"reps": {"a": 1}}),
+        422,
+        "nodes[0]",
+        "'reps'",
+    ),
     ("tile reps 2^70", one_node([1, 4], "tile", {"reps": [2**70, 1]}), 422, "nodes[0]", "'reps'"),
-    ("reshape to 2^31-1 squared", one_node([1, 256], "reshape", {"shape": [-1, BIG, BIG]}), 422,
-     "nodes[0]", "'shape'"),
-    ("reshape 2^32+1 wraps no more", one_node([1, 256], "reshape", {"shape": [2**32 + 1, 256]}),
-     422, "nodes[0]", "4294967297 is outside int32"),
+    (
+        "reshape to 2^31-1 squared",
+        one_node([1, 256], "reshape", {"shape": [-1, BIG, BIG]}),
+        422,
+        "nodes[0]",
+        "'shape'",
+    ),
+    (
+        "reshape 2^32+1 wraps no more",
+        one_node([1, 256], "reshape", {"shape": [2**32 + 1, 256]}),
+        422,
+        "nodes[0]",
+        "4294967297 is outside int32",
+    ),
     ("softmax axis 2^40", one_node([1, 4], "softmax", {"axis": 2**40}), 422, "nodes[0]", "'axis'"),
     ("softmax axis a list", one_node([1, 4], "softmax", {"axis": [[0]]}), 422, "nodes[0]", "axis"),
-    ("reduce axes a string", one_node([1, 4], "reduce_sum", {"axes": "x"}), 422, "nodes[0]",
-     "axes"),
-    ("rsqrt epsilon past fp16", one_node([1, 4], "rsqrt", {"epsilon": 1e10}), 422, "nodes[0]",
-     "epsilon"),
-    ("split into 2^31-1 outputs", split_of({"axis": 2, "num_splits": BIG}), 422, "nodes[0]",
-     "more than 16384 outputs"),
-    ("split count a string", split_of({"axis": 2, "num_splits": "abc"}), 422, "nodes[0]",
-     "'num_splits'"),
-    ("split count an object", split_of({"axis": 2, "num_splits": {"a": 1}}), 422, "nodes[0]",
-     "'num_splits'"),
+    (
+        "reduce axes a string",
+        one_node([1, 4], "reduce_sum", {"axes": "x"}),
+        422,
+        "nodes[0]",
+        "axes",
+    ),
+    (
+        "rsqrt epsilon past fp16",
+        one_node([1, 4], "rsqrt", {"epsilon": 1e10}),
+        422,
+        "nodes[0]",
+        "epsilon",
+    ),
+    (
+        "split into 2^31-1 outputs",
+        split_of({"axis": 2, "num_splits": BIG}),
+        422,
+        "nodes[0]",
+        "more than 16384 outputs",
+    ),
+    (
+        "split count a string",
+        split_of({"axis": 2, "num_splits": "abc"}),
+        422,
+        "nodes[0]",
+        "'num_splits'",
+    ),
+    (
+        "split count an object",
+        split_of({"axis": 2, "num_splits": {"a": 1}}),
+        422,
+        "nodes[0]",
+        "'num_splits'",
+    ),
     ("input [16384]*5", one_node([16384] * 5, "relu", {}), 413, "inputs.x", "per tensor"),
-    ("input of 8 TiB", one_node([1, 16384, 16384, 16384], "relu", {}), 413, "inputs.x",
-     "per tensor"),
-    ("tile to 2^36 elements", one_node([1, 64, 64, 64], "tile", {"reps": [1, 256, 256, 16]}), 413,
-     "nodes[0]", "per tensor"),
-]  # fmt: skip
+    (
+        "input of 8 TiB",
+        one_node([1, 16384, 16384, 16384], "relu", {}),
+        413,
+        "inputs.x",
+        "per tensor",
+    ),
+    (
+        "tile to 2^36 elements",
+        one_node([1, 64, 64, 64], "tile", {"reps": [1, 256, 256, 16]}),
+        413,
+        "nodes[0]",
+        "per tensor",
+    ),
+]
 
 
 @pytest.fixture(scope="module")
@@ -126,14 +191,19 @@ def test_a_wide_tile_within_the_ceilings_still_builds_and_describes():
 
 hostile_values = st.recursive(
     st.one_of(
-        st.none(), st.booleans(), st.integers(-(2**70), 2**70), st.integers(-4, 8),
-        st.floats(allow_nan=False, allow_infinity=False), st.text(max_size=4),
+        st.none(),
+        st.booleans(),
+        st.integers(-(2**70), 2**70),
+        st.integers(-4, 8),
+        st.floats(allow_nan=False, allow_infinity=False),
+        st.text(max_size=4),
         st.sampled_from(["EXACT", "valid", "same", "custom", "fp16", "int32"]),
     ),
-    lambda inner: st.lists(inner, max_size=5) | st.dictionaries(st.text(max_size=3), inner,
-                                                                max_size=2),
+    lambda inner: (
+        st.lists(inner, max_size=5) | st.dictionaries(st.text(max_size=3), inner, max_size=2)
+    ),
     max_leaves=12,
-)  # fmt: skip
+)
 shapes = st.lists(st.integers(1, 16384), min_size=1, max_size=5)
 
 
@@ -152,15 +222,18 @@ def random_graphs(draw) -> dict:
             elif draw(st.integers(0, 3)):
                 inputs[arg] = draw(st.sampled_from(names))
         params = {arg: draw(hostile_values) for arg in primitive.param_args if draw(st.booleans())}
-        nodes.append({"id": f"n{i}", "op": f"mil.{primitive.name}", "inputs": inputs,
-                      "params": params})  # fmt: skip
+        nodes.append(
+            {"id": f"n{i}", "op": f"mil.{primitive.name}", "inputs": inputs, "params": params}
+        )
         names.append(f"n{i}")
     small = st.lists(st.integers(1, 8), min_size=1, max_size=5)
     inputs = {
-        n: {"shape": draw(st.one_of(small, small, shapes)),
-            "dtype": draw(st.sampled_from(["fp16", "fp32", "int32"]))}
+        n: {
+            "shape": draw(st.one_of(small, small, shapes)),
+            "dtype": draw(st.sampled_from(["fp16", "fp32", "int32"])),
+        }
         for n in ("a", "b")
-    }  # fmt: skip
+    }
     used = {
         r for n in nodes for v in n["inputs"].values() for r in (v if isinstance(v, list) else [v])
     }
@@ -187,8 +260,11 @@ def test_random_graphs_build_or_are_refused_naming_a_node(body):
     _build(body)
 
 
-@settings(max_examples=30, deadline=None,
-          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])  # fmt: skip
+@settings(
+    max_examples=30,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
 @given(random_graphs())
 def test_random_graphs_against_the_live_server(server, body):
     answer = server.client.post("/v1/graphs", json={**body, "format": "mil"})

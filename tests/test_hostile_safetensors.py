@@ -101,8 +101,9 @@ def test_a_70_mb_header_is_refused_before_it_is_read(server):
     body = raw(text.encode())
     assert len(body) > 60 << 20
     with server.leaves_nothing():
-        problem = assert_problem(server.client.post("/v1/blobs", content=body,
-                                                    headers=SAFETENSORS), 422, "file")  # fmt: skip
+        problem = assert_problem(
+            server.client.post("/v1/blobs", content=body, headers=SAFETENSORS), 422, "file"
+        )
     assert f"over the limit of {MAX_HEADER_BYTES} bytes" in problem["detail"]
 
 
@@ -112,8 +113,9 @@ def test_more_tensors_than_the_limit_are_refused_unparsed(server):
     text = "{" + ",".join(entry.format(i, i, i + 1) for i in range(n)) + "}"
     body = raw(text.encode(), b"\0" * n)
     with server.leaves_nothing():
-        problem = assert_problem(server.client.post("/v1/blobs", content=body,
-                                                    headers=SAFETENSORS), 422, "file")  # fmt: skip
+        problem = assert_problem(
+            server.client.post("/v1/blobs", content=body, headers=SAFETENSORS), 422, "file"
+        )
     assert f"{MAX_TENSORS} tensors" in problem["detail"]
 
 
@@ -121,8 +123,9 @@ def test_a_one_tensor_bf16_upload_is_kept_as_the_checkpoint_it_would_be_in(serve
     values = np.arange(6, dtype=np.float32).reshape(2, 3)
     bf16 = (values.view(np.uint32) >> 16).astype(np.uint16)  # exact: small integers
     header = {"w": {"dtype": "BF16", "shape": [2, 3], "data_offsets": [0, 12]}}
-    answer = server.client.post("/v1/blobs", content=raw(header, bf16.tobytes()),
-                                headers=SAFETENSORS)  # fmt: skip
+    answer = server.client.post(
+        "/v1/blobs", content=raw(header, bf16.tobytes()), headers=SAFETENSORS
+    )
     assert answer.status_code == 201, answer.text
     assert answer.json()["dtype"] == "safetensors" and answer.json()["tensors"] == 1
 
@@ -187,11 +190,19 @@ def test_the_two_readers_refuse_the_same_files(tmp_path, what, body, words):
 # -- property-based: random headers never escape as anything but a refusal ------------------
 
 json_leaf = st.one_of(
-    st.none(), st.booleans(), st.integers(-(2**70), 2**70), st.floats(allow_nan=False),
+    st.none(),
+    st.booleans(),
+    st.integers(-(2**70), 2**70),
+    st.floats(allow_nan=False),
     st.text(max_size=8),
-)  # fmt: skip
-json_value = st.recursive(json_leaf, lambda inner: st.lists(inner, max_size=4)
-                          | st.dictionaries(st.text(max_size=6), inner, max_size=4), max_leaves=20)  # fmt: skip
+)
+json_value = st.recursive(
+    json_leaf,
+    lambda inner: (
+        st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=6), inner, max_size=4)
+    ),
+    max_leaves=20,
+)
 entry = st.fixed_dictionaries(
     {
         "dtype": st.one_of(st.sampled_from(sorted(safetensors_header.ITEMSIZE)), json_value),
@@ -221,8 +232,9 @@ def test_random_headers_are_read_or_refused(header, data_size):
         assert exc.field == "file"
 
 
-@settings(max_examples=25, deadline=None,
-          suppress_health_check=[HealthCheck.function_scoped_fixture])  # fmt: skip
+@settings(
+    max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
 @given(headers)
 def test_random_headers_against_the_live_server(server, header):
     before = data_files(server.data_dir)
@@ -248,10 +260,25 @@ def test_the_cli_refuses_a_hostile_checkpoint(tmp_path, what, body, words):
     path.write_bytes(body)
     out = tmp_path / "layer.zip"
     result = subprocess.run(
-        [sys.executable, "-m", "app.cli", "compile", "decoder_layer", "--checkpoint", str(path),
-         "--layers", "0", "--params", '{"seq_len": 2}', "-o", str(out)],
-        capture_output=True, text=True, timeout=300,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "app.cli",
+            "compile",
+            "decoder_layer",
+            "--checkpoint",
+            str(path),
+            "--layers",
+            "0",
+            "--params",
+            '{"seq_len": 2}',
+            "-o",
+            str(out),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert result.returncode == 2, result.stderr
     assert "Traceback" not in result.stderr and words in result.stderr, result.stderr
     assert "model.safetensors" in result.stderr and not out.exists()

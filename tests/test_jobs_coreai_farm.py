@@ -41,8 +41,14 @@ needs_coreai = pytest.mark.skipif(
 
 
 def body(name, architectures, **extra):
-    return {**CONV, "format": "aimodel", "name": name, "weights": {"weight": W},
-            "architectures": architectures, **extra}  # fmt: skip
+    return {
+        **CONV,
+        "format": "aimodel",
+        "name": name,
+        "weights": {"weight": W},
+        "architectures": architectures,
+        **extra,
+    }
 
 
 # -- the request option -------------------------------------------------------------------------
@@ -123,14 +129,28 @@ def test_a_job_compiles_each_architecture_on_the_macos_worker(farm):
     with zipfile.ZipFile(io.BytesIO(art.content)) as zf:
         names = set(zf.namelist())
         kernel = json.loads(zf.read("kernel.json"))
-    assert {"m4/devices.aimodelc/main.mlirb", "a17-pro/devices.aimodelc/main.mlirb",
-            "m4/devices.aimodelc/devices_ANE_region_0.bc.mlir",
-            "devices.aimodel/main.mlirb", "compile.log"} <= names  # fmt: skip
+    assert {
+        "m4/devices.aimodelc/main.mlirb",
+        "a17-pro/devices.aimodelc/main.mlirb",
+        "m4/devices.aimodelc/devices_ANE_region_0.bc.mlir",
+        "devices.aimodel/main.mlirb",
+        "compile.log",
+    } <= names
     assert set(kernel["aimodelc"]["architectures"]) == {"m4", "a17-pro"}
     assert kernel["format"] == "aimodel"
     argvs = [e["argv"] for e in xcrun_events(log, "devices", "start")]
-    assert argvs == [["coreai-build", "compile", "src/devices.aimodel", "--architecture", arch,
-                      "--output", f"out/{arch}"] for arch in ("m4", "a17-pro")]  # fmt: skip
+    assert argvs == [
+        [
+            "coreai-build",
+            "compile",
+            "src/devices.aimodel",
+            "--architecture",
+            arch,
+            "--output",
+            f"out/{arch}",
+        ]
+        for arch in ("m4", "a17-pro")
+    ]
 
 
 @needs_coreai
@@ -158,8 +178,14 @@ def test_the_synchronous_path_and_the_client_route_it_as_a_job(farm):
     with zipfile.ZipFile(io.BytesIO(sync.content)) as zf:
         assert "m5/viasync.aimodelc/main.mlirb" in zf.namelist()
     with Client(str(client.base_url)) as c:
-        job = c.submit("conv", PARAMS, {"weight": W}, format="aimodel", name="viaclient",
-                       architectures=["a19-pro"])  # fmt: skip
+        job = c.submit(
+            "conv",
+            PARAMS,
+            {"weight": W},
+            format="aimodel",
+            name="viaclient",
+            architectures=["a19-pro"],
+        )
         job.wait(timeout=90)
         assert job.state == "succeeded", job.data
         assert job.data["queue"] == "ane-macos"
@@ -169,18 +195,23 @@ def test_the_synchronous_path_and_the_client_route_it_as_a_job(farm):
 def test_bad_architectures_are_refused_over_http_naming_the_field(farm):
     client, _ = farm
     for path in ("/v1/jobs", "/v1/kernels"):
-        problem = assert_problem(client.post(path, json=body("bad", ["m4", "h16"])), 422,
-                                 "architectures[1]")  # fmt: skip
+        problem = assert_problem(
+            client.post(path, json=body("bad", ["m4", "h16"])), 422, "architectures[1]"
+        )
         assert "a18-pro" in problem["detail"]  # the known ones are listed
-        assert_problem(client.post(path, json={**body("bad", ["m4"]), "format": "mlpackage"}),
-                       422, "architectures")  # fmt: skip
+        assert_problem(
+            client.post(path, json={**body("bad", ["m4"]), "format": "mlpackage"}),
+            422,
+            "architectures",
+        )
         assert_problem(client.post(path, json=body("bad", [])), 422, "architectures")
 
 
 def test_without_a_farm_a_device_compile_is_unavailable_naming_the_option(client):
     """The shared test server: embedded jobs, no xcrun on its PATH."""
-    problem = assert_problem(client.post("/v1/kernels", json=body("nofarm", ["m4"])), 503,
-                             "architectures")  # fmt: skip
+    problem = assert_problem(
+        client.post("/v1/kernels", json=body("nofarm", ["m4"])), 503, "architectures"
+    )
     assert "ane-macos" in problem["detail"] and "ANE_REDIS_URL" in problem["detail"]
 
 
@@ -244,11 +275,14 @@ def test_a_manifest_builds_device_compiles_on_the_farm(farm, tmp_path):
     assert asset.architectures is None and asset.filename == "proj_asset.mlpackage.zip"
     (tmp_path / "kernels.toml").write_text(MANIFEST)  # this farm has no ane-linux worker
     out = tmp_path / "out"
-    done = cli("build", str(tmp_path / "kernels.toml"), "--server", str(client.base_url),
-               "--out", str(out))  # fmt: skip
+    done = cli(
+        "build", str(tmp_path / "kernels.toml"), "--server", str(client.base_url), "--out", str(out)
+    )
     assert done.returncode == 0, done.stderr + done.stdout
-    assert sorted(p.name for p in out.glob("*.zip")) == ["proj.aimodelc.zip",
-                                                         "proj_phones.aimodelc.zip"]  # fmt: skip
+    assert sorted(p.name for p in out.glob("*.zip")) == [
+        "proj.aimodelc.zip",
+        "proj_phones.aimodelc.zip",
+    ]
     with zipfile.ZipFile(out / "proj_phones.aimodelc.zip") as zf:
         bundles = {n.split("/")[0] for n in zf.namelist() if ".aimodelc/" in n}
     assert bundles == {"a18-pro", "a19-pro"}
@@ -263,8 +297,14 @@ def cli(*args, path_first=None):
     env = {**os.environ}
     if path_first is not None:
         env["PATH"] = f"{path_first}{os.pathsep}{env['PATH']}"
-    return subprocess.run([sys.executable, "-m", "app.cli", *args], cwd=REPO, env=env,
-                          capture_output=True, text=True, timeout=300)  # fmt: skip
+    return subprocess.run(
+        [sys.executable, "-m", "app.cli", *args],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
 
 
 @needs_coreai
@@ -289,14 +329,35 @@ def test_cli_submits_and_compiles_for_architectures_on_a_server(farm, tmp_path):
     client, _ = farm
     server = ["--server", str(client.base_url)]
     params = ["--params", json.dumps({"channels": 8, "spatial": 3}), "--format", "aimodel"]
-    sub = cli("jobs", "submit", "identity", *params, "--architectures", "m1,m2", "--name",
-              "cliid", "--wait", "--json", *server)  # fmt: skip
+    sub = cli(
+        "jobs",
+        "submit",
+        "identity",
+        *params,
+        "--architectures",
+        "m1,m2",
+        "--name",
+        "cliid",
+        "--wait",
+        "--json",
+        *server,
+    )
     assert sub.returncode == 0, sub.stderr
     job = json.loads(sub.stdout)
     assert job["state"] == "succeeded" and job["request"]["architectures"] == ["m1", "m2"]
     out = tmp_path / "remote.aimodelc.zip"
-    done = cli("compile", "identity", *params, "--architectures", "m3", "--name", "remote",
-               "-o", str(out), *server)  # fmt: skip
+    done = cli(
+        "compile",
+        "identity",
+        *params,
+        "--architectures",
+        "m3",
+        "--name",
+        "remote",
+        "-o",
+        str(out),
+        *server,
+    )
     assert done.returncode == 0, done.stderr
     with zipfile.ZipFile(out) as zf:
         assert "m3/remote.aimodelc/main.mlirb" in zf.namelist()
@@ -306,7 +367,19 @@ def test_cli_submits_and_compiles_for_architectures_on_a_server(farm, tmp_path):
 
 @needs_coreai
 def test_cli_without_xcrun_points_at_the_farm(tmp_path):
-    done = cli("compile", "conv", "--params", json.dumps(PARAMS), "--random-weights", "0",
-               "--format", "aimodel", "--architectures", "m4", "-o", str(tmp_path / "x.zip"))  # fmt: skip
+    done = cli(
+        "compile",
+        "conv",
+        "--params",
+        json.dumps(PARAMS),
+        "--random-weights",
+        "0",
+        "--format",
+        "aimodel",
+        "--architectures",
+        "m4",
+        "-o",
+        str(tmp_path / "x.zip"),
+    )
     assert done.returncode == 2 and "--server" in done.stderr, done.stderr
     assert not (tmp_path / "x.zip").exists()

@@ -23,8 +23,9 @@ def test_sigkill_mid_compile_then_the_other_worker_finishes_it(tmp_path):
     data_dir, xcrun_log = tmp_path / "data", tmp_path / "xcrun.log"
     w = np.random.default_rng(1).standard_normal((8, 4)).astype(np.float32)
     params = {"in_channels": 4, "out_channels": 8, "spatial": 2}
-    spec = KernelRequest.create("conv", params, {"weight": w}, format="mlmodelc", name="victim",
-                                placement=True)  # Apple's compiler: the macOS queue  # fmt: skip
+    spec = KernelRequest.create(
+        "conv", params, {"weight": w}, format="mlmodelc", name="victim", placement=True
+    )  # Apple's compiler: the macOS queue
 
     with redis_server(tmp_path) as url:
         env = worker_env(url, data_dir, xcrun_log, FAKE_XCRUN_SLEEP="victim=2")

@@ -84,8 +84,9 @@ def conv_spec(name, fmt="mlmodelc", seed=0, placement=None):
     w = np.random.default_rng(seed).standard_normal((8, 4)).astype(np.float32)
     params = {"in_channels": 4, "out_channels": 8, "spatial": 2}
     placement = fmt == "mlmodelc" if placement is None else placement
-    return KernelRequest.create("conv", params, {"weight": w}, format=fmt, name=name,
-                                placement=placement)  # fmt: skip
+    return KernelRequest.create(
+        "conv", params, {"weight": w}, format=fmt, name=name, placement=placement
+    )
 
 
 def worker_id(farm, queue):
@@ -316,8 +317,13 @@ def test_a_weight_uploaded_after_the_workers_started_is_found_by_digest(farm):
     ok, data, bad = asyncio.run(scenario())
     assert ok.state == JobState.succeeded, ok.error
     # the same bytes as the same kernel with the weight sent inline
-    inline = KernelRequest.create("conv", {"in_channels": 4, "out_channels": 8, "spatial": 2},
-                                  {"weight": w}, format="mil", name="uploaded")  # fmt: skip
+    inline = KernelRequest.create(
+        "conv",
+        {"in_channels": 4, "out_channels": 8, "spatial": 2},
+        {"weight": w},
+        format="mil",
+        name="uploaded",
+    )
     assert uploaded.key == inline.key
     assert data == kernel_zip(
         "conv", inline.params_json, {"weight": w}, format="mil", name="uploaded"
@@ -412,8 +418,9 @@ def test_a_kit_jobs_own_time_limit_reaches_the_worker_that_runs_it(farm, tmp_pat
         spool = blobs.new_spool_path()
         shutil.copyfile(path, spool)
         files[path.name] = blobs.put_file(spool, file_digest(path))["digest"]
-    request = ModelRequest.create(files, {"format": "mil", "context": 16, "prefill": 4,
-                                          "verify": True})  # fmt: skip
+    request = ModelRequest.create(
+        files, {"format": "mil", "context": 16, "prefill": 4, "verify": True}
+    )
     api_settings = Settings(kit_timeout_base_s=0.001, kit_timeout_s_per_gb=0)
     limits = kit_limits(request, blobs.file_path, api_settings)
 

@@ -22,13 +22,28 @@ from app.settings import Settings
 SETTINGS = Settings(kit_timeout_base_s=60, kit_timeout_s_per_gb=1e6)
 # Llama-3.2-1B's config.json (the parts a kit reads)
 LLAMA_1B = {
-    "architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 2048,
-    "intermediate_size": 8192, "num_hidden_layers": 16, "num_attention_heads": 32,
-    "num_key_value_heads": 8, "head_dim": 64, "vocab_size": 128256, "rms_norm_eps": 1e-5,
-    "max_position_embeddings": 131072, "rope_theta": 500000.0, "hidden_act": "silu",
-    "tie_word_embeddings": True, "rope_scaling": {"rope_type": "llama3", "factor": 32.0,
-    "low_freq_factor": 1.0, "high_freq_factor": 4.0, "original_max_position_embeddings": 8192},
-}  # fmt: skip
+    "architectures": ["LlamaForCausalLM"],
+    "model_type": "llama",
+    "hidden_size": 2048,
+    "intermediate_size": 8192,
+    "num_hidden_layers": 16,
+    "num_attention_heads": 32,
+    "num_key_value_heads": 8,
+    "head_dim": 64,
+    "vocab_size": 128256,
+    "rms_norm_eps": 1e-5,
+    "max_position_embeddings": 131072,
+    "rope_theta": 500000.0,
+    "hidden_act": "silu",
+    "tie_word_embeddings": True,
+    "rope_scaling": {
+        "rope_type": "llama3",
+        "factor": 32.0,
+        "low_freq_factor": 1.0,
+        "high_freq_factor": 4.0,
+        "original_max_position_embeddings": 8192,
+    },
+}
 
 
 def sparse_checkpoint(folder: Path, config: dict) -> Path:
@@ -38,12 +53,17 @@ def sparse_checkpoint(folder: Path, config: dict) -> Path:
     kv = config["num_key_value_heads"] * config["head_dim"]
     shapes = {"model.embed_tokens.weight": [vocab, h], "model.norm.weight": [h]}
     for i in range(layers):
-        layer = {"self_attn.q_proj": [h, h], "self_attn.k_proj": [kv, h],
-                 "self_attn.v_proj": [kv, h], "self_attn.o_proj": [h, h],
-                 "mlp.gate_proj": [config["intermediate_size"], h],
-                 "mlp.up_proj": [config["intermediate_size"], h],
-                 "mlp.down_proj": [h, config["intermediate_size"]],
-                 "input_layernorm": [h], "post_attention_layernorm": [h]}  # fmt: skip
+        layer = {
+            "self_attn.q_proj": [h, h],
+            "self_attn.k_proj": [kv, h],
+            "self_attn.v_proj": [kv, h],
+            "self_attn.o_proj": [h, h],
+            "mlp.gate_proj": [config["intermediate_size"], h],
+            "mlp.up_proj": [config["intermediate_size"], h],
+            "mlp.down_proj": [h, config["intermediate_size"]],
+            "input_layernorm": [h],
+            "post_attention_layernorm": [h],
+        }
         shapes |= {f"model.layers.{i}.{name}.weight": shape for name, shape in layer.items()}
     header, offset = {}, 0
     for name, shape in shapes.items():
@@ -120,8 +140,9 @@ def test_a_1b_kit_fits_the_default_limits(tmp_path):
     the head pieces and the embedding table in fp16): over the kernels' 2 GiB cache budget, within
     every default limit of a kit; its time limit 900 s + 120 s per GB."""
     settings = Settings()
-    limits = limits_of(open_model(sparse_checkpoint(tmp_path / "llama", LLAMA_1B)), KitOptions(),
-                       settings)  # fmt: skip
+    limits = limits_of(
+        open_model(sparse_checkpoint(tmp_path / "llama", LLAMA_1B)), KitOptions(), settings
+    )
     assert limits.checkpoint_bytes == 2_471_628_800
     layers = 16 * (2 * 2048 * 2048 + 2 * 512 * 2048 + 3 * 8192 * 2048 + 2 * 2048)
     assert limits.kit_bytes_estimate == 2 * layers + 2 * (2 * 128256 * 2048)

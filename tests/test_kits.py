@@ -36,8 +36,10 @@ PROMPT = [5, 17, 3, 250, 9, 1]  # six tokens: a full prefill chunk, then a padde
 @pytest.fixture(scope="module")
 def folders(tmp_path_factory) -> dict[str, Path]:
     root = tmp_path_factory.mktemp("checkpoints")
-    return {name: write_model(root / name, config, seed=i)
-            for i, (name, config) in enumerate(CONFIGS.items())}  # fmt: skip
+    return {
+        name: write_model(root / name, config, seed=i)
+        for i, (name, config) in enumerate(CONFIGS.items())
+    }
 
 
 def float64_model(folder: Path) -> WholeModel:
@@ -48,8 +50,9 @@ def float64_model(folder: Path) -> WholeModel:
     embeddings = tensors["model.embed_tokens.weight"]
     head = embeddings if config.get("tie_word_embeddings") else tensors["lm_head.weight"]
     params = open_model(folder).stack_params(0, 1, seq_len=1)
-    return WholeModel(params, config["num_hidden_layers"], layers, embeddings,
-                      tensors["model.norm.weight"], head)  # fmt: skip
+    return WholeModel(
+        params, config["num_hidden_layers"], layers, embeddings, tensors["model.norm.weight"], head
+    )
 
 
 def build(folders, tmp_path, arch, **options) -> tuple[Path, dict]:
@@ -118,8 +121,11 @@ def test_layers_grouped_under_the_budget_compute_the_same(folders, tmp_path):
     one, meta_one = build(folders, tmp_path, "qwen3")
     layer = meta_one["programs"][0]["weight_bytes"] // 2
     two = tmp_path / "two.zip"
-    meta_two = build_kit(folders["qwen3"], two, KitOptions(context=CONTEXT, prefill=PREFILL,
-                         max_program_weight_bytes=layer + 100)).meta  # fmt: skip
+    meta_two = build_kit(
+        folders["qwen3"],
+        two,
+        KitOptions(context=CONTEXT, prefill=PREFILL, max_program_weight_bytes=layer + 100),
+    ).meta
     decoders = [p["layers"] for p in meta_two["programs"] if p["role"] == "decoder"]
     assert decoders == [[0, 0], [1, 1]]
     a, b = Kit.open(one).generate(PROMPT, 3), Kit.open(two).generate(PROMPT, 3)
@@ -136,8 +142,9 @@ def test_every_mlpackage_loads_in_coremltools(folders, tmp_path):
         assert coremltools_loads(package) > 0
         for function in program["functions"]:
             if function != "main":
-                model = ct.models.MLModel(str(package), skip_model_load=True,
-                                          function_name=function)  # fmt: skip
+                model = ct.models.MLModel(
+                    str(package), skip_model_load=True, function_name=function
+                )
                 assert model.function_name == function
 
 
@@ -151,7 +158,8 @@ def test_every_mlmodelc_decompiles_back(folders, tmp_path):
         assert set(back.functions) == set(compiled.functions) == set(program["functions"])
         for name, fn in back.functions.items():
             assert [op.type for op in fn.operations] == [
-                op.type for op in compiled.functions[name].operations]  # fmt: skip
+                op.type for op in compiled.functions[name].operations
+            ]
 
 
 def test_an_altered_file_is_refused(folders, tmp_path):
@@ -179,8 +187,13 @@ def test_generate_refuses_what_the_context_cannot_hold(folders, tmp_path):
 def test_mistral_builds_within_its_sliding_window(tmp_path, capsys):
     from app.cli import main
 
-    config = KIT_LLAMA | {"model_type": "mistral", "architectures": ["MistralForCausalLM"],
-                          "vocab_size": 200, "sliding_window": 8, "rope_scaling": None}  # fmt: skip
+    config = KIT_LLAMA | {
+        "model_type": "mistral",
+        "architectures": ["MistralForCausalLM"],
+        "vocab_size": 200,
+        "sliding_window": 8,
+        "rope_scaling": None,
+    }
     folder = write_model(tmp_path / "mistral", config, seed=5)
     assert main(["model", str(folder), "-o", str(tmp_path / "k.zip"), "--context", "16"]) == 2
     assert "config.sliding_window" in capsys.readouterr().err
@@ -191,8 +204,10 @@ def test_mistral_builds_within_its_sliding_window(tmp_path, capsys):
 
 def test_quantized_kit_verifies_on_the_weights_it_holds(folders, tmp_path):
     _, plain = build(folders, tmp_path, "qwen2")
-    quantize = {"layers": {"mode": "palettize", "nbits": 4},
-                "head": {"mode": "linear", "dtype": "int8"}}  # fmt: skip
+    quantize = {
+        "layers": {"mode": "palettize", "nbits": 4},
+        "head": {"mode": "linear", "dtype": "int8"},
+    }
     path, meta = build(folders, tmp_path, "qwen2", quantize=quantize, verify=True)
     assert meta["quantize"] == quantize and meta["verification"]["passed"]
     for small, full in zip(meta["programs"], plain["programs"], strict=True):

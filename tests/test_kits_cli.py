@@ -20,8 +20,21 @@ def folder(tmp_path_factory):
 
 def test_model_then_generate_json(folder, tmp_path, capsys):
     out = tmp_path / "kit.zip"
-    code = main(["model", str(folder), "-o", str(out), "--context", "16", "--prefill", "4",
-                 "--kv", "state", "--verify"])  # fmt: skip
+    code = main(
+        [
+            "model",
+            str(folder),
+            "-o",
+            str(out),
+            "--context",
+            "16",
+            "--prefill",
+            "4",
+            "--kv",
+            "state",
+            "--verify",
+        ]
+    )
     summary = capsys.readouterr().out
     assert code == 0 and out.is_file()
     assert "qwen3: 2 layers" in summary and "decoder_0.mlpackage" in summary
@@ -65,23 +78,47 @@ def _pickles_only(folder):
 
 
 BAD = {
-    "unknown architecture": (KIT_QWEN2 | {"model_type": "gpt2", "architectures": ["GPT2LMHeadModel"]},
-                             None, [], "model_type 'gpt2'"),
-    "wrong class": (KIT_QWEN2 | {"architectures": ["Qwen2ForSequenceClassification"]}, None, [],
-                    "config.architectures"),
-    "missing layer tensor": (KIT_QWEN2, _drop("model.layers.1.mlp.up_proj.weight"), [],
-                             "model.layers.1.mlp.up_proj.weight"),
+    "unknown architecture": (
+        KIT_QWEN2 | {"model_type": "gpt2", "architectures": ["GPT2LMHeadModel"]},
+        None,
+        [],
+        "model_type 'gpt2'",
+    ),
+    "wrong class": (
+        KIT_QWEN2 | {"architectures": ["Qwen2ForSequenceClassification"]},
+        None,
+        [],
+        "config.architectures",
+    ),
+    "missing layer tensor": (
+        KIT_QWEN2,
+        _drop("model.layers.1.mlp.up_proj.weight"),
+        [],
+        "model.layers.1.mlp.up_proj.weight",
+    ),
     "missing head": (KIT_QWEN2, _drop("lm_head.weight"), [], "lm_head.weight"),
-    "mismatched bias": (KIT_QWEN2, _reshape("model.layers.0.self_attn.k_proj.bias"), [],
-                        "model.layers.0.self_attn.k_proj.bias"),
-    "context over max positions": (KIT_QWEN2, None, ["--context", "128"],
-                                   "max_position_embeddings of 64"),
+    "mismatched bias": (
+        KIT_QWEN2,
+        _reshape("model.layers.0.self_attn.k_proj.bias"),
+        [],
+        "model.layers.0.self_attn.k_proj.bias",
+    ),
+    "context over max positions": (
+        KIT_QWEN2,
+        None,
+        ["--context", "128"],
+        "max_position_embeddings of 64",
+    ),
     "pytorch pickles only": (KIT_QWEN2, _pickles_only, [], "pytorch_model.bin only"),
-    "prefill not dividing context": (KIT_QWEN2, None, ["--context", "16", "--prefill", "5"],
-                                     "prefill"),
+    "prefill not dividing context": (
+        KIT_QWEN2,
+        None,
+        ["--context", "16", "--prefill", "5"],
+        "prefill",
+    ),
     "layer over the budget": (KIT_QWEN2, None, [], "max_program_weight_bytes"),
     "unknown device": (KIT_QWEN2, None, ["--device", "m99"], "known: m1, m1-pro"),
-}  # fmt: skip
+}
 
 
 @pytest.mark.parametrize("case", list(BAD))
@@ -110,8 +147,23 @@ def test_generate_bad_input(folder, tmp_path, capsys):
     assert main(["generate", str(out), "--prompt-ids", "1,99999"]) == 2
     assert "outside the vocabulary" in capsys.readouterr().err
     kernel = tmp_path / "kernel.zip"  # a kernel zip, not a kit
-    assert main(["compile", "rmsnorm", "--params", '{"channels": 8, "spatial": 2}',
-                 "--random-weights", "0", "--format", "mil", "-o", str(kernel)]) == 0  # fmt: skip
+    assert (
+        main(
+            [
+                "compile",
+                "rmsnorm",
+                "--params",
+                '{"channels": 8, "spatial": 2}',
+                "--random-weights",
+                "0",
+                "--format",
+                "mil",
+                "-o",
+                str(kernel),
+            ]
+        )
+        == 0
+    )
     capsys.readouterr()
     assert main(["generate", str(kernel), "--prompt-ids", "1"]) == 2
     assert "no kit.json in the zip" in capsys.readouterr().err
@@ -131,8 +183,20 @@ def test_prompt_text_through_the_kits_tokenizer(folder, tmp_path, capsys):
 def test_model_for_a_device_plans_with_its_limits(folder, tmp_path, capsys):
     """--device: the summary names the device and the planner's prediction for it."""
     out = tmp_path / "kit.zip"
-    code = main(["model", str(folder), "-o", str(out), "--context", "16", "--prefill", "4",
-                 "--device", "a18-pro"])  # fmt: skip
+    code = main(
+        [
+            "model",
+            str(folder),
+            "-o",
+            str(out),
+            "--context",
+            "16",
+            "--prefill",
+            "4",
+            "--device",
+            "a18-pro",
+        ]
+    )
     summary = capsys.readouterr().out
     assert code == 0 and out.is_file()
     assert "for a18-pro" in summary and "axis limit 16384" in summary

@@ -18,8 +18,9 @@ from app.kits.device_check import STAND_IN, CoreMLRuntime, StandInRuntime, devic
 @pytest.fixture(scope="module")
 def kit_files(tmp_path_factory):
     folder = write_model(tmp_path_factory.mktemp("ckpt") / "llama", KIT_LLAMA, seed=3)
-    return build_kit_files(folder, KitOptions(format="mlpackage", kv="state", context=16,
-                                              prefill=4)).files  # fmt: skip
+    return build_kit_files(
+        folder, KitOptions(format="mlpackage", kv="state", context=16, prefill=4)
+    ).files
 
 
 def test_the_stand_in_runs_the_loop_and_says_it_is_a_stand_in(kit_files):
@@ -50,12 +51,16 @@ def test_the_report_carries_what_the_calibration_fits(kit_files):
 
     row = device_check(kit_files, StandInRuntime, device="m4", max_new_tokens=2)["calibration_row"]
     assert row["shape"] | {"tied": None, "mlp_matrices": None} == {
-        "layers": KIT_LLAMA["num_hidden_layers"], "hidden": KIT_LLAMA["hidden_size"],
+        "layers": KIT_LLAMA["num_hidden_layers"],
+        "hidden": KIT_LLAMA["hidden_size"],
         "intermediate": KIT_LLAMA["intermediate_size"],
-        "heads": KIT_LLAMA["num_attention_heads"], "kv_heads": KIT_LLAMA["num_key_value_heads"],
+        "heads": KIT_LLAMA["num_attention_heads"],
+        "kv_heads": KIT_LLAMA["num_key_value_heads"],
         "head_dim": KIT_LLAMA["hidden_size"] // KIT_LLAMA["num_attention_heads"],
-        "vocab": KIT_LLAMA["vocab_size"], "tied": None, "mlp_matrices": None,
-    }  # fmt: skip
+        "vocab": KIT_LLAMA["vocab_size"],
+        "tied": None,
+        "mlp_matrices": None,
+    }
     assert row["precision"] == "fp16" and row["context"] == 16
     assert row["kit"] == hashlib.sha256(kit_files[KIT_JSON]).hexdigest()
 
@@ -87,13 +92,17 @@ def test_a_stand_in_report_never_becomes_a_calibration_row(stand_in_job, tmp_pat
 def _as_core_ml_measured(report: dict, **row) -> dict:
     """The report with a measurement Core ML made on the device in its row (the stand-in cannot
     make one here): only the fields a Core ML run changes."""
-    return report | {"stand_in": False, "runtime": CoreMLRuntime.label,
-                     "calibration_row": report["calibration_row"] | {
-                         "runtime": CoreMLRuntime.label, "measured": True, **row}}  # fmt: skip
+    return report | {
+        "stand_in": False,
+        "runtime": CoreMLRuntime.label,
+        "calibration_row": report["calibration_row"]
+        | {"runtime": CoreMLRuntime.label, "measured": True, **row},
+    }
 
 
-def test_a_device_measurement_joins_the_fit_as_the_published_one_would(stand_in_job, tmp_path,
-                                                                         capsys):  # fmt: skip
+def test_a_device_measurement_joins_the_fit_as_the_published_one_would(
+    stand_in_job, tmp_path, capsys
+):
     """The published Qwen3-1.7B measurement on the A17 Pro (17 tok/s, 6-bit palettized, context
     2048: calibration row qwen3-1.7b-a17pro) as a device check would report it: the row it
     becomes is predicted exactly as the published row is."""
@@ -104,12 +113,26 @@ def test_a_device_measurement_joins_the_fit_as_the_published_one_would(stand_in_
     from app.devices.measured import read_rows
 
     _, report = stand_in_job
-    qwen3_1_7b = {"layers": 28, "hidden": 2048, "intermediate": 6144, "heads": 16,
-                  "kv_heads": 8, "head_dim": 128, "vocab": 151936, "tied": True,
-                  "mlp_matrices": 3}  # fmt: skip
-    measured = _as_core_ml_measured(report, device="a17-pro", model="qwen3 28x2048",
-                                    shape=qwen3_1_7b, precision="6-bit palettized",
-                                    context=2048, decode_tokens_per_s=17.0)  # fmt: skip
+    qwen3_1_7b = {
+        "layers": 28,
+        "hidden": 2048,
+        "intermediate": 6144,
+        "heads": 16,
+        "kv_heads": 8,
+        "head_dim": 128,
+        "vocab": 151936,
+        "tied": True,
+        "mlp_matrices": 3,
+    }
+    measured = _as_core_ml_measured(
+        report,
+        device="a17-pro",
+        model="qwen3 28x2048",
+        shape=qwen3_1_7b,
+        precision="6-bit palettized",
+        context=2048,
+        decode_tokens_per_s=17.0,
+    )
     path, rows = tmp_path / "report.json", tmp_path / "rows.json"
     path.write_text(json.dumps(measured))
     assert main(["calibrate", str(path), "--rows", str(rows)]) == 0
@@ -123,13 +146,17 @@ def test_a_device_measurement_joins_the_fit_as_the_published_one_would(stand_in_
     assert "already there" in capsys.readouterr().out and len(read_rows(rows)) == 1
 
 
-@pytest.mark.parametrize(("change", "field"), [
-    ({"device": "m99"}, "calibration_row.device"),
-    ({"precision": "not modelled (prune weights)"}, "calibration_row.precision"),
-    ({"decode_tokens_per_s": 0}, "calibration_row.decode_tokens_per_s"),
-])  # fmt: skip
-def test_a_row_the_fit_cannot_use_is_refused_by_field(stand_in_job, tmp_path, capsys, change,
-                                                      field):  # fmt: skip
+@pytest.mark.parametrize(
+    ("change", "field"),
+    [
+        ({"device": "m99"}, "calibration_row.device"),
+        ({"precision": "not modelled (prune weights)"}, "calibration_row.precision"),
+        ({"decode_tokens_per_s": 0}, "calibration_row.decode_tokens_per_s"),
+    ],
+)
+def test_a_row_the_fit_cannot_use_is_refused_by_field(
+    stand_in_job, tmp_path, capsys, change, field
+):
     import json
 
     from app.cli import main

@@ -34,8 +34,13 @@ def test_the_streamed_zip_is_the_deterministic_zip_of_its_files(llama, tmp_path)
     digests taken on the way out, kit.json after them and the files after it: the same bytes as
     all of the kit's files in memory through the one zip writer."""
     budget = 96_000  # 12 head pieces of some 1,500 rows: names of one and two digits
-    options = KitOptions(format="mlmodelc", context=CONTEXT, prefill=PREFILL, verify=True,
-                         max_program_weight_bytes=budget)  # fmt: skip
+    options = KitOptions(
+        format="mlmodelc",
+        context=CONTEXT,
+        prefill=PREFILL,
+        verify=True,
+        max_program_weight_bytes=budget,
+    )
     lines: list[str] = []
     out = tmp_path / "llama.kit.zip"
     result = build_kit(llama, out, options, lines.append)
@@ -49,13 +54,21 @@ def test_the_streamed_zip_is_the_deterministic_zip_of_its_files(llama, tmp_path)
         write_kit(files, f)
     assert rebuilt.read_bytes() == out.read_bytes()
     assert result.verification is not None and result.verification["passed"]
-    assert model_zip(llama, **{k: getattr(options, k) for k in
-                               ("format", "context", "prefill", "verify",
-                                "max_program_weight_bytes")}) == out.read_bytes()  # fmt: skip
+    assert (
+        model_zip(
+            llama,
+            **{
+                k: getattr(options, k)
+                for k in ("format", "context", "prefill", "verify", "max_program_weight_bytes")
+            },
+        )
+        == out.read_bytes()
+    )
     # progress counts programs as they are built, one line each
     built = [line for line in lines if line.startswith("[")]
-    assert [line.split("]")[0] for line in built] == [f"[{k}/{len(built)}" for k in
-                                                       range(1, len(built) + 1)]  # fmt: skip
+    assert [line.split("]")[0] for line in built] == [
+        f"[{k}/{len(built)}" for k in range(1, len(built) + 1)
+    ]
 
 
 def test_a_build_failing_half_way_leaves_nothing(tmp_path):
@@ -109,8 +122,7 @@ def test_the_reference_reads_one_layer_at_a_time_and_the_head_in_pieces(llama):
     weights = model.layer_weights(0, model.num_layers)
     base = model.stack_params(0, 1, seq_len=1)
     embeddings = model.embeddings()
-    whole = WholeModel(base, model.num_layers, weights, embeddings, model.final_norm(),
-                       embeddings)  # fmt: skip
+    whole = WholeModel(base, model.num_layers, weights, embeddings, model.final_norm(), embeddings)
     source = _Layers(weights)
     pieces = [embeddings[s : s + 5000] for s in range(0, len(embeddings), 5000)]
     lazy = WholeModel(base, model.num_layers, source, embeddings, model.final_norm(), pieces)
@@ -122,8 +134,9 @@ def test_the_reference_reads_one_layer_at_a_time_and_the_head_in_pieces(llama):
 
 
 @pytest.mark.parametrize("floor", [0, None])
-def test_a_kit_being_written_holds_no_more_than_its_largest_program(llama, tmp_path,
-                                                                    monkeypatch, floor):  # fmt: skip
+def test_a_kit_being_written_holds_no_more_than_its_largest_program(
+    llama, tmp_path, monkeypatch, floor
+):
     """As verification runs it: programs read from the files when run, the least recently used
     let go while the weights held would pass the largest program's; a small kit (under
     HOLD_FLOOR_BYTES) is read once and held whole."""
@@ -186,8 +199,10 @@ def test_an_opened_kit_is_mapped_checked_and_read_as_it_is_used(llama, tmp_path,
     with zipfile.ZipFile(out) as src, zipfile.ZipFile(tampered, "w") as dst:
         for item in src.infolist():
             data = src.read(item)
-            dst.writestr(item, data[:-1] + bytes([data[-1] ^ 1]) if item.filename.endswith(
-                "rope.f16") else data)  # fmt: skip
+            dst.writestr(
+                item,
+                data[:-1] + bytes([data[-1] ^ 1]) if item.filename.endswith("rope.f16") else data,
+            )
     with pytest.raises(KitError, match="sha256 differs"):
         Kit.open(tampered)
     (tmp_path / "not-a-zip.zip").write_bytes(b"nothing")

@@ -23,7 +23,8 @@ RECORD = json.loads((FIXTURES / "transformers.json").read_text())
 def test_fixtures_are_for_these_checkpoints():
     assert RECORD["prompt_ids"] == FIXTURE_PROMPT and RECORD["new_tokens"] == FIXTURE_NEW_TOKENS
     assert {n: m["seed"] for n, m in RECORD["models"].items()} == {
-        n: seed for n, (_, seed) in FIXTURE_MODELS.items()}  # fmt: skip
+        n: seed for n, (_, seed) in FIXTURE_MODELS.items()
+    }
     assert RECORD["transformers"] and RECORD["torch"]
 
 

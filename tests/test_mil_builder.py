@@ -116,10 +116,15 @@ def test_targets_refuse_newer_ops():
         b.state("s", F16, (1, 4))
     # lut_to_dense and sparse_to_dense have earlier (iOS16) forms under the same names
     assert {name for name, d in OPS.items() if d.since == "ios18"} == {
-        "scaled_dot_product_attention", "read_state", "write_state", "slice_update",
-        "constexpr_blockwise_shift_scale", "constexpr_sparse_blockwise_shift_scale",
-        "constexpr_lut_to_dense", "constexpr_sparse_to_dense",
-    }  # fmt: skip
+        "scaled_dot_product_attention",
+        "read_state",
+        "write_state",
+        "slice_update",
+        "constexpr_blockwise_shift_scale",
+        "constexpr_sparse_blockwise_shift_scale",
+        "constexpr_lut_to_dense",
+        "constexpr_sparse_to_dense",
+    }
 
 
 @pytest.mark.parametrize("name", ["1x", "a-b", "", "x y", "é"])

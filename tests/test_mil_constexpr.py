@@ -89,42 +89,102 @@ def ios18_args(b: Builder, **arrays):
 
 U8, F16 = np.uint8, np.float16
 BAD_IOS18 = [
-    ("constexpr_lut_to_dense", {"indices": (np.zeros((4, 4), U8), DType.UINT2),
-                                "lut": (np.zeros((1, 1, 8, 1), F16), DType.FP16)},
-     "lut", "uint2 indices need 4 entries"),
-    ("constexpr_lut_to_dense", {"indices": (np.zeros((4, 4), U8), DType.UINT1),
-                                "lut": (np.zeros((3, 1, 2, 1), F16), DType.FP16)},
-     "lut", "3 tables do not divide dimension 0"),
-    ("constexpr_lut_to_dense", {"indices": (np.zeros((4, 4), U8), DType.UINT1),
-                                "lut": (np.zeros((1, 2, 1), F16), DType.FP16)},
-     "lut", "must be the indices' rank + 2"),
-    ("constexpr_lut_to_dense", {"indices": (np.zeros((4, 4), U8), DType.UINT1),
-                                "lut": (np.zeros((1, 1, 2, 2), F16), DType.FP16)},
-     "vector_axis", "required for vectors of 2"),
-    ("constexpr_blockwise_shift_scale", {"data": (np.zeros((4, 6), np.int8), DType.INT4),
-                                         "scale": (np.ones((4, 4), F16), DType.FP16)},
-     "scale", "4 scales do not divide dimension 1"),
-    ("constexpr_blockwise_shift_scale", {"data": (np.zeros((4, 6), np.int8), DType.INT4),
-                                         "scale": (np.ones((4,), F16), DType.FP16)},
-     "scale", "rank 1 differs"),
-    ("constexpr_blockwise_shift_scale", {"data": (np.zeros((4, 6), np.int8), DType.INT4),
-                                         "scale": (np.ones((4, 2), F16), DType.FP16),
-                                         "offset": (np.zeros((4, 2), np.int8), DType.INT8)},
-     "offset", "an integer offset must be int4"),
-    ("constexpr_blockwise_shift_scale", {"data": (np.zeros((4, 6), np.int8), DType.INT4),
-                                         "scale": (np.ones((4, 2), F16), DType.FP16),
-                                         "offset": (np.zeros((4, 1), np.int8), DType.INT4)},
-     "offset", "differs from the scale's"),
-    ("constexpr_blockwise_shift_scale", {"data": (np.zeros((4, 6), np.int32), DType.INT32),
-                                         "scale": (np.ones((4, 2), F16), DType.FP16)},
-     "data", "dtype int32 is not allowed"),
-    ("constexpr_sparse_to_dense", {"nonzero_data": (np.ones(3, F16), DType.FP16),
-                                   "mask": (np.eye(4, dtype=U8), DType.UINT1)},
-     "nonzero_data", "3 values for 4 set mask bits"),
-    ("constexpr_sparse_to_dense", {"nonzero_data": (np.ones(4, F16), DType.FP16),
-                                   "mask": (np.eye(4, dtype=U8), DType.UINT8)},
-     "mask", "dtype uint8 is not allowed"),
-]  # fmt: skip
+    (
+        "constexpr_lut_to_dense",
+        {
+            "indices": (np.zeros((4, 4), U8), DType.UINT2),
+            "lut": (np.zeros((1, 1, 8, 1), F16), DType.FP16),
+        },
+        "lut",
+        "uint2 indices need 4 entries",
+    ),
+    (
+        "constexpr_lut_to_dense",
+        {
+            "indices": (np.zeros((4, 4), U8), DType.UINT1),
+            "lut": (np.zeros((3, 1, 2, 1), F16), DType.FP16),
+        },
+        "lut",
+        "3 tables do not divide dimension 0",
+    ),
+    (
+        "constexpr_lut_to_dense",
+        {
+            "indices": (np.zeros((4, 4), U8), DType.UINT1),
+            "lut": (np.zeros((1, 2, 1), F16), DType.FP16),
+        },
+        "lut",
+        "must be the indices' rank + 2",
+    ),
+    (
+        "constexpr_lut_to_dense",
+        {
+            "indices": (np.zeros((4, 4), U8), DType.UINT1),
+            "lut": (np.zeros((1, 1, 2, 2), F16), DType.FP16),
+        },
+        "vector_axis",
+        "required for vectors of 2",
+    ),
+    (
+        "constexpr_blockwise_shift_scale",
+        {
+            "data": (np.zeros((4, 6), np.int8), DType.INT4),
+            "scale": (np.ones((4, 4), F16), DType.FP16),
+        },
+        "scale",
+        "4 scales do not divide dimension 1",
+    ),
+    (
+        "constexpr_blockwise_shift_scale",
+        {
+            "data": (np.zeros((4, 6), np.int8), DType.INT4),
+            "scale": (np.ones((4,), F16), DType.FP16),
+        },
+        "scale",
+        "rank 1 differs",
+    ),
+    (
+        "constexpr_blockwise_shift_scale",
+        {
+            "data": (np.zeros((4, 6), np.int8), DType.INT4),
+            "scale": (np.ones((4, 2), F16), DType.FP16),
+            "offset": (np.zeros((4, 2), np.int8), DType.INT8),
+        },
+        "offset",
+        "an integer offset must be int4",
+    ),
+    (
+        "constexpr_blockwise_shift_scale",
+        {
+            "data": (np.zeros((4, 6), np.int8), DType.INT4),
+            "scale": (np.ones((4, 2), F16), DType.FP16),
+            "offset": (np.zeros((4, 1), np.int8), DType.INT4),
+        },
+        "offset",
+        "differs from the scale's",
+    ),
+    (
+        "constexpr_blockwise_shift_scale",
+        {
+            "data": (np.zeros((4, 6), np.int32), DType.INT32),
+            "scale": (np.ones((4, 2), F16), DType.FP16),
+        },
+        "data",
+        "dtype int32 is not allowed",
+    ),
+    (
+        "constexpr_sparse_to_dense",
+        {"nonzero_data": (np.ones(3, F16), DType.FP16), "mask": (np.eye(4, dtype=U8), DType.UINT1)},
+        "nonzero_data",
+        "3 values for 4 set mask bits",
+    ),
+    (
+        "constexpr_sparse_to_dense",
+        {"nonzero_data": (np.ones(4, F16), DType.FP16), "mask": (np.eye(4, dtype=U8), DType.UINT8)},
+        "mask",
+        "dtype uint8 is not allowed",
+    ),
+]
 
 
 @pytest.mark.parametrize(("op_type", "arrays", "arg", "message"), BAD_IOS18)
@@ -137,40 +197,88 @@ def test_ios18_declarations_refuse_what_coremltools_refuses(op_type, arrays, arg
 
 
 BAD_IOS17 = [
-    ("constexpr_lut_to_dense", {"indices": (np.zeros(6, U8), DType.UINT8),
-                                "lut": (np.zeros(8, F16), DType.FP16),
-                                "shape": (np.array([4, 4], np.uint32), DType.UINT32)},
-     "lut", "needs one of [2, 4, 16, 64, 256] entries, got 8"),
-    ("constexpr_lut_to_dense", {"indices": (np.zeros(6, U8), DType.UINT8),
-                                "lut": (np.zeros(4, F16), DType.FP16),
-                                "shape": (np.array([4, 4], np.uint32), DType.UINT32)},
-     "indices", "[4, 4] packed needs 4 bytes, got 6"),
-    ("constexpr_lut_to_dense", {"indices": (np.zeros((4, 4), U8), DType.UINT2),
-                                "lut": (np.zeros(4, F16), DType.FP16),
-                                "shape": (np.array([4, 4], np.uint32), DType.UINT32)},
-     "indices", "dtype uint2 is not allowed"),
-    ("constexpr_sparse_to_dense", {"nonzero_data": (np.ones(2, F16), DType.FP16),
-                                   "mask": (np.array([0b11, 0b10000], U8), DType.UINT8),
-                                   "shape": (np.array([3, 4], np.uint32), DType.UINT32)},
-     "mask", "padding bits after the last element"),
-    ("constexpr_sparse_to_dense", {"nonzero_data": (np.ones(2, F16), DType.FP16),
-                                   "mask": (np.array([0b111, 0], U8), DType.UINT8),
-                                   "shape": (np.array([3, 4], np.uint32), DType.UINT32)},
-     "nonzero_data", "2 values for 3 set mask bits"),
-    ("constexpr_affine_dequantize", {"quantized_data": (np.zeros((4, 3), np.int8), DType.INT8),
-                                     "zero_point": (np.zeros(4, np.int8), DType.INT8),
-                                     "scale": (np.ones(3, F16), DType.FP16),
-                                     "axis": (np.int32(0), DType.INT32)},
-     "scale", "a vector of 4 (axis 0)"),
-    ("constexpr_affine_dequantize", {"quantized_data": (np.zeros((4, 3), np.int8), DType.INT8),
-                                     "zero_point": (np.zeros(4, np.int8), DType.INT8),
-                                     "scale": (np.ones(4, F16), DType.FP16),
-                                     "axis": (np.int32(2), DType.INT32)},
-     "axis", "axis 2 is out of range"),
-    ("constexpr_blockwise_shift_scale", {"data": (np.zeros((4, 6), np.int8), DType.INT8),
-                                         "scale": (np.ones((4, 1), F16), DType.FP16)},
-     None, "not in the ios17 opset (available from ios18)"),
-]  # fmt: skip
+    (
+        "constexpr_lut_to_dense",
+        {
+            "indices": (np.zeros(6, U8), DType.UINT8),
+            "lut": (np.zeros(8, F16), DType.FP16),
+            "shape": (np.array([4, 4], np.uint32), DType.UINT32),
+        },
+        "lut",
+        "needs one of [2, 4, 16, 64, 256] entries, got 8",
+    ),
+    (
+        "constexpr_lut_to_dense",
+        {
+            "indices": (np.zeros(6, U8), DType.UINT8),
+            "lut": (np.zeros(4, F16), DType.FP16),
+            "shape": (np.array([4, 4], np.uint32), DType.UINT32),
+        },
+        "indices",
+        "[4, 4] packed needs 4 bytes, got 6",
+    ),
+    (
+        "constexpr_lut_to_dense",
+        {
+            "indices": (np.zeros((4, 4), U8), DType.UINT2),
+            "lut": (np.zeros(4, F16), DType.FP16),
+            "shape": (np.array([4, 4], np.uint32), DType.UINT32),
+        },
+        "indices",
+        "dtype uint2 is not allowed",
+    ),
+    (
+        "constexpr_sparse_to_dense",
+        {
+            "nonzero_data": (np.ones(2, F16), DType.FP16),
+            "mask": (np.array([0b11, 0b10000], U8), DType.UINT8),
+            "shape": (np.array([3, 4], np.uint32), DType.UINT32),
+        },
+        "mask",
+        "padding bits after the last element",
+    ),
+    (
+        "constexpr_sparse_to_dense",
+        {
+            "nonzero_data": (np.ones(2, F16), DType.FP16),
+            "mask": (np.array([0b111, 0], U8), DType.UINT8),
+            "shape": (np.array([3, 4], np.uint32), DType.UINT32),
+        },
+        "nonzero_data",
+        "2 values for 3 set mask bits",
+    ),
+    (
+        "constexpr_affine_dequantize",
+        {
+            "quantized_data": (np.zeros((4, 3), np.int8), DType.INT8),
+            "zero_point": (np.zeros(4, np.int8), DType.INT8),
+            "scale": (np.ones(3, F16), DType.FP16),
+            "axis": (np.int32(0), DType.INT32),
+        },
+        "scale",
+        "a vector of 4 (axis 0)",
+    ),
+    (
+        "constexpr_affine_dequantize",
+        {
+            "quantized_data": (np.zeros((4, 3), np.int8), DType.INT8),
+            "zero_point": (np.zeros(4, np.int8), DType.INT8),
+            "scale": (np.ones(4, F16), DType.FP16),
+            "axis": (np.int32(2), DType.INT32),
+        },
+        "axis",
+        "axis 2 is out of range",
+    ),
+    (
+        "constexpr_blockwise_shift_scale",
+        {
+            "data": (np.zeros((4, 6), np.int8), DType.INT8),
+            "scale": (np.ones((4, 1), F16), DType.FP16),
+        },
+        None,
+        "not in the ios17 opset (available from ios18)",
+    ),
+]
 
 
 @pytest.mark.parametrize(("op_type", "arrays", "arg", "message"), BAD_IOS17)
@@ -201,28 +309,61 @@ def test_ios16_form_arguments_must_be_consts():
 RNG = np.random.default_rng(11)
 
 DIRECT = [
-    ("vector LUT on axis 1", "constexpr_lut_to_dense", {
-        "indices": (RNG.integers(0, 4, (6, 5, 3)).astype(U8), DType.UINT2),
-        "lut": (RNG.standard_normal((2, 1, 3, 4, 2)).astype(F16), DType.FP16),
-        "vector_axis": (np.int32(1), DType.INT32)}),
-    ("LUTs on two axes", "constexpr_lut_to_dense", {
-        "indices": (RNG.integers(0, 8, (6, 10)).astype(U8), DType.UINT3),
-        "lut": (RNG.standard_normal((3, 5, 8, 1)).astype(F16), DType.FP16)}),
-    ("int8 LUT values", "constexpr_lut_to_dense", {
-        "indices": (RNG.integers(0, 64, (7, 9)).astype(U8), DType.UINT6),
-        "lut": (RNG.integers(-128, 128, (1, 1, 64, 1)).astype(np.int8), DType.INT8)}),
-    ("blocks on three axes, float offset", "constexpr_blockwise_shift_scale", {
-        "data": (RNG.integers(-8, 8, (4, 6, 9)).astype(np.int8), DType.INT4),
-        "scale": (RNG.random((2, 3, 3)).astype(F16), DType.FP16),
-        "offset": (RNG.standard_normal((2, 3, 3)).astype(F16), DType.FP16)}),
-    ("fp32 scales, uint8 offset", "constexpr_blockwise_shift_scale", {
-        "data": (RNG.integers(0, 256, (5, 8)).astype(U8), DType.UINT8),
-        "scale": (RNG.random((5, 2)).astype(np.float32), DType.FP32),
-        "offset": (RNG.integers(0, 256, (5, 2)).astype(U8), DType.UINT8)}),
-    ("int4 sparse", "constexpr_sparse_to_dense", {
-        "nonzero_data": (RNG.integers(-8, 8, 13).astype(np.int8), DType.INT4),
-        "mask": (np.isin(np.arange(35), RNG.choice(35, 13, replace=False)).reshape(5, 7).astype(U8), DType.UINT1)}),
-]  # fmt: skip
+    (
+        "vector LUT on axis 1",
+        "constexpr_lut_to_dense",
+        {
+            "indices": (RNG.integers(0, 4, (6, 5, 3)).astype(U8), DType.UINT2),
+            "lut": (RNG.standard_normal((2, 1, 3, 4, 2)).astype(F16), DType.FP16),
+            "vector_axis": (np.int32(1), DType.INT32),
+        },
+    ),
+    (
+        "LUTs on two axes",
+        "constexpr_lut_to_dense",
+        {
+            "indices": (RNG.integers(0, 8, (6, 10)).astype(U8), DType.UINT3),
+            "lut": (RNG.standard_normal((3, 5, 8, 1)).astype(F16), DType.FP16),
+        },
+    ),
+    (
+        "int8 LUT values",
+        "constexpr_lut_to_dense",
+        {
+            "indices": (RNG.integers(0, 64, (7, 9)).astype(U8), DType.UINT6),
+            "lut": (RNG.integers(-128, 128, (1, 1, 64, 1)).astype(np.int8), DType.INT8),
+        },
+    ),
+    (
+        "blocks on three axes, float offset",
+        "constexpr_blockwise_shift_scale",
+        {
+            "data": (RNG.integers(-8, 8, (4, 6, 9)).astype(np.int8), DType.INT4),
+            "scale": (RNG.random((2, 3, 3)).astype(F16), DType.FP16),
+            "offset": (RNG.standard_normal((2, 3, 3)).astype(F16), DType.FP16),
+        },
+    ),
+    (
+        "fp32 scales, uint8 offset",
+        "constexpr_blockwise_shift_scale",
+        {
+            "data": (RNG.integers(0, 256, (5, 8)).astype(U8), DType.UINT8),
+            "scale": (RNG.random((5, 2)).astype(np.float32), DType.FP32),
+            "offset": (RNG.integers(0, 256, (5, 2)).astype(U8), DType.UINT8),
+        },
+    ),
+    (
+        "int4 sparse",
+        "constexpr_sparse_to_dense",
+        {
+            "nonzero_data": (RNG.integers(-8, 8, 13).astype(np.int8), DType.INT4),
+            "mask": (
+                np.isin(np.arange(35), RNG.choice(35, 13, replace=False)).reshape(5, 7).astype(U8),
+                DType.UINT1,
+            ),
+        },
+    ),
+]
 
 
 @pytest.mark.parametrize(("what", "op_type", "arrays"), DIRECT, ids=[d[0] for d in DIRECT])
@@ -267,11 +408,18 @@ def test_text_and_protobuf_round_trips_are_identical(target):
     if target == "ios18":  # outputs must be model output types: not the int4 one
         ops = [d for d in DIRECT if d[0] != "int4 sparse"]
     else:
-        ops = [("affine", "constexpr_affine_dequantize", {
-            "quantized_data": (RNG.integers(0, 256, (6, 4)).astype(U8), DType.UINT8),
-            "zero_point": (RNG.integers(0, 256, 6).astype(U8), DType.UINT8),
-            "scale": (RNG.random(6).astype(F16), DType.FP16),
-            "axis": (np.int32(0), DType.INT32)})]  # fmt: skip
+        ops = [
+            (
+                "affine",
+                "constexpr_affine_dequantize",
+                {
+                    "quantized_data": (RNG.integers(0, 256, (6, 4)).astype(U8), DType.UINT8),
+                    "zero_point": (RNG.integers(0, 256, 6).astype(U8), DType.UINT8),
+                    "scale": (RNG.random(6).astype(F16), DType.FP16),
+                    "axis": (np.int32(0), DType.INT32),
+                },
+            )
+        ]
     outs = []
     for i, (_, op_type, arrays) in enumerate(ops):
         args = {k: b.const(b.unique(f"w{i}_{k}"), a, d) for k, (a, d) in sorted(arrays.items())}

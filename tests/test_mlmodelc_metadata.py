@@ -30,7 +30,7 @@ TOP_ORDERS = {
     "Parakeet preprocessor": "metadataOutputVersion shortDescription outputSchema storagePrecision modelParameters author specificationVersion mlProgramOperationTypeHistogram computePrecision isUpdatable stateSchema availability modelType inputSchema userDefinedMetadata generatedClassName method",
     "TransposeEncoder (3404)": "shortDescription metadataOutputVersion outputSchema version modelParameters author specificationVersion mlProgramOperationTypeHistogram computePrecision stateSchema isUpdatable availability modelType inputSchema userDefinedMetadata generatedClassName method",
     "Argmax (3404)": "metadataOutputVersion shortDescription outputSchema modelParameters author specificationVersion mlProgramOperationTypeHistogram computePrecision isUpdatable stateSchema availability modelType inputSchema userDefinedMetadata generatedClassName method",
-}  # fmt: skip
+}
 
 
 @pytest.mark.parametrize("bundle", sorted(TOP_ORDERS))

@@ -17,20 +17,17 @@ HISTOGRAMS = sorted(GOLDENS.rglob("metadata.json"))
 # each citation of a bundle kept here -> its metadata.json, or (text-only bundles) its model.mil
 CITED = {
     opnames.SILERO_INT8: "silero-vad/unified_int8/unified_int8.mlmodelc/metadata.json",
-    opnames.SILERO_PALETTE:
-        "silero-vad/unified_palette_4bit/unified_palette_4bit.mlmodelc/metadata.json",
-    opnames.SILERO_PRUNED:
-        "silero-vad/unified_pruned_int8/unified_pruned_int8.mlmodelc/metadata.json",
+    opnames.SILERO_PALETTE: "silero-vad/unified_palette_4bit/unified_palette_4bit.mlmodelc/metadata.json",
+    opnames.SILERO_PRUNED: "silero-vad/unified_pruned_int8/unified_pruned_int8.mlmodelc/metadata.json",
     opnames.ADD_MODEL: "coremltools-add_model/add_model.mlmodelc/metadata.json",
     opnames.PARAKEET_ENCODER: "ios17-text/ParakeetEOU-160ms-streaming_encoder/metadata.json",
-    opnames.PARAKEET_PREPROCESSOR:
-        "ios17-text/ParakeetEOU-parakeet_eou_preprocessor/metadata.json",
+    opnames.PARAKEET_PREPROCESSOR: "ios17-text/ParakeetEOU-parakeet_eou_preprocessor/metadata.json",
     opnames.PARAKEET_DECODER: "ios17-text/ParakeetEOU-decoder/metadata.json",
     opnames.PARAKEET_JOINT: "ios17-text/ParakeetEOU-joint_decision/metadata.json",
     opnames.GATHER_3520: "apple-mil-text/coremlc-3520.5.1-flexible-gather.mil",
     opnames.MULTIFUNCTION_3600: "apple-mil-text/coremlc-3600.25.1-flexible-multifunction.mil",
     opnames.QUANTIZED_3600: "apple-mil-text/coremlc-3600.25.1-quantized-constexpr.mil",
-}  # fmt: skip
+}
 
 
 def _metadata(path: Path) -> dict:
@@ -92,9 +89,22 @@ def test_the_build_report_lists_unobserved_names(tmp_path, capsys, target, noted
     from app.cli import main
 
     out = tmp_path / "m.zip"
-    code = main(["compile", "conv", "--params", '{"in_channels": 32, "out_channels": 32, '
-                 '"spatial": 16}', "--random-weights", "0", "--format", "mlmodelc",
-                 "--target", target, "-o", str(out)])  # fmt: skip
+    code = main(
+        [
+            "compile",
+            "conv",
+            "--params",
+            '{"in_channels": 32, "out_channels": 32, "spatial": 16}',
+            "--random-weights",
+            "0",
+            "--format",
+            "mlmodelc",
+            "--target",
+            target,
+            "-o",
+            str(out),
+        ]
+    )
     assert code == 0
     printed = capsys.readouterr().out
     with zipfile.ZipFile(out) as z:

@@ -137,8 +137,12 @@ def source(request, tmp_path_factory) -> Path:
 
 # observed releases, a release seen with a second MIL component, and a release never observed
 # (written with the nearest observed release's rules): each round trip keeps the bundle's pair
-PAIRS = [("3500.32.1", None), ("3600.25.1", None), ("3500.32.1", "3510.2.1"),
-         ("3505.4.1", "3510.2.1")]  # fmt: skip
+PAIRS = [
+    ("3500.32.1", None),
+    ("3600.25.1", None),
+    ("3500.32.1", "3510.2.1"),
+    ("3505.4.1", "3510.2.1"),
+]
 
 
 @pytest.mark.parametrize("pair", PAIRS, ids=["-".join(filter(None, p)) for p in PAIRS])

@@ -31,8 +31,9 @@ CONV = {"in_channels": 32, "out_channels": 16, "spatial": 8}
 
 
 def cli(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "app.cli", *args], capture_output=True,
-                          text=True, cwd=cwd)  # fmt: skip
+    return subprocess.run(
+        [sys.executable, "-m", "app.cli", *args], capture_output=True, text=True, cwd=cwd
+    )
 
 
 def outputs(path: Path, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
@@ -85,8 +86,21 @@ def test_every_catalog_kernel_compiles_from_the_cli(tmp_path, op, params):
     from app.cli import main
 
     for fmt in ("mlpackage", "mlmodelc"):
-        code = main(["compile", op, "--params", json.dumps(params), "--random-weights", "2",
-                     "--format", fmt, "--verify", "-o", str(tmp_path / f"{fmt}.zip")])  # fmt: skip
+        code = main(
+            [
+                "compile",
+                op,
+                "--params",
+                json.dumps(params),
+                "--random-weights",
+                "2",
+                "--format",
+                fmt,
+                "--verify",
+                "-o",
+                str(tmp_path / f"{fmt}.zip"),
+            ]
+        )
         assert code == 0
     with zipfile.ZipFile(tmp_path / "mlmodelc.zip") as zf:
         assert json.loads(zf.read("verification.json"))["passed"]
@@ -95,9 +109,12 @@ def test_every_catalog_kernel_compiles_from_the_cli(tmp_path, op, params):
 
 @pytest.mark.parametrize(
     "config",
-    [{"mode": "palettize", "nbits": 4}, {"mode": "linear", "dtype": "int8"},
-     {"mode": "prune", "target_sparsity": 0.5, "dtype": "int8"}],
-)  # fmt: skip
+    [
+        {"mode": "palettize", "nbits": 4},
+        {"mode": "linear", "dtype": "int8"},
+        {"mode": "prune", "target_sparsity": 0.5, "dtype": "int8"},
+    ],
+)
 def test_quantized_kernels_compile_and_run_as_their_package(client, tmp_path, config):
     for fmt in ("mlpackage", "mlmodelc"):
         answer = client.post("/v1/kernels", json=body("conv", CONV, "ios18", fmt, quantize=config))
@@ -117,9 +134,20 @@ def test_a_job_the_cli_and_the_api_give_the_same_bundle(client, tmp_path):
 
     np.save(tmp_path / "w.npy", np.asarray(request["weights"]["weight"], np.float32))
     out = tmp_path / "cli.zip"
-    made = cli("compile", "conv", "--params", json.dumps(CONV), "--weights",
-               f"weight={tmp_path / 'w.npy'}", "--format", "mlmodelc", "--name", "same",
-               "-o", str(out))  # fmt: skip
+    made = cli(
+        "compile",
+        "conv",
+        "--params",
+        json.dumps(CONV),
+        "--weights",
+        f"weight={tmp_path / 'w.npy'}",
+        "--format",
+        "mlmodelc",
+        "--name",
+        "same",
+        "-o",
+        str(out),
+    )
     assert made.returncode == 0, made.stderr
     assert out.read_bytes() == sync.content
 
@@ -167,13 +195,22 @@ def test_bad_bundles_and_profiles_exit_2_naming_the_fault(tmp_path):
     assert bad.returncode == 2 and "coremldata.bin" in bad.stderr
     assert not (tmp_path / "x.mlpackage").exists()
     source = GOLDENS / "silero-vad/unified_int8/source.mlpackage"
-    malformed = cli("mlmodelc", str(source), "-o", str(tmp_path / "y.mlmodelc"),
-                    "--coremlc-version", "newest")  # fmt: skip
+    malformed = cli(
+        "mlmodelc", str(source), "-o", str(tmp_path / "y.mlmodelc"), "--coremlc-version", "newest"
+    )
     assert malformed.returncode == 2 and "'newest' is not a release number" in malformed.stderr
     assert not (tmp_path / "y.mlmodelc").exists()
     # a release never observed is written, and the command says whose rules it used
-    unseen = cli("mlmodelc", str(source), "-o", str(tmp_path / "y.mlmodelc"),
-                 "--coremlc-version", "3505.4.1", "--mil-version", "3510.2.1")  # fmt: skip
+    unseen = cli(
+        "mlmodelc",
+        str(source),
+        "-o",
+        str(tmp_path / "y.mlmodelc"),
+        "--coremlc-version",
+        "3505.4.1",
+        "--mil-version",
+        "3510.2.1",
+    )
     assert unseen.returncode == 0, unseen.stderr
     assert "layout rules of 3500.32.1: not observed" in unseen.stdout
     assert '"coremlc-version", "3505.4.1"' in (tmp_path / "y.mlmodelc/model.mil").read_text()

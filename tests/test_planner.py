@@ -19,31 +19,67 @@ from app.errors import RequestError
 from app.planner import make_plan, shape_from_config
 from tests.http_support import assert_problem
 
-LLAMA_2_7B = {"model_type": "llama", "hidden_size": 4096, "intermediate_size": 11008,
-              "num_attention_heads": 32, "num_hidden_layers": 32, "num_key_value_heads": 32,
-              "vocab_size": 32000, "rms_norm_eps": 1e-5, "hidden_act": "silu",
-              "tie_word_embeddings": False, "rope_theta": 10000.0}  # fmt: skip
-LLAMA_3_2_1B = {"model_type": "llama", "hidden_size": 2048, "intermediate_size": 8192,
-                "num_attention_heads": 32, "num_hidden_layers": 16, "num_key_value_heads": 8,
-                "head_dim": 64, "vocab_size": 128256, "rms_norm_eps": 1e-5, "hidden_act": "silu",
-                "tie_word_embeddings": True, "rope_theta": 500000.0,
-                "rope_scaling": {"factor": 32.0, "high_freq_factor": 4.0, "low_freq_factor": 1.0,
-                                 "original_max_position_embeddings": 8192,
-                                 "rope_type": "llama3"}}  # fmt: skip
-QWEN3_0_6B = {"model_type": "qwen3", "hidden_size": 1024, "intermediate_size": 3072,
-              "num_attention_heads": 16, "num_hidden_layers": 28, "num_key_value_heads": 8,
-              "head_dim": 128, "vocab_size": 151936, "rms_norm_eps": 1e-6, "hidden_act": "silu",
-              "tie_word_embeddings": True, "rope_theta": 1000000}  # fmt: skip
+LLAMA_2_7B = {
+    "model_type": "llama",
+    "hidden_size": 4096,
+    "intermediate_size": 11008,
+    "num_attention_heads": 32,
+    "num_hidden_layers": 32,
+    "num_key_value_heads": 32,
+    "vocab_size": 32000,
+    "rms_norm_eps": 1e-5,
+    "hidden_act": "silu",
+    "tie_word_embeddings": False,
+    "rope_theta": 10000.0,
+}
+LLAMA_3_2_1B = {
+    "model_type": "llama",
+    "hidden_size": 2048,
+    "intermediate_size": 8192,
+    "num_attention_heads": 32,
+    "num_hidden_layers": 16,
+    "num_key_value_heads": 8,
+    "head_dim": 64,
+    "vocab_size": 128256,
+    "rms_norm_eps": 1e-5,
+    "hidden_act": "silu",
+    "tie_word_embeddings": True,
+    "rope_theta": 500000.0,
+    "rope_scaling": {
+        "factor": 32.0,
+        "high_freq_factor": 4.0,
+        "low_freq_factor": 1.0,
+        "original_max_position_embeddings": 8192,
+        "rope_type": "llama3",
+    },
+}
+QWEN3_0_6B = {
+    "model_type": "qwen3",
+    "hidden_size": 1024,
+    "intermediate_size": 3072,
+    "num_attention_heads": 16,
+    "num_hidden_layers": 28,
+    "num_key_value_heads": 8,
+    "head_dim": 128,
+    "vocab_size": 151936,
+    "rms_norm_eps": 1e-6,
+    "hidden_act": "silu",
+    "tie_word_embeddings": True,
+    "rope_theta": 1000000,
+}
 CONFIGS = {"llama-2-7b": LLAMA_2_7B, "llama-3.2-1b": LLAMA_3_2_1B, "qwen3-0.6b": QWEN3_0_6B}
 LUT4 = {"mode": "palettize", "nbits": 4}
 # What the table's limits say at the default context (2048): a 7B model in fp16 needs ~14.6 GB,
 # which only the M1 Max's 32 GB (two thirds for an app) holds; at 4 bits it needs ~4.5 GB, over
 # the 4 GB assumed for an app on an 8 GB phone. The small models fit everywhere.
 EXPECTED_FIT = {
-    ("llama-2-7b", "m1-max", None): True, ("llama-2-7b", "m4", None): False,
-    ("llama-2-7b", "a18-pro", None): False, ("llama-2-7b", "m1-max", 4): True,
-    ("llama-2-7b", "m4", 4): True, ("llama-2-7b", "a18-pro", 4): False,
-}  # fmt: skip
+    ("llama-2-7b", "m1-max", None): True,
+    ("llama-2-7b", "m4", None): False,
+    ("llama-2-7b", "a18-pro", None): False,
+    ("llama-2-7b", "m1-max", 4): True,
+    ("llama-2-7b", "m4", 4): True,
+    ("llama-2-7b", "a18-pro", 4): False,
+}
 
 
 @pytest.mark.parametrize("model", CONFIGS)
@@ -89,8 +125,14 @@ def test_a_7b_model_in_fp16_on_an_8_gb_phone_names_the_quantization_that_fits():
 
 
 def test_a_layer_over_every_envelope_cannot_fit_any_split_and_says_by_how_much():
-    huge = {**LLAMA_2_7B, "hidden_size": 8192, "intermediate_size": 65536, "num_hidden_layers": 2,
-            "num_attention_heads": 64, "num_key_value_heads": 8}  # fmt: skip
+    huge = {
+        **LLAMA_2_7B,
+        "hidden_size": 8192,
+        "intermediate_size": 65536,
+        "num_hidden_layers": 2,
+        "num_attention_heads": 64,
+        "num_key_value_heads": 8,
+    }
     layer = 2 * (2 * 8192 * 8192 + 2 * 8192 * 1024 + 3 * 8192 * 65536)
     plan = make_plan(huge, "m4").to_json()
     problem = next(p for p in plan["problems"] if p["limit"] == "program_weight_bytes")
@@ -131,10 +173,14 @@ def test_sanity_fewer_bits_decode_faster_and_a_longer_context_decodes_slower():
 
 def test_m1_reads_int8_as_fp16_so_int8_gains_nothing_there():
     int8 = {"mode": "linear", "dtype": "int8"}
-    m1 = [make_plan(QWEN3_0_6B, "m1", quantize=q).to_json()["decode_tokens_per_s"]
-          for q in (None, int8)]  # fmt: skip
-    m2 = [make_plan(QWEN3_0_6B, "m2", quantize=q).to_json()["decode_tokens_per_s"]
-          for q in (None, int8)]  # fmt: skip
+    m1 = [
+        make_plan(QWEN3_0_6B, "m1", quantize=q).to_json()["decode_tokens_per_s"]
+        for q in (None, int8)
+    ]
+    m2 = [
+        make_plan(QWEN3_0_6B, "m2", quantize=q).to_json()["decode_tokens_per_s"]
+        for q in (None, int8)
+    ]
     assert m1[0] == m1[1] and m2[1] > m2[0]
     assert palettized(4).streams_compressed(get_chip("m1"))
 
@@ -142,20 +188,32 @@ def test_m1_reads_int8_as_fp16_so_int8_gains_nothing_there():
 @pytest.mark.parametrize(
     ("config", "kwargs", "field", "words"),
     [
-        ({k: v for k, v in QWEN3_0_6B.items() if k != "num_hidden_layers"}, {},
-         "config.num_hidden_layers", "missing"),
-        ({k: v for k, v in QWEN3_0_6B.items() if k != "hidden_size"}, {}, "config.hidden_size",
-         "missing"),
+        (
+            {k: v for k, v in QWEN3_0_6B.items() if k != "num_hidden_layers"},
+            {},
+            "config.num_hidden_layers",
+            "missing",
+        ),
+        (
+            {k: v for k, v in QWEN3_0_6B.items() if k != "hidden_size"},
+            {},
+            "config.hidden_size",
+            "missing",
+        ),
         ({**QWEN3_0_6B, "vocab_size": "big"}, {}, "config.vocab_size", "positive integer"),
         ({**QWEN3_0_6B, "hidden_act": "gelu"}, {}, "config.hidden_act", "not supported"),
         (QWEN3_0_6B, {"device": "m9"}, "device", "a18-pro"),
         (QWEN3_0_6B, {"quantize": {"mode": "palettize", "nbits": 5}}, "quantize.nbits", ""),
-        (QWEN3_0_6B, {"quantize": {"mode": "prune", "target_sparsity": 0.5}}, "quantize.mode",
-         "not modelled"),
+        (
+            QWEN3_0_6B,
+            {"quantize": {"mode": "prune", "target_sparsity": 0.5}},
+            "quantize.mode",
+            "not modelled",
+        ),
         (QWEN3_0_6B, {"prefill": 4096}, "prefill", "context of 2048"),
         (QWEN3_0_6B, {"path": "metal"}, "path", "coreml"),
     ],
-)  # fmt: skip
+)
 def test_bad_input_names_the_field(config, kwargs, field, words):
     kwargs = {"device": "m4", **kwargs}
     with pytest.raises(RequestError) as err:
@@ -169,24 +227,31 @@ def test_plan_on_the_command_line(tmp_path):
     out = subprocess.run(run, capture_output=True, text=True)
     assert out.returncode == 0, out.stderr
     assert "does not fit" in out.stdout and '"nbits": 4' in out.stdout
-    answer = json.loads(subprocess.run([*run, "--json", "--quantize", json.dumps(LUT4),
-                                        "--context", "1024"], capture_output=True,
-                                       text=True).stdout)  # fmt: skip
+    answer = json.loads(
+        subprocess.run(
+            [*run, "--json", "--quantize", json.dumps(LUT4), "--context", "1024"],
+            capture_output=True,
+            text=True,
+        ).stdout
+    )
     assert answer["fits"] and answer["precision"] == "4-bit palettized"
     bad = subprocess.run([*run[:-1], "m9"], capture_output=True, text=True)
     assert bad.returncode == 2 and "a18-pro" in bad.stderr
 
 
 def test_post_plan_and_the_client(server, client):
-    answer = client.post("/v1/plan", json={"config": QWEN3_0_6B, "device": "a18-pro",
-                                           "quantize": LUT4})  # fmt: skip
+    answer = client.post(
+        "/v1/plan", json={"config": QWEN3_0_6B, "device": "a18-pro", "quantize": LUT4}
+    )
     assert answer.status_code == 200, answer.text
     assert answer.json() == make_plan(QWEN3_0_6B, "a18-pro", quantize=LUT4).to_json()
-    assert_problem(client.post("/v1/plan", json={"config": QWEN3_0_6B, "device": "m9"}), 422,
-                   "device")  # fmt: skip
+    assert_problem(
+        client.post("/v1/plan", json={"config": QWEN3_0_6B, "device": "m9"}), 422, "device"
+    )
     missing = {k: v for k, v in QWEN3_0_6B.items() if k != "vocab_size"}
-    assert_problem(client.post("/v1/plan", json={"config": missing, "device": "m4"}), 422,
-                   "config.vocab_size")  # fmt: skip
+    assert_problem(
+        client.post("/v1/plan", json={"config": missing, "device": "m4"}), 422, "config.vocab_size"
+    )
     with Client(server.url) as sdk:
         planned = sdk.plan(LLAMA_2_7B, "a18-pro")
         assert planned["fits"] is False and planned["fits_with"]["quantize"] == LUT4
@@ -205,8 +270,12 @@ def test_the_pages_command_line_examples_say_what_they_should(tmp_path):
     for command in commands:
         args = shlex.split(command)
         assert args[0] == ".venv/bin/ane-kernels"
-        done = subprocess.run([sys.executable, "-m", "app.cli", *args[1:]], cwd=tmp_path,
-                              capture_output=True, text=True)  # fmt: skip
+        done = subprocess.run(
+            [sys.executable, "-m", "app.cli", *args[1:]],
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
+        )
         assert done.returncode == 0, (command, done.stderr)
         outputs.append(done.stdout)
     assert "`a19-pro`" in outputs[0] and "fits" in outputs[1].splitlines()[-1]

@@ -54,8 +54,15 @@ def test_rule_sources_name_every_project_the_rows_cite():
     [
         ({"mode": "palettize", "nbits": 5}, "quantize.nbits"),
         ({"mode": "palettize"}, "quantize.nbits"),
-        ({"mode": "palettize", "nbits": 4, "granularity": "per_grouped_channel", "group_size": 0},
-         "quantize.group_size"),
+        (
+            {
+                "mode": "palettize",
+                "nbits": 4,
+                "granularity": "per_grouped_channel",
+                "group_size": 0,
+            },
+            "quantize.group_size",
+        ),
         ({"mode": "linear", "granularity": "per_block", "block_size": 0}, "quantize.block_size"),
         ({"mode": "linear", "dtype": "int2"}, "quantize.dtype"),
         ({"mode": "linear", "symmetric": "yes"}, "quantize.symmetric"),
@@ -66,7 +73,7 @@ def test_rule_sources_name_every_project_the_rows_cite():
         ({}, "quantize.mode"),
         ([], "quantize"),
     ],
-)  # fmt: skip
+)
 def test_bad_configs_name_the_field(config, field):
     with pytest.raises(QuantizeConfigError) as err:
         read_config(config)

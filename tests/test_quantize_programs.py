@@ -27,7 +27,10 @@ from app.validation import validate
 SIZES = [(4, 8, 1, 1), (6, 20, 1, 1), (32, 64, 1, 1)]
 CONFIGS = [
     *(("ios18", {"mode": "palettize", "nbits": n}) for n in (1, 2, 3, 4, 6, 8)),
-    ("ios18", {"mode": "palettize", "nbits": 3, "granularity": "per_grouped_channel", "group_size": 2}),
+    (
+        "ios18",
+        {"mode": "palettize", "nbits": 3, "granularity": "per_grouped_channel", "group_size": 2},
+    ),
     *(("ios17", {"mode": "palettize", "nbits": n}) for n in (1, 2, 4, 6, 8)),
     *(
         ("ios18", {"mode": "linear", "dtype": d, "symmetric": s})
@@ -35,21 +38,37 @@ CONFIGS = [
         for s in (True, False)
     ),
     ("ios18", {"mode": "linear", "dtype": "int4", "granularity": "per_block", "block_size": 4}),
-    ("ios18", {"mode": "linear", "dtype": "uint8", "granularity": "per_block", "block_size": 4,
-               "symmetric": False}),
+    (
+        "ios18",
+        {
+            "mode": "linear",
+            "dtype": "uint8",
+            "granularity": "per_block",
+            "block_size": 4,
+            "symmetric": False,
+        },
+    ),
     ("ios18", {"mode": "linear", "granularity": "per_tensor"}),
-    *(("ios17", {"mode": "linear", "dtype": d, "symmetric": s})
-      for d in ("int8", "uint8") for s in (True, False)),
+    *(
+        ("ios17", {"mode": "linear", "dtype": d, "symmetric": s})
+        for d in ("int8", "uint8")
+        for s in (True, False)
+    ),
     ("ios17", {"mode": "linear", "granularity": "per_tensor", "symmetric": False}),
     ("ios18", {"mode": "prune", "target_sparsity": 0.5}),
     ("ios18", {"mode": "prune", "target_sparsity": 0.7, "dtype": "int8"}),
     ("ios17", {"mode": "prune", "target_sparsity": 0.3}),
-]  # fmt: skip
+]
 CASES = [
-    pytest.param(target, config, shape, id=f"{target}-{'-'.join(map(str, config.values()))}-{shape[0]}x{shape[1]}")
+    pytest.param(
+        target,
+        config,
+        shape,
+        id=f"{target}-{'-'.join(map(str, config.values()))}-{shape[0]}x{shape[1]}",
+    )
     for target, config in CONFIGS
     for shape in SIZES
-]  # fmt: skip
+]
 
 
 def weight(shape, seed=0):

@@ -61,15 +61,24 @@ def weight16(shape, seed=0):
 LINEAR = [
     ("ios18", {"dtype": "int8"}, dict(dtype="int8")),
     ("ios18", {"dtype": "uint8", "symmetric": False}, dict(dtype="uint8", mode="linear")),
-    ("ios18", {"dtype": "int4", "granularity": "per_block", "block_size": 8},
-     dict(dtype="int4", granularity="per_block", block_size=8)),
-    ("ios18", {"dtype": "uint4", "granularity": "per_block", "block_size": 16, "symmetric": False},
-     dict(dtype="uint4", granularity="per_block", block_size=16, mode="linear")),
-    ("ios18", {"granularity": "per_tensor", "symmetric": False},
-     dict(granularity="per_tensor", mode="linear")),
+    (
+        "ios18",
+        {"dtype": "int4", "granularity": "per_block", "block_size": 8},
+        dict(dtype="int4", granularity="per_block", block_size=8),
+    ),
+    (
+        "ios18",
+        {"dtype": "uint4", "granularity": "per_block", "block_size": 16, "symmetric": False},
+        dict(dtype="uint4", granularity="per_block", block_size=16, mode="linear"),
+    ),
+    (
+        "ios18",
+        {"granularity": "per_tensor", "symmetric": False},
+        dict(granularity="per_tensor", mode="linear"),
+    ),
     ("ios17", {"dtype": "int8"}, dict(dtype="int8")),
     ("ios17", {"dtype": "uint8", "symmetric": False}, dict(dtype="uint8", mode="linear")),
-]  # fmt: skip
+]
 
 
 @pytest.mark.parametrize(("target", "config", "ct_config"), LINEAR)
@@ -98,10 +107,17 @@ def test_pruned_int8_matches_coremltools_joint_compression(tmp_path):
         tmp_path,
         w16,
         "ios18",
-        (cto.prune_weights, cto.OpMagnitudePrunerConfig(target_sparsity=0.6, weight_threshold=0), {}),
-        (cto.linear_quantize_weights, cto.OpLinearQuantizerConfig(weight_threshold=0),
-         {"joint_compression": True}),
-    )  # fmt: skip
+        (
+            cto.prune_weights,
+            cto.OpMagnitudePrunerConfig(target_sparsity=0.6, weight_threshold=0),
+            {},
+        ),
+        (
+            cto.linear_quantize_weights,
+            cto.OpLinearQuantizerConfig(weight_threshold=0),
+            {"joint_compression": True},
+        ),
+    )
     got = ours(w16, {"mode": "prune", "target_sparsity": 0.6, "dtype": "int8"}, "ios18")
     assert_same(got[:1], want[:1])
     # coremltools feeds sparse_to_dense the const mask again, we chain the first op's mask
@@ -113,10 +129,14 @@ def test_pruned_int8_matches_coremltools_joint_compression(tmp_path):
 PALETTES = [
     ("ios18", {"nbits": 4}, dict(nbits=4), (64, 256, 1, 1)),
     ("ios18", {"nbits": 2}, dict(nbits=2), (40, 300, 1, 1)),
-    ("ios18", {"nbits": 3, "granularity": "per_grouped_channel", "group_size": 16},
-     dict(nbits=3, granularity="per_grouped_channel", group_size=16), (64, 640, 1, 1)),
+    (
+        "ios18",
+        {"nbits": 3, "granularity": "per_grouped_channel", "group_size": 16},
+        dict(nbits=3, granularity="per_grouped_channel", group_size=16),
+        (64, 640, 1, 1),
+    ),
     ("ios17", {"nbits": 6}, dict(nbits=6), (32, 512, 1, 1)),
-]  # fmt: skip
+]
 
 
 @pytest.mark.parametrize(("target", "config", "ct_config", "shape"), PALETTES)

@@ -24,23 +24,35 @@ from app.validation import validate
 
 CONFIGS = [
     ("ios18", {"mode": "palettize", "nbits": 4}),
-    ("ios18", {"mode": "palettize", "nbits": 3, "granularity": "per_grouped_channel",
-               "group_size": 16}),
+    (
+        "ios18",
+        {"mode": "palettize", "nbits": 3, "granularity": "per_grouped_channel", "group_size": 16},
+    ),
     ("ios18", {"mode": "linear", "dtype": "int8"}),
-    ("ios18", {"mode": "linear", "dtype": "uint4", "granularity": "per_block", "block_size": 32,
-               "symmetric": False}),
+    (
+        "ios18",
+        {
+            "mode": "linear",
+            "dtype": "uint4",
+            "granularity": "per_block",
+            "block_size": 32,
+            "symmetric": False,
+        },
+    ),
     ("ios18", {"mode": "prune", "target_sparsity": 0.5}),
     ("ios18", {"mode": "prune", "target_sparsity": 0.75, "dtype": "int8"}),
     ("ios17", {"mode": "palettize", "nbits": 6}),
     ("ios17", {"mode": "linear", "dtype": "uint8", "symmetric": False}),
     ("ios17", {"mode": "prune", "target_sparsity": 0.3}),
-]  # fmt: skip
+]
 KERNELS = [
     ("conv", {"in_channels": 64, "out_channels": 32, "spatial": 4}),
-    ("conv", {"in_channels": 128, "out_channels": 48, "spatial": 2, "io_dtype": "fp32",
-              "bias": True}),
+    (
+        "conv",
+        {"in_channels": 128, "out_channels": 48, "spatial": 2, "io_dtype": "fp32", "bias": True},
+    ),
     ("matmul", {"in_features": 96, "out_features": 64, "tokens": 8}),
-]  # fmt: skip
+]
 SEED = 5
 
 
@@ -53,8 +65,15 @@ def _unzip(data: bytes, root) -> dict:
 @pytest.mark.parametrize(("op", "params"), KERNELS)
 @pytest.mark.parametrize(("target", "config"), CONFIGS)
 def test_quantized_kernels_load_decompress_alike_and_verify(tmp_path, op, params, target, config):
-    data = kernel_zip(op, params, format="mlpackage", target=target, verify=True,
-                      random_seed=SEED, quantize=config)  # fmt: skip
+    data = kernel_zip(
+        op,
+        params,
+        format="mlpackage",
+        target=target,
+        verify=True,
+        random_seed=SEED,
+        quantize=config,
+    )
     files = _unzip(data, tmp_path)
     pkg = tmp_path / f"{op}.mlpackage"
     assert validate(pkg).kind == "mlpackage"  # coremltools' loader, every blob read
@@ -121,18 +140,44 @@ def test_max_quantization_error_fails_the_request_and_passes_within_it():
     ("op", "params", "config", "target", "field"),
     [
         ("conv", {}, {"mode": "palettize", "nbits": 5}, "ios18", "quantize.nbits"),
-        ("conv", {}, {"mode": "palettize", "nbits": 4, "granularity": "per_grouped_channel",
-                      "group_size": 5}, "ios18", "quantize.group_size"),
-        ("conv", {}, {"mode": "linear", "granularity": "per_block", "block_size": 24}, "ios18",
-         "quantize.block_size"),
-        ("conv", {}, {"mode": "prune", "target_sparsity": 1.5}, "ios18", "quantize.target_sparsity"),
+        (
+            "conv",
+            {},
+            {
+                "mode": "palettize",
+                "nbits": 4,
+                "granularity": "per_grouped_channel",
+                "group_size": 5,
+            },
+            "ios18",
+            "quantize.group_size",
+        ),
+        (
+            "conv",
+            {},
+            {"mode": "linear", "granularity": "per_block", "block_size": 24},
+            "ios18",
+            "quantize.block_size",
+        ),
+        (
+            "conv",
+            {},
+            {"mode": "prune", "target_sparsity": 1.5},
+            "ios18",
+            "quantize.target_sparsity",
+        ),
         ("conv", {}, {"mode": "linear", "dtype": "int4"}, "ios17", "quantize.dtype"),
         ("conv", {}, {"mode": "kmeans"}, "ios18", "quantize.mode"),
         ("rmsnorm", {"channels": 64, "spatial": 4}, {"mode": "linear"}, "ios18", "quantize"),
-        ("matmul", {"in_features": 64, "out_features": 32, "tokens": 4, "dynamic": True},
-         {"mode": "linear"}, "ios18", "quantize"),
+        (
+            "matmul",
+            {"in_features": 64, "out_features": 32, "tokens": 4, "dynamic": True},
+            {"mode": "linear"},
+            "ios18",
+            "quantize",
+        ),
     ],
-)  # fmt: skip
+)
 def test_bad_quantize_options_name_the_field(op, params, config, target, field):
     params = params or {"in_channels": 64, "out_channels": 32, "spatial": 4}
     with pytest.raises(RequestError) as info:

@@ -13,8 +13,13 @@ CONV = {"in_channels": 4, "out_channels": 4, "spatial": 2}
 CONV_WEIGHTS = {"weight": np.eye(4, dtype=np.float32)}
 D, H, S = 8, 16, 4
 FFN = swiglu_ffn(D, H, S)
-DECODER = {"hidden_size": 32, "intermediate_size": 48, "num_attention_heads": 4,
-           "num_key_value_heads": 2, "seq_len": 8}  # fmt: skip
+DECODER = {
+    "hidden_size": 32,
+    "intermediate_size": 48,
+    "num_attention_heads": 4,
+    "num_key_value_heads": 2,
+    "seq_len": 8,
+}
 FUNCTIONS = {"prefill": {}, "decode": {"seq_len": 1, "mode": "decode", "cache_len": 16}}
 
 
@@ -72,7 +77,8 @@ def test_the_key_is_computed_once_and_its_compiled_variants_from_the_same_docume
     assert compiled != request.compiled_key({**toolchain, "coremlcompiler": "3600"})
     # another request with the same identity has the same key; other weights, another one
     same = KernelRequest.create("conv", CONV, CONV_WEIGHTS, format="mlmodelc", bypass_cache=True)
-    other = KernelRequest.create("conv", CONV, {"weight": 2 * np.eye(4, dtype=np.float32)},
-                                 format="mlmodelc")  # fmt: skip
+    other = KernelRequest.create(
+        "conv", CONV, {"weight": 2 * np.eye(4, dtype=np.float32)}, format="mlmodelc"
+    )
     assert same.key == request.key != other.key
     assert request.with_weights(other.weights).key == other.key

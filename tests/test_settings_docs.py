@@ -20,8 +20,11 @@ def _documented_default(cell: str) -> str:
 
 def test_every_setting_is_named_on_the_page():
     text = PAGE.read_text(encoding="utf-8")
-    missing = [f"ANE_{name.upper()}" for name in Settings.model_fields
-               if f"`ANE_{name.upper()}`" not in text]  # fmt: skip
+    missing = [
+        f"ANE_{name.upper()}"
+        for name in Settings.model_fields
+        if f"`ANE_{name.upper()}`" not in text
+    ]
     assert not missing, f"docs/settings.md does not name {missing}"
 
 

@@ -78,8 +78,14 @@ def writing(tmp_dir: Path, pid: int | None = None) -> list[Path]:
 
 
 def conv(name: str, digest: str) -> dict:
-    return {"in_channels": SIDE, "out_channels": SIDE, "spatial": 1, "name": name,
-            "weights": {"weight": digest}, "format": "mil"}  # fmt: skip
+    return {
+        "in_channels": SIDE,
+        "out_channels": SIDE,
+        "spatial": 1,
+        "name": name,
+        "weights": {"weight": digest},
+        "format": "mil",
+    }
 
 
 def large_weight(client: httpx.Client) -> str:
@@ -105,8 +111,9 @@ def server_writing_zips(data_dir: Path) -> Iterator[tuple[int, list[Path], list]
                 if caught.is_set():
                     return
                 try:
-                    answer = httpx.post(f"{url}/v1/kernels/conv",
-                                        json=conv(f"k{who}_{n}", digest), timeout=120)  # fmt: skip
+                    answer = httpx.post(
+                        f"{url}/v1/kernels/conv", json=conv(f"k{who}_{n}", digest), timeout=120
+                    )
                 except httpx.TransportError as exc:  # the server went before answering
                     answers.append(exc)
                     return
@@ -169,7 +176,9 @@ def test_a_farm_worker_stopped_mid_write_removes_its_temp_files(tmp_path):
                     if not found and time.monotonic() - asked[0] > 0.05:
                         asked[0] = time.monotonic()
                         if not jobs or client.get(f"/v1/jobs/{jobs[-1]}").json()["state"] in (
-                            "succeeded", "failed"):  # fmt: skip
+                            "succeeded",
+                            "failed",
+                        ):
                             body = {"op": "conv", **conv(f"j{len(jobs)}", digest)}
                             jobs.append(client.post("/v1/jobs", json=body).json()["id"])
                     return found

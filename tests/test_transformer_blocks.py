@@ -124,8 +124,11 @@ def test_prefill_then_decode_equals_one_longer_prefill(checkpoint, op, new):
     result, exact = _run(step, inputs)
     long_exact, _ = long.exact({"x": x}, {})
     tol = CATALOG[op].tolerance
-    for name, tail in (("y", long_out["y"][..., s:]), ("k", long_out["k"][:, :, s:]),
-                       ("v", long_out["v"][:, :, s:])):  # fmt: skip
+    for name, tail in (
+        ("y", long_out["y"][..., s:]),
+        ("k", long_out["k"][:, :, s:]),
+        ("v", long_out["v"][:, :, s:]),
+    ):
         assert max_errors(result.outputs[name], tail)[1] <= 2 * tol, name
     exact_tail = long_exact["y"][..., s:]
     assert max_errors(exact["y"], exact_tail)[1] <= 2 * tol  # fp16 K/V fed to the definition
@@ -145,18 +148,30 @@ def test_decode_with_the_cache_in_states(checkpoint, op):
     x = _x(rng, LLAMA["hidden_size"], s + new)
     long = build_kernel(op, _params(op, seq_len=s + new, **layer), weights)
     long_out = Executor.from_written_weights(long.program).run({"x": x}).outputs
-    step = build_kernel(op, _params(op, seq_len=new, mode="decode", cache_len=cache_len,
-                                    kv_cache="state", **layer), weights)  # fmt: skip
+    step = build_kernel(
+        op,
+        _params(op, seq_len=new, mode="decode", cache_len=cache_len, kv_cache="state", **layer),
+        weights,
+    )
     garbage = rng.standard_normal((1, LLAMA["num_key_value_heads"], cache_len, d)).astype(
         np.float16
     )
-    states = {f"k_cache{suffix}": _rows(long_out[f"k{suffix}"][:, :, :s], garbage, s),
-              f"v_cache{suffix}": _rows(long_out[f"v{suffix}"][:, :, :s], garbage, s)}  # fmt: skip
+    states = {
+        f"k_cache{suffix}": _rows(long_out[f"k{suffix}"][:, :, :s], garbage, s),
+        f"v_cache{suffix}": _rows(long_out[f"v{suffix}"][:, :, :s], garbage, s),
+    }
     before = {k: v.copy() for k, v in states.items()}
     executor = Executor.from_written_weights(step.program, states=states)
-    inputs = {"x": x[..., s:], "length": np.array([s], np.int32),
-              **rope_inputs(np.arange(s, s + new), d, LLAMA["rope_theta"],
-                            Llama3RopeScaling(**LLAMA["rope_scaling"]))}  # fmt: skip
+    inputs = {
+        "x": x[..., s:],
+        "length": np.array([s], np.int32),
+        **rope_inputs(
+            np.arange(s, s + new),
+            d,
+            LLAMA["rope_theta"],
+            Llama3RopeScaling(**LLAMA["rope_scaling"]),
+        ),
+    }
     got = executor.run(inputs).outputs
     tol = CATALOG[op].tolerance
     assert max_errors(got["y"], long_out["y"][..., s:])[1] <= 2 * tol
@@ -173,8 +188,13 @@ def test_decode_masks_the_rows_beyond_length(checkpoint):
     build = build_kernel("attention", params, _layer(checkpoint, attn=True))
     d = LLAMA["hidden_size"] // LLAMA["num_attention_heads"]
     cache = rng.standard_normal((1, LLAMA["num_key_value_heads"], 8, d)).astype(np.float16)
-    inputs = {"x": _x(rng, LLAMA["hidden_size"], 1), "k_cache": cache, "v_cache": cache,
-              "length": np.array([5], np.int32), **rope_inputs([5], d)}  # fmt: skip
+    inputs = {
+        "x": _x(rng, LLAMA["hidden_size"], 1),
+        "k_cache": cache,
+        "v_cache": cache,
+        "length": np.array([5], np.int32),
+        **rope_inputs([5], d),
+    }
     run = Executor.from_written_weights(build.program).run
     base = run(inputs).outputs["y"]
     later = cache.copy()
@@ -219,12 +239,21 @@ def test_ffn_is_a_graph_node():
     from app.graphs.build import build_graph
     from app.graphs.spec import GraphParams
 
-    graph = GraphParams.model_validate({
-        "inputs": {"x": {"shape": [1, 16, 1, 4]}},
-        "nodes": [{"id": "mlp", "op": "ffn", "params": {"intermediate_size": 24}, "inputs": {"x": "x"}},
-                  {"id": "out", "op": "relu", "inputs": {"x": "mlp"}}],
-        "outputs": {"y": "out"},
-    })  # fmt: skip
+    graph = GraphParams.model_validate(
+        {
+            "inputs": {"x": {"shape": [1, 16, 1, 4]}},
+            "nodes": [
+                {
+                    "id": "mlp",
+                    "op": "ffn",
+                    "params": {"intermediate_size": 24},
+                    "inputs": {"x": "x"},
+                },
+                {"id": "out", "op": "relu", "inputs": {"x": "mlp"}},
+            ],
+            "outputs": {"y": "out"},
+        }
+    )
     build = build_graph(graph, random_seed=0)
     assert "mlp.mlp.gate_proj.weight" in build.weights
     report = verify_build(build, seed=1)

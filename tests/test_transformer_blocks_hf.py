@@ -53,26 +53,57 @@ def _hf_forward(layer, x_rows: np.ndarray, cos: np.ndarray, sin: np.ndarray) -> 
     mask = torch.full((s, s), float("-inf"), dtype=torch.float64).triu(1)[None, None]
     emb = (torch.from_numpy(cos)[None], torch.from_numpy(sin)[None])
     with torch.no_grad():
-        out = layer(torch.from_numpy(x_rows)[None], attention_mask=mask,
-                    position_ids=torch.arange(s)[None], position_embeddings=emb)  # fmt: skip
+        out = layer(
+            torch.from_numpy(x_rows)[None],
+            attention_mask=mask,
+            position_ids=torch.arange(s)[None],
+            position_embeddings=emb,
+        )
     out = out[0] if isinstance(out, tuple) else out
     return out[0].numpy()
 
 
 HF_CASES = {
     "llama-gqa-llama3": ("llama", {k: v for k, v in LLAMA.items() if k != "model_type"}),
-    "llama-mha-bias": ("llama", {"hidden_size": 24, "intermediate_size": 40,
-                                 "num_attention_heads": 3, "num_key_value_heads": 3,
-                                 "rms_norm_eps": 1e-6, "rope_theta": 10000.0,
-                                 "attention_bias": True, "hidden_act": "silu"}),
-    "qwen2": ("qwen2", {"hidden_size": 32, "intermediate_size": 40, "num_attention_heads": 4,
-                        "num_key_value_heads": 1, "rms_norm_eps": 1e-6, "rope_theta": 1e6,
-                        "hidden_act": "silu"}),
-    "qwen3-qk-norm": ("qwen3", {"hidden_size": 32, "intermediate_size": 40,
-                                "num_attention_heads": 4, "num_key_value_heads": 2,
-                                "head_dim": 16, "rms_norm_eps": 1e-6, "rope_theta": 1e6,
-                                "hidden_act": "silu"}),
-}  # fmt: skip
+    "llama-mha-bias": (
+        "llama",
+        {
+            "hidden_size": 24,
+            "intermediate_size": 40,
+            "num_attention_heads": 3,
+            "num_key_value_heads": 3,
+            "rms_norm_eps": 1e-6,
+            "rope_theta": 10000.0,
+            "attention_bias": True,
+            "hidden_act": "silu",
+        },
+    ),
+    "qwen2": (
+        "qwen2",
+        {
+            "hidden_size": 32,
+            "intermediate_size": 40,
+            "num_attention_heads": 4,
+            "num_key_value_heads": 1,
+            "rms_norm_eps": 1e-6,
+            "rope_theta": 1e6,
+            "hidden_act": "silu",
+        },
+    ),
+    "qwen3-qk-norm": (
+        "qwen3",
+        {
+            "hidden_size": 32,
+            "intermediate_size": 40,
+            "num_attention_heads": 4,
+            "num_key_value_heads": 2,
+            "head_dim": 16,
+            "rms_norm_eps": 1e-6,
+            "rope_theta": 1e6,
+            "hidden_act": "silu",
+        },
+    ),
+}
 
 
 @pytest.mark.parametrize("case", list(HF_CASES))
@@ -88,8 +119,12 @@ def test_decoder_layer_matches_transformers(case):
     if kind == "qwen3":
         params |= {"qk_norm": True}
     build = build_kernel("decoder_layer", params, weights)
-    cos, sin = tables(np.arange(offset, offset + s), build.params.dim, build.params.rope_theta,
-                      build.params.rope_scaling)  # fmt: skip
+    cos, sin = tables(
+        np.arange(offset, offset + s),
+        build.params.dim,
+        build.params.rope_theta,
+        build.params.rope_scaling,
+    )
     x = np.random.default_rng(4).standard_normal((s, config["hidden_size"]))
     expected = _hf_forward(layer, x, cos, sin)
     x_ane = x.T[None, :, None, :]
@@ -127,8 +162,9 @@ def test_rope_tables_match_transformers(scaling):
     assert np.abs(cos[near] - cos_hf[0].double().numpy()[near]).max() < 1e-5
 
 
-@pytest.mark.parametrize(("ours", "theirs"), [("silu", "silu"), ("gelu_tanh", "gelu_pytorch_tanh"),
-                                              ("relu2", "relu2")])  # fmt: skip
+@pytest.mark.parametrize(
+    ("ours", "theirs"), [("silu", "silu"), ("gelu_tanh", "gelu_pytorch_tanh"), ("relu2", "relu2")]
+)
 def test_activations_match_transformers(ours, theirs):
     from transformers.activations import ACT2FN
 

@@ -38,8 +38,11 @@ def with_checkpoint(data: dict[str, Any], op: str, blobs: BlobStore) -> dict[str
         field = field if field.startswith(FIELD) else f"{FIELD}.{field}"
         raise RequestError(field, exc.message, title=exc.title) from None
     except (TypeError, ValueError, AttributeError) as exc:  # a value of the wrong JSON type
-        raise RequestError(f"{FIELD}.config", f"not a config.json the decoder ops read: {exc}",
-                           title="Invalid checkpoint reference") from None  # fmt: skip
+        raise RequestError(
+            f"{FIELD}.config",
+            f"not a config.json the decoder ops read: {exc}",
+            title="Invalid checkpoint reference",
+        ) from None
     weights = {name: f"{files[t.name]}#{t.name}" for name, t in resolved.located.items()}
     given = data.get("weights") if isinstance(data.get("weights"), dict) else {}
     rest = {k: v for k, v in data.items() if k != FIELD}
@@ -54,8 +57,12 @@ def _tensors(ref: CheckpointReference, blobs: BlobStore) -> tuple[dict[str, Tens
         field = f"{FIELD}.blob" if isinstance(ref.blob, str) else f"{FIELD}.blob[{i}]"
         entry = blobs.checkpoint(digest)
         if entry is None:
-            raise RequestError(field, f"no checkpoint blob {digest}; upload the safetensors file "
-                               "with POST /v1/blobs first", title="Unknown blob")  # fmt: skip
+            raise RequestError(
+                field,
+                f"no checkpoint blob {digest}; upload the safetensors file "
+                "with POST /v1/blobs first",
+                title="Unknown blob",
+            )
         for name, tensor in read_header(entry.path, field, f"checkpoint blob {digest}").items():
             tensors.setdefault(name, tensor)
             files.setdefault(name, digest)

@@ -211,8 +211,9 @@ async def incoming_kernel(
     kind = media_type(request)
     settings = svc.settings
     if kind in JSON_TYPES:
-        yield JsonIncoming(await read_small_body(request, settings.max_json_bytes), svc, path_op,
-                           bypass)  # fmt: skip
+        yield JsonIncoming(
+            await read_small_body(request, settings.max_json_bytes), svc, path_op, bypass
+        )
         return
     if kind != MULTIPART:
         raise unsupported_media(kind, ["application/json", MULTIPART])
@@ -244,8 +245,12 @@ def _validate_graph(data: Any, max_nodes: int) -> GraphRequest:
     except ValidationError as exc:
         raise _validation_problem(exc.errors(), skip=0) from None
     if len(wire.nodes) > max_nodes:
-        raise RequestError("nodes", f"{len(wire.nodes)} nodes, over the limit of {max_nodes} per "
-                           "graph (ANE_MAX_GRAPH_NODES)", limit=max_nodes)  # fmt: skip
+        raise RequestError(
+            "nodes",
+            f"{len(wire.nodes)} nodes, over the limit of {max_nodes} per "
+            "graph (ANE_MAX_GRAPH_NODES)",
+            limit=max_nodes,
+        )
     return wire
 
 
@@ -269,8 +274,13 @@ def _checked(wire: BaseModel, bypass: bool) -> KernelRequest:
     options["bypass_cache"] = bypass or options["bypass_cache"]
     if isinstance(wire, GraphRequest):
         return KernelRequest.create(graph=wire.graph(), **options)
-    return KernelRequest.create(wire.op, params_of(wire), quantize=wire.quantize,  # type: ignore[attr-defined]
-                                functions=wire.functions, **options)  # type: ignore[attr-defined]  # fmt: skip
+    return KernelRequest.create(
+        wire.op,
+        params_of(wire),
+        quantize=wire.quantize,  # type: ignore[attr-defined]
+        functions=wire.functions,
+        **options,
+    )  # type: ignore[attr-defined]
 
 
 def _kernel_slots(
@@ -304,9 +314,10 @@ def _graph_slots(wire: GraphRequest, parts: dict[str, Any]) -> dict[str, _Slot]:
         node, dot, w = name.partition(".")
         if not dot or node not in index:
             raise RequestError(
-                name, f"unexpected part {name!r}: a graph's file parts are named <node>.<weight>",
+                name,
+                f"unexpected part {name!r}: a graph's file parts are named <node>.<weight>",
                 title="Unexpected multipart part",
-            )  # fmt: skip
+            )
         slots.setdefault(name, _Slot(name, f"nodes[{index[node]}].weights.{w}", None))
     return slots
 
@@ -319,8 +330,11 @@ async def _weights(
         part, value = parts.get(key), slot.value
         if part is not None:
             if value is not None and not isinstance(value, RawWeight):
-                raise RequestError(slot.field, f"{slot.field} is given twice: in the spec and as "
-                                   "a file part", title="Invalid weight")  # fmt: skip
+                raise RequestError(
+                    slot.field,
+                    f"{slot.field} is given twice: in the spec and as a file part",
+                    title="Invalid weight",
+                )
             raw = value if isinstance(value, RawWeight) else None
             out[key] = await asyncio.to_thread(part_tensor, slot.field, part, raw, slot.defaults)
         elif isinstance(value, RawWeight):

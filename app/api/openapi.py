@@ -183,20 +183,27 @@ SWIGLU_FFN = {
     "verify": True,
 }
 GRAPH_EXAMPLES = {
-    "swiglu_ffn": {"summary": "a SwiGLU FFN (down(silu(gate(x)) * up(x))), verified", "value": SWIGLU_FFN},
+    "swiglu_ffn": {
+        "summary": "a SwiGLU FFN (down(silu(gate(x)) * up(x))), verified",
+        "value": SWIGLU_FFN,
+    },
     "rmsnorm_residual": {
         "summary": "RMSNorm then a residual add, two outputs",
         "value": {
             "inputs": {"x": {"shape": [1, 4, 1, 2]}, "r": {"shape": [1, 4, 1, 2]}},
             "nodes": [
-                {"id": "norm", "op": "rmsnorm", "inputs": {"x": "x"},
-                 "weights": {"weight": [1.0, 0.5, 2.0, 1.0]}},
+                {
+                    "id": "norm",
+                    "op": "rmsnorm",
+                    "inputs": {"x": "x"},
+                    "weights": {"weight": [1.0, 0.5, 2.0, 1.0]},
+                },
                 {"id": "sum", "op": "add", "inputs": {"x": "norm", "y": "r"}},
             ],
             "outputs": {"normed": "norm", "y": "sum"},
         },
     },
-}  # fmt: skip
+}
 GRAPH_MULTIPART = {
     "type": "object",
     "required": ["spec"],

@@ -85,8 +85,15 @@ def from_field_error(exc: FieldError) -> Problem:
     status = KIND_STATUS[exc.kind]
     headers = {"Retry-After": f"{exc.retry_after:g}"} if exc.retry_after is not None else None
     errors = [_err(exc.field, exc.message)] if exc.field is not None else None
-    return Problem(status, exc.message, title=exc.title or KIND_TITLE.get(exc.kind), field=exc.field,
-                   errors=errors, headers=headers, **exc.extra)  # fmt: skip
+    return Problem(
+        status,
+        exc.message,
+        title=exc.title or KIND_TITLE.get(exc.kind),
+        field=exc.field,
+        errors=errors,
+        headers=headers,
+        **exc.extra,
+    )
 
 
 def problem_response(

@@ -49,8 +49,12 @@ def stored_tensor(field: str, digest: str, blobs: BlobStore) -> WeightRef:
         return _ref(blobs.checkpoint_tensor(field, digest, name))
     tensor = blobs.get(digest)
     if tensor is None and blobs.checkpoint(digest) is not None:
-        raise RequestError(field, f"blob {digest} is a safetensors file of many tensors: name "
-                           f"one as {digest}#<tensor name>", title="Invalid weight")  # fmt: skip
+        raise RequestError(
+            field,
+            f"blob {digest} is a safetensors file of many tensors: name "
+            f"one as {digest}#<tensor name>",
+            title="Invalid weight",
+        )
     if tensor is None:
         raise RequestError(
             field,

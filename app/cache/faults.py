@@ -56,8 +56,13 @@ def _free(directory: Path) -> int | None:
         return None
 
 
-def store_full(store: str, directory: Path, needed: int | None, free: int | None = None,
-               code: int = errno.ENOSPC) -> ServiceError:  # fmt: skip
+def store_full(
+    store: str,
+    directory: Path,
+    needed: int | None,
+    free: int | None = None,
+    code: int = errno.ENOSPC,
+) -> ServiceError:
     """The 507 of a store whose filesystem cannot take `needed` more bytes."""
     free = _free(directory) if free is None else free
     quota = "over its quota" if code == errno.EDQUOT else "out of space"

@@ -189,8 +189,10 @@ class ContentStore:
         for temp in abandoned:
             discard(temp)
         if abandoned:
-            log.info("removed abandoned temp files",
-                     extra={"store": str(self.root), "files": len(abandoned)})  # fmt: skip
+            log.info(
+                "removed abandoned temp files",
+                extra={"store": str(self.root), "files": len(abandoned)},
+            )
         found = []
         for meta_path in self.root.glob("??/*.json"):
             key = meta_path.stem
@@ -341,8 +343,10 @@ class ContentStore:
             self._remove(victim)
             evicted += 1
         if evicted:
-            log.info("evicted to make room", extra={"store": str(self.root), "evicted": evicted,
-                                                    "needed_bytes": needed})  # fmt: skip
+            log.info(
+                "evicted to make room",
+                extra={"store": str(self.root), "evicted": evicted, "needed_bytes": needed},
+            )
             self._on_evict(evicted)
         return free_bytes(where) >= needed
 

@@ -18,12 +18,28 @@ from typing import Any
 from app.errors import RequestError
 
 # config key -> the op param it sets, when present (and not null)
-DIRECT = ("hidden_size", "intermediate_size", "num_attention_heads", "num_key_value_heads",
-          "head_dim", "rms_norm_eps", "attention_bias")  # fmt: skip
-ACTIVATIONS = {"silu": "silu", "swish": "silu", "gelu_pytorch_tanh": "gelu_tanh",
-               "gelu_tanh": "gelu_tanh", "relu2": "relu2"}  # fmt: skip
-ROPE_SCALING_KEYS = ("factor", "low_freq_factor", "high_freq_factor",
-                     "original_max_position_embeddings")  # fmt: skip
+DIRECT = (
+    "hidden_size",
+    "intermediate_size",
+    "num_attention_heads",
+    "num_key_value_heads",
+    "head_dim",
+    "rms_norm_eps",
+    "attention_bias",
+)
+ACTIVATIONS = {
+    "silu": "silu",
+    "swish": "silu",
+    "gelu_pytorch_tanh": "gelu_tanh",
+    "gelu_tanh": "gelu_tanh",
+    "relu2": "relu2",
+}
+ROPE_SCALING_KEYS = (
+    "factor",
+    "low_freq_factor",
+    "high_freq_factor",
+    "original_max_position_embeddings",
+)
 
 
 def read_config(path: str | Path) -> dict[str, Any]:
@@ -58,8 +74,9 @@ def params_from_config(config: dict[str, Any]) -> dict[str, Any]:
         raise RequestError("config.mlp_bias", "MLP projections with biases are not supported")
     act = config.get("hidden_act", "silu")
     if act not in ACTIVATIONS:
-        raise RequestError("config.hidden_act", f"{act!r} is not supported; one of "
-                           f"{', '.join(ACTIVATIONS)}")  # fmt: skip
+        raise RequestError(
+            "config.hidden_act", f"{act!r} is not supported; one of {', '.join(ACTIVATIONS)}"
+        )
     params["hidden_act"] = ACTIVATIONS[act]
     params |= _rope(config)
     return params
@@ -77,8 +94,9 @@ def _rope(config: dict[str, Any]) -> dict[str, Any]:
     if kind == "default":
         return out
     if kind != "llama3":
-        raise RequestError(f"config.{key}.rope_type", f"{kind!r} is not supported; RoPE types: "
-                           "default, llama3")  # fmt: skip
+        raise RequestError(
+            f"config.{key}.rope_type", f"{kind!r} is not supported; RoPE types: default, llama3"
+        )
     missing = [k for k in ROPE_SCALING_KEYS if k not in rope]
     if missing:
         raise RequestError(f"config.{key}.{missing[0]}", "missing for rope_type llama3")
@@ -94,5 +112,8 @@ def check_window(config: dict[str, Any], span: int) -> None:
     window = config.get("sliding_window")
     active = config.get("use_sliding_window", config.get("model_type") in ("mistral", "mixtral"))
     if window and active and span > window:
-        raise RequestError("config.sliding_window", f"attention over {span} positions exceeds "
-                           f"the sliding window of {window}, which is not supported")  # fmt: skip
+        raise RequestError(
+            "config.sliding_window",
+            f"attention over {span} positions exceeds "
+            f"the sliding window of {window}, which is not supported",
+        )

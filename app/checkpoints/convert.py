@@ -72,8 +72,11 @@ def to_fp16(tensor: Tensor, mapped: Mapped) -> Converted:
         if done - released >= DROP_BYTES or stop == tensor.size:
             released = _release(mm, released, done)
     if bad:
-        raise RequestError("checkpoint", f"tensor {tensor.name!r} holds {bad} NaN or infinite "
-                           "value(s)", title="Invalid tensor")  # fmt: skip
+        raise RequestError(
+            "checkpoint",
+            f"tensor {tensor.name!r} holds {bad} NaN or infinite value(s)",
+            title="Invalid tensor",
+        )
     return Converted(out.reshape(tensor.shape), overflow)
 
 

@@ -43,11 +43,17 @@ def layer_prefix(names) -> str:
     """What precedes `layers.<i>.` in the names of the decoder layers' tensors."""
     prefixes = sorted({m.group(1) for n in names if (m := LAYER_TENSOR.match(n))})
     if not prefixes:
-        raise RequestError("checkpoint", "no decoder layers in the checkpoint (no tensor named "
-                           "<prefix>layers.<i>.self_attn.q_proj.weight)")  # fmt: skip
+        raise RequestError(
+            "checkpoint",
+            "no decoder layers in the checkpoint (no tensor named "
+            "<prefix>layers.<i>.self_attn.q_proj.weight)",
+        )
     if len(prefixes) > 1:
-        raise RequestError("checkpoint", f"decoder layers under several prefixes "
-                           f"({', '.join(repr(p) for p in prefixes)}): cannot tell which to use")  # fmt: skip
+        raise RequestError(
+            "checkpoint",
+            f"decoder layers under several prefixes "
+            f"({', '.join(repr(p) for p in prefixes)}): cannot tell which to use",
+        )
     return prefixes[0]
 
 
@@ -64,8 +70,10 @@ def op_params(op: str, config: Mapping[str, Any], layers: range, call: Mapping[s
     """The op's params: the config keys it takes, its layer range (decoder_stack), the call's."""
     catalog_op = get_op(op)
     if op not in CHECKPOINT_OPS:
-        raise RequestError("checkpoint", f"{op} does not read checkpoints: a checkpoint goes "
-                           f"with {', '.join(CHECKPOINT_OPS)}")  # fmt: skip
+        raise RequestError(
+            "checkpoint",
+            f"{op} does not read checkpoints: a checkpoint goes with {', '.join(CHECKPOINT_OPS)}",
+        )
     fields = catalog_op.params.model_fields
     params = {k: v for k, v in params_from_config(dict(config)).items() if k in fields}
     if op == STACK:
@@ -89,13 +97,19 @@ def locate(
         name = f"{prefix}{spec.name}" if op == STACK else f"{prefix}layers.{layer}.{spec.name}"
         tensor = tensors.get(name)
         if tensor is None:
-            raise RequestError("checkpoint", f"tensor {name!r} is missing (the config asks for "
-                               f"{spec.expr})", title="Checkpoint and config disagree")  # fmt: skip
+            raise RequestError(
+                "checkpoint",
+                f"tensor {name!r} is missing (the config asks for {spec.expr})",
+                title="Checkpoint and config disagree",
+            )
         if tensor.shape != spec.shape and tensor.shape not in spec.also_accepts:
             expected = (spec.also_accepts or (spec.shape,))[0]
-            raise RequestError("checkpoint", f"tensor {name!r} has shape {list(tensor.shape)}; "
-                               f"the config gives {list(expected)} ({spec.expr})",
-                               title="Checkpoint and config disagree")  # fmt: skip
+            raise RequestError(
+                "checkpoint",
+                f"tensor {name!r} has shape {list(tensor.shape)}; "
+                f"the config gives {list(expected)} ({spec.expr})",
+                title="Checkpoint and config disagree",
+            )
         found[spec.name] = tensor
     return found
 
@@ -112,8 +126,12 @@ def convert_all(located: Mapping[str, Tensor]) -> tuple[dict[str, np.ndarray], i
                 overflow[tensor.name] = converted.overflow
     if overflow:
         listed = ", ".join(f"{n}: {c}" for n, c in overflow.items())
-        raise RequestError("checkpoint", f"values beyond the fp16 range (±65504) would become "
-                           f"infinite: {listed}", title="fp16 overflow", overflow=overflow)  # fmt: skip
+        raise RequestError(
+            "checkpoint",
+            f"values beyond the fp16 range (±65504) would become infinite: {listed}",
+            title="fp16 overflow",
+            overflow=overflow,
+        )
     return weights, read
 
 
@@ -141,9 +159,13 @@ def resolve(
     except RequestError as exc:
         if not (isinstance(count, int) and layers.stop > count):
             raise
-        raise RequestError("layers", f"{exc.message}: layer {layers.stop - 1} is out of range, "
-                           f"the model has {count} layers (0-{count - 1}, config.json "
-                           "num_hidden_layers)", title="Layer out of range") from None  # fmt: skip
+        raise RequestError(
+            "layers",
+            f"{exc.message}: layer {layers.stop - 1} is out of range, "
+            f"the model has {count} layers (0-{count - 1}, config.json "
+            "num_hidden_layers)",
+            title="Layer out of range",
+        ) from None
 
 
 def load(

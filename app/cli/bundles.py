@@ -19,8 +19,10 @@ def cmd_mlmodelc(args) -> int:
         bundle = compile_package(args.source, args.output, profile, weights_dir=args.weights_dir)
     except MlmodelcError as exc:
         raise CLIError(str(exc)) from None
-    print(f"wrote {bundle.path} as {profile.describe()}, program({bundle.program_version}), "
-          f"{len(bundle.files)} files")  # fmt: skip
+    print(
+        f"wrote {bundle.path} as {profile.describe()}, program({bundle.program_version}), "
+        f"{len(bundle.files)} files"
+    )
     if (note := unobserved_note(bundle)) is not None:
         print(f"note: {note}")
     return 0

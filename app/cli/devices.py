@@ -35,30 +35,54 @@ def add_commands(sub) -> None:
     dev.set_defaults(run=cmd_devices)
 
     plan = sub.add_parser(
-        "plan", help="how a model runs on a device, from its config.json alone: programs, speed, "
+        "plan",
+        help="how a model runs on a device, from its config.json alone: programs, speed, "
         "memory, what does not fit",
-    )  # fmt: skip
-    plan.add_argument("config", metavar="CONFIG_OR_CHECKPOINT",
-                      help="a config.json, or a checkpoint (directory or file) beside one")  # fmt: skip
+    )
+    plan.add_argument(
+        "config",
+        metavar="CONFIG_OR_CHECKPOINT",
+        help="a config.json, or a checkpoint (directory or file) beside one",
+    )
     plan.add_argument("--device", required=True, help="a device name (ane-kernels devices)")
-    plan.add_argument("--quantize", metavar="JSON",
-                      help='the weights\' quantization, e.g. \'{"mode": "palettize", "nbits": 4}\'')  # fmt: skip
-    plan.add_argument("--context", type=int, default=DEFAULT_CONTEXT,
-                      help=f"the KV cache length (default {DEFAULT_CONTEXT})")  # fmt: skip
-    plan.add_argument("--prefill", type=int, default=DEFAULT_PREFILL,
-                      help=f"the prompt length (default {DEFAULT_PREFILL})")  # fmt: skip
+    plan.add_argument(
+        "--quantize",
+        metavar="JSON",
+        help='the weights\' quantization, e.g. \'{"mode": "palettize", "nbits": 4}\'',
+    )
+    plan.add_argument(
+        "--context",
+        type=int,
+        default=DEFAULT_CONTEXT,
+        help=f"the KV cache length (default {DEFAULT_CONTEXT})",
+    )
+    plan.add_argument(
+        "--prefill",
+        type=int,
+        default=DEFAULT_PREFILL,
+        help=f"the prompt length (default {DEFAULT_PREFILL})",
+    )
     plan.add_argument("--path", default="coreml", choices=PATHS, help="the runtime path")
     plan.add_argument("--json", action="store_true", help="the plan as JSON")
     plan.set_defaults(run=cmd_plan)
 
     calibrate = sub.add_parser(
-        "calibrate", help="add a device check's measured decode speed to the estimate's "
+        "calibrate",
+        help="add a device check's measured decode speed to the estimate's "
         "calibration (a Core ML report from a macOS worker; a stand-in's is refused)",
-    )  # fmt: skip
-    calibrate.add_argument("report", metavar="REPORT_JSON", type=Path,
-                           help="a device-check job as JSON, or its `device_check` report")  # fmt: skip
-    calibrate.add_argument("--rows", type=Path, default=MEASURED_ROWS,
-                           help="the measured rows file (default: the one the estimate reads)")  # fmt: skip
+    )
+    calibrate.add_argument(
+        "report",
+        metavar="REPORT_JSON",
+        type=Path,
+        help="a device-check job as JSON, or its `device_check` report",
+    )
+    calibrate.add_argument(
+        "--rows",
+        type=Path,
+        default=MEASURED_ROWS,
+        help="the measured rows file (default: the one the estimate reads)",
+    )
     calibrate.set_defaults(run=cmd_calibrate)
 
 
@@ -82,12 +106,16 @@ def cmd_calibrate(args) -> int:
             f"{args.rows}: cannot write the measured rows ({exc}); name a writable file with --rows"
         ) from None
     print(f"{'added' if added else 'already there'}: {row.id} to {args.rows}")
-    print(f"{row.model} on {row.device}, {row.precision}, context {row.context}: measured "
-          f"{row.decode_tokens_per_s:.4g} decode tok/s; the estimate said {predicted:.4g} "
-          f"({predicted / row.decode_tokens_per_s:.2f}x)")  # fmt: skip
+    print(
+        f"{row.model} on {row.device}, {row.precision}, context {row.context}: measured "
+        f"{row.decode_tokens_per_s:.4g} decode tok/s; the estimate said {predicted:.4g} "
+        f"({predicted / row.decode_tokens_per_s:.2f}x)"
+    )
     if added and args.rows == MEASURED_ROWS:
-        print("the estimate fits it from the next start; docs: python -m app.devices.render "
-              "docs/devices.md docs/calibration.md")  # fmt: skip
+        print(
+            "the estimate fits it from the next start; docs: python -m app.devices.render "
+            "docs/devices.md docs/calibration.md"
+        )
     return 0
 
 
@@ -110,8 +138,14 @@ def cmd_plan(args) -> int:
             raise CLIError(f"--quantize: not JSON: {exc}") from None
     try:
         config = read_config(_config_path(Path(args.config)))
-        plan = make_plan(config, args.device, quantize=quantize, context=args.context,
-                         prefill=args.prefill, path=args.path)  # fmt: skip
+        plan = make_plan(
+            config,
+            args.device,
+            quantize=quantize,
+            context=args.context,
+            prefill=args.prefill,
+            path=args.path,
+        )
     except FieldError as exc:
         raise CLIError(str(exc)) from None
     answer = plan.to_json()
@@ -145,8 +179,10 @@ def describe_plan(plan: dict) -> str:
         fit = plan["fits_with"] or {}
         if fit.get("quantize") is not None:
             where = f" at a context of {fit['context']}" if "context" in fit else ""
-            lines.append(f"fits with --quantize '{json.dumps(fit['quantize'])}'{where} "
-                         f"({fit['decode_tokens_per_s']} tok/s)")  # fmt: skip
+            lines.append(
+                f"fits with --quantize '{json.dumps(fit['quantize'])}'{where} "
+                f"({fit['decode_tokens_per_s']} tok/s)"
+            )
         elif fit.get("message"):
             lines.append(fit["message"])
     return "\n".join(lines)

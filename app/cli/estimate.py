@@ -43,8 +43,9 @@ def _programs(root: Path, scratch: Path) -> tuple[list[tuple[str, Path]], str]:
         return [(p.name.split(".")[0], _mil_dir(p, scratch)) for p in paths], "chain"
     found = sorted({m.parent for m in root.rglob(MIL)}) or sorted(root.glob("*.mlpackage"))
     if len(found) != 1:
-        raise CLIError(f"{root}: expected one program (model.mil, or an .mlpackage), found "
-                       f"{len(found)}")  # fmt: skip
+        raise CLIError(
+            f"{root}: expected one program (model.mil, or an .mlpackage), found {len(found)}"
+        )
     (where,) = found
     return [
         (where.name.split(".")[0] if where != root else "program", _mil_dir(where, scratch))
@@ -71,8 +72,9 @@ def read_works(artifact: Path):
         for name, where in programs:
             weights = where / WEIGHTS
             try:
-                parsed = parse_text((where / MIL).read_text(),
-                                    weights if weights.is_file() else None)  # fmt: skip
+                parsed = parse_text(
+                    (where / MIL).read_text(), weights if weights.is_file() else None
+                )
             except MILParseError as exc:
                 raise CLIError(f"{where / MIL}: {exc}") from None
             works += program_works(name, parsed.program)
@@ -90,14 +92,19 @@ def cmd_estimate(args) -> int:
         print(json.dumps(estimate, indent=2))
         return 0
     for device in estimate["devices"]:
-        total = (f"{device['latency_ms']} ms ({device['latency_ms_range'][0]}-"
-                 f"{device['latency_ms_range'][1]}), {device['dispatches']} dispatches"
-                 if "latency_ms" in device else "one function per call")  # fmt: skip
+        total = (
+            f"{device['latency_ms']} ms ({device['latency_ms_range'][0]}-"
+            f"{device['latency_ms_range'][1]}), {device['dispatches']} dispatches"
+            if "latency_ms" in device
+            else "one function per call"
+        )
         print(f"{device['device']}: {total}{'' if device['fits'] else ', DOES NOT FIT'}")
         for p in device["programs"]:
             why = f" ({p['why']})" if "why" in p else ""
-            print(f"  {p['name']}: {p['latency_ms']} ms, {p['bound']}-bound, {p['flops']:,} "
-                  f"FLOPs, {p['weight_bytes_streamed']:,} weight bytes{why}")  # fmt: skip
+            print(
+                f"  {p['name']}: {p['latency_ms']} ms, {p['bound']}-bound, {p['flops']:,} "
+                f"FLOPs, {p['weight_bytes_streamed']:,} weight bytes{why}"
+            )
     return 0
 
 
@@ -105,8 +112,11 @@ def add_commands(sub) -> None:
 
     est = sub.add_parser("estimate", help="what a built artifact costs on each device")
     est.add_argument("artifact", help="an artifact zip (or its directory)")
-    est.add_argument("--device", action="append",
-                     help="a device name (repeat for several; default: a set across generations)")  # fmt: skip
+    est.add_argument(
+        "--device",
+        action="append",
+        help="a device name (repeat for several; default: a set across generations)",
+    )
     est.add_argument("--path", default="coreml", choices=PATHS, help="the runtime path")
     est.add_argument("--json", action="store_true", help="the estimate as JSON")
     est.set_defaults(run=cmd_estimate)

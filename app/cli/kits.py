@@ -22,10 +22,21 @@ def cmd_model(args) -> int:
             quantize = json.loads(args.quantize)
         except json.JSONDecodeError as exc:
             raise CLIError(f"--quantize is not valid JSON: {exc}") from None
-    options = KitOptions(format=args.format, context=args.context, prefill=args.prefill,
-                         device=args.device, quantize=quantize, kv=args.kv, verify=args.verify)  # fmt: skip
+    options = KitOptions(
+        format=args.format,
+        context=args.context,
+        prefill=args.prefill,
+        device=args.device,
+        quantize=quantize,
+        kv=args.kv,
+        verify=args.verify,
+    )
     tty = sys.stderr.isatty()
-    progress = (lambda line: print(f"\r\033[K{line}", end="", file=sys.stderr, flush=True)) if tty else None  # fmt: skip
+    progress = (
+        (lambda line: print(f"\r\033[K{line}", end="", file=sys.stderr, flush=True))
+        if tty
+        else None
+    )
     try:
         result = build_kit(args.checkpoint, args.output, options, progress)
     except FieldError as exc:
@@ -55,14 +66,22 @@ def summary(result) -> BuildSummary:
     ]
     predicted = meta["plan"].get("prediction")
     if predicted is not None:
-        fits = "fits" if predicted["fits"] else "does NOT fit: " + "; ".join(
-            p["message"] for p in predicted["problems"])  # fmt: skip
-        details.append(f"predicted {predicted['decode_tokens_per_s']} tokens/s decode, "
-                     f"{predicted['prefill_tokens_per_s']} tokens/s prefill, peak memory "
-                     f"{predicted['peak_memory_bytes']} bytes at {predicted['precision']}; {fits}")  # fmt: skip
+        fits = (
+            "fits"
+            if predicted["fits"]
+            else "does NOT fit: " + "; ".join(p["message"] for p in predicted["problems"])
+        )
+        details.append(
+            f"predicted {predicted['decode_tokens_per_s']} tokens/s decode, "
+            f"{predicted['prefill_tokens_per_s']} tokens/s prefill, peak memory "
+            f"{predicted['peak_memory_bytes']} bytes at {predicted['precision']}; {fits}"
+        )
     for p in meta["programs"]:
-        what = (f"layers {p['layers'][0]}-{p['layers'][1]}" if p["role"] == "decoder"
-                else f"vocabulary {p['vocab'][0]}-{p['vocab'][1] - 1}")  # fmt: skip
+        what = (
+            f"layers {p['layers'][0]}-{p['layers'][1]}"
+            if p["role"] == "decoder"
+            else f"vocabulary {p['vocab'][0]}-{p['vocab'][1] - 1}"
+        )
         details.append(f"  {p['path']:<24} {what:<24} {p['weight_bytes']:>12} weight bytes")
     verification = meta.get("verification")
     checked = None
@@ -70,9 +89,11 @@ def summary(result) -> BuildSummary:
         details.append("verify: not asked for (--verify)")
     else:
         details.append(f"greedy tokens compared for {verification['greedy_compared_steps']} steps")
-        checked = {"passed": verification["passed"],
-                   "max_rel_error": verification["logits_max_rel_error"],
-                   "tolerance": verification["tolerance"]}  # fmt: skip
+        checked = {
+            "passed": verification["passed"],
+            "max_rel_error": verification["logits_max_rel_error"],
+            "tolerance": verification["tolerance"],
+        }
     return BuildSummary(str(result.path), result.size, details=details, verification=checked)
 
 
@@ -119,8 +140,11 @@ def _encode(kit, text: str) -> list[int]:
 
 def add_commands(sub) -> None:
     model = sub.add_parser("model", help="build a model kit from a Hugging Face checkpoint folder")
-    model.add_argument("checkpoint", metavar="CHECKPOINT_DIR",
-                       help="a save_pretrained folder: config.json, safetensors, tokenizer files")  # fmt: skip
+    model.add_argument(
+        "checkpoint",
+        metavar="CHECKPOINT_DIR",
+        help="a save_pretrained folder: config.json, safetensors, tokenizer files",
+    )
     model.add_argument("-o", "--output", required=True, metavar="KIT.zip")
     model.add_argument("--format", choices=KIT_FORMATS, default="mlpackage")
     model.add_argument("--context", type=int, help="positions the KV cache holds (default 512)")
@@ -130,12 +154,22 @@ def add_commands(sub) -> None:
         help="the device to plan for: its per-axis limit and "
         "per-program envelope (default: no device, 16,384 axis)",
     )
-    model.add_argument("--quantize", metavar="JSON",
-                       help='a quantize config for the layers, or {"layers": ..., "head": ...}')  # fmt: skip
-    model.add_argument("--kv", choices=["io", "state"], default="io",
-                       help="KV cache as inputs/outputs (io, every target) or ios18 state")  # fmt: skip
-    model.add_argument("--verify", action="store_true",
-                       help="compare the kit's logits with the float64 model (verification.json)")  # fmt: skip
+    model.add_argument(
+        "--quantize",
+        metavar="JSON",
+        help='a quantize config for the layers, or {"layers": ..., "head": ...}',
+    )
+    model.add_argument(
+        "--kv",
+        choices=["io", "state"],
+        default="io",
+        help="KV cache as inputs/outputs (io, every target) or ios18 state",
+    )
+    model.add_argument(
+        "--verify",
+        action="store_true",
+        help="compare the kit's logits with the float64 model (verification.json)",
+    )
     model.add_argument("--json", action="store_true", help="the build summary as one JSON object")
     model.set_defaults(run=cmd_model)
 
@@ -144,6 +178,9 @@ def add_commands(sub) -> None:
     gen.add_argument("--prompt-ids", help="comma-separated token ids")
     gen.add_argument("--prompt", help="text, through the kit's tokenizer.json (needs tokenizers)")
     gen.add_argument("--max-new-tokens", type=int, default=16)
-    gen.add_argument("--json", action="store_true",
-                     help='print {"tokens": [...], "logits": [[...] per new token]}')  # fmt: skip
+    gen.add_argument(
+        "--json",
+        action="store_true",
+        help='print {"tokens": [...], "logits": [[...] per new token]}',
+    )
     gen.set_defaults(run=cmd_generate)

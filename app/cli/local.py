@@ -57,12 +57,19 @@ def cmd_compile(args) -> int:
             raise CLIError("--random-weights is local only; pass --weights files to a server")
         return guarded(lambda a: compile_remote(a, params, weights, functions))(args)
     try:
-        request = KernelRequest.create(args.op, params, weights,
-                                       format=args.format, target=args.target, name=args.name,
-                                       verify=args.verify, quantize=args.quantize,
-                                       max_quantization_error=args.max_quantization_error,
-                                       functions=functions,
-                                       architectures=args.architectures)  # fmt: skip
+        request = KernelRequest.create(
+            args.op,
+            params,
+            weights,
+            format=args.format,
+            target=args.target,
+            name=args.name,
+            verify=args.verify,
+            quantize=args.quantize,
+            max_quantization_error=args.max_quantization_error,
+            functions=functions,
+            architectures=args.architectures,
+        )
         prepared = artifacts.prepare(request, local_limits(), random_seed=args.random_weights)
     except FieldError as exc:
         raise CLIError(str(exc)) from None
@@ -112,11 +119,18 @@ def compile_for_devices(prepared, output: Path) -> None:
     """The per-architecture .aimodelc set from this machine's `xcrun coreai-build` (macOS 27
     with Xcode 27); elsewhere, a farm's macOS worker makes it (--server)."""
     if not coreai_build_available():
-        raise CLIError("--architectures compiles with xcrun coreai-build (macOS 27 with Xcode "
-                       "27), which this machine lacks; add --server to compile on a farm")  # fmt: skip
+        raise CLIError(
+            "--architectures compiles with xcrun coreai-build (macOS 27 with Xcode "
+            "27), which this machine lacks; add --server to compile on a farm"
+        )
     try:
-        save_aimodelc(prepared, CoreAIBuild(), list(prepared.request.architectures), output,
-                      Settings().compile_timeout_s)  # fmt: skip
+        save_aimodelc(
+            prepared,
+            CoreAIBuild(),
+            list(prepared.request.architectures),
+            output,
+            Settings().compile_timeout_s,
+        )
     except CompileFailure as exc:
         raise CLIError(f"coreai-build compile failed: {exc.message}") from None
 
@@ -126,8 +140,11 @@ def _verified(prepared) -> int:
     if prepared.verified is False:
         report = prepared.verification or {}
         parts = report.get("functions", {"": report})  # a package's functions: each its report
-        checked = {f"{fn}.{k}" if fn else k: v for fn, r in parts.items()
-                   for k, v in {**r["outputs"], **r["states"]}.items()}  # fmt: skip
+        checked = {
+            f"{fn}.{k}" if fn else k: v
+            for fn, r in parts.items()
+            for k, v in {**r["outputs"], **r["states"]}.items()
+        }
         failed = {k: v for k, v in checked.items() if not v["passed"]}
         print(f"verification failed (see verification.json): {json.dumps(failed)}", file=sys.stderr)
         return EXIT_FAILED
@@ -151,10 +168,15 @@ def cmd_compile_graph(args) -> int:
         return guarded(lambda a: compile_graph_remote(a, body, weights))(args)
     graph, inline = _split_graph_weights(body)
     try:
-        request = KernelRequest.create(graph=graph, weights={**inline, **weights},
-                                       format=args.format, target=args.target,
-                                       name=args.name or body.get("name"), verify=args.verify,
-                                       preflight=body.get("preflight", "warn"))  # fmt: skip
+        request = KernelRequest.create(
+            graph=graph,
+            weights={**inline, **weights},
+            format=args.format,
+            target=args.target,
+            name=args.name or body.get("name"),
+            verify=args.verify,
+            preflight=body.get("preflight", "warn"),
+        )
         prepared = artifacts.prepare(request, local_limits(), random_seed=args.random_weights)
     except FieldError as exc:
         raise CLIError(str(exc)) from None
@@ -180,8 +202,10 @@ def _split_graph_weights(body: dict) -> tuple[dict, dict[str, np.ndarray]]:
         node = dict(node)
         for weight, value in node.pop("weights", {}).items():
             if not isinstance(value, list):
-                raise CLIError(f"nodes[{i}].weights.{weight}: only inline lists are read "
-                               "locally (a digest needs --server)")  # fmt: skip
+                raise CLIError(
+                    f"nodes[{i}].weights.{weight}: only inline lists are read "
+                    "locally (a digest needs --server)"
+                )
             arrays[f"{node.get('id')}.{weight}"] = np.asarray(value, dtype=np.float32)
         graph["nodes"].append(node)
     return graph, arrays
@@ -307,8 +331,9 @@ def add_commands(sub) -> None:
     graph = sub.add_parser("compile-graph", help="build a graph into one program (a zip)")
     graph.add_argument("graph", help="graph.json: the POST /v1/graphs request body")
     graph.add_argument("--weights", action="append", default=[], metavar="NODE.WEIGHT=FILE.npy")
-    graph.add_argument("--random-weights", type=int, metavar="SEED",
-                       help="draw the catalog nodes' missing weights")  # fmt: skip
+    graph.add_argument(
+        "--random-weights", type=int, metavar="SEED", help="draw the catalog nodes' missing weights"
+    )
     graph.add_argument(
         "--format", choices=list(FORMATS), help=f"default: the file's format, else {PACKAGED[0]}"
     )

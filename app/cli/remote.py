@@ -55,8 +55,11 @@ def guarded(run):
             print(f"error: {exc}", file=sys.stderr)
             return EXIT_USAGE
         except httpx.TransportError as exc:
-            print(f"error: cannot reach {args.server}: {exc} (start a service with `make run`, "
-                  "or name one with --server URL or $ANE_SERVER)", file=sys.stderr)  # fmt: skip
+            print(
+                f"error: cannot reach {args.server}: {exc} (start a service with `make run`, "
+                "or name one with --server URL or $ANE_SERVER)",
+                file=sys.stderr,
+            )
             return EXIT_UNAVAILABLE
 
     return wrapper
@@ -75,10 +78,20 @@ def with_default_server(run):
 def compile_remote(args, params: dict, weights: dict, functions: dict | None = None) -> int:
     """`compile --server URL`: the local flags, executed by the service."""
     with Client(args.server, api_key=args.api_key) as c:
-        path = c.compile(args.op, params, weights, format=args.format, target=args.target, name=args.name,
-                         verify=args.verify, save_to=args.output, quantize=args.quantize,
-                         max_quantization_error=args.max_quantization_error,
-                         functions=functions, architectures=args.architectures)  # fmt: skip
+        path = c.compile(
+            args.op,
+            params,
+            weights,
+            format=args.format,
+            target=args.target,
+            name=args.name,
+            verify=args.verify,
+            save_to=args.output,
+            quantize=args.quantize,
+            max_quantization_error=args.max_quantization_error,
+            functions=functions,
+            architectures=args.architectures,
+        )
     emit(summary_of_zip(path, server=args.server), args.json)
     return 0
 
@@ -89,9 +102,15 @@ def compile_graph_remote(args, body: dict, weights: dict) -> int:
     graph = {k: v for k, v in body.items() if k not in ("format", "target", "name", "verify")}
     with Client(args.server, api_key=args.api_key) as c:
         try:
-            path = c.compile_graph(graph, weights, format=args.format, target=args.target,
-                                   name=args.name or body.get("name"), verify=args.verify,
-                                   save_to=args.output)  # fmt: skip
+            path = c.compile_graph(
+                graph,
+                weights,
+                format=args.format,
+                target=args.target,
+                name=args.name or body.get("name"),
+                verify=args.verify,
+                save_to=args.output,
+            )
         except ValueError as exc:  # a weight not named <node>.<weight>
             raise CLIError(str(exc)) from None
     emit(summary_of_zip(path, server=args.server), args.json)
@@ -118,8 +137,15 @@ def _jobs(args) -> int:
     with _client(args) as c:
         if args.jobs_command == "submit":
             weights = load_weights_arg(args.weights)
-            job = c.submit(args.op, json.loads(args.params), weights, format=args.format, target=args.target,
-                           name=args.name, architectures=args.architectures)  # fmt: skip
+            job = c.submit(
+                args.op,
+                json.loads(args.params),
+                weights,
+                format=args.format,
+                target=args.target,
+                name=args.name,
+                architectures=args.architectures,
+            )
             if args.wait:
                 job.wait(
                     progress=None
@@ -158,15 +184,24 @@ def _build(args) -> int:
     lock_path = Path(args.lock or Path(args.manifest).with_name("ane-kernels.lock"))
     if args.check:
         changed = lock_would_change(kernels, lock_path)
-        _emit(args, {"changed": changed}, "lock is up to date" if not changed else
-              "lock would change for: " + ", ".join(changed))  # fmt: skip
+        _emit(
+            args,
+            {"changed": changed},
+            "lock is up to date" if not changed else "lock would change for: " + ", ".join(changed),
+        )
         return EXIT_CHANGED if changed else 0
     reporter = Reporter([k.name for k in kernels], mode="none" if args.json else "auto")
 
     async def run():
         async with AsyncClient(args.server, api_key=args.api_key) as client:
-            return await build(kernels, client, Path(args.out), lock_path, concurrency=args.concurrency,
-                               reporter=reporter)  # fmt: skip
+            return await build(
+                kernels,
+                client,
+                Path(args.out),
+                lock_path,
+                concurrency=args.concurrency,
+                reporter=reporter,
+            )
 
     try:
         outcomes = asyncio.run(run())
@@ -208,8 +243,12 @@ def add_commands(sub) -> None:
     submit.add_argument("--format", choices=list(FORMATS), default=PACKAGED[0])
     submit.add_argument("--target", choices=list(TARGETS), default=DEFAULT_TARGET)
     submit.add_argument("--name")
-    submit.add_argument("--architectures", type=architecture_list, metavar="CHIPS",
-                        help="with --format aimodel: compile for these chips, e.g. m4,a18-pro")  # fmt: skip
+    submit.add_argument(
+        "--architectures",
+        type=architecture_list,
+        metavar="CHIPS",
+        help="with --format aimodel: compile for these chips, e.g. m4,a18-pro",
+    )
     submit.add_argument("--wait", action="store_true", help="wait for the job to end")
     for name, helptext in (
         ("status", "show a job"),

@@ -52,10 +52,16 @@ def summary_of_zip(
         verification = _worst(report, "passed")
         quantization = _quantization(report)
     notes = [f"note: {n}" for n in kernel.get("compiler", {}).get("notes", [])]
-    return BuildSummary(str(path), path.stat().st_size, details=notes,
-                        preflight=kernel.get("preflight"),
-                        verification=verification, quantization=quantization,
-                        estimate=estimate, server=server)  # fmt: skip
+    return BuildSummary(
+        str(path),
+        path.stat().st_size,
+        details=notes,
+        preflight=kernel.get("preflight"),
+        verification=verification,
+        quantization=quantization,
+        estimate=estimate,
+        server=server,
+    )
 
 
 def _read_reports(path: Path) -> tuple[dict[str, Any], dict[str, Any] | None]:
@@ -63,8 +69,11 @@ def _read_reports(path: Path) -> tuple[dict[str, Any], dict[str, Any] | None]:
         with zipfile.ZipFile(path) as z:
             names = set(z.namelist())
             kernel = json.loads(z.read(layout.KERNEL_JSON)) if layout.KERNEL_JSON in names else {}
-            report = (json.loads(z.read(layout.VERIFICATION_JSON))
-                      if layout.VERIFICATION_JSON in names else None)  # fmt: skip
+            report = (
+                json.loads(z.read(layout.VERIFICATION_JSON))
+                if layout.VERIFICATION_JSON in names
+                else None
+            )
     except (OSError, zipfile.BadZipFile, ValueError):
         return {}, None  # not a kernel zip: nothing more to say than its size
     return kernel, report
@@ -77,11 +86,17 @@ def _reports(report: dict[str, Any]) -> list[dict[str, Any]]:
 
 def _worst(report: dict[str, Any], passed_key: str) -> dict[str, Any]:
     """Pass or fail, and the largest relative error against its tolerance."""
-    outputs = [o for r in _reports(report) for o in {**r.get("outputs", {}),
-                                                     **r.get("states", {})}.values()]  # fmt: skip
+    outputs = [
+        o
+        for r in _reports(report)
+        for o in {**r.get("outputs", {}), **r.get("states", {})}.values()
+    ]
     worst = max(outputs, key=lambda o: o.get("max_rel_error", 0.0), default={})
-    return {"passed": bool(report.get(passed_key)), "max_rel_error": worst.get("max_rel_error"),
-            "tolerance": worst.get("tolerance")}  # fmt: skip
+    return {
+        "passed": bool(report.get(passed_key)),
+        "max_rel_error": worst.get("max_rel_error"),
+        "tolerance": worst.get("tolerance"),
+    }
 
 
 def _quantization(report: dict[str, Any]) -> dict[str, Any] | None:
@@ -89,8 +104,11 @@ def _quantization(report: dict[str, Any]) -> dict[str, Any] | None:
     if not sections:
         return None
     worst = max(sections, key=lambda q: q.get("max_rel_error") or 0.0)
-    return {"passed": all(q.get("passed", True) for q in sections),
-            "max_rel_error": worst.get("max_rel_error"), "limit": worst.get("limit")}  # fmt: skip
+    return {
+        "passed": all(q.get("passed", True) for q in sections),
+        "max_rel_error": worst.get("max_rel_error"),
+        "limit": worst.get("limit"),
+    }
 
 
 def render(summary: BuildSummary) -> str:
@@ -101,13 +119,20 @@ def render(summary: BuildSummary) -> str:
         lines.append("preflight: " + " ".join(f"{s}={counts[s]}" for s in _SEVERITIES))
     lines += _grouped_findings(summary.preflight or [])
     if (v := summary.verification) is not None:
-        lines.append(f"verify: {'passed' if v['passed'] else 'FAILED'}: max_rel_error "
-                     f"{v['max_rel_error']} (tolerance {v['tolerance']})")  # fmt: skip
+        lines.append(
+            f"verify: {'passed' if v['passed'] else 'FAILED'}: max_rel_error "
+            f"{v['max_rel_error']} (tolerance {v['tolerance']})"
+        )
     if (q := summary.quantization) is not None:
-        verdict = ("no limit asked (max_quantization_error)" if q["limit"] is None else
-                   f"{'within' if q['passed'] else 'OVER'} limit {q['limit']}")  # fmt: skip
-        lines.append(f"quantize: {verdict}: max_rel_error {q['max_rel_error']} against the "
-                     "unquantized weights")  # fmt: skip
+        verdict = (
+            "no limit asked (max_quantization_error)"
+            if q["limit"] is None
+            else f"{'within' if q['passed'] else 'OVER'} limit {q['limit']}"
+        )
+        lines.append(
+            f"quantize: {verdict}: max_rel_error {q['max_rel_error']} against the "
+            "unquantized weights"
+        )
     if summary.estimate:
         lines.append(f"estimate: {summary.estimate}")
     return "\n".join(lines)

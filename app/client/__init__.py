@@ -13,6 +13,16 @@ from app.client.errors import (
 )
 
 __all__ = [
-    "APIError", "AsyncClient", "AsyncJob", "Client", "InsufficientStorage", "InvalidRequest",
-    "Job", "NotFound", "PayloadTooLarge", "ServerError", "Unauthorized", "Unavailable",
-]  # fmt: skip
+    "APIError",
+    "AsyncClient",
+    "AsyncJob",
+    "Client",
+    "InsufficientStorage",
+    "InvalidRequest",
+    "Job",
+    "NotFound",
+    "PayloadTooLarge",
+    "ServerError",
+    "Unauthorized",
+    "Unavailable",
+]

@@ -53,8 +53,15 @@ def _retry_after(response: httpx.Response) -> float:
 class _API(abc.ABC):
     """The operations; `_drive` (sync or async) runs each flow."""
 
-    def __init__(self, base_url: str | None = None, *, api_key: str | None = None, timeout: float = 300.0,
-                 max_retry_wait: float = 60.0, poll_interval: float = 0.5):  # fmt: skip
+    def __init__(
+        self,
+        base_url: str | None = None,
+        *,
+        api_key: str | None = None,
+        timeout: float = 300.0,
+        max_retry_wait: float = 60.0,
+        poll_interval: float = 0.5,
+    ):
         self.base_url = (
             base_url or os.environ.get("ANE_SERVER") or "http://127.0.0.1:8000"
         ).rstrip("/")
@@ -73,8 +80,14 @@ class _API(abc.ABC):
     def _request(self, call: Call) -> httpx.Request:
         headers = {**self.headers, **call.headers}
         content = call.content() if call.content is not None else None
-        return httpx.Request(call.method, self.base_url + call.path, params=call.params, json=call.json,
-                             content=content, headers=headers)  # fmt: skip
+        return httpx.Request(
+            call.method,
+            self.base_url + call.path,
+            params=call.params,
+            json=call.json,
+            content=content,
+            headers=headers,
+        )
 
     def _retry_delay(self, response: httpx.Response, waited: float) -> float | None:
         """Seconds to wait before retrying, or None when the answer is final."""
@@ -84,13 +97,26 @@ class _API(abc.ABC):
         return delay if waited + delay <= self.max_retry_wait else None
 
     # -- operations ---------------------------------------------------------------------------
-    def compile(self, op: str, params: Mapping[str, Any], weights: Mapping[str, np.ndarray] | None = None, *,
-                format: str = "mlpackage", target: str = DEFAULT_TARGET, name: str | None = None, verify: bool = False,
-                bypass_cache: bool = False, save_to: str | os.PathLike | None = None,
-                quantize: Mapping[str, Any] | None = None, max_quantization_error: float | None = None,
-                placement: bool = False, functions: Mapping[str, Mapping[str, Any]] | None = None,
-                preflight: str | None = None, checkpoint: Mapping[str, Any] | None = None,
-                architectures: Sequence[str] | None = None):  # fmt: skip
+    def compile(
+        self,
+        op: str,
+        params: Mapping[str, Any],
+        weights: Mapping[str, np.ndarray] | None = None,
+        *,
+        format: str = "mlpackage",
+        target: str = DEFAULT_TARGET,
+        name: str | None = None,
+        verify: bool = False,
+        bypass_cache: bool = False,
+        save_to: str | os.PathLike | None = None,
+        quantize: Mapping[str, Any] | None = None,
+        max_quantization_error: float | None = None,
+        placement: bool = False,
+        functions: Mapping[str, Mapping[str, Any]] | None = None,
+        preflight: str | None = None,
+        checkpoint: Mapping[str, Any] | None = None,
+        architectures: Sequence[str] | None = None,
+    ):
         """The kernel's zip as bytes, or written to `save_to` (returning that path); `quantize`
         compresses its weight matrix (e.g. {"mode": "palettize", "nbits": 4}); `placement` adds
         Core ML's placement report to an mlmodelc, `architectures` compiles an aimodel for
@@ -98,41 +124,80 @@ class _API(abc.ABC):
         several calls of the op into one package; `preflight="strict"` refuses an ANE preflight
         error; `checkpoint` takes the params and weights from a checkpoint
         (`checkpoint_reference`)."""
-        options = {"format": format, "target": target, "name": name,
-                   "verify": verify or None, "bypass_cache": bypass_cache or None,
-                   "quantize": quantize, "max_quantization_error": max_quantization_error,
-                   "placement": placement or None, "functions": functions,
-                   "preflight": preflight, "checkpoint": checkpoint,
-                   "architectures": _listed(architectures)}  # fmt: skip
+        options = {
+            "format": format,
+            "target": target,
+            "name": name,
+            "verify": verify or None,
+            "bypass_cache": bypass_cache or None,
+            "quantize": quantize,
+            "max_quantization_error": max_quantization_error,
+            "placement": placement or None,
+            "functions": functions,
+            "preflight": preflight,
+            "checkpoint": checkpoint,
+            "architectures": _listed(architectures),
+        }
         path = Path(save_to) if save_to is not None else None
         return self._drive(flows.compile(op, params, weights, path, self.poll_interval, **options))
 
-    def checkpoint_reference(self, checkpoint: str | os.PathLike, layers: int | str, *,
-                             config: str | os.PathLike | Mapping[str, Any] | None = None):  # fmt: skip
+    def checkpoint_reference(
+        self,
+        checkpoint: str | os.PathLike,
+        layers: int | str,
+        *,
+        config: str | os.PathLike | Mapping[str, Any] | None = None,
+    ):
         """A checkpoint on this machine as a request's `checkpoint` (a layer as an int, a
         decoder_stack range as "0-15"): its safetensors file(s) uploaded unless the service has
         them, its config.json (beside it unless given) read."""
         return self._drive(flows.checkpoint_reference(Path(checkpoint), layers, config))
 
-    def compile_graph(self, graph: Mapping[str, Any], weights: Mapping[str, np.ndarray] | None = None, *,
-                      format: str | None = None, target: str | None = None, name: str | None = None,
-                      verify: bool = False, bypass_cache: bool = False,
-                      save_to: str | os.PathLike | None = None):  # fmt: skip
+    def compile_graph(
+        self,
+        graph: Mapping[str, Any],
+        weights: Mapping[str, np.ndarray] | None = None,
+        *,
+        format: str | None = None,
+        target: str | None = None,
+        name: str | None = None,
+        verify: bool = False,
+        bypass_cache: bool = False,
+        save_to: str | os.PathLike | None = None,
+    ):
         """A graph's zip (one program): `graph` holds inputs, nodes and outputs, and may hold
         the request's own options (format, target, verify, ...: the POST /v1/graphs body), which
         the arguments given here override; `weights` maps `<node>.<weight>` to arrays (uploaded
         unless the service has them)."""
-        options = {"format": format, "target": target, "name": name,
-                   "verify": verify or None, "bypass_cache": bypass_cache or None}  # fmt: skip
+        options = {
+            "format": format,
+            "target": target,
+            "name": name,
+            "verify": verify or None,
+            "bypass_cache": bypass_cache or None,
+        }
         path = Path(save_to) if save_to is not None else None
         return self._drive(flows.compile_graph(graph, weights, path, self.poll_interval, **options))
 
-    def submit_graph(self, graph: Mapping[str, Any], weights: Mapping[str, np.ndarray] | None = None, *,
-                     format: str | None = None, target: str | None = None, name: str | None = None,
-                     verify: bool = False, architectures: Sequence[str] | None = None):  # fmt: skip
+    def submit_graph(
+        self,
+        graph: Mapping[str, Any],
+        weights: Mapping[str, np.ndarray] | None = None,
+        *,
+        format: str | None = None,
+        target: str | None = None,
+        name: str | None = None,
+        verify: bool = False,
+        architectures: Sequence[str] | None = None,
+    ):
         """Queue a graph's build job; returns a Job (AsyncJob for the async client)."""
-        options = {"format": format, "target": target, "name": name, "verify": verify or None,
-                   "architectures": _listed(architectures)}  # fmt: skip
+        options = {
+            "format": format,
+            "target": target,
+            "name": name,
+            "verify": verify or None,
+            "architectures": _listed(architectures),
+        }
         return self._drive(self._submit_graph_flow(graph, weights, options))
 
     def _submit_graph_flow(self, graph, weights, options) -> flows.Flow:
@@ -140,19 +205,26 @@ class _API(abc.ABC):
         body = flows.graph_body(graph, (yield from flows.upload_all(weights)), **options)
         return self._job((yield from flows.submit([body])), flows.resubmission(body, weights))
 
-    def compile_model(self, checkpoint_dir: str | os.PathLike, *,
-                      save_to: str | os.PathLike | None = None,
-                      progress: Callable[[str, int, int], None] | None = None, **options: Any):  # fmt: skip
+    def compile_model(
+        self,
+        checkpoint_dir: str | os.PathLike,
+        *,
+        save_to: str | os.PathLike | None = None,
+        progress: Callable[[str, int, int], None] | None = None,
+        **options: Any,
+    ):
         """A model kit of a Hugging Face checkpoint folder (its zip's bytes, or written to
         `save_to`), built by the service (POST /v1/models). Options as `ane-kernels model` names
         them: format, context, prefill, device, quantize, kv, verify. Only files the service
         lacks are uploaded, in resumable parts; `progress(file, sent, size)` after each part."""
         path = Path(save_to) if save_to is not None else None
-        return self._drive(flows.compile_model(Path(checkpoint_dir), path, self.poll_interval,
-                                               progress, **options))  # fmt: skip
+        return self._drive(
+            flows.compile_model(Path(checkpoint_dir), path, self.poll_interval, progress, **options)
+        )
 
-    def upload_file(self, path: str | os.PathLike, *,
-                    progress: Callable[[int, int], None] | None = None):  # fmt: skip
+    def upload_file(
+        self, path: str | os.PathLike, *, progress: Callable[[int, int], None] | None = None
+    ):
         """Send a whole file (a checkpoint shard, a config) in resumable parts unless the
         service has it; returns the stored blob ({"digest", "dtype", "bytes", ...}).
         `progress(sent, total)` is called after each part."""
@@ -163,19 +235,39 @@ class _API(abc.ABC):
         """Send a tensor unless the service has it already; returns `sha256:<hex>`."""
         return self._drive(flows.upload(array))
 
-    def submit(self, op: str, params: Mapping[str, Any], weights: Mapping[str, np.ndarray] | None = None, *,
-               format: str = "mlpackage", target: str = DEFAULT_TARGET, name: str | None = None, verify: bool = False,
-               quantize: Mapping[str, Any] | None = None, max_quantization_error: float | None = None,
-               placement: bool = False, functions: Mapping[str, Mapping[str, Any]] | None = None,
-               preflight: str | None = None, checkpoint: Mapping[str, Any] | None = None,
-               architectures: Sequence[str] | None = None):  # fmt: skip
+    def submit(
+        self,
+        op: str,
+        params: Mapping[str, Any],
+        weights: Mapping[str, np.ndarray] | None = None,
+        *,
+        format: str = "mlpackage",
+        target: str = DEFAULT_TARGET,
+        name: str | None = None,
+        verify: bool = False,
+        quantize: Mapping[str, Any] | None = None,
+        max_quantization_error: float | None = None,
+        placement: bool = False,
+        functions: Mapping[str, Mapping[str, Any]] | None = None,
+        preflight: str | None = None,
+        checkpoint: Mapping[str, Any] | None = None,
+        architectures: Sequence[str] | None = None,
+    ):
         """Queue a build job; returns a Job (AsyncJob for the async client). Options as for
         `compile`."""
-        options = {"format": format, "target": target, "name": name, "verify": verify or None,
-                   "quantize": quantize, "max_quantization_error": max_quantization_error,
-                   "placement": placement or None, "functions": functions,
-                   "preflight": preflight, "checkpoint": checkpoint,
-                   "architectures": _listed(architectures)}  # fmt: skip
+        options = {
+            "format": format,
+            "target": target,
+            "name": name,
+            "verify": verify or None,
+            "quantize": quantize,
+            "max_quantization_error": max_quantization_error,
+            "placement": placement or None,
+            "functions": functions,
+            "preflight": preflight,
+            "checkpoint": checkpoint,
+            "architectures": _listed(architectures),
+        }
         return self._drive(self._submit_flow(op, params, weights, options))
 
     def _submit_flow(self, op, params, weights, options) -> flows.Flow:
@@ -204,12 +296,26 @@ class _API(abc.ABC):
     def devices(self):
         return self._drive(flows.simple("GET", "/v1/devices"))
 
-    def plan(self, config: Mapping[str, Any], device: str, *, quantize: Mapping[str, Any] | None = None,
-             context: int = 2048, prefill: int = 512, path: str = "coreml"):  # fmt: skip
+    def plan(
+        self,
+        config: Mapping[str, Any],
+        device: str,
+        *,
+        quantize: Mapping[str, Any] | None = None,
+        context: int = 2048,
+        prefill: int = 512,
+        path: str = "coreml",
+    ):
         """How a decoder model (its config.json as a dict) runs on `device`: programs, tokens per
         second with ranges, memory, and what does not fit (POST /v1/plan)."""
-        body = {"config": dict(config), "device": device, "quantize": quantize,
-                "context": context, "prefill": prefill, "path": path}  # fmt: skip
+        body = {
+            "config": dict(config),
+            "device": device,
+            "quantize": quantize,
+            "context": context,
+            "prefill": prefill,
+            "path": path,
+        }
         return self._drive(flows.simple("POST", "/v1/plan", json=body))
 
     def _wrap(self, flow: flows.Flow) -> flows.Flow:

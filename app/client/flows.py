@@ -105,8 +105,9 @@ def upload_file(
     it: start, parts from where the service says it stands, finish. A part that fails in
     transit is sent again from the offset the service reports. Returns the stored blob."""
     size = path.stat().st_size
-    started = yield Call("POST", "/v1/blobs/uploads", json={"digest": digest, "bytes": size},
-                         ok=(200, 201))  # fmt: skip
+    started = yield Call(
+        "POST", "/v1/blobs/uploads", json={"digest": digest, "bytes": size}, ok=(200, 201)
+    )
     upload = started.json()
     if upload["stored"]:
         return upload["blob"]
@@ -115,10 +116,13 @@ def upload_file(
         offset = upload["received"]
         length = min(upload["part_bytes"], size - offset)
         try:
-            answer = yield Call("PUT", where, params={"offset": offset},
-                                content=_file_part(path, offset, length),
-                                headers={"content-type": "application/octet-stream",
-                                         "content-length": str(length)})  # fmt: skip
+            answer = yield Call(
+                "PUT",
+                where,
+                params={"offset": offset},
+                content=_file_part(path, offset, length),
+                headers={"content-type": "application/octet-stream", "content-length": str(length)},
+            )
         except httpx.TransportError:
             failures += 1
             if failures > MAX_PART_RETRIES:
@@ -136,12 +140,20 @@ CHECKPOINT_SUFFIXES = (".json", ".safetensors")  # what a kit reads from a check
 
 def checkpoint_files(folder: Path) -> dict[str, Path]:
     """The files of a checkpoint folder a kit reads, by name."""
-    return {p.name: p for p in sorted(folder.iterdir())
-            if p.is_file() and not p.name.startswith(".") and p.suffix in CHECKPOINT_SUFFIXES}  # fmt: skip
+    return {
+        p.name: p
+        for p in sorted(folder.iterdir())
+        if p.is_file() and not p.name.startswith(".") and p.suffix in CHECKPOINT_SUFFIXES
+    }
 
 
-def compile_model(folder: Path, save_to: Path | None, poll: float,
-                  progress: Callable[[str, int, int], None] | None, **options: Any) -> Flow:  # fmt: skip
+def compile_model(
+    folder: Path,
+    save_to: Path | None,
+    poll: float,
+    progress: Callable[[str, int, int], None] | None,
+    **options: Any,
+) -> Flow:
     """POST /v1/models: the folder's config, safetensors and tokenizer files uploaded unless the
     service has them (`progress(file name, bytes sent, its size)`), the kit built as a job and
     fetched."""
@@ -181,8 +193,11 @@ def checkpoint_reference(
     if config is None or isinstance(config, str | Path):
         config = json.loads(Path(config or folder / "config.json").read_text())
     key = "layers" if isinstance(layers, str) else "layer"
-    return {"blob": digests[0] if len(digests) == 1 else digests, "config": dict(config),
-            key: layers}  # fmt: skip
+    return {
+        "blob": digests[0] if len(digests) == 1 else digests,
+        "config": dict(config),
+        key: layers,
+    }
 
 
 def request_body(
@@ -239,8 +254,13 @@ def compile_graph(
     return (yield from answer_or_job("/v1/graphs", body, save_to, poll, weights))
 
 
-def answer_or_job(path: str, body: dict, save_to: Path | None, poll: float,
-                  weights: Mapping[str, np.ndarray] | None = None) -> Flow:  # fmt: skip
+def answer_or_job(
+    path: str,
+    body: dict,
+    save_to: Path | None,
+    poll: float,
+    weights: Mapping[str, np.ndarray] | None = None,
+) -> Flow:
     """The answer to `body`, or (202: a compile that outlived the service's wait) its job's."""
     answer = yield Call("POST", path, json=body, ok=(200, 202), save_to=save_to)
     if answer.status_code == 200:
@@ -275,8 +295,12 @@ def record_resubmission(request: Mapping[str, Any]) -> Resubmit:
         path, body = "/v1/models", {"files": request["files"], **request.get("options", {})}
     elif kind == "device_check":
         path = "/v1/device-checks"
-        body = {"kit": request["kit"], "device": request["device"],
-                "prompt_ids": request.get("prompt"), "max_new_tokens": request["max_new_tokens"]}  # fmt: skip
+        body = {
+            "kit": request["kit"],
+            "device": request["device"],
+            "prompt_ids": request.get("prompt"),
+            "max_new_tokens": request["max_new_tokens"],
+        }
     else:
         return resubmission(body_of(request))
 
@@ -290,9 +314,20 @@ def body_of(request: Mapping[str, Any]) -> dict:
     """The request body that asks for what a job record shows as its `request` (weights by
     digest, options with their defaults filled in): the same request, so the same job."""
     digests = {name: w["digest"] for name, w in request.get("weights", {}).items()}
-    options = {k: request.get(k) for k in ("format", "target", "name", "verify", "preflight",
-                                           "quantize", "max_quantization_error", "placement",
-                                           "architectures")}  # fmt: skip
+    options = {
+        k: request.get(k)
+        for k in (
+            "format",
+            "target",
+            "name",
+            "verify",
+            "preflight",
+            "quantize",
+            "max_quantization_error",
+            "placement",
+            "architectures",
+        )
+    }
     if request.get("kind", request["op"]) == "graph":  # an older service names it by op only
         return graph_body(request["params"], digests, **options)
     return request_body(request["op"], request["params"], digests, **options)
@@ -302,8 +337,13 @@ def get_job(job_id: str) -> Flow:
     return (yield Call("GET", f"/v1/jobs/{job_id}")).json()
 
 
-def wait(job_id: str, poll: float, timeout: float | None,
-         progress: Callable[[dict], None] | None, resubmit: Resubmit | None = None) -> Flow:  # fmt: skip
+def wait(
+    job_id: str,
+    poll: float,
+    timeout: float | None,
+    progress: Callable[[dict], None] | None,
+    resubmit: Resubmit | None = None,
+) -> Flow:
     """Poll until the job ends; `progress` is called whenever its state changes. A job that
     vanishes (404) is submitted again with `resubmit` when there is one."""
     waited, last, resubmits = 0.0, None, 0
@@ -328,8 +368,9 @@ def wait(job_id: str, poll: float, timeout: float | None,
         waited += poll
 
 
-def artifact(job: dict, save_to: Path | None, resubmit: Resubmit | None = None,
-             poll: float = 0.5) -> Flow:  # fmt: skip
+def artifact(
+    job: dict, save_to: Path | None, resubmit: Resubmit | None = None, poll: float = 0.5
+) -> Flow:
     """The finished job's zip. A job (or artifact) gone by the time it is fetched is submitted
     again with `resubmit`, waited for and fetched once more."""
     resubmits = 0
@@ -339,8 +380,12 @@ def artifact(job: dict, save_to: Path | None, resubmit: Resubmit | None = None,
                 f"job {job.get('id')} {job.get('state')}: {job.get('error') or 'no artifact'}"
             )
         retry = resubmit is not None and resubmits < MAX_RESUBMITS
-        answer = yield Call("GET", f"/v1/jobs/{job['id']}/artifact", save_to=save_to,
-                            ok=(200, 404) if retry else (200,))  # fmt: skip
+        answer = yield Call(
+            "GET",
+            f"/v1/jobs/{job['id']}/artifact",
+            save_to=save_to,
+            ok=(200, 404) if retry else (200,),
+        )
         if answer.status_code == 200:
             return save_to if save_to is not None else answer.content
         assert resubmit is not None
@@ -349,7 +394,8 @@ def artifact(job: dict, save_to: Path | None, resubmit: Resubmit | None = None,
         job = yield from wait(submitted["id"], poll, None, None, resubmit)
 
 
-def simple(method: str, path: str, params: Mapping[str, Any] | None = None, ok=(200,),
-           json: Any = None) -> Flow:  # fmt: skip
+def simple(
+    method: str, path: str, params: Mapping[str, Any] | None = None, ok=(200,), json: Any = None
+) -> Flow:
     answer = yield Call(method, path, params=params, json=json, ok=ok)
     return answer.json() if answer.content else None

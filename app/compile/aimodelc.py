@@ -57,8 +57,9 @@ def write_asset_of(prepared: Prepared, workdir: Path) -> WrittenAsset:
         raise RequestError("format", 'a device compile starts from format "aimodel"')
     path = write_asset(prepared.aimodel, workdir / "src", prepared.build.name)
     description = write(prepared, _Discard())  # the .aimodel zip's kernel.json, bytes dropped
-    return WrittenAsset(path, description, prepared.preflight_summary,
-                        tuple(prepared.extra_entries))  # fmt: skip
+    return WrittenAsset(
+        path, description, prepared.preflight_summary, tuple(prepared.extra_entries)
+    )
 
 
 def build_asset(request: KernelRequest, limits: Limits, workdir: Path) -> WrittenAsset:

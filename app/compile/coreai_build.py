@@ -38,8 +38,16 @@ BUNDLE_SUFFIX = ".aimodelc"
 
 
 def compile_argv(asset: Path, outdir: Path, architecture: str) -> list[str]:
-    return ["xcrun", "coreai-build", "compile", str(asset), "--architecture", architecture,
-            "--output", str(outdir)]  # fmt: skip
+    return [
+        "xcrun",
+        "coreai-build",
+        "compile",
+        str(asset),
+        "--architecture",
+        architecture,
+        "--output",
+        str(outdir),
+    ]
 
 
 def ane_regions(bundle: Path) -> list[str]:
@@ -110,8 +118,9 @@ class CoreAIBuild:
             raise CompileTimeout(timeout_message(timeout_s, f"coreai-build for {arch}")) from None
         log = "$ " + " ".join(argv) + "\n" + done.stdout + done.stderr
         if done.returncode < 0:
-            raise CompilerCrashed(f"coreai-build for {arch} was killed by signal "
-                                  f"{-done.returncode}", log)  # fmt: skip
+            raise CompilerCrashed(
+                f"coreai-build for {arch} was killed by signal {-done.returncode}", log
+            )
         if done.returncode != 0:
             said = trim(done.stderr) or trim(done.stdout) or f"exit status {done.returncode}"
             raise CompilerError(f"coreai-build for {arch}: {said}", log)
@@ -119,8 +128,9 @@ class CoreAIBuild:
         if len(found) != 1:
             raise CompilerError(
                 f"coreai-build for {arch} exited 0 but wrote {len(found)} {BUNDLE_SUFFIX} "
-                "bundles (expected one)", log,
-            )  # fmt: skip
+                "bundles (expected one)",
+                log,
+            )
         return found[0], log
 
 

@@ -68,8 +68,9 @@ def write_package(prepared: Prepared, workdir: Path) -> WrittenPackage:
         zf.extractall(workdir / "src")
     zpath.unlink()
     path = workdir / "src" / layout.package_root(prepared.build.name)
-    return WrittenPackage(path, description, prepared.preflight_summary,
-                          tuple(prepared.extra_entries))  # fmt: skip
+    return WrittenPackage(
+        path, description, prepared.preflight_summary, tuple(prepared.extra_entries)
+    )
 
 
 def build_package(request: KernelRequest, limits: Limits, workdir: Path) -> WrittenPackage:
@@ -125,19 +126,30 @@ async def compile_package_zip(
     description = {
         **package.description,
         "format": "mlmodelc",
-        "compiler": {"backend": compiler.name, "toolchain": result.toolchain,
-                     **({"notes": list(result.notes)} if result.notes else {}),
-                     **({"conformance": conformance} if conformance is not None else {})},
-    }  # fmt: skip
+        "compiler": {
+            "backend": compiler.name,
+            "toolchain": result.toolchain,
+            **({"notes": list(result.notes)} if result.notes else {}),
+            **({"conformance": conformance} if conformance is not None else {}),
+        },
+    }
     name = description["name"]
     zip_path = workdir / f"{name}.mlmodelc.zip"
     digest = await run(
-        _write_zip, zip_path, result.mlmodelc, name, description, result.log, placement,
-        package.extra_entries, alone=True,
-    )  # fmt: skip
+        _write_zip,
+        zip_path,
+        result.mlmodelc,
+        name,
+        description,
+        result.log,
+        placement,
+        package.extra_entries,
+        alone=True,
+    )
     shutil.rmtree(package.path.parent, ignore_errors=True)
-    return CompiledKernel(zip_path, digest, description, placement, result.toolchain, result.log,
-                          conformance)  # fmt: skip
+    return CompiledKernel(
+        zip_path, digest, description, placement, result.toolchain, result.log, conformance
+    )
 
 
 async def conformance_with_linux(
@@ -160,8 +172,12 @@ async def conformance_with_linux(
     try:
         mine = await LinuxCompiler(profile, run).compile(package, outdir, target, timeout_s)
     except CompileFailure as exc:
-        return {"backend": LINUX_COMPILER, "profile": profile.name, "identical": False,
-                "error": exc.message}  # fmt: skip
+        return {
+            "backend": LINUX_COMPILER,
+            "profile": profile.name,
+            "identical": False,
+            "error": exc.message,
+        }
     theirs, ours = _files(apple.mlmodelc), _files(mine.mlmodelc)
     different = await asyncio.to_thread(_differing, theirs, ours)
     report: dict[str, Any] = {

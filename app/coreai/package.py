@@ -40,8 +40,9 @@ def aimodel_of(build: KernelBuild) -> dict[str, bytes]:
     except TranslationError as exc:
         raise _refusal(build, exc.found) from None
     except RuntimeError as exc:  # Core AI's own verifier rejected the translated program
-        raise RequestError("format", f"Core AI rejected the program: {exc}",
-                           title="Not expressible in Core AI") from None  # fmt: skip
+        raise RequestError(
+            "format", f"Core AI rejected the program: {exc}", title="Not expressible in Core AI"
+        ) from None
 
 
 def _refusal(build: KernelBuild, found: Untranslatable) -> RequestError:

@@ -159,8 +159,10 @@ def _slice(step: Step, begin: list[int], end: list[int], stride: list[int]):
 def _slice_by_size(step: Step) -> list:
     shape = step.type("x").shape
     begin = [b % d for b, d in zip(step.const("begin"), shape, strict=True)]
-    end = [b + (d - b if s == -1 else s)
-           for b, s, d in zip(begin, step.const("size"), shape, strict=True)]  # fmt: skip
+    end = [
+        b + (d - b if s == -1 else s)
+        for b, s, d in zip(begin, step.const("size"), shape, strict=True)
+    ]
     return [_slice(step, begin, end, [1] * len(shape))]
 
 
@@ -197,8 +199,11 @@ def _split(step: Step) -> list:
 def _slice_update(step: Step) -> list:
     x = step.type("x")
     stride = step.indices(step.const("stride", [1] * x.rank))
-    return [_ca().slice_update(step.value("x"), step.value("begin"), step.value("end"), stride,
-                               step.value("update"))]  # fmt: skip
+    return [
+        _ca().slice_update(
+            step.value("x"), step.value("begin"), step.value("end"), stride, step.value("update")
+        )
+    ]
 
 
 # -- convolution and matmul -------------------------------------------------------------------
@@ -214,8 +219,9 @@ def _conv(step: Step) -> list:
     dilations = step.const("dilations", [1, 1])
     if pad_type == "same":
         pad = []
-        for size, k, s, d in zip(x_type.shape[2:], w_type.shape[2:], strides, dilations,
-                                 strict=True):  # fmt: skip
+        for size, k, s, d in zip(
+            x_type.shape[2:], w_type.shape[2:], strides, dilations, strict=True
+        ):
             total = max((-(-size // s) - 1) * s + d * (k - 1) + 1 - size, 0)
             pad += [total // 2, total - total // 2]
     else:

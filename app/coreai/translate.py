@@ -53,9 +53,11 @@ def untranslatable(program: Program) -> Untranslatable | None:
             if op.type.startswith("constexpr_") and "shape" in op.inputs:
                 # the iOS16 form (flat, byte-packed data and a shape) of an ios17 program
                 return Untranslatable(
-                    fn.name, op, f"the iOS16 form of {op.type!r} (target ios17) has no Core AI "
+                    fn.name,
+                    op,
+                    f"the iOS16 form of {op.type!r} (target ios17) has no Core AI "
                     "translation; the ios18 form has",
-                )  # fmt: skip
+                )
             for var in (*op.outputs, *_inputs(op)):
                 dtype = var.tensor.dtype
                 if dtype.value not in _CONST_ONLY_DTYPES and not has_dtype(dtype):

@@ -116,95 +116,354 @@ _M3PRO_CONVS, _M3PRO_FLOPS = _convs(128, 512, 2048)
 
 PUBLISHED: tuple[Row, ...] = (
     # -- decode ----------------------------------------------------------------------------------
-    Row("qwen3-1.7b-a17pro", "Qwen3-1.7B (Anemll)", "a17-pro", "6-bit palettized", "coreml",
-        "decode tok/s", 17, "dictus-371", _decode(QWEN3_1_7B, palettized(6), 2048),
-        note="context 2048, backgrounded"),
-    Row("qwen3.5-2b-a19pro", "Qwen3.5-2B (CoreML-LLM)", "a19-pro", "int8", "coreml",
-        "decode tok/s", 17, "coreml-llm-decode", _dense(2e9, INT8, 4),
-        note="4 chunks; a hybrid model known by its 2B parameters, all read per token"),
-    Row("qwen3.5-4b-m3max", "Qwen3.5-4B (ane.cpp)", "m3-max", "int8", "ane-direct",
-        "decode tok/s", 11.66, "ane-lm", _dense(4e9, INT8, 2),
-        note="known by its 4B parameters; 2 programs under the 2 GiB envelope"),
-    Row("gpt2-m4max", "GPT-2 124M (Orion)", "m4-max", "fp16", "ane-direct", "decode tok/s", 170,
-        "orion", _decode(GPT2, FP16, 1024), note="context 1024"),
-    Row("gpt2-xl-m1", "gpt2-xl (512-token window per token)", "m1", "fp16", "coreml", "ms", 138,
-        "more-ane-transformers", _window(GPT2_XL, 512), note="no KV cache: each token reruns "
-        "the 512-token window"),
-    Row("gpt2-xl-m2", "gpt2-xl (512-token window per token)", "m2", "fp16", "coreml", "ms", 95,
-        "more-ane-transformers", _window(GPT2_XL, 512), note="as above"),
+    Row(
+        "qwen3-1.7b-a17pro",
+        "Qwen3-1.7B (Anemll)",
+        "a17-pro",
+        "6-bit palettized",
+        "coreml",
+        "decode tok/s",
+        17,
+        "dictus-371",
+        _decode(QWEN3_1_7B, palettized(6), 2048),
+        note="context 2048, backgrounded",
+    ),
+    Row(
+        "qwen3.5-2b-a19pro",
+        "Qwen3.5-2B (CoreML-LLM)",
+        "a19-pro",
+        "int8",
+        "coreml",
+        "decode tok/s",
+        17,
+        "coreml-llm-decode",
+        _dense(2e9, INT8, 4),
+        note="4 chunks; a hybrid model known by its 2B parameters, all read per token",
+    ),
+    Row(
+        "qwen3.5-4b-m3max",
+        "Qwen3.5-4B (ane.cpp)",
+        "m3-max",
+        "int8",
+        "ane-direct",
+        "decode tok/s",
+        11.66,
+        "ane-lm",
+        _dense(4e9, INT8, 2),
+        note="known by its 4B parameters; 2 programs under the 2 GiB envelope",
+    ),
+    Row(
+        "gpt2-m4max",
+        "GPT-2 124M (Orion)",
+        "m4-max",
+        "fp16",
+        "ane-direct",
+        "decode tok/s",
+        170,
+        "orion",
+        _decode(GPT2, FP16, 1024),
+        note="context 1024",
+    ),
+    Row(
+        "gpt2-xl-m1",
+        "gpt2-xl (512-token window per token)",
+        "m1",
+        "fp16",
+        "coreml",
+        "ms",
+        138,
+        "more-ane-transformers",
+        _window(GPT2_XL, 512),
+        note="no KV cache: each token reruns the 512-token window",
+    ),
+    Row(
+        "gpt2-xl-m2",
+        "gpt2-xl (512-token window per token)",
+        "m2",
+        "fp16",
+        "coreml",
+        "ms",
+        95,
+        "more-ane-transformers",
+        _window(GPT2_XL, 512),
+        note="as above",
+    ),
     # -- prefill ---------------------------------------------------------------------------------
-    Row("qwen3-0.6b-prefill-m5pro", "Qwen3-0.6B prefill, 128 tokens", "m5-pro", "fp16",
-        "coreml", "ms", 12.5, "mobius-77", _prefill(QWEN3_0_6B, FP16, 128, 128),
-        note="no compression stated: coremltools' fp16 default"),
+    Row(
+        "qwen3-0.6b-prefill-m5pro",
+        "Qwen3-0.6B prefill, 128 tokens",
+        "m5-pro",
+        "fp16",
+        "coreml",
+        "ms",
+        12.5,
+        "mobius-77",
+        _prefill(QWEN3_0_6B, FP16, 128, 128),
+        note="no compression stated: coremltools' fp16 default",
+    ),
     # -- whole networks and kernels ----------------------------------------------------------------
-    Row("resnet50-a16", "ResNet50", "a16", "fp16", "coreml", "ms", 1.52,
-        "coremltools-quant-perf", _network(8.2e9, 25.6e6), note="4.1 GMACs, 25.6 M weights"),
-    Row("resnet50-a17pro", "ResNet50", "a17-pro", "fp16", "coreml", "ms", 1.38,
-        "coremltools-quant-perf", _network(8.2e9, 25.6e6), note="as above"),
-    Row("distilbert-a15", "distilbert, sequence 128", "a15", "fp16", "coreml", "ms", 3.47,
-        "ane-transformers", _network(2 * 43e6 * 128, 43e6),
-        note="43 M weights outside the embeddings"),
-    Row("convs-m3pro", "128 chained 1x1 convs, 512 ch, spatial 2048", "m3-pro", "fp16",
-        "ane-direct", "TFLOP/s", 15.04, "maderix-community", _M3PRO_CONVS, units=_M3PRO_FLOPS,
-        note="sustained (16.77 peak)"),
+    Row(
+        "resnet50-a16",
+        "ResNet50",
+        "a16",
+        "fp16",
+        "coreml",
+        "ms",
+        1.52,
+        "coremltools-quant-perf",
+        _network(8.2e9, 25.6e6),
+        note="4.1 GMACs, 25.6 M weights",
+    ),
+    Row(
+        "resnet50-a17pro",
+        "ResNet50",
+        "a17-pro",
+        "fp16",
+        "coreml",
+        "ms",
+        1.38,
+        "coremltools-quant-perf",
+        _network(8.2e9, 25.6e6),
+        note="as above",
+    ),
+    Row(
+        "distilbert-a15",
+        "distilbert, sequence 128",
+        "a15",
+        "fp16",
+        "coreml",
+        "ms",
+        3.47,
+        "ane-transformers",
+        _network(2 * 43e6 * 128, 43e6),
+        note="43 M weights outside the embeddings",
+    ),
+    Row(
+        "convs-m3pro",
+        "128 chained 1x1 convs, 512 ch, spatial 2048",
+        "m3-pro",
+        "fp16",
+        "ane-direct",
+        "TFLOP/s",
+        15.04,
+        "maderix-community",
+        _M3PRO_CONVS,
+        units=_M3PRO_FLOPS,
+        note="sustained (16.77 peak)",
+    ),
     # -- excluded --------------------------------------------------------------------------------
-    Row("qwen3-0.6b-a18pro", "Qwen3-0.6B (Core AI)", "a18-pro", "unknown", "coreai",
-        "decode tok/s", 76.5, "coreai-qwen", excluded="precision not published (fp16 would "
-        "need more bandwidth than the chip has, so it is compressed, but how is not said)"),
-    Row("qwen3-0.6b-a18pro-bg", "Qwen3-0.6B (Core AI), backgrounded", "a18-pro", "unknown",
-        "coreai", "decode tok/s", 60.3, "coreai-qwen", excluded="precision not published"),
-    Row("qwen3-0.6b-aneforge", "Qwen3-0.6B (ANEForge)", None, "fp16", "ane-direct",
-        "decode tok/s", 75, "aneforge-qwen", excluded="chip not named"),
-    Row("qwen3-0.6b-prefill-aneforge", "Qwen3-0.6B prefill (ANEForge)", None, "fp16",
-        "ane-direct", "prefill tok/s", 8600, "aneforge-qwen", excluded="chip not named"),
-    Row("qwen3-8b-aneforge", "Qwen3-8B (ANEForge)", None, "fp16", "ane-direct",
-        "decode tok/s", 7.5, "aneforge-qwen", excluded="chip not named"),
-    Row("qwen3-8b-int8-aneforge", "Qwen3-8B int8 (ANEForge)", None, "int8", "ane-direct",
-        "decode tok/s", 7.9, "aneforge-qwen", excluded="chip not named"),
-    Row("qwen3-4b-m1", "Qwen3-4B (Anemll), context 1024", "m1", "unknown", "coreml",
-        "decode tok/s", 11, "anemll-33", excluded="precision not published (and 'up to')"),
-    Row("qwen3-1.7b-prefill-a17pro", "Qwen3-1.7B prefill (Anemll), 1,680 tokens", "a17-pro",
-        "6-bit palettized", "coreml", "prefill tok/s", 373, "dictus-371",
-        excluded="prefill batch size not published: the time depends on it tenfold"),
-    Row("qwen3.5-4b-prompt-m3max", "Qwen3.5-4B prompt (ane.cpp)", "m3-max", "int8",
-        "ane-direct", "prefill tok/s", 30, "ane-lm",
+    Row(
+        "qwen3-0.6b-a18pro",
+        "Qwen3-0.6B (Core AI)",
+        "a18-pro",
+        "unknown",
+        "coreai",
+        "decode tok/s",
+        76.5,
+        "coreai-qwen",
+        excluded="precision not published (fp16 would "
+        "need more bandwidth than the chip has, so it is compressed, but how is not said)",
+    ),
+    Row(
+        "qwen3-0.6b-a18pro-bg",
+        "Qwen3-0.6B (Core AI), backgrounded",
+        "a18-pro",
+        "unknown",
+        "coreai",
+        "decode tok/s",
+        60.3,
+        "coreai-qwen",
+        excluded="precision not published",
+    ),
+    Row(
+        "qwen3-0.6b-aneforge",
+        "Qwen3-0.6B (ANEForge)",
+        None,
+        "fp16",
+        "ane-direct",
+        "decode tok/s",
+        75,
+        "aneforge-qwen",
+        excluded="chip not named",
+    ),
+    Row(
+        "qwen3-0.6b-prefill-aneforge",
+        "Qwen3-0.6B prefill (ANEForge)",
+        None,
+        "fp16",
+        "ane-direct",
+        "prefill tok/s",
+        8600,
+        "aneforge-qwen",
+        excluded="chip not named",
+    ),
+    Row(
+        "qwen3-8b-aneforge",
+        "Qwen3-8B (ANEForge)",
+        None,
+        "fp16",
+        "ane-direct",
+        "decode tok/s",
+        7.5,
+        "aneforge-qwen",
+        excluded="chip not named",
+    ),
+    Row(
+        "qwen3-8b-int8-aneforge",
+        "Qwen3-8B int8 (ANEForge)",
+        None,
+        "int8",
+        "ane-direct",
+        "decode tok/s",
+        7.9,
+        "aneforge-qwen",
+        excluded="chip not named",
+    ),
+    Row(
+        "qwen3-4b-m1",
+        "Qwen3-4B (Anemll), context 1024",
+        "m1",
+        "unknown",
+        "coreml",
+        "decode tok/s",
+        11,
+        "anemll-33",
+        excluded="precision not published (and 'up to')",
+    ),
+    Row(
+        "qwen3-1.7b-prefill-a17pro",
+        "Qwen3-1.7B prefill (Anemll), 1,680 tokens",
+        "a17-pro",
+        "6-bit palettized",
+        "coreml",
+        "prefill tok/s",
+        373,
+        "dictus-371",
+        excluded="prefill batch size not published: the time depends on it tenfold",
+    ),
+    Row(
+        "qwen3.5-4b-prompt-m3max",
+        "Qwen3.5-4B prompt (ane.cpp)",
+        "m3-max",
+        "int8",
+        "ane-direct",
+        "prefill tok/s",
+        30,
+        "ane-lm",
         excluded="the prompt runs at 2.6x the decode speed: not batched as the modelled "
-        "prefill is, and the batch is not published"),
-    Row("pythia-1b-m1", "pythia-1B (512-token window per token)", "m1", "fp16", "coreml", "ms",
-        304, "more-ane-transformers", excluded="converted without the optimized coremltools "
-        "the gpt2 rows used (the source's own caveat); the model has no term for a converter"),
-    Row("pythia-2.8b-m2", "pythia-2.8B (512-token window per token)", "m2", "fp16", "coreml",
-        "ms", 1050, "more-ane-transformers", excluded="as pythia-1B"),
-    Row("convs-m4max", "32 / 64 / 128 chained 1x1 convs, 512 ch, spatial 64", "m4-max", "fp16",
-        "ane-direct", "TFLOP/s", 11.14, "maderix-chaining",
+        "prefill is, and the batch is not published",
+    ),
+    Row(
+        "pythia-1b-m1",
+        "pythia-1B (512-token window per token)",
+        "m1",
+        "fp16",
+        "coreml",
+        "ms",
+        304,
+        "more-ane-transformers",
+        excluded="converted without the optimized coremltools "
+        "the gpt2 rows used (the source's own caveat); the model has no term for a converter",
+    ),
+    Row(
+        "pythia-2.8b-m2",
+        "pythia-2.8B (512-token window per token)",
+        "m2",
+        "fp16",
+        "coreml",
+        "ms",
+        1050,
+        "more-ane-transformers",
+        excluded="as pythia-1B",
+    ),
+    Row(
+        "convs-m4max",
+        "32 / 64 / 128 chained 1x1 convs, 512 ch, spatial 64",
+        "m4-max",
+        "fp16",
+        "ane-direct",
+        "TFLOP/s",
+        11.14,
+        "maderix-chaining",
         excluded="128 distinct 512x512 weights at 11.14 TFLOP/s would stream 166 GB/s, over the "
         "chip's 119: the benchmark reuses its weights on chip, which the model does not "
-        "represent (and 64 convs ran faster than 32)"),
-    Row("convs-m4", "128 chained convs", "m4", "fp16", "ane-direct", "TFLOP/s", 18.6,
-        "maderix-m4", excluded="conv shape not published: the ramp needs the FLOPs"),
-    Row("in-memory-peaks", "in-memory peak (M4 Pro 12.57, M4 Max 10.93, M5 12.3)", "m4-pro",
-        "fp16", "ane-direct", "TFLOP/s", 12.57, "maderix-community",
-        excluded="shape not published"),
-    Row("gemm-leaderboard", "single GEMMs (M1 4.3, M1 Max 4.6, M2 Pro 3.4, M4 5.4, M5 8.7)",
-        "m1", "fp16", "ane-direct", "TFLOP/s", 4.3, "aneforge-cross-chip",
+        "represent (and 64 convs ran faster than 32)",
+    ),
+    Row(
+        "convs-m4",
+        "128 chained convs",
+        "m4",
+        "fp16",
+        "ane-direct",
+        "TFLOP/s",
+        18.6,
+        "maderix-m4",
+        excluded="conv shape not published: the ramp needs the FLOPs",
+    ),
+    Row(
+        "in-memory-peaks",
+        "in-memory peak (M4 Pro 12.57, M4 Max 10.93, M5 12.3)",
+        "m4-pro",
+        "fp16",
+        "ane-direct",
+        "TFLOP/s",
+        12.57,
+        "maderix-community",
+        excluded="shape not published",
+    ),
+    Row(
+        "gemm-leaderboard",
+        "single GEMMs (M1 4.3, M1 Max 4.6, M2 Pro 3.4, M4 5.4, M5 8.7)",
+        "m1",
+        "fp16",
+        "ane-direct",
+        "TFLOP/s",
+        4.3,
+        "aneforge-cross-chip",
         excluded="a lone matmul op: the service writes linears as 1x1 convs, which maderix "
-        "measures faster, and the model has no per-op term"),
-    Row("resnet50-w8a8", "ResNet50 W8A8 (A16 0.94 ms, A17 Pro 0.77 ms)", "a17-pro",
-        "int8 activations", "coreml", "ms", 0.77, "coremltools-quant-perf",
-        excluded="int8 activations: the model has no int8 compute rate"),
-    Row("llama-3.1-8b-m1max-gpu", "Llama-3.1-8B int4", "m1-max", "int4", "coreml",
-        "decode tok/s", 33, "apple-llama", excluded="runs on the GPU, not the ANE"),
-)  # fmt: skip
+        "measures faster, and the model has no per-op term",
+    ),
+    Row(
+        "resnet50-w8a8",
+        "ResNet50 W8A8 (A16 0.94 ms, A17 Pro 0.77 ms)",
+        "a17-pro",
+        "int8 activations",
+        "coreml",
+        "ms",
+        0.77,
+        "coremltools-quant-perf",
+        excluded="int8 activations: the model has no int8 compute rate",
+    ),
+    Row(
+        "llama-3.1-8b-m1max-gpu",
+        "Llama-3.1-8B int4",
+        "m1-max",
+        "int4",
+        "coreml",
+        "decode tok/s",
+        33,
+        "apple-llama",
+        excluded="runs on the GPU, not the ANE",
+    ),
+)
 
 
 def measured_row(row: MeasuredRow) -> Row:
     """A device check's measurement (app/devices/measured.py) as a row of the fit: the kit's
     decode on the device, predicted from its shape, precision and context like a published one."""
     precision = precision_named(row.precision)
-    return Row(row.id, f"{row.model} (device check)", row.device, row.precision, "coreml",
-               "decode tok/s", row.decode_tokens_per_s, SOURCE,
-               _decode(row.shape.decoder(), precision, row.context),
-               note=f"context {row.context}; {row.runtime}; kit.json sha256 {row.kit[:12]}")  # fmt: skip
+    return Row(
+        row.id,
+        f"{row.model} (device check)",
+        row.device,
+        row.precision,
+        "coreml",
+        "decode tok/s",
+        row.decode_tokens_per_s,
+        SOURCE,
+        _decode(row.shape.decoder(), precision, row.context),
+        note=f"context {row.context}; {row.runtime}; kit.json sha256 {row.kit[:12]}",
+    )
 
 
 ROWS: tuple[Row, ...] = PUBLISHED + tuple(measured_row(r) for r in read_rows())
@@ -246,8 +505,9 @@ class Fit:
     groups: dict[tuple[str, str | None, str | None], float]
 
     def efficiency(self, path: str, generation: str) -> Efficiency:
-        return Efficiency(self._side(COMPUTE, path, generation),
-                          self._side(MEMORY, path, generation))  # fmt: skip
+        return Efficiency(
+            self._side(COMPUTE, path, generation), self._side(MEMORY, path, generation)
+        )
 
     def _side(self, side: str, path: str, generation: str) -> float:
         for key in ((side, path, generation), (side, path, None), (side, None, None)):
@@ -263,7 +523,7 @@ class Fit:
         ):
             if key in self.groups:
                 return label
-        return "none (1.0)"  # fmt: skip
+        return "none (1.0)"
 
 
 def _bound(obs: Observation, eff: Efficiency) -> str:
@@ -278,8 +538,11 @@ def fit(rows: Sequence[Observation]) -> Fit:
         for obs in rows:
             side = _bound(obs, current.efficiency(obs.row.path, obs.generation))
             value = obs.implied(side)
-            for key in ((side, obs.row.path, obs.generation), (side, obs.row.path, None),
-                        (side, None, None)):  # fmt: skip
+            for key in (
+                (side, obs.row.path, obs.generation),
+                (side, obs.row.path, None),
+                (side, None, None),
+            ):
                 by_key.setdefault(key, []).append(value)
         groups = {
             key: _geomean(values)
@@ -339,8 +602,15 @@ def leave_one_out() -> tuple[Check, ...]:
         eff = others.efficiency(obs.row.path, obs.generation)
         side = _bound(obs, eff)
         seconds = _seconds(obs, eff)
-        checks.append(Check(obs.row, obs.row.value_from_seconds(seconds), side,
-                            others.group_of(side, obs.row.path, obs.generation), seconds))  # fmt: skip
+        checks.append(
+            Check(
+                obs.row,
+                obs.row.value_from_seconds(seconds),
+                side,
+                others.group_of(side, obs.row.path, obs.generation),
+                seconds,
+            )
+        )
     return tuple(checks)
 
 

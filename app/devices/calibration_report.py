@@ -30,33 +30,75 @@ def model_formula() -> str:
 
 def calibration_table() -> str:
     rows = [
-        [c.row.id, c.row.model, _chip(c.row.chip), c.row.precision, c.row.path, c.row.metric,
-         _value(c.row.measured), _value(c.predicted), f"{c.ratio:.2f}", c.bound, c.group,
-         f"`{c.row.source}`", c.row.note]
+        [
+            c.row.id,
+            c.row.model,
+            _chip(c.row.chip),
+            c.row.precision,
+            c.row.path,
+            c.row.metric,
+            _value(c.row.measured),
+            _value(c.predicted),
+            f"{c.ratio:.2f}",
+            c.bound,
+            c.group,
+            f"`{c.row.source}`",
+            c.row.note,
+        ]
         for c in leave_one_out()
-    ]  # fmt: skip
-    header = ["row", "model", "chip", "precision", "path", "metric", "measured",
-              "predicted (leave-one-out)", "time ratio", "bound", "efficiency from", "source",
-              "note"]  # fmt: skip
+    ]
+    header = [
+        "row",
+        "model",
+        "chip",
+        "precision",
+        "path",
+        "metric",
+        "measured",
+        "predicted (leave-one-out)",
+        "time ratio",
+        "bound",
+        "efficiency from",
+        "source",
+        "note",
+    ]
     return table(header, rows)
 
 
 def excluded_table() -> str:
-    rows = [[r.id, r.model, _chip(r.chip), r.precision, r.path, f"{_value(r.measured)} {r.metric}",
-             f"`{r.source}`", r.excluded] for r in EXCLUDED]  # fmt: skip
-    return table(["row", "model", "chip", "precision", "path", "measured", "source", "why excluded"],
-                 rows)  # fmt: skip
+    rows = [
+        [
+            r.id,
+            r.model,
+            _chip(r.chip),
+            r.precision,
+            r.path,
+            f"{_value(r.measured)} {r.metric}",
+            f"`{r.source}`",
+            r.excluded,
+        ]
+        for r in EXCLUDED
+    ]
+    return table(
+        ["row", "model", "chip", "precision", "path", "measured", "source", "why excluded"], rows
+    )
 
 
 def model_table() -> str:
     fit = fitted()
     rows = []
     for (side, path, generation), value in sorted(fit.groups.items(), key=str):
-        group = "every path" if path is None else (path if generation is None else
-                                                   f"{path}, {generation} generation")  # fmt: skip
+        group = (
+            "every path"
+            if path is None
+            else (path if generation is None else f"{path}, {generation} generation")
+        )
         rows.append([side, group, f"{value:.3f}"])
-    unfitted = [p for p in PATHS if (COMPUTE, p, None) not in fit.groups
-                and (MEMORY, p, None) not in fit.groups]  # fmt: skip
+    unfitted = [
+        p
+        for p in PATHS
+        if (COMPUTE, p, None) not in fit.groups and (MEMORY, p, None) not in fit.groups
+    ]
     for path in unfitted:
         rows.append(["both", path, "no included row: uses every path's"])
     return table(["side", "group", "efficiency"], rows)

@@ -141,11 +141,13 @@ def decode_works(
     works = []
     for layers in grouping.layer_groups:
         params = layers * shape.layer_params
-        works.append(Work(
-            flops=2 * params + layers * shape.attention_flops(1, context),
-            weight_bytes=precision.streamed_bytes(chip, params),
-            activation_bytes=layers * shape.kv_bytes(context) + 2 * shape.hidden * FP16_BYTES,
-        ))  # fmt: skip
+        works.append(
+            Work(
+                flops=2 * params + layers * shape.attention_flops(1, context),
+                weight_bytes=precision.streamed_bytes(chip, params),
+                activation_bytes=layers * shape.kv_bytes(context) + 2 * shape.hidden * FP16_BYTES,
+            )
+        )
     works += _head(shape, precision, chip, grouping)
     return works
 
@@ -171,12 +173,15 @@ def prefill_works(
         queries = min(chunk, tokens - start)
         for layers in grouping.layer_groups:
             params = layers * shape.layer_params
-            works.append(Work(
-                flops=2 * params * queries + layers * shape.attention_flops(queries, start + queries),
-                weight_bytes=precision.streamed_bytes(chip, params),
-                activation_bytes=layers * shape.kv_bytes(start + queries)
-                + 2 * queries * shape.hidden * FP16_BYTES,
-            ))  # fmt: skip
+            works.append(
+                Work(
+                    flops=2 * params * queries
+                    + layers * shape.attention_flops(queries, start + queries),
+                    weight_bytes=precision.streamed_bytes(chip, params),
+                    activation_bytes=layers * shape.kv_bytes(start + queries)
+                    + 2 * queries * shape.hidden * FP16_BYTES,
+                )
+            )
     return works + _head(shape, precision, chip, grouping)
 
 

@@ -91,12 +91,17 @@ class NotACalibrationRow(ValueError):
 def row_from_report(report: dict[str, Any]) -> MeasuredRow:
     """A device-check report's measured row (`report["calibration_row"]`), checked."""
     if not isinstance(report, dict) or not isinstance(report.get("calibration_row"), dict):
-        raise NotACalibrationRow("calibration_row", "not a device-check report (a job's "
-                                 "`device_check`, or the report itself)")  # fmt: skip
+        raise NotACalibrationRow(
+            "calibration_row",
+            "not a device-check report (a job's `device_check`, or the report itself)",
+        )
     row = report["calibration_row"]
     if report.get("stand_in") or not row.get("measured"):
-        raise NotACalibrationRow("stand_in", f"measured by {row.get('runtime', 'a stand-in')}, "
-                                 "not by Core ML on the device: its times are not a device's")  # fmt: skip
+        raise NotACalibrationRow(
+            "stand_in",
+            f"measured by {row.get('runtime', 'a stand-in')}, "
+            "not by Core ML on the device: its times are not a device's",
+        )
     fields = {k: row.get(k) for k in MeasuredRow.model_fields if k != "id"}
     try:
         return MeasuredRow(id=f"{SOURCE}-{row.get('device')}-{str(row.get('kit'))[:12]}", **fields)

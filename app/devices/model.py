@@ -84,5 +84,8 @@ def unfitted_split(chip: Chip, works: Sequence[Work]) -> tuple[float, float, flo
     """(floors, compute, memory) seconds at full efficiency, summed over the programs: what the
     fit divides measured time by."""
     costs = [roofline(chip, w, Efficiency(1.0, 1.0)) for w in works]
-    return (sum(c.floor_s for c in costs), sum(c.compute_s for c in costs),
-            sum(c.memory_s for c in costs))  # fmt: skip
+    return (
+        sum(c.floor_s for c in costs),
+        sum(c.compute_s for c in costs),
+        sum(c.memory_s for c in costs),
+    )

@@ -39,8 +39,9 @@ def show(quantity: str, fact: Fact) -> str:
 
 def chips_summary() -> str:
     header = ["device", "chip", "kind", *(UNITS[q][0] for q in UNITS)]
-    rows = [[f"`{c.name}`", c.title, c.kind, *(show(q, f) for q, f in c.facts().items())]
-            for c in CHIPS]  # fmt: skip
+    rows = [
+        [f"`{c.name}`", c.title, c.kind, *(show(q, f) for q, f in c.facts().items())] for c in CHIPS
+    ]
     return table(header, rows)
 
 
@@ -54,8 +55,9 @@ def chip_facts() -> str:
 
 
 def sources_table() -> str:
-    return table(["source", "where", "what it gives"],
-                 ([f"`{s.key}`", s.where, s.says] for s in SOURCES))  # fmt: skip
+    return table(
+        ["source", "where", "what it gives"], ([f"`{s.key}`", s.where, s.says] for s in SOURCES)
+    )
 
 
 def blocks() -> dict[str, Callable[[], str]]:

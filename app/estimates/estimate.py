@@ -33,11 +33,12 @@ def streamed_bytes(chip: Chip, work: ProgramWork) -> int:
 def _fits(chip: Chip, work: ProgramWork) -> tuple[bool, str | None]:
     envelope, axis = chip.program_weight_bytes.value, chip.axis_max.value
     if work.weight_bytes > envelope:
-        return False, (f"weights {work.weight_bytes:,} bytes, over the {envelope:,} one program "
-                       f"may hold on {chip.name} by {work.weight_bytes - envelope:,}")  # fmt: skip
+        return False, (
+            f"weights {work.weight_bytes:,} bytes, over the {envelope:,} one program "
+            f"may hold on {chip.name} by {work.weight_bytes - envelope:,}"
+        )
     if work.largest_axis > axis:
-        return False, (f"an axis of {work.largest_axis:,}, over {chip.name}'s largest of "
-                       f"{axis:,}")  # fmt: skip
+        return False, (f"an axis of {work.largest_axis:,}, over {chip.name}'s largest of {axis:,}")
     return True, None
 
 
@@ -50,23 +51,33 @@ def price(chip: Chip, work: ProgramWork, path: str) -> dict[str, Any]:
     cost = roofline(chip, Work(work.flops, streamed_bytes(chip, work), work.activation_bytes), eff)
     fits, why = _fits(chip, work)
     return {
-        "name": work.name, "flops": work.flops,
+        "name": work.name,
+        "flops": work.flops,
         "weight_bytes_streamed": streamed_bytes(chip, work),
         "activation_bytes": work.activation_bytes,
         "latency_ms": _ms(cost.seconds),
         "latency_ms_range": [_ms(cost.seconds / RANGE), _ms(cost.seconds * RANGE)],
-        "bound": cost.bound, "fits": fits, **({"why": why} if why else {}),
-    }  # fmt: skip
+        "bound": cost.bound,
+        "fits": fits,
+        **({"why": why} if why else {}),
+    }
 
 
 def estimate_device(chip: Chip, works: Sequence[ProgramWork], kind: str, path: str) -> dict:
     programs = [price(chip, w, path) for w in works]
-    out: dict[str, Any] = {"device": chip.name, "path": path, "programs": programs,
-                           "fits": all(p["fits"] for p in programs)}  # fmt: skip
+    out: dict[str, Any] = {
+        "device": chip.name,
+        "path": path,
+        "programs": programs,
+        "fits": all(p["fits"] for p in programs),
+    }
     if kind != "functions":
         total = sum(p["latency_ms"] for p in programs)
-        out |= {"dispatches": len(programs), "latency_ms": round(total, 4),
-                "latency_ms_range": [round(total / RANGE, 4), round(total * RANGE, 4)]}  # fmt: skip
+        out |= {
+            "dispatches": len(programs),
+            "latency_ms": round(total, 4),
+            "latency_ms_range": [round(total / RANGE, 4), round(total * RANGE, 4)],
+        }
     return out
 
 

@@ -65,8 +65,13 @@ def op_flops(op: Operation) -> int:
         x = op.inputs["x"]
         assert isinstance(x, Var)
         flag = op.inputs.get("transpose_x")
-        transposed = bool(flag is not None and not isinstance(flag, tuple) and flag.op is not None
-                          and flag.op.value is not None and flag.op.value.stored())  # fmt: skip
+        transposed = bool(
+            flag is not None
+            and not isinstance(flag, tuple)
+            and flag.op is not None
+            and flag.op.value is not None
+            and flag.op.value.stored()
+        )
         shape = x.tensor.shape
         k = shape[-2] if transposed and len(shape) > 1 else shape[-1]
         return 2 * out * k
@@ -84,8 +89,12 @@ def _compression(op: Operation) -> str | None:
     if op.type == _PALETTE:
         return "palettize"
     if op.type in _LINEAR:
-        stored = [v for value in op.inputs.values() for v in _vars(value)
-                  if v.op is not None and v.op.type == "const"]  # fmt: skip
+        stored = [
+            v
+            for value in op.inputs.values()
+            for v in _vars(value)
+            if v.op is not None and v.op.type == "const"
+        ]
         data = max(stored, key=_size, default=None)  # the values; scales and offsets are small
         return "int8" if data is not None and data.tensor.dtype.bits == 8 else "other"
     if op.type.startswith("constexpr_"):
@@ -102,8 +111,12 @@ def function_work(name: str, function: Function) -> ProgramWork:
         if kind is None:
             continue
         kinds.add(kind)
-        consts = {id(v): v for value in op.inputs.values() for v in _vars(value)
-                  if v.op is not None and v.op.type == "const"}  # fmt: skip
+        consts = {
+            id(v): v
+            for value in op.inputs.values()
+            for v in _vars(value)
+            if v.op is not None and v.op.type == "const"
+        }
         dense += sum(_size(v) * FP16_BYTES for v in op.outputs)
         dense -= sum(_bytes(v) for v in consts.values())
     states = sum(2 * _bytes(v) for v in function.inputs if isinstance(v.type, StateType))
@@ -112,8 +125,9 @@ def function_work(name: str, function: Function) -> ProgramWork:
     axes = [max(v.tensor.shape, default=1) for op in function.operations for v in op.outputs]
     axes += [max(v.tensor.shape, default=1) for v in function.inputs]
     kind = next(iter(kinds)) if len(kinds) == 1 else ("other" if kinds else None)
-    return ProgramWork(name, flops, stored, max(dense, stored), activations, max(axes, default=1),
-                       kind)  # fmt: skip
+    return ProgramWork(
+        name, flops, stored, max(dense, stored), activations, max(axes, default=1), kind
+    )
 
 
 def program_works(name: str, program: Program) -> list[ProgramWork]:

@@ -58,8 +58,15 @@ def _up_to_date(kernel: Kernel, entry: dict[str, Any] | None, path: Path) -> boo
     )
 
 
-async def build(kernels: list[Kernel], client: AsyncClient, out_dir: Path, lock_path: Path, *,
-                concurrency: int = 4, reporter: Reporter) -> list[Outcome]:  # fmt: skip
+async def build(
+    kernels: list[Kernel],
+    client: AsyncClient,
+    out_dir: Path,
+    lock_path: Path,
+    *,
+    concurrency: int = 4,
+    reporter: Reporter,
+) -> list[Outcome]:
     out_dir.mkdir(parents=True, exist_ok=True)
     previous = read_lock(lock_path)
     names = {k.name for k in kernels}
@@ -85,21 +92,36 @@ async def build(kernels: list[Kernel], client: AsyncClient, out_dir: Path, lock_
             try:
                 reporter.update(kernel.name, "uploading")
                 if kernel.model is not None:
-                    await client.compile_model(kernel.model, save_to=path, format=kernel.format,
-                                               **kernel.kit_options)  # fmt: skip
-                    entry = {"inputs": fingerprint(kernel.inputs), **kernel.inputs,
-                             "request_key": kernel.request_key, "artifact": file_digest(path),
-                             "file": kernel.filename, "toolchain": _toolchain(path)}  # fmt: skip
+                    await client.compile_model(
+                        kernel.model, save_to=path, format=kernel.format, **kernel.kit_options
+                    )
+                    entry = {
+                        "inputs": fingerprint(kernel.inputs),
+                        **kernel.inputs,
+                        "request_key": kernel.request_key,
+                        "artifact": file_digest(path),
+                        "file": kernel.filename,
+                        "toolchain": _toolchain(path),
+                    }
                     await record(kernel.name, entry)
                     reporter.update(kernel.name, "done")
                     return Outcome(kernel.name, "built", entry)
-                options = {"format": kernel.format, "target": kernel.target, "name": kernel.name,
-                           "architectures": kernel.architectures}  # fmt: skip
+                options = {
+                    "format": kernel.format,
+                    "target": kernel.target,
+                    "name": kernel.name,
+                    "architectures": kernel.architectures,
+                }
                 if kernel.graph is not None:
                     job = await client.submit_graph(kernel.graph, kernel.weights, **options)
                 else:
-                    job = await client.submit(kernel.op, kernel.params, kernel.weights,
-                                              quantize=kernel.quantize, **options)  # fmt: skip
+                    job = await client.submit(
+                        kernel.op,
+                        kernel.params,
+                        kernel.weights,
+                        quantize=kernel.quantize,
+                        **options,
+                    )
                 await job.wait(
                     progress=lambda j: reporter.update(kernel.name, j.get("state", "queued"))
                 )
@@ -114,9 +136,13 @@ async def build(kernels: list[Kernel], client: AsyncClient, out_dir: Path, lock_
                 await record(kernel.name, None)
                 return Outcome(kernel.name, "failed", error=str(exc))
         entry = {
-            "inputs": fingerprint(kernel.inputs), **kernel.inputs, "request_key": job.id,
-            "artifact": file_digest(path), "file": kernel.filename, "toolchain": _toolchain(path),
-        }  # fmt: skip
+            "inputs": fingerprint(kernel.inputs),
+            **kernel.inputs,
+            "request_key": job.id,
+            "artifact": file_digest(path),
+            "file": kernel.filename,
+            "toolchain": _toolchain(path),
+        }
         await record(kernel.name, entry)
         reporter.update(kernel.name, "done")
         return Outcome(kernel.name, "built", entry)

@@ -30,8 +30,14 @@ def read_lock(path: Path) -> dict[str, dict[str, Any]]:
 
 
 def render(entries: dict[str, dict[str, Any]]) -> str:
-    return json.dumps({"version": LOCK_VERSION, "kernels": dict(sorted(entries.items()))}, indent=2,
-                      sort_keys=True) + "\n"  # fmt: skip
+    return (
+        json.dumps(
+            {"version": LOCK_VERSION, "kernels": dict(sorted(entries.items()))},
+            indent=2,
+            sort_keys=True,
+        )
+        + "\n"
+    )
 
 
 def write_lock(path: Path, entries: dict[str, dict[str, Any]]) -> None:

@@ -96,30 +96,45 @@ class KernelEntry(BaseModel):
 
     @model_validator(mode="after")
     def _op_or_graph(self) -> KernelEntry:
-        kit_only = {"context": self.context, "prefill": self.prefill, "device": self.device,
-                    "kv": self.kv, "verify": self.verify}  # fmt: skip
+        kit_only = {
+            "context": self.context,
+            "prefill": self.prefill,
+            "device": self.device,
+            "kv": self.kv,
+            "verify": self.verify,
+        }
         if self.model is not None:
             if self.op or self.graph or self.params or self.weights or self.checkpoint:
-                raise ValueError("a model entry names a checkpoint folder and the kit's options "
-                                 "(format, context, prefill, device, quantize, kv, verify), "
-                                 "not op, graph, params, weights or checkpoint")  # fmt: skip
+                raise ValueError(
+                    "a model entry names a checkpoint folder and the kit's options "
+                    "(format, context, prefill, device, quantize, kv, verify), "
+                    "not op, graph, params, weights or checkpoint"
+                )
             return self
         if any(v is not None for v in kit_only.values()):
-            raise ValueError(f"{', '.join(k for k, v in kit_only.items() if v is not None)}: "
-                             "options of a model entry (model = \"<checkpoint folder>\")")  # fmt: skip
+            raise ValueError(
+                f"{', '.join(k for k, v in kit_only.items() if v is not None)}: "
+                'options of a model entry (model = "<checkpoint folder>")'
+            )
         if (self.op is None) == (self.graph is None):
-            raise ValueError("give either op (with params), graph (a graph request file) or "
-                             "model (a checkpoint folder)")  # fmt: skip
+            raise ValueError(
+                "give either op (with params), graph (a graph request file) or "
+                "model (a checkpoint folder)"
+            )
         if self.graph is not None and (self.params or self.quantize):
-            raise ValueError("a graph entry has no params or quantize: the graph file holds "
-                             "everything (nodes[i].quantize)")  # fmt: skip
+            raise ValueError(
+                "a graph entry has no params or quantize: the graph file holds "
+                "everything (nodes[i].quantize)"
+            )
         if (self.checkpoint is None) != (self.layers is None) or (
             self.config is not None and self.checkpoint is None
         ):
             raise ValueError("checkpoint and layers go together (config with them)")
         if self.checkpoint is not None and self.graph is not None:
-            raise ValueError("a checkpoint feeds an op (ffn, attention, decoder_layer, "
-                             "decoder_stack), not a graph")  # fmt: skip
+            raise ValueError(
+                "a checkpoint feeds an op (ffn, attention, decoder_layer, "
+                "decoder_stack), not a graph"
+            )
         return self
 
 
@@ -144,8 +159,10 @@ class Kernel:
             ids = {n.get("id") for n in self.graph["nodes"] if isinstance(n, dict)}
             for key in entry.weights:
                 if key.partition(".")[0] not in ids or "." not in key:
-                    raise ManifestError(f"kernels.{name}.weights.{key}: name a graph weight "
-                                        "<node>.<weight> after one of its nodes")  # fmt: skip
+                    raise ManifestError(
+                        f"kernels.{name}.weights.{key}: name a graph weight "
+                        "<node>.<weight> after one of its nodes"
+                    )
         self.format = entry.format or defaults.format
         self.target = entry.target or defaults.target
         self.architectures = entry.architectures
@@ -169,8 +186,14 @@ class Kernel:
             raise ManifestError(f"{where}.model: {self.model} is not a checkpoint folder")
         self.graph, self.weights, self.target = None, {}, None
         self.format = entry.format or defaults.format
-        options = {"context": entry.context, "prefill": entry.prefill, "device": entry.device,
-                   "quantize": entry.quantize, "kv": entry.kv, "verify": entry.verify}  # fmt: skip
+        options = {
+            "context": entry.context,
+            "prefill": entry.prefill,
+            "device": entry.device,
+            "quantize": entry.quantize,
+            "kv": entry.kv,
+            "verify": entry.verify,
+        }
         self.kit_options = {k: v for k, v in options.items() if v is not None}
         files = checkpoint_files(self.model)
         if "config.json" not in files:
@@ -191,15 +214,20 @@ class Kernel:
         bad entry fails before anything is hashed or uploaded (its weights the service checks
         when it builds)."""
         where = f"kernels.{self.name}"
-        options = {"format": self.format, "target": self.target, "name": self.name,
-                   "architectures": self.architectures}  # fmt: skip
+        options = {
+            "format": self.format,
+            "target": self.target,
+            "name": self.name,
+            "architectures": self.architectures,
+        }
         try:
             if self.graph is None:
                 KernelRequest.create(self.op, self.params, quantize=self.quantize, **options)
             else:
                 where += ".graph"  # faults are named by their path in the graph file
-                KernelRequest.create(graph=GraphRequest.model_validate(self.graph).graph(),
-                                     **options)  # fmt: skip
+                KernelRequest.create(
+                    graph=GraphRequest.model_validate(self.graph).graph(), **options
+                )
         except ValidationError as exc:
             err = exc.errors()[0]
             raise ManifestError(f"{where}.{field_of(err['loc'])}: {err['msg']}") from None

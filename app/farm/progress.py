@@ -20,8 +20,12 @@ class Reporter:
             from rich.console import Console
             from rich.progress import BarColumn, Progress, TextColumn
 
-            self._progress = Progress(TextColumn("{task.fields[kernel]:<24}"), BarColumn(),
-                                      TextColumn("{task.fields[stage]}"), console=Console(file=self.stream))  # fmt: skip
+            self._progress = Progress(
+                TextColumn("{task.fields[kernel]:<24}"),
+                BarColumn(),
+                TextColumn("{task.fields[stage]}"),
+                console=Console(file=self.stream),
+            )
             self._tasks = {
                 n: self._progress.add_task("", total=len(STAGES) - 1, kernel=n, stage="waiting")
                 for n in names

@@ -40,8 +40,14 @@ Value = Var | tuple[Var, ...]
 class _Builder:
     """One graph being built."""
 
-    def __init__(self, graph: GraphParams, weights: Mapping[str, np.ndarray], target: Target,
-                 random_seed: int | None, ceilings: Ceilings):  # fmt: skip
+    def __init__(
+        self,
+        graph: GraphParams,
+        weights: Mapping[str, np.ndarray],
+        target: Target,
+        random_seed: int | None,
+        ceilings: Ceilings,
+    ):
         self.graph, self.given, self.seed = graph, dict(weights), random_seed
         self.b = CompressingBuilder(target, ceilings=ceilings)
         self.values: dict[str, Value] = {}
@@ -69,8 +75,17 @@ class _Builder:
             assert isinstance(value, Var)
             outputs.append(value)
         program = self.b.build(outputs)
-        return GraphBuild(None, self.graph, self.b.target, model_name, program, self.weights,
-                          self.quantized, nodes=tuple(self.nodes), consts=self.consts)  # fmt: skip
+        return GraphBuild(
+            None,
+            self.graph,
+            self.b.target,
+            model_name,
+            program,
+            self.weights,
+            self.quantized,
+            nodes=tuple(self.nodes),
+            consts=self.consts,
+        )
 
     # -- references ---------------------------------------------------------------------------
     def _ref(self, ref: str, where: str) -> Var:
@@ -129,8 +144,9 @@ class _Builder:
         self.weights[key], self.consts[key] = array, f"{node.id}_{const_name(weight)}"
         return key
 
-    def _catalog(self, index: int, node: GraphNode, op: CatalogOp, args: dict[str, Value],
-                 where: str) -> BuiltNode:  # fmt: skip
+    def _catalog(
+        self, index: int, node: GraphNode, op: CatalogOp, args: dict[str, Value], where: str
+    ) -> BuiltNode:
         inputs: dict[str, Var] = {}
         for arg, value in args.items():
             if isinstance(value, tuple):
@@ -140,8 +156,10 @@ class _Builder:
         bound = op.bind({arg: v.tensor for arg, v in inputs.items()})
         for key, value in node.params.items():
             if key in bound and bound[key] != value:
-                raise RequestError(f"{where}.params.{key}",
-                                   f"{value!r} contradicts its inputs: its inputs fix {bound[key]!r}")  # fmt: skip
+                raise RequestError(
+                    f"{where}.params.{key}",
+                    f"{value!r} contradicts its inputs: its inputs fix {bound[key]!r}",
+                )
         try:
             params = parse_params(op, {**bound, **node.params})
             given = self._weights_of(node)
@@ -151,14 +169,22 @@ class _Builder:
                 config = read_quantize(node.quantize, "quantize")
                 check_quantize(op.name, specs, config, self.b.target)
             if self.seed is not None:
-                given.update(random_weights([s for s in specs if s.name not in given],
-                                            self.seed + index))  # fmt: skip
+                given.update(
+                    random_weights([s for s in specs if s.name not in given], self.seed + index)
+                )
             prepared = prepare_weights(specs, given)
         except RequestError as exc:
             raise RequestError(f"{where}.{exc.field}", exc.message) from None
         if config is not None:
-            quantized = quantize_weights(op.name, specs, prepared, config, self.b.target,
-                                         field=f"{where}.quantize", weights_field=f"{where}.weights")  # fmt: skip
+            quantized = quantize_weights(
+                op.name,
+                specs,
+                prepared,
+                config,
+                self.b.target,
+                field=f"{where}.quantize",
+                weights_field=f"{where}.weights",
+            )
             for w, q in quantized.items():
                 self.b.compressed[f"{node.id}_{const_name(w)}"] = q.compressed
                 self.quantized[f"{node.id}.{w}"] = q
@@ -172,8 +198,9 @@ class _Builder:
         self.values[node.id] = result
         return BuiltNode(index, node, op, params, _names(args), (result.name,), keys)
 
-    def _primitive(self, index: int, node: GraphNode, op: Primitive, args: dict[str, Value],
-                   where: str) -> BuiltNode:  # fmt: skip
+    def _primitive(
+        self, index: int, node: GraphNode, op: Primitive, args: dict[str, Value], where: str
+    ) -> BuiltNode:
         tensors, consts_ = set(op.tensor_args), set(op.param_args)
         for arg in args:
             if arg not in tensors:
@@ -221,8 +248,9 @@ class _Builder:
 def _fault(where: str, exc: MILBuildError) -> RequestError:
     """A build fault as the request's: a ceiling is a limit (413), anything else invalid (422)."""
     if isinstance(exc, CeilingError):
-        return RequestError(where, str(exc), kind=ErrorKind.TOO_LARGE, title="Tensor too large",
-                            limit=exc.limit)  # fmt: skip
+        return RequestError(
+            where, str(exc), kind=ErrorKind.TOO_LARGE, title="Tensor too large", limit=exc.limit
+        )
     return RequestError(where, str(exc))
 
 

@@ -59,8 +59,11 @@ class GraphBuild(KernelBuild):
         """The graph path of an op (named after its node, `<node>_...` inside a catalog op) or of
         an input/output."""
         ids = {n.node.id: n.index for n in self.nodes}
-        node = name if name in ids else max((i for i in ids if name.startswith(f"{i}_")),
-                                            key=len, default=None)  # fmt: skip
+        node = (
+            name
+            if name in ids
+            else max((i for i in ids if name.startswith(f"{i}_")), key=len, default=None)
+        )
         if node is not None:
             return f"nodes[{ids[node]}]"
         return f"inputs.{name}" if name in self.params.inputs else f"outputs.{name}"

@@ -123,6 +123,13 @@ def describe() -> list[dict[str, Any]]:
             for arg, spec in opdef.args.items()
         }
         spelled = f"{PREFIX}{name}" if name in CATALOG else name
-        out.append({"name": spelled, "summary": p.summary, "arguments": args,
-                    "since": opdef.since, "tolerance": p.tolerance})  # fmt: skip
+        out.append(
+            {
+                "name": spelled,
+                "summary": p.summary,
+                "arguments": args,
+                "since": opdef.since,
+                "tolerance": p.tolerance,
+            }
+        )
     return out

@@ -102,8 +102,11 @@ def check_structure(graph: GraphParams) -> None:
         op = resolve_op(node.op, f"{where}.op")
         if node.quantize is not None:
             if isinstance(op, Primitive):
-                raise RequestError(f"{where}.quantize", f"{op.name} is a MIL primitive: quantize "
-                                   "compresses the weights of conv and matmul nodes")  # fmt: skip
+                raise RequestError(
+                    f"{where}.quantize",
+                    f"{op.name} is a MIL primitive: quantize "
+                    "compresses the weights of conv and matmul nodes",
+                )
             read_quantize(node.quantize, f"{where}.quantize")
     for i, node in enumerate(graph.nodes):
         for arg, ref in references(node):

@@ -145,8 +145,14 @@ def split(build: GraphBuild, budget: int, weights: dict, target, name: str) -> C
     return Chain(tuple(parts), tuple(links), final)
 
 
-def _carry(ref: str, ids: set[str], ref_var: dict[str, str], home: dict[str, int],
-           read: dict[str, Link], graph: GraphParams) -> str:  # fmt: skip
+def _carry(
+    ref: str,
+    ids: set[str],
+    ref_var: dict[str, str],
+    home: dict[str, int],
+    read: dict[str, Link],
+    graph: GraphParams,
+) -> str:
     """The reference inside a program: unchanged within it, else the input that brings it."""
     source = producer(ref)
     if source in ids:
@@ -203,11 +209,21 @@ def split_stream(
     outputs: dict[str, Link] = {}
     for k, params in enumerate(op.parts(build.params, budget)):
         wanted = {s.name for s in op.weights(params)}
-        part = build_kernel(op.name, params, {n: a for n, a in build.weights.items() if n in wanted},
-                            target=target, name=f"{name}_{k}", quantize=quantize)  # fmt: skip
+        part = build_kernel(
+            op.name,
+            params,
+            {n: a for n, a in build.weights.items() if n in wanted},
+            target=target,
+            name=f"{name}_{k}",
+            quantize=quantize,
+        )
         fn = part.program.main
-        links.append({v.name: Link(k - 1, "y") if k and v.name == "x" else Link(None, v.name)
-                      for v in fn.inputs})  # fmt: skip
+        links.append(
+            {
+                v.name: Link(k - 1, "y") if k and v.name == "x" else Link(None, v.name)
+                for v in fn.inputs
+            }
+        )
         outputs.pop("y", None)  # the stream: only the last part's leaves the chain
         outputs |= {v.name: Link(k, v.name) for v in fn.outputs}
         parts.append(part)

@@ -61,8 +61,13 @@ def _through_broker(method):
 class ArqEngine(JobEngine):
     name = "arq"
 
-    def __init__(self, settings: Settings, store: ContentStore, redis: ArqRedis | None = None,
-                 on_broker_error: Callable[[str], None] = lambda operation: None):  # fmt: skip
+    def __init__(
+        self,
+        settings: Settings,
+        store: ContentStore,
+        redis: ArqRedis | None = None,
+        on_broker_error: Callable[[str], None] = lambda operation: None,
+    ):
         super().__init__(settings, store)
         if redis is None and not settings.redis_url:
             raise ValueError("ArqEngine needs ANE_REDIS_URL (or a connection)")

@@ -90,9 +90,14 @@ class EmbeddedEngine(JobEngine):
             and self.settings.device_check_runtime == "coreml"
             and (reason := placement_unavailable())
         ):
-            raise FieldError("kit", f"a device check runs the kit with Core ML, which this "
-                             f"service cannot ({reason}); set ANE_REDIS_URL and add a macOS "
-                             "worker", kind=ErrorKind.UNAVAILABLE, title="Core ML unavailable")  # fmt: skip
+            raise FieldError(
+                "kit",
+                f"a device check runs the kit with Core ML, which this "
+                f"service cannot ({reason}); set ANE_REDIS_URL and add a macOS "
+                "worker",
+                kind=ErrorKind.UNAVAILABLE,
+                title="Core ML unavailable",
+            )
         if request.placement and (reason := placement_unavailable()) is not None:
             raise FieldError(
                 "placement",

@@ -117,8 +117,11 @@ class JobEngine(ABC):
             key = request.compiled_key(toolchain)
             entry = await asyncio.to_thread(self.store.get, key)
             if entry is not None:
-                return {"artifact": artifact_ref(entry), "toolchain": toolchain,
-                        "placement": entry.meta.get("placement")}  # fmt: skip
+                return {
+                    "artifact": artifact_ref(entry),
+                    "toolchain": toolchain,
+                    "placement": entry.meta.get("placement"),
+                }
         return None
 
     async def submit_batch(self, requests: list[KernelRequest]) -> dict[str, Any]:

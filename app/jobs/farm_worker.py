@@ -168,9 +168,12 @@ def build_worker(queue: str, settings: Settings | None = None, burst: bool = Fal
         ctx["heartbeat"] = asyncio.create_task(_heartbeat(ctx))
         log.info(
             "worker ready",
-            extra={"queue": queue, "worker": ctx["runtime"].worker_id,
-                   "compiler": compiler.name if compiler else None},
-        )  # fmt: skip
+            extra={
+                "queue": queue,
+                "worker": ctx["runtime"].worker_id,
+                "compiler": compiler.name if compiler else None,
+            },
+        )
 
     async def shutdown(ctx: dict[str, Any]) -> None:
         task = ctx.get("heartbeat")
@@ -191,8 +194,9 @@ def build_worker(queue: str, settings: Settings | None = None, burst: bool = Fal
         keep_result=settings.job_keep_s,
     )
     redis = broker_client(settings.redis_url, settings, queue)
-    link = BrokerLink(redis, where(settings.redis_url), settings.broker_retry_s,
-                      settings.broker_retry_max_s)  # fmt: skip
+    link = BrokerLink(
+        redis, where(settings.redis_url), settings.broker_retry_s, settings.broker_retry_max_s
+    )
     return FarmWorker(
         [job],
         lease_s=settings.job_lease_s,
@@ -222,8 +226,11 @@ def check(queue: str, settings: Settings | None = None) -> tuple[bool, str]:
     if not settings.redis_url:
         return False, "no broker configured (ANE_REDIS_URL or --redis-url)"
     broker = where(settings.redis_url)
-    client = redis.Redis.from_url(settings.redis_url, socket_timeout=settings.broker_timeout_s,
-                                  socket_connect_timeout=settings.broker_timeout_s)  # fmt: skip
+    client = redis.Redis.from_url(
+        settings.redis_url,
+        socket_timeout=settings.broker_timeout_s,
+        socket_connect_timeout=settings.broker_timeout_s,
+    )
     try:
         for key in client.scan_iter(match=f"{WORKER}{platform.node()}:*"):
             raw = client.get(key)

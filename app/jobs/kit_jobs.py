@@ -38,9 +38,15 @@ def stage_of(line: str) -> str:
     return line.split(" ", 1)[0]
 
 
-async def produce_kit(store: ContentStore, blobs: BlobStore, workdir: Path, run_build: RunBuild,
-                      key: str, request: ModelRequest,
-                      stage: Callable[[str], Awaitable[None]]) -> dict[str, Any]:  # fmt: skip
+async def produce_kit(
+    store: ContentStore,
+    blobs: BlobStore,
+    workdir: Path,
+    run_build: RunBuild,
+    key: str,
+    request: ModelRequest,
+    stage: Callable[[str], Awaitable[None]],
+) -> dict[str, Any]:
     found = await asyncio.to_thread(store.get, key)
     if found is not None:
         return {"artifact": artifact_ref(found)}
@@ -48,12 +54,14 @@ async def produce_kit(store: ContentStore, blobs: BlobStore, workdir: Path, run_
     out = store.temp_path()
     build: asyncio.Future | None = None
     try:
-        folder = await asyncio.to_thread(checkpoint_folder, request, scratch / "checkpoint",
-                                         blobs.file_path)  # fmt: skip
+        folder = await asyncio.to_thread(
+            checkpoint_folder, request, scratch / "checkpoint", blobs.file_path
+        )
         progress = scratch / "progress.txt"
         progress.touch()
-        build = asyncio.ensure_future(run_build(build_kit_zip, request, folder, out, progress,
-                                                alone=True))  # fmt: skip
+        build = asyncio.ensure_future(
+            run_build(build_kit_zip, request, folder, out, progress, alone=True)
+        )
         seen = 0
         while True:
             await asyncio.wait({build}, timeout=POLL_S)
@@ -64,9 +72,15 @@ async def produce_kit(store: ContentStore, blobs: BlobStore, workdir: Path, run_
             if build.done():
                 break
         built = build.result()
-        meta = {"op": request.op, "format": request.kit_options().format, "kind": "model_kit",
-                "digest": built["digest"], "filename": request.filename,
-                "verified": built["verified"], "pool": KIT_POOL}  # fmt: skip
+        meta = {
+            "op": request.op,
+            "format": request.kit_options().format,
+            "kind": "model_kit",
+            "digest": built["digest"],
+            "filename": request.filename,
+            "verified": built["verified"],
+            "pool": KIT_POOL,
+        }
         entry = await asyncio.to_thread(store.publish, key, out, meta)
     finally:
         discard(out)
@@ -84,11 +98,15 @@ def _discard_after(build: asyncio.Future, out: Path) -> None:
         build.exception()  # seen: the job has already ended for its own reason
 
 
-async def check_on_device(store: ContentStore, run_build: RunBuild, request: DeviceCheckRequest,
-                          runtime: str) -> dict[str, Any]:  # fmt: skip
+async def check_on_device(
+    store: ContentStore, run_build: RunBuild, request: DeviceCheckRequest, runtime: str
+) -> dict[str, Any]:
     entry = await asyncio.to_thread(store.get, request.kit)
     if entry is None or entry.meta.get("kind") != "model_kit":
-        raise RequestError("kit", f"no kit {request.kit!r} in the artifact cache: name a "
-                           "succeeded POST /v1/models job (build it again if it was evicted)")  # fmt: skip
+        raise RequestError(
+            "kit",
+            f"no kit {request.kit!r} in the artifact cache: name a "
+            "succeeded POST /v1/models job (build it again if it was evicted)",
+        )
     report = await run_build(run_device_check, request, entry.path, runtime, alone=True)
     return {"device_check": report}

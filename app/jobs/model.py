@@ -69,8 +69,13 @@ class ArtifactRef(BaseModel):
 
 def artifact_ref(entry: StoredEntry) -> ArtifactRef:
     """A stored artifact as a job records it."""
-    return ArtifactRef(key=entry.key, digest=entry.digest, size=entry.size,
-                       filename=entry.meta["filename"], preflight=entry.meta.get("preflight"))  # fmt: skip
+    return ArtifactRef(
+        key=entry.key,
+        digest=entry.digest,
+        size=entry.size,
+        filename=entry.meta["filename"],
+        preflight=entry.meta.get("preflight"),
+    )
 
 
 class Job(BaseModel):

@@ -102,8 +102,10 @@ class BrokerLink:
         self._up.clear()
         self.outages += 1
         self.down_since, self.last_error, self.attempts = time.time(), str(exc), 0
-        log.warning("broker unreachable; reconnecting with backoff",
-                    extra={"broker": self.where, "error": str(exc), "outage": self.outages})  # fmt: skip
+        log.warning(
+            "broker unreachable; reconnecting with backoff",
+            extra={"broker": self.where, "error": str(exc), "outage": self.outages},
+        )
         self._reconnecting = asyncio.create_task(self._reconnect(), name="ane-broker-reconnect")
 
     async def _reconnect(self) -> None:
@@ -112,9 +114,13 @@ class BrokerLink:
                 return
         ended = time.time()
         started = self.down_since or ended
-        self.last_outage = {"started_at": started, "ended_at": ended,
-                            "seconds": round(ended - started, 3), "error": self.last_error,
-                            "reconnect_attempts": self.attempts}  # fmt: skip
+        self.last_outage = {
+            "started_at": started,
+            "ended_at": ended,
+            "seconds": round(ended - started, 3),
+            "error": self.last_error,
+            "reconnect_attempts": self.attempts,
+        }
         self.down_since = None
         self.backoff.reset()
         for hook in self.on_back:
@@ -122,9 +128,14 @@ class BrokerLink:
                 await hook()
             except Exception:  # a hook that fails must not keep the waiters waiting
                 log.exception("after the broker came back")
-        log.warning("broker reachable again",
-                    extra={"broker": self.where, "outage_s": self.last_outage["seconds"],
-                           "reconnect_attempts": self.attempts})  # fmt: skip
+        log.warning(
+            "broker reachable again",
+            extra={
+                "broker": self.where,
+                "outage_s": self.last_outage["seconds"],
+                "reconnect_attempts": self.attempts,
+            },
+        )
         self._up.set()
 
     async def _attempt(self) -> bool:
@@ -137,9 +148,10 @@ class BrokerLink:
                 return True
         except Exception as exc:  # not an outage error, but no answer either: keep trying
             self.last_error = f"{type(exc).__name__}: {exc}"
-        log.info("broker still unreachable",
-                 extra={"broker": self.where, "attempt": self.attempts,
-                        "waited_s": round(delay, 3)})  # fmt: skip
+        log.info(
+            "broker still unreachable",
+            extra={"broker": self.where, "attempt": self.attempts, "waited_s": round(delay, 3)},
+        )
         return False
 
 

@@ -93,8 +93,9 @@ async def fail(rt: Runtime, job_id: str, run: int, error: JobError) -> bool:
     return await finish(rt, job_id, run, JobState.failed, error=error)
 
 
-async def give_up(rt: Runtime, job_id: str, run: int, attempts: int, last: str | None,
-                  kind: str = "gave_up") -> None:  # fmt: skip
+async def give_up(
+    rt: Runtime, job_id: str, run: int, attempts: int, last: str | None, kind: str = "gave_up"
+) -> None:
     why = f"last error: {last}" if last else "its worker stopped before finishing each time"
     message = f"gave up after {attempts} attempts (ANE_JOB_MAX_TRIES); {why}"
     await fail(rt, job_id, run, JobError(kind=kind, message=message))
@@ -135,8 +136,11 @@ async def run_job(rt: Runtime, job_id: str, run: int, attempt: int) -> JobState 
     except TimeoutError:
         if not deadline.expired():
             raise Transient("a storage or network operation timed out") from None
-        message = (started.limits.timeout_message() if started.limits
-                   else f"the job exceeded ANE_JOB_TIMEOUT_S={limit:g}s and was stopped")  # fmt: skip
+        message = (
+            started.limits.timeout_message()
+            if started.limits
+            else f"the job exceeded ANE_JOB_TIMEOUT_S={limit:g}s and was stopped"
+        )
         await fail(rt, job_id, run, JobError(kind="timeout", message=message))
         return JobState.failed
     except FieldError as exc:
@@ -164,8 +168,11 @@ async def run_job(rt: Runtime, job_id: str, run: int, attempt: int) -> JobState 
 def _store_of(rt: Runtime, exc: OSError) -> tuple[str, Path]:
     """Which of the worker's directories a failed file operation wrote into."""
     name = Path(os.fsdecode(exc.filename)) if exc.filename is not None else None
-    for store, root in ((WORK_DIR, rt.workdir), (ARTIFACT_STORE, rt.store.root),
-                        (BLOB_STORE, rt.blobs.store.root)):  # fmt: skip
+    for store, root in (
+        (WORK_DIR, rt.workdir),
+        (ARTIFACT_STORE, rt.store.root),
+        (BLOB_STORE, rt.blobs.store.root),
+    ):
         if name is not None and name.is_relative_to(root):
             return store, root
     return WORK_DIR, rt.workdir
@@ -184,18 +191,30 @@ async def _storage_transient(rt: Runtime, fault: FieldError) -> Transient:
 
 async def _produce(rt: Runtime, job: Job) -> dict[str, Any]:
     if isinstance(job.request, DeviceCheckRequest):
-        return await check_on_device(rt.store, rt.run_build, job.request,
-                                     rt.settings.device_check_runtime)  # fmt: skip
+        return await check_on_device(
+            rt.store, rt.run_build, job.request, rt.settings.device_check_runtime
+        )
     if isinstance(job.request, ModelRequest):
 
         async def program(name: str) -> None:  # a stage per program as the kit is built
-            moved = await rt.records.update(job.id, _live(job.run, lambda j: j.model_copy(
-                update={"stages": {**j.stages, name: time.time()}, "updated_at": time.time()})))  # fmt: skip
+            moved = await rt.records.update(
+                job.id,
+                _live(
+                    job.run,
+                    lambda j: j.model_copy(
+                        update={
+                            "stages": {**j.stages, name: time.time()},
+                            "updated_at": time.time(),
+                        }
+                    ),
+                ),
+            )
             if moved is None:
                 raise _Abandoned()
 
-        return await produce_kit(rt.store, rt.blobs, rt.workdir, rt.run_build, job.id,
-                                 job.request, program)  # fmt: skip
+        return await produce_kit(
+            rt.store, rt.blobs, rt.workdir, rt.run_build, job.id, job.request, program
+        )
     request = await asyncio.to_thread(rt.blobs.locate, job.request)
     limits = artifacts.Limits.of(rt.settings)
     alone = runs_alone(request.weight_bytes)
@@ -221,8 +240,12 @@ async def _produce(rt: Runtime, job: Job) -> dict[str, Any]:
     if not request.bypass_cache:
         found = await asyncio.to_thread(rt.store.get, key)
         if found is not None:
-            return {"artifact": artifact_ref(found), "placement": found.meta.get("placement"),
-                    "toolchain": toolchain, "conformance": found.meta.get("conformance")}  # fmt: skip
+            return {
+                "artifact": artifact_ref(found),
+                "placement": found.meta.get("placement"),
+                "toolchain": toolchain,
+                "conformance": found.meta.get("conformance"),
+            }
 
     async def compiling() -> None:
         moved = await rt.records.update(
@@ -233,34 +256,58 @@ async def _produce(rt: Runtime, job: Job) -> dict[str, Any]:
 
     workdir = _scratch(rt)
     timeout_s = rt.settings.compile_timeout_s
-    meta = {"op": request.op, "format": request.format, "toolchain": toolchain,
-            "filename": request.filename}  # fmt: skip
+    meta = {
+        "op": request.op,
+        "format": request.format,
+        "toolchain": toolchain,
+        "filename": request.filename,
+    }
     try:
         if request.architectures is not None:
             asset = await rt.run_build(build_asset, request, limits, workdir, alone=alone)
             aimodelc = await compile_asset_zip(
-                asset, rt.device_compiler, workdir, list(request.architectures), timeout_s,
+                asset,
+                rt.device_compiler,
+                workdir,
+                list(request.architectures),
+                timeout_s,
                 on_compiling=compiling,
-            )  # fmt: skip
-            meta |= {"digest": aimodelc.digest, "preflight": asset.preflight,
-                     "architectures": list(request.architectures)}  # fmt: skip
+            )
+            meta |= {
+                "digest": aimodelc.digest,
+                "preflight": asset.preflight,
+                "architectures": list(request.architectures),
+            }
             entry = await asyncio.to_thread(rt.store.publish, key, aimodelc.zip_path, meta)
             return {"artifact": artifact_ref(entry), "toolchain": toolchain}
         package = await rt.run_build(build_package, request, limits, workdir, alone=alone)
         compiled = await compile_package_zip(
-            package, rt.compiler, workdir, timeout_s, run=rt.run_build, on_compiling=compiling,
-        )  # fmt: skip
+            package,
+            rt.compiler,
+            workdir,
+            timeout_s,
+            run=rt.run_build,
+            on_compiling=compiling,
+        )
         placement = compiled.placement.get("summary") or {
             "available": False,
             "reason": compiled.placement.get("reason"),
         }
-        meta |= {"placement": placement, "conformance": compiled.conformance,
-                 "digest": compiled.digest, "preflight": package.preflight}  # fmt: skip
+        meta |= {
+            "placement": placement,
+            "conformance": compiled.conformance,
+            "digest": compiled.digest,
+            "preflight": package.preflight,
+        }
         entry = await asyncio.to_thread(rt.store.publish, key, compiled.zip_path, meta)
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
-    return {"artifact": artifact_ref(entry), "placement": placement, "toolchain": toolchain,
-            "conformance": compiled.conformance}  # fmt: skip
+    return {
+        "artifact": artifact_ref(entry),
+        "placement": placement,
+        "toolchain": toolchain,
+        "conformance": compiled.conformance,
+    }
 
 
 def _scratch(rt: Runtime) -> Path:

@@ -36,8 +36,9 @@ class AttentionOpParams(AttentionParams):
 
 def build(b: Builder, p: AttentionOpParams, w: dict[str, np.ndarray]):
     ctx = context(b, p)
-    y, k, v = attention(b, p, ctx.x, w, "", prefixed("attn_"), ctx.rope, ctx.mask, ctx.pasts[0],
-                        ("y", "k", "v"))  # fmt: skip
+    y, k, v = attention(
+        b, p, ctx.x, w, "", prefixed("attn_"), ctx.rope, ctx.mask, ctx.pasts[0], ("y", "k", "v")
+    )
     return [y, k, v]
 
 
@@ -74,8 +75,13 @@ ATTENTION_OUTPUTS = {
     "k": "[1, num_key_value_heads, seq_len, head_dim] fp16",
     "v": "[1, num_key_value_heads, seq_len, head_dim] fp16",
 }
-LLAMA3_SCALING = {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0,
-                  "high_freq_factor": 4.0, "original_max_position_embeddings": 16}  # fmt: skip
+LLAMA3_SCALING = {
+    "rope_type": "llama3",
+    "factor": 8.0,
+    "low_freq_factor": 1.0,
+    "high_freq_factor": 4.0,
+    "original_max_position_embeddings": 16,
+}
 
 OP = CatalogOp(
     name="attention",

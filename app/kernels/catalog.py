@@ -70,8 +70,10 @@ class KernelBuild:
     @property
     def program_weights(self) -> dict[str, np.ndarray]:
         """The weights the program computes with: quantized ones as they decompress."""
-        return {k: self.quantized[k].decompressed if k in self.quantized else w
-                for k, w in self.weights.items()}  # fmt: skip
+        return {
+            k: self.quantized[k].decompressed if k in self.quantized else w
+            for k, w in self.weights.items()
+        }
 
     @property
     def function_builds(self) -> tuple[KernelBuild, ...]:

@@ -36,8 +36,18 @@ class DecoderLayerParams(DecoderParams):
 
 def build(b: Builder, p: DecoderLayerParams, w: dict[str, np.ndarray]):
     ctx = context(b, p)
-    h, k, v = attention(b, p, ctx.x, w, "", prefixed("attn_"), ctx.rope, ctx.mask, ctx.pasts[0],
-                        ("attn_out", "k", "v"))  # fmt: skip
+    h, k, v = attention(
+        b,
+        p,
+        ctx.x,
+        w,
+        "",
+        prefixed("attn_"),
+        ctx.rope,
+        ctx.mask,
+        ctx.pasts[0],
+        ("attn_out", "k", "v"),
+    )
     return [mlp(b, p, h, w, "", prefixed("mlp_"), "y"), k, v]
 
 

@@ -69,8 +69,18 @@ def build(b: Builder, p: DecoderStackParams, w: dict[str, np.ndarray]):
     x, caches = ctx.x, []
     for i, past in zip(p.layers, ctx.pasts, strict=True):
         prefix = f"layers.{i}."
-        h, k, v = attention(b, p, x, w, prefix, prefixed(f"layer{i}_attn_"), ctx.rope, ctx.mask,
-                            past, (f"layer{i}_attn_out", f"k_{i}", f"v_{i}"))  # fmt: skip
+        h, k, v = attention(
+            b,
+            p,
+            x,
+            w,
+            prefix,
+            prefixed(f"layer{i}_attn_"),
+            ctx.rope,
+            ctx.mask,
+            past,
+            (f"layer{i}_attn_out", f"k_{i}", f"v_{i}"),
+        )
         last = i == p.layers[-1]
         x = mlp(b, p, h, w, prefix, prefixed(f"layer{i}_mlp_"), "y" if last else f"layer{i}_out")
         caches += [k, v]
@@ -109,8 +119,10 @@ def parts(p: DecoderStackParams, budget: int) -> list[DecoderStackParams]:
     per = budget // size
     starts = range(p.first_layer, p.first_layer + p.num_layers, per)
     last = p.first_layer + p.num_layers
-    return [p.model_copy(update={"first_layer": s, "num_layers": min(per, last - s),
-                                 "split": False}) for s in starts]  # fmt: skip
+    return [
+        p.model_copy(update={"first_layer": s, "num_layers": min(per, last - s), "split": False})
+        for s in starts
+    ]
 
 
 OP = CatalogOp(

@@ -54,8 +54,11 @@ class FunctionsBuild(KernelBuild):
         """kernel.json's `functions`: each one's params, inputs and outputs."""
 
         def io(var) -> dict[str, Any]:
-            return {"name": var.name, "shape": list(var.tensor.shape),
-                    "dtype": var.tensor.dtype.value}  # fmt: skip
+            return {
+                "name": var.name,
+                "shape": list(var.tensor.shape),
+                "dtype": var.tensor.dtype.value,
+            }
 
         return {
             name: {
@@ -79,8 +82,12 @@ def merge_functions(parts: Mapping[str, KernelBuild]) -> Program:
     target = next(iter(parts.values())).target
     # offsets are looked up by name for every const: an inline const named like another
     # function's blob const would be read from the blob too, so it is renamed as well
-    blob_names = {op.name for part in parts.values() for op in part.program.main.consts()
-                  if op.value is not None and op.value.in_blob(target)}  # fmt: skip
+    blob_names = {
+        op.name
+        for part in parts.values()
+        for op in part.program.main.consts()
+        if op.value is not None and op.value.in_blob(target)
+    }
     for fn_name, part in parts.items():
         fn = part.program.main
         for op in fn.consts():

@@ -76,9 +76,12 @@ def normalize(
     xn = b.op("real_div", name("x_scaled"), x=x, y=m)
     if variant == "safe":
         mean_sq = b.op(
-            "reduce_mean", name("mean_sq"), x=b.op("square", name("sq"), x=xn), axes=axes,
+            "reduce_mean",
+            name("mean_sq"),
+            x=b.op("square", name("sq"), x=xn),
+            axes=axes,
             keep_dims=keep,
-        )  # fmt: skip
+        )
     else:
         norm = b.op("reduce_l2_norm", name("l2"), x=xn, axes=axes, keep_dims=keep)
         mean_sq = b.op(

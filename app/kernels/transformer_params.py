@@ -147,14 +147,28 @@ class DecoderParams(AttentionParams, MLPParams):
 
 
 def _matrix(name: str, out: int, inp: int, expr: str) -> WeightSpec:
-    return WeightSpec(name, (out, inp, 1, 1), expr, FP16, also_accepts=((out, inp),),
-                      init_scale=inp**-0.5, quantizable=True)  # fmt: skip
+    return WeightSpec(
+        name,
+        (out, inp, 1, 1),
+        expr,
+        FP16,
+        also_accepts=((out, inp),),
+        init_scale=inp**-0.5,
+        quantizable=True,
+    )
 
 
 def _vector(name: str, size: int, expr: str, norm: bool = False) -> WeightSpec:
     if norm:  # RMSNorm gains: around 1; [1, C, 1, 1] broadcasts where a rank-1 const would not
-        return WeightSpec(name, (1, size, 1, 1), expr, FP16, also_accepts=((size,),),
-                          init_scale=0.1, init_offset=1.0)  # fmt: skip
+        return WeightSpec(
+            name,
+            (1, size, 1, 1),
+            expr,
+            FP16,
+            also_accepts=((size,),),
+            init_scale=0.1,
+            init_offset=1.0,
+        )
     return WeightSpec(name, (size,), expr, FP16, init_scale=0.1)
 
 
@@ -177,9 +191,18 @@ def attention_weights(p: AttentionParams, prefix: str = "") -> list[WeightSpec]:
     if p.has_o_bias:
         specs.append(_vector(f"{a}o_proj.bias", h, "[hidden_size]"))
     if p.qk_norm:  # gains [1, 1, head_dim, 1]: they broadcast over the heads [1, heads, d, S]
-        specs += [WeightSpec(f"{a}{n}_norm.weight", (1, 1, p.dim, 1), "[head_dim]", FP16,
-                             also_accepts=((p.dim,),), init_scale=0.1, init_offset=1.0)
-                  for n in ("q", "k")]  # fmt: skip
+        specs += [
+            WeightSpec(
+                f"{a}{n}_norm.weight",
+                (1, 1, p.dim, 1),
+                "[head_dim]",
+                FP16,
+                also_accepts=((p.dim,),),
+                init_scale=0.1,
+                init_offset=1.0,
+            )
+            for n in ("q", "k")
+        ]
     return specs
 
 

@@ -168,8 +168,9 @@ def attention(
     new v), named `out`. `mask` [1, 1, keys, S] (None: every key is visible) covers the `past`
     rows, then the new ones."""
     s, h, kvh, d = p.seq_len, p.heads, p.kv_heads, p.dim
-    gain = b.const(const_name(f"{prefix}input_layernorm.weight"),
-                   w[f"{prefix}input_layernorm.weight"], FP16)  # fmt: skip
+    gain = b.const(
+        const_name(f"{prefix}input_layernorm.weight"), w[f"{prefix}input_layernorm.weight"], FP16
+    )
     normed = _norm(b, n, "input_norm", x, p.hidden_size, p.rms_norm_eps, gain)
     a, bias = f"{prefix}self_attn.", p.attention_bias
     q = _linear(b, n, "q_proj", normed, w, f"{a}q_proj", bias)
@@ -208,8 +209,9 @@ def _write_rows(b: Builder, n: Name, label: str, state: Var, rows: Var, past: Pa
     """The state with `rows` written at [begin, end), then read back (the form coremltools
     lowers coreml_update_state to: write_state, read_state)."""
     old = b.op("read_state", n(f"{label}_old"), input=state)
-    updated = b.op("slice_update", n(f"{label}_updated"), x=old, update=rows, begin=past.begin,
-                   end=past.end)  # fmt: skip
+    updated = b.op(
+        "slice_update", n(f"{label}_updated"), x=old, update=rows, begin=past.begin, end=past.end
+    )
     b.op("write_state", n(f"{label}_write_state"), input=state, data=updated)
     return b.op("read_state", n(f"{label}_read"), input=state)
 
@@ -228,8 +230,9 @@ def _masked_unless_ahead(b: Builder, ahead: Var, name: str) -> Var:
     """0 where the int32 `ahead` is positive, MASKED elsewhere: clamped to {0, 1} in int32 (exact
     for any cache length), then scaled once in fp16."""
     valid = b.op("minimum", "cache_valid", x=b.op("maximum", "cache_ahead_pos", x=ahead, y=0), y=1)
-    hidden = b.op("sub", "cache_hidden", x=b.op("cast", "cache_valid_fp16", x=valid, dtype="fp16"),
-                  y=1.0)  # fmt: skip
+    hidden = b.op(
+        "sub", "cache_hidden", x=b.op("cast", "cache_valid_fp16", x=valid, dtype="fp16"), y=1.0
+    )
     return b.op("mul", name, x=hidden, y=-MASKED)
 
 
@@ -292,14 +295,20 @@ def context(b: Builder, p: AttentionParams, caches: tuple[str, ...] = ("",)) -> 
         return Context(x, baked_rope(b, p), prefill_mask(b, p), (None,) * len(caches))
     shape = (1, p.kv_heads, p.cache_len or 0, p.dim)
     if p.stateful:
-        states = [(b.state(f"k_cache{c}", FP16, shape), b.state(f"v_cache{c}", FP16, shape))
-                  for c in caches]  # fmt: skip
+        states = [
+            (b.state(f"k_cache{c}", FP16, shape), b.state(f"v_cache{c}", FP16, shape))
+            for c in caches
+        ]
         length = b.input("length", DType.INT32, (1,))
         rope = input_rope(b, p)
         row = b.const("cache_row", np.array([0, 0, 1, 0], np.int32))
         begin = b.op("mul", "cache_begin", x=length, y=row)  # [0, 0, length, 0]
-        end = b.op("add", "cache_end", x=begin,
-                   y=b.const("cache_extent", np.array([1, p.kv_heads, p.seq_len, p.dim], np.int32)))  # fmt: skip
+        end = b.op(
+            "add",
+            "cache_end",
+            x=begin,
+            y=b.const("cache_extent", np.array([1, p.kv_heads, p.seq_len, p.dim], np.int32)),
+        )
         pasts = tuple(Past(k, v, begin, end) for k, v in states)
         return Context(x, rope, state_mask(b, p, length), pasts)
     pasts = tuple(
@@ -320,7 +329,11 @@ def decode_inputs(p: AttentionParams, drawn: dict[str, np.ndarray], seed: int) -
     top = (p.cache_len or 0) - (p.seq_len if p.stateful else 0)
     length = int(rng.integers(0, top + 1))
     drawn["length"] = np.array([length], np.int32)
-    drawn.update(rope_inputs(np.arange(length, length + p.seq_len), p.dim, p.rope_theta,
-                             p.rope_scaling))  # fmt: skip
-    return {"length": f"uniform in [0, {top}]",
-            "cos": "RoPE cos of positions length…", "sin": "RoPE sin of positions length…"}  # fmt: skip
+    drawn.update(
+        rope_inputs(np.arange(length, length + p.seq_len), p.dim, p.rope_theta, p.rope_scaling)
+    )
+    return {
+        "length": f"uniform in [0, {top}]",
+        "cos": "RoPE cos of positions length…",
+        "sin": "RoPE sin of positions length…",
+    }

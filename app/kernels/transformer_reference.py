@@ -157,10 +157,12 @@ def reference_context(
     cos, sin = input_tables(inputs)
     held = (states or {}) if p.stateful else inputs
     pasts = [
-        (visible_past(held[f"k_cache{c}"], inputs["length"]),
-         visible_past(held[f"v_cache{c}"], inputs["length"]))
+        (
+            visible_past(held[f"k_cache{c}"], inputs["length"]),
+            visible_past(held[f"v_cache{c}"], inputs["length"]),
+        )
         for c in caches
-    ]  # fmt: skip
+    ]
     return x, cos, sin, pasts
 
 

@@ -10,5 +10,12 @@ against a float64 definition of the whole model. docs/kits.md describes a kit an
 from app.kits.build import KitOptions, KitResult, build_kit, build_kit_files, model_zip
 from app.kits.runner import Kit, KitError
 
-__all__ = ["Kit", "KitError", "KitOptions", "KitResult", "build_kit", "build_kit_files",
-           "model_zip"]  # fmt: skip
+__all__ = [
+    "Kit",
+    "KitError",
+    "KitOptions",
+    "KitResult",
+    "build_kit",
+    "build_kit_files",
+    "model_zip",
+]

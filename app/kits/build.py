@@ -103,9 +103,12 @@ def _lengths(model: Model, options: KitOptions) -> tuple[int, int]:
     if context < 1 or prefill < 1:
         raise RequestError("context" if context < 1 else "prefill", "a positive number of tokens")
     if prefill > context or context % prefill:
-        raise RequestError("prefill", f"{prefill} tokens per chunk must divide the context of "
-                           f"{context} (chunks start at multiples of it and must end within "
-                           f"the cache); e.g. {math.gcd(context, prefill)}")  # fmt: skip
+        raise RequestError(
+            "prefill",
+            f"{prefill} tokens per chunk must divide the context of "
+            f"{context} (chunks start at multiples of it and must end within "
+            f"the cache); e.g. {math.gcd(context, prefill)}",
+        )
     return context, prefill
 
 
@@ -118,21 +121,29 @@ def _check_options(options: KitOptions) -> None:
         device_or_error(options.device)  # names the known devices
 
 
-def _plan(model: Model, options: KitOptions, fp16_layer_bytes: int, layers_q: Any, context: int,
-          prefill: int) -> Plan:  # fmt: skip
+def _plan(
+    model: Model,
+    options: KitOptions,
+    fp16_layer_bytes: int,
+    layers_q: Any,
+    context: int,
+    prefill: int,
+) -> Plan:
     """No device: the ANE_MAX_PROGRAM_WEIGHT_BYTES budget and the every-chip axis limit. A
     device: its per-program envelope (or the option, if lower) and its per-axis limit; layers
     counted at the precision the quantization stores them in, as the planner counts them, and
     the planner's prediction for the device recorded with the plan."""
     if options.device is None:
         budget = options.max_program_weight_bytes or Settings().max_program_weight_bytes
-        return make_plan(model.num_layers, fp16_layer_bytes, model.vocab_size, model.hidden_size,
-                         budget)  # fmt: skip
+        return make_plan(
+            model.num_layers, fp16_layer_bytes, model.vocab_size, model.hidden_size, budget
+        )
     chip = device_or_error(options.device)
     budget = min(chip.program_weight_bytes.value, options.max_program_weight_bytes or math.inf)
     try:
-        predicted = planner.make_plan(model.config, chip.name, quantize=layers_q, context=context,
-                                      prefill=prefill)  # fmt: skip
+        predicted = planner.make_plan(
+            model.config, chip.name, quantize=layers_q, context=context, prefill=prefill
+        )
     except RequestError as exc:
         if not exc.field.startswith("quantize"):
             raise
@@ -140,24 +151,42 @@ def _plan(model: Model, options: KitOptions, fp16_layer_bytes: int, layers_q: An
     stored = fp16_layer_bytes
     if predicted is not None:
         stored = math.ceil(predicted.precision.stored_bytes(fp16_layer_bytes / 2))
-    keep = ("path", "precision", "fits", "problems", "fits_with", "decode_tokens_per_s",
-            "decode_tokens_per_s_range", "prefill_tokens_per_s", "prefill_tokens_per_s_range",
-            "peak_memory_bytes", "first_load_bytes")  # fmt: skip
+    keep = (
+        "path",
+        "precision",
+        "fits",
+        "problems",
+        "fits_with",
+        "decode_tokens_per_s",
+        "decode_tokens_per_s_range",
+        "prefill_tokens_per_s",
+        "prefill_tokens_per_s_range",
+        "peak_memory_bytes",
+        "first_load_bytes",
+    )
     prediction = None if predicted is None else {k: predicted.to_json()[k] for k in keep}
-    return make_plan(model.num_layers, stored, model.vocab_size, model.hidden_size, int(budget),
-                     chip.name, chip.axis_max.value, prediction)  # fmt: skip
+    return make_plan(
+        model.num_layers,
+        stored,
+        model.vocab_size,
+        model.hidden_size,
+        int(budget),
+        chip.name,
+        chip.axis_max.value,
+        prediction,
+    )
 
 
-def build_kit_files(checkpoint: str | Path, options: KitOptions = KitOptions(),
-                    progress: Progress | None = None) -> KitResult:  # fmt: skip
+def build_kit_files(
+    checkpoint: str | Path, options: KitOptions = KitOptions(), progress: Progress | None = None
+) -> KitResult:
     """Every file of the kit in memory (kit.json last): the kit written to a temporary file,
     then read back. For small models; `build_kit` writes a kit of any size to a file."""
     with tempfile.TemporaryFile(prefix="kit-") as f:
         meta, verification, seconds = write_kit_zip(checkpoint, options, f, progress)
         f.seek(0)
         files = _read_back(f)
-    return KitResult(None, meta, sum(len(v) for v in files.values()), seconds, verification,
-                     files)  # fmt: skip
+    return KitResult(None, meta, sum(len(v) for v in files.values()), seconds, verification, files)
 
 
 def _read_back(f) -> dict[str, bytes]:
@@ -188,16 +217,21 @@ class _Writing:
     def add_program(self, name: str, role: str, build, describe: dict[str, Any]) -> None:
         """Write the program's files and note what kit.json says of it; nothing of it is kept."""
         self.described[name] = {
-            "name": name, "role": role, "path": program_path(name, self.options.format),
-            "weight_bytes": weight_bytes(build), "functions": signature(build), **describe,
-        }  # fmt: skip
+            "name": name,
+            "role": role,
+            "path": program_path(name, self.options.format),
+            "weight_bytes": weight_bytes(build),
+            "functions": signature(build),
+            **describe,
+        }
         with program_entries(build, self.options.format, self.options.mlmodelc_profile) as entries:
             for e in sorted(entries, key=lambda e: e.path):
                 self.kit.add(Entry(e.path, e.data, e.stream, e.size, compress=_compressed(e.path)))
 
 
-def write_kit_zip(checkpoint: str | Path, options: KitOptions, f: BinaryIO,
-                  progress: Progress | None = None) -> tuple[dict, dict | None, float]:  # fmt: skip
+def write_kit_zip(
+    checkpoint: str | Path, options: KitOptions, f: BinaryIO, progress: Progress | None = None
+) -> tuple[dict, dict | None, float]:
     """Build the kit into `f` (a file opened for writing and reading, at its start), one
     program at a time: each is built, its files written into the zip and let go before the
     next. The zip's entries go in path order (as every deterministic zip of the project), so the
@@ -224,13 +258,20 @@ def write_kit_zip(checkpoint: str | Path, options: KitOptions, f: BinaryIO,
             writing.say_program(say, name, f"layers {layers.start}-{layers.stop - 1}")
             stack = {key: v for key, v in model.decoder.items() if key in type(base).model_fields}
             stack |= {"first_layer": layers.start, "num_layers": len(layers)}
-            build = decoder_chunk(name, stack, model.layer_weights(layers.start, len(layers)),
-                                  context=context, prefill=prefill, kv=options.kv,
-                                  quantize=layers_q)  # fmt: skip
+            build = decoder_chunk(
+                name,
+                stack,
+                model.layer_weights(layers.start, len(layers)),
+                context=context,
+                prefill=prefill,
+                kv=options.kv,
+                quantize=layers_q,
+            )
             if held is not None:
                 held.put_layers(build.program_weights)
-            writing.add_program(name, "decoder", build,
-                                _decoder_meta(build, layers, context, options.kv))  # fmt: skip
+            writing.add_program(
+                name, "decoder", build, _decoder_meta(build, layers, context, options.kv)
+            )
 
         def head(k: int, rows: range) -> None:
             name = f"head_{k}"
@@ -247,12 +288,16 @@ def write_kit_zip(checkpoint: str | Path, options: KitOptions, f: BinaryIO,
             **{p.name: p.read_bytes for p in tokenizer},
         }
         parts: dict[str, Callable[[], None]] = {
-            **{program_path(f"decoder_{k}", options.format): partial(decoder, k, layers)
-               for k, layers in enumerate(plan.layers)},
-            **{program_path(f"head_{k}", options.format): partial(head, k, rows)
-               for k, rows in enumerate(plan.head)},
+            **{
+                program_path(f"decoder_{k}", options.format): partial(decoder, k, layers)
+                for k, layers in enumerate(plan.layers)
+            },
+            **{
+                program_path(f"head_{k}", options.format): partial(head, k, rows)
+                for k, rows in enumerate(plan.head)
+            },
             manifest.EMBEDDINGS_FILE: partial(_write_embeddings, writing),
-        }  # fmt: skip
+        }
         tail: dict[str, bytes] = {}  # the files after kit.json, held until it is written
         # a built program's ops and vars reference each other: collected before the next is
         # built when the weights they hold matter (a test model's do not, and collecting costs)
@@ -267,14 +312,20 @@ def write_kit_zip(checkpoint: str | Path, options: KitOptions, f: BinaryIO,
                 tail[path] = small[path]()
         programs = [writing.described[f"decoder_{k}"] for k in range(len(plan.layers))]
         programs += [writing.described[f"head_{k}"] for k in range(len(plan.head))]
-        meta = _kit_json(model, options, plan, programs, context, prefill, base,
-                         [p.name for p in tokenizer])  # fmt: skip
+        meta = _kit_json(
+            model, options, plan, programs, context, prefill, base, [p.name for p in tokenizer]
+        )
         verification = None
         if held is not None:
             say("verifying against the float64 model")
-            whole = WholeModel(base, model.num_layers, held.layer,
-                               _table(writing.kit.read(manifest.EMBEDDINGS_FILE), model), norm,
-                               held.head_pieces())  # fmt: skip
+            whole = WholeModel(
+                base,
+                model.num_layers,
+                held.layer,
+                _table(writing.kit.read(manifest.EMBEDDINGS_FILE), model),
+                norm,
+                held.head_pieces(),
+            )
             verification = _verify(writing.kit, tail, meta, whole, model.vocab_size)
             tail[VERIFICATION_JSON] = manifest.to_bytes(verification)
             meta["verification"] = {k: verification[k] for k in ("passed",)} | {
@@ -323,8 +374,9 @@ def _file(path: str, data: bytes) -> Entry:
     return Entry(path, data, compress=_compressed(path))
 
 
-def _verify(kit: KitZip, tail: Mapping[str, bytes], meta: dict[str, Any], whole: WholeModel,
-            vocab: int) -> dict[str, Any]:  # fmt: skip
+def _verify(
+    kit: KitZip, tail: Mapping[str, bytes], meta: dict[str, Any], whole: WholeModel, vocab: int
+) -> dict[str, Any]:
     """The kit run from what is written of it (programs read back when run, held within the
     largest program's weights) and the files held for after kit.json, under a draft kit.json:
     every digest but its own and the report's."""
@@ -347,13 +399,22 @@ def _decoder_meta(build, layers: range, context: int, kv: str) -> dict[str, Any]
             "shape": [1, first.kv_heads, context, first.dim],
             "dtype": "fp16",
             "where": "inputs k_cache_<i>, v_cache_<i>; new rows as outputs k_<i>, v_<i>"
-            if kv == "io" else "ios18 states k_cache_<i>, v_cache_<i>, updated in place",
+            if kv == "io"
+            else "ios18 states k_cache_<i>, v_cache_<i>, updated in place",
         },
-    }  # fmt: skip
+    }
 
 
-def _kit_json(model: Model, options: KitOptions, plan: Plan, programs: list[dict], context: int,
-              prefill: int, base, tokenizer: list[str]) -> dict[str, Any]:  # fmt: skip
+def _kit_json(
+    model: Model,
+    options: KitOptions,
+    plan: Plan,
+    programs: list[dict],
+    context: int,
+    prefill: int,
+    base,
+    tokenizer: list[str],
+) -> dict[str, Any]:
     config = model.config
     return {
         "kit_version": manifest.KIT_VERSION,
@@ -412,8 +473,12 @@ def _kit_json(model: Model, options: KitOptions, plan: Plan, programs: list[dict
     }
 
 
-def build_kit(checkpoint: str | Path, output: str | Path, options: KitOptions = KitOptions(),
-              progress: Progress | None = None) -> KitResult:  # fmt: skip
+def build_kit(
+    checkpoint: str | Path,
+    output: str | Path,
+    options: KitOptions = KitOptions(),
+    progress: Progress | None = None,
+) -> KitResult:
     """Build the kit and write it to `output` atomically: nothing is left there on error."""
     output = Path(output)
     with atomic_file(output, readable=True) as f:

@@ -55,8 +55,11 @@ class StandInRuntime:
         for function in _functions_of(meta):
             self.make(meta["name"], function, {})
         first = time.perf_counter() - started
-        return {"first_load_s": first, "warm_load_s": first,
-                "placement": {"available": False, "reason": STAND_IN}}  # fmt: skip
+        return {
+            "first_load_s": first,
+            "warm_load_s": first,
+            "placement": {"available": False, "reason": STAND_IN},
+        }
 
     def functions(self, program: str, function: str | None, states: dict):
         return self.make(program, function, states)
@@ -73,11 +76,17 @@ class CoreMLRuntime:
     def __init__(self, kit: Kit, root: Path):
         reason = unavailable_reason()
         if reason is not None:
-            raise RequestError("runtime", f"Core ML cannot run here: {reason}",
-                               kind=ErrorKind.UNAVAILABLE, title="Core ML unavailable")  # fmt: skip
+            raise RequestError(
+                "runtime",
+                f"Core ML cannot run here: {reason}",
+                kind=ErrorKind.UNAVAILABLE,
+                title="Core ML unavailable",
+            )
         if kit.meta["format"] == "mil":
-            raise RequestError("kit.format", "a mil kit has no Core ML programs; build it with "
-                               "format mlpackage or mlmodelc")  # fmt: skip
+            raise RequestError(
+                "kit.format",
+                "a mil kit has no Core ML programs; build it with format mlpackage or mlmodelc",
+            )
         self.root, self.models, self.state = root, {}, kit.meta["kv"] == "state"
         self.compiled: dict[str, Path] = {}
 
@@ -105,8 +114,9 @@ class CoreMLRuntime:
         compiled = (
             path if path.suffix == ".mlmodelc" else Path(ct.models.utils.compile_model(str(path)))
         )
-        placement = {f or "main": placement_report(compiled, f or "main")
-                     for f in _functions_of(meta)}  # fmt: skip
+        placement = {
+            f or "main": placement_report(compiled, f or "main") for f in _functions_of(meta)
+        }
         for report in placement.values():
             report.pop("ops", None)  # the summary (counts, warnings) goes into the report
         return {"first_load_s": first, "warm_load_s": warm, "placement": placement}
@@ -127,9 +137,14 @@ class CoreMLRuntime:
 Runtime = Callable[[Kit, Path], StandInRuntime | CoreMLRuntime]
 
 
-def device_check(files: Mapping[str, bytes], runtime: Runtime, *, device: str,
-                 prompt: Sequence[int] | None = None,
-                 max_new_tokens: int = DEFAULT_NEW_TOKENS) -> dict[str, Any]:  # fmt: skip
+def device_check(
+    files: Mapping[str, bytes],
+    runtime: Runtime,
+    *,
+    device: str,
+    prompt: Sequence[int] | None = None,
+    max_new_tokens: int = DEFAULT_NEW_TOKENS,
+) -> dict[str, Any]:
     """The report of one kit on one device (see the module's docstring)."""
     kit = Kit(files, lazy=True)  # a many-GB kit's programs are loaded when run
     prompt = list(prompt) if prompt is not None else default_prompt(kit.embeddings.shape[0], 6)
@@ -141,8 +156,9 @@ def device_check(files: Mapping[str, bytes], runtime: Runtime, *, device: str,
             (root / name).parent.mkdir(parents=True, exist_ok=True)
             (root / name).write_bytes(data)
         rt = runtime(kit, root)
-        programs = [{"name": p["name"], "role": p["role"], **rt.load(p)}
-                    for p in kit.meta["programs"]]  # fmt: skip
+        programs = [
+            {"name": p["name"], "role": p["role"], **rt.load(p)} for p in kit.meta["programs"]
+        ]
         session = kit.session(rt.functions)
         started = time.perf_counter()
         hidden = session.feed(prompt)[-1]
@@ -157,8 +173,10 @@ def device_check(files: Mapping[str, bytes], runtime: Runtime, *, device: str,
             if step < max_new_tokens - 1:
                 hidden = session.feed([token])[-1]
             steps.append(time.perf_counter() - started)
-    errors = [float(np.max(np.abs(r - e)) / max(float(np.max(np.abs(e))), 1e-30))
-              for r, e in zip(rows, expected_logits, strict=True)]  # fmt: skip
+    errors = [
+        float(np.max(np.abs(r - e)) / max(float(np.max(np.abs(e))), 1e-30))
+        for r, e in zip(rows, expected_logits, strict=True)
+    ]
     decode_s = statistics.median(steps)
     arch = kit.meta["architecture"]
     model = f"{arch['model_type']} {arch['num_hidden_layers']}x{arch['hidden_size']}"

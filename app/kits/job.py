@@ -33,10 +33,19 @@ DEVICE_CHECK_TOKENS = 8
 
 
 def _file_name(name: Any) -> str:
-    if (not isinstance(name, str) or not name or "/" in name or "\\" in name
-            or name.startswith(".") or len(name) > 255):  # fmt: skip
-        raise RequestError(f"files.{name}", "a checkpoint file's own name (no folders, not "
-                           "hidden), e.g. model.safetensors or config.json")  # fmt: skip
+    if (
+        not isinstance(name, str)
+        or not name
+        or "/" in name
+        or "\\" in name
+        or name.startswith(".")
+        or len(name) > 255
+    ):
+        raise RequestError(
+            f"files.{name}",
+            "a checkpoint file's own name (no folders, not "
+            "hidden), e.g. model.safetensors or config.json",
+        )
     return name
 
 
@@ -58,8 +67,11 @@ class ModelRequest:
     @classmethod
     def create(cls, files: Mapping[str, Any], options: Mapping[str, Any]) -> ModelRequest:
         if not isinstance(files, Mapping) or not files:
-            raise RequestError("files", "the checkpoint's files by name: {\"config.json\": "
-                               "\"sha256:...\", \"model.safetensors\": \"sha256:...\"}")  # fmt: skip
+            raise RequestError(
+                "files",
+                'the checkpoint\'s files by name: {"config.json": '
+                '"sha256:...", "model.safetensors": "sha256:..."}',
+            )
         checked = {}
         for name, digest in files.items():
             key = hex_of(digest) if isinstance(digest, str) else None
@@ -68,8 +80,9 @@ class ModelRequest:
             checked[_file_name(name)] = spelled(key)
         unknown = set(options) - set(OPTIONS)
         if unknown:
-            raise RequestError(sorted(unknown)[0], f"not an option of a kit; the options are "
-                               f"{', '.join(OPTIONS)}")  # fmt: skip
+            raise RequestError(
+                sorted(unknown)[0], f"not an option of a kit; the options are {', '.join(OPTIONS)}"
+            )
         # defaults left out: the same kit asked for with or without them is the same job
         default = KitOptions()
         chosen = {k: v for k, v in options.items() if v is not None and v != getattr(default, k)}
@@ -81,8 +94,12 @@ class ModelRequest:
 
     @property
     def key(self) -> str:
-        doc = {"kind": self.kind, "version": _KEY_VERSION, "files": dict(self.files),
-               "options": dict(self.options)}  # fmt: skip
+        doc = {
+            "kind": self.kind,
+            "version": _KEY_VERSION,
+            "files": dict(self.files),
+            "options": dict(self.options),
+        }
         return hashlib.sha256(json.dumps(doc, sort_keys=True).encode()).hexdigest()
 
     @property
@@ -93,8 +110,12 @@ class ModelRequest:
         return KitOptions(**self.options)
 
     def to_json(self, *, values: bool = True) -> dict[str, Any]:
-        return {"kind": self.kind, "op": self.op, "files": dict(self.files),
-                "options": dict(self.options)}  # fmt: skip
+        return {
+            "kind": self.kind,
+            "op": self.op,
+            "files": dict(self.files),
+            "options": dict(self.options),
+        }
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> ModelRequest:
@@ -109,8 +130,11 @@ def checkpoint_folder(
     for name, digest in request.files.items():
         stored = path_of(digest)
         if stored is None:
-            raise RequestError(f"files.{name}", f"no blob {digest}: upload the file with "
-                               "/v1/blobs/uploads first (the store may have evicted it)")  # fmt: skip
+            raise RequestError(
+                f"files.{name}",
+                f"no blob {digest}: upload the file with "
+                "/v1/blobs/uploads first (the store may have evicted it)",
+            )
         os.symlink(stored, folder / name)
     return folder
 
@@ -123,8 +147,15 @@ def as_uploaded(folder: Path) -> Iterator[None]:
         yield
     except FieldError as exc:
         message = exc.message.replace(f"{folder}/", "").replace(str(folder), "the checkpoint")
-        FieldError.__init__(exc, exc.field, message, kind=exc.kind, title=exc.title,
-                            retry_after=exc.retry_after, **exc.extra)  # fmt: skip
+        FieldError.__init__(
+            exc,
+            exc.field,
+            message,
+            kind=exc.kind,
+            title=exc.title,
+            retry_after=exc.retry_after,
+            **exc.extra,
+        )
         raise
 
 
@@ -164,8 +195,13 @@ class DeviceCheckRequest:
     weight_bytes = 0
 
     @classmethod
-    def create(cls, kit: str, device: str, prompt: list[int] | None = None,
-               max_new_tokens: int = DEVICE_CHECK_TOKENS) -> DeviceCheckRequest:  # fmt: skip
+    def create(
+        cls,
+        kit: str,
+        device: str,
+        prompt: list[int] | None = None,
+        max_new_tokens: int = DEVICE_CHECK_TOKENS,
+    ) -> DeviceCheckRequest:
         if not isinstance(kit, str) or not kit.isalnum() or len(kit) > 64:
             raise RequestError("kit", "the id of the POST /v1/models job whose kit to check")
         device_or_error(device)
@@ -183,15 +219,24 @@ class DeviceCheckRequest:
         return "device-check.json"
 
     def to_json(self, *, values: bool = True) -> dict[str, Any]:
-        return {"kind": self.kind, "op": self.op, "kit": self.kit, "device": self.device,
-                "prompt": list(self.prompt) if self.prompt else None,
-                "max_new_tokens": self.max_new_tokens}  # fmt: skip
+        return {
+            "kind": self.kind,
+            "op": self.op,
+            "kit": self.kit,
+            "device": self.device,
+            "prompt": list(self.prompt) if self.prompt else None,
+            "max_new_tokens": self.max_new_tokens,
+        }
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> DeviceCheckRequest:
         prompt = data.get("prompt")
-        return cls(data["kit"], data["device"], tuple(prompt) if prompt else None,
-                   int(data.get("max_new_tokens", DEVICE_CHECK_TOKENS)))  # fmt: skip
+        return cls(
+            data["kit"],
+            data["device"],
+            tuple(prompt) if prompt else None,
+            int(data.get("max_new_tokens", DEVICE_CHECK_TOKENS)),
+        )
 
 
 def run_device_check(request: DeviceCheckRequest, kit_zip: Path, runtime: str) -> dict:
@@ -202,5 +247,10 @@ def run_device_check(request: DeviceCheckRequest, kit_zip: Path, runtime: str) -
 
     chosen = StandInRuntime if runtime == "stand-in" else CoreMLRuntime
     prompt = list(request.prompt) if request.prompt else None
-    return device_check(MappedZip(kit_zip), chosen, device=request.device, prompt=prompt,
-                        max_new_tokens=request.max_new_tokens)  # fmt: skip
+    return device_check(
+        MappedZip(kit_zip),
+        chosen,
+        device=request.device,
+        prompt=prompt,
+        max_new_tokens=request.max_new_tokens,
+    )

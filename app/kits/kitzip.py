@@ -52,8 +52,12 @@ class KitZip:
         else:
             stream = entry.stream
             assert stream is not None
-            written = Entry(entry.path, stream=lambda out: stream(_Hashing(out, digest)),
-                            size=entry.size, compress=entry.compress)  # fmt: skip
+            written = Entry(
+                entry.path,
+                stream=lambda out: stream(_Hashing(out, digest)),
+                size=entry.size,
+                compress=entry.compress,
+            )
         self._infos[entry.path] = self._zip.add(written)
         self.digests[entry.path] = digest.hexdigest()
 
@@ -92,8 +96,7 @@ def read_entry(fd: int, info: zipfile.ZipInfo) -> bytes | memoryview:
     if info.file_size < MAPPED_BYTES:
         return os.pread(fd, info.file_size, start)
     base = start - start % mmap.ALLOCATIONGRANULARITY
-    mapped = mmap.mmap(fd, start - base + info.file_size, access=mmap.ACCESS_READ,
-                       offset=base)  # fmt: skip
+    mapped = mmap.mmap(fd, start - base + info.file_size, access=mmap.ACCESS_READ, offset=base)
     return memoryview(mapped)[start - base :]
 
 

@@ -57,8 +57,10 @@ class KitLimits(BaseModel):
 
     def timeout_message(self) -> str:
         """Why a job that ran out of its time was stopped, naming the settings that set it."""
-        return (f"the kit job exceeded its time limit of {self.timeout_s:g}s ({TIMEOUT_SETTINGS}"
-                f" for a kit of {self.kit_bytes_estimate / GB:.2f} GB) and was stopped")  # fmt: skip
+        return (
+            f"the kit job exceeded its time limit of {self.timeout_s:g}s ({TIMEOUT_SETTINGS}"
+            f" for a kit of {self.kit_bytes_estimate / GB:.2f} GB) and was stopped"
+        )
 
 
 def timeout_for(kit_bytes: int, verify: bool, settings: Settings) -> float:
@@ -90,8 +92,12 @@ def kit_bytes(model: Model, options: KitOptions) -> int:
     layer_params = layer_bytes(model.stack_params(0, 1, seq_len=1)) // 2
     table = model.vocab_size * model.hidden_size
     tokenizer = sum(p.stat().st_size for p in model.tokenizer_files())
-    return (_stored_bytes(model.num_layers * layer_params, layers_q)
-            + _stored_bytes(table, head_q) + 2 * table + tokenizer)  # fmt: skip
+    return (
+        _stored_bytes(model.num_layers * layer_params, layers_q)
+        + _stored_bytes(table, head_q)
+        + 2 * table
+        + tokenizer
+    )
 
 
 def limits_of(model: Model, options: KitOptions, settings: Settings) -> KitLimits:
@@ -99,25 +105,40 @@ def limits_of(model: Model, options: KitOptions, settings: Settings) -> KitLimit
     over ANE_MAX_CHECKPOINT_BYTES or the kit over ANE_KIT_CACHE_MAX_BYTES."""
     checkpoint = sum(t.nbytes for t in model.tensors.values())
     if checkpoint > settings.max_checkpoint_bytes:
-        raise RequestError("files", f"the checkpoint's tensors hold {checkpoint} bytes, over "
-                           f"{CHECKPOINT_SETTING}={settings.max_checkpoint_bytes}: raise the "
-                           "setting to build kits of it", kind=ErrorKind.TOO_LARGE,
-                           title="Checkpoint too large", limit=settings.max_checkpoint_bytes,
-                           setting=CHECKPOINT_SETTING, checkpoint_bytes=checkpoint)  # fmt: skip
+        raise RequestError(
+            "files",
+            f"the checkpoint's tensors hold {checkpoint} bytes, over "
+            f"{CHECKPOINT_SETTING}={settings.max_checkpoint_bytes}: raise the "
+            "setting to build kits of it",
+            kind=ErrorKind.TOO_LARGE,
+            title="Checkpoint too large",
+            limit=settings.max_checkpoint_bytes,
+            setting=CHECKPOINT_SETTING,
+            checkpoint_bytes=checkpoint,
+        )
     kit = kit_bytes(model, options)
     if kit > settings.kit_cache_max_bytes:
-        raise RequestError("files", f"the kit would hold about {kit} bytes, more than the "
-                           f"artifact cache keeps for kits ({KIT_CACHE_SETTING}="
-                           f"{settings.kit_cache_max_bytes}): raise the setting, or quantize",
-                           kind=ErrorKind.TOO_LARGE, title="Kit too large for the cache",
-                           limit=settings.kit_cache_max_bytes, setting=KIT_CACHE_SETTING,
-                           kit_bytes_estimate=kit)  # fmt: skip
-    return KitLimits(checkpoint_bytes=checkpoint, kit_bytes_estimate=kit,
-                     timeout_s=timeout_for(kit, options.verify, settings))  # fmt: skip
+        raise RequestError(
+            "files",
+            f"the kit would hold about {kit} bytes, more than the "
+            f"artifact cache keeps for kits ({KIT_CACHE_SETTING}="
+            f"{settings.kit_cache_max_bytes}): raise the setting, or quantize",
+            kind=ErrorKind.TOO_LARGE,
+            title="Kit too large for the cache",
+            limit=settings.kit_cache_max_bytes,
+            setting=KIT_CACHE_SETTING,
+            kit_bytes_estimate=kit,
+        )
+    return KitLimits(
+        checkpoint_bytes=checkpoint,
+        kit_bytes_estimate=kit,
+        timeout_s=timeout_for(kit, options.verify, settings),
+    )
 
 
-def kit_limits(request: ModelRequest, path_of: Callable[[str], Path | None],
-               settings: Settings) -> KitLimits:  # fmt: skip
+def kit_limits(
+    request: ModelRequest, path_of: Callable[[str], Path | None], settings: Settings
+) -> KitLimits:
     """The request's limits from its blobs (`path_of`: a digest's stored file), laid out as a
     checkpoint folder of links that only the headers are read from. Blocking."""
     with tempfile.TemporaryDirectory(prefix="ane-kit-limits-") as scratch:

@@ -24,10 +24,19 @@ from app.errors import RequestError
 from app.kernels.decoder_stack import DecoderStackParams
 
 # model_type -> the class name transformers gives its causal LM
-ARCHITECTURES = {"llama": "LlamaForCausalLM", "mistral": "MistralForCausalLM",
-                 "qwen2": "Qwen2ForCausalLM", "qwen3": "Qwen3ForCausalLM"}  # fmt: skip
-TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "generation_config.json",
-                   "special_tokens_map.json", "tokenizer.model")  # fmt: skip
+ARCHITECTURES = {
+    "llama": "LlamaForCausalLM",
+    "mistral": "MistralForCausalLM",
+    "qwen2": "Qwen2ForCausalLM",
+    "qwen3": "Qwen3ForCausalLM",
+}
+TOKENIZER_FILES = (
+    "tokenizer.json",
+    "tokenizer_config.json",
+    "generation_config.json",
+    "special_tokens_map.json",
+    "tokenizer.model",
+)
 STACK = "decoder_stack"
 
 
@@ -72,11 +81,17 @@ class Model:
     def _found(self, name: str, shape: tuple[int, ...]) -> Tensor:
         found = self.tensors.get(name)
         if found is None:
-            raise RequestError("checkpoint", f"tensor {name!r} is missing from {self.folder}",
-                               title="Checkpoint and config disagree")  # fmt: skip
+            raise RequestError(
+                "checkpoint",
+                f"tensor {name!r} is missing from {self.folder}",
+                title="Checkpoint and config disagree",
+            )
         if found.shape != shape:
-            raise RequestError("checkpoint", f"tensor {name!r} has shape {list(found.shape)}; the "
-                               f"config gives {list(shape)}", title="Checkpoint and config disagree")  # fmt: skip
+            raise RequestError(
+                "checkpoint",
+                f"tensor {name!r} has shape {list(found.shape)}; the config gives {list(shape)}",
+                title="Checkpoint and config disagree",
+            )
         return found
 
     def tensor(self, name: str, shape: tuple[int, ...]) -> np.ndarray:
@@ -89,8 +104,9 @@ class Model:
         the vocabulary's size is never converted whole."""
         found = self._found(name, shape)
         row_bytes = found.nbytes // shape[0]
-        part = replace(found, offset=found.offset + rows.start * row_bytes,
-                       shape=(len(rows), *shape[1:]))  # fmt: skip
+        part = replace(
+            found, offset=found.offset + rows.start * row_bytes, shape=(len(rows), *shape[1:])
+        )
         values, _ = convert_all({name: part})
         return values[name]
 
@@ -98,8 +114,9 @@ class Model:
         return self.tensor(f"{self.prefix}embed_tokens.weight", (self.vocab_size, self.hidden_size))
 
     def embedding_rows(self, rows: range) -> np.ndarray:
-        return self.tensor_rows(f"{self.prefix}embed_tokens.weight",
-                                (self.vocab_size, self.hidden_size), rows)  # fmt: skip
+        return self.tensor_rows(
+            f"{self.prefix}embed_tokens.weight", (self.vocab_size, self.hidden_size), rows
+        )
 
     def final_norm(self) -> np.ndarray:
         return self.tensor(f"{self.prefix}norm.weight", (self.hidden_size,))
@@ -121,29 +138,40 @@ class Model:
         parsed = self.stack_params(0, self.num_layers, seq_len=1)
         locate(STACK, parsed, self.tensors, 0, self.prefix)
         shape = (self.vocab_size, self.hidden_size)
-        wanted = {f"{self.prefix}embed_tokens.weight": shape,
-                  f"{self.prefix}norm.weight": (self.hidden_size,)}  # fmt: skip
+        wanted = {
+            f"{self.prefix}embed_tokens.weight": shape,
+            f"{self.prefix}norm.weight": (self.hidden_size,),
+        }
         if not self.tied:
             wanted["lm_head.weight"] = shape
         for name, expected in wanted.items():
             found = self.tensors.get(name)
             if found is None:
                 hint = " (or set tie_word_embeddings)" if name == "lm_head.weight" else ""
-                raise RequestError("checkpoint", f"tensor {name!r} is missing from "
-                                   f"{self.folder}{hint}", title="Checkpoint and config disagree")  # fmt: skip
+                raise RequestError(
+                    "checkpoint",
+                    f"tensor {name!r} is missing from {self.folder}{hint}",
+                    title="Checkpoint and config disagree",
+                )
             if found.shape != expected:
-                raise RequestError("checkpoint", f"tensor {name!r} has shape {list(found.shape)}; "
-                                   f"the config gives {list(expected)}",
-                                   title="Checkpoint and config disagree")  # fmt: skip
+                raise RequestError(
+                    "checkpoint",
+                    f"tensor {name!r} has shape {list(found.shape)}; "
+                    f"the config gives {list(expected)}",
+                    title="Checkpoint and config disagree",
+                )
 
     def check_context(self, context: int) -> None:
         """`context` (positions the kit's cache holds) within max_position_embeddings and the
         sliding window."""
         limit = self.max_positions
         if limit is not None and context > limit:
-            raise RequestError("context", f"{context} positions is over the model's "
-                               f"max_position_embeddings of {limit} ({self.folder / 'config.json'}"
-                               f"); ask for at most {limit}")  # fmt: skip
+            raise RequestError(
+                "context",
+                f"{context} positions is over the model's "
+                f"max_position_embeddings of {limit} ({self.folder / 'config.json'}"
+                f"); ask for at most {limit}",
+            )
         check_window(self.config, context)
 
     def special_tokens(self) -> dict[str, Any]:
@@ -173,13 +201,21 @@ def architecture(config: Mapping[str, Any], where: Path) -> str:
     names = config.get("architectures") or []
     known = ", ".join(f"{t} ({a})" for t, a in ARCHITECTURES.items())
     if model_type not in ARCHITECTURES:
-        raise RequestError("config.model_type", f"{where}: model_type {model_type!r} "
-                           f"(architectures {names}) is not one the kits build; they build "
-                           f"{known}", title="Unsupported architecture")  # fmt: skip
+        raise RequestError(
+            "config.model_type",
+            f"{where}: model_type {model_type!r} "
+            f"(architectures {names}) is not one the kits build; they build "
+            f"{known}",
+            title="Unsupported architecture",
+        )
     if names and ARCHITECTURES[model_type] not in names:
-        raise RequestError("config.architectures", f"{where}: architectures {names} is not "
-                           f"{ARCHITECTURES[model_type]}, the causal LM of model_type "
-                           f"{model_type!r}", title="Unsupported architecture")  # fmt: skip
+        raise RequestError(
+            "config.architectures",
+            f"{where}: architectures {names} is not "
+            f"{ARCHITECTURES[model_type]}, the causal LM of model_type "
+            f"{model_type!r}",
+            title="Unsupported architecture",
+        )
     return model_type
 
 
@@ -190,11 +226,17 @@ def _weights_file(folder: Path) -> Path:
             return folder / name
     pickles = sorted(p.name for p in folder.glob("pytorch_model*.bin"))
     if pickles:
-        raise RequestError("checkpoint", f"{folder} holds {pickles[0]} only: kits read safetensors "
-                           "(save it again with save_pretrained(..., safe_serialization=True))",
-                           title="Unreadable checkpoint")  # fmt: skip
-    raise RequestError("checkpoint", f"{folder} holds neither {SINGLE_NAME} nor {INDEX_NAME}",
-                       title="Unreadable checkpoint")  # fmt: skip
+        raise RequestError(
+            "checkpoint",
+            f"{folder} holds {pickles[0]} only: kits read safetensors "
+            "(save it again with save_pretrained(..., safe_serialization=True))",
+            title="Unreadable checkpoint",
+        )
+    raise RequestError(
+        "checkpoint",
+        f"{folder} holds neither {SINGLE_NAME} nor {INDEX_NAME}",
+        title="Unreadable checkpoint",
+    )
 
 
 def _integer(config: Mapping[str, Any], key: str, where: Path) -> int:
@@ -208,8 +250,11 @@ def open_model(folder: str | Path) -> Model:
     """The checkpoint folder read as a supported causal LM, every tensor checked (headers)."""
     folder = Path(folder)
     if not folder.is_dir():
-        raise RequestError("checkpoint", f"{folder} is not a directory (a save_pretrained folder: "
-                           "config.json, model.safetensors, tokenizer files)")  # fmt: skip
+        raise RequestError(
+            "checkpoint",
+            f"{folder} is not a directory (a save_pretrained folder: "
+            "config.json, model.safetensors, tokenizer files)",
+        )
     config_path = folder / "config.json"
     if not config_path.is_file():
         raise RequestError("checkpoint", f"{config_path}: no such file")

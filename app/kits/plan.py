@@ -60,10 +60,14 @@ def group_layers(num_layers: int, layer_bytes: int, budget: int) -> list[range]:
     """Consecutive layers per program by the planner's rule; refused when one layer alone is
     over the budget (no cut at layer boundaries meets it)."""
     if layer_bytes > budget:
-        raise RequestError("max_program_weight_bytes", f"one decoder layer holds {layer_bytes} "
-                           f"bytes of weights, over the budget of {budget} bytes per program: "
-                           "no cut at layer boundaries meets it; raise the budget or quantize",
-                           title="Program too large", limit=budget)  # fmt: skip
+        raise RequestError(
+            "max_program_weight_bytes",
+            f"one decoder layer holds {layer_bytes} "
+            f"bytes of weights, over the budget of {budget} bytes per program: "
+            "no cut at layer boundaries meets it; raise the budget or quantize",
+            title="Program too large",
+            limit=budget,
+        )
     out, first = [], 0
     for count in layer_groups(num_layers, layer_bytes, budget):
         out.append(range(first, first + count))
@@ -76,18 +80,34 @@ def split_vocabulary(vocab: int, hidden: int, budget: int, axis_limit: int) -> l
     the weight budget."""
     rows = min(axis_limit, budget // (2 * hidden))
     if rows < 1:
-        raise RequestError("max_program_weight_bytes", f"one head row holds {2 * hidden} bytes, "
-                           f"over the budget of {budget} bytes per program", limit=budget,
-                           title="Program too large")  # fmt: skip
+        raise RequestError(
+            "max_program_weight_bytes",
+            f"one head row holds {2 * hidden} bytes, over the budget of {budget} bytes per program",
+            limit=budget,
+            title="Program too large",
+        )
     pieces = math.ceil(vocab / rows)
     size = math.ceil(vocab / pieces)
     return [range(s, min(s + size, vocab)) for s in range(0, vocab, size)]
 
 
-def make_plan(num_layers: int, layer_bytes: int, vocab: int, hidden: int, budget: int,
-              device: str | None = None, device_axis_max: int | None = None,
-              prediction: Mapping[str, Any] | None = None) -> Plan:  # fmt: skip
+def make_plan(
+    num_layers: int,
+    layer_bytes: int,
+    vocab: int,
+    hidden: int,
+    budget: int,
+    device: str | None = None,
+    device_axis_max: int | None = None,
+    prediction: Mapping[str, Any] | None = None,
+) -> Plan:
     axis = DEFAULT_AXIS_LIMIT if device_axis_max is None else axis_limit_for(device_axis_max)
-    return Plan(group_layers(num_layers, layer_bytes, budget),
-                split_vocabulary(vocab, hidden, budget, axis), budget, axis, device,
-                device_axis_max, prediction)  # fmt: skip
+    return Plan(
+        group_layers(num_layers, layer_bytes, budget),
+        split_vocabulary(vocab, hidden, budget, axis),
+        budget,
+        axis,
+        device,
+        device_axis_max,
+        prediction,
+    )

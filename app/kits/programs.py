@@ -45,29 +45,50 @@ class Built:
     describe: dict[str, Any]
 
 
-def decoder_chunk(name: str, base: dict[str, Any], weights: dict[str, np.ndarray], *,
-                  context: int, prefill: int, kv: str, quantize=None) -> FunctionsBuild:  # fmt: skip
+def decoder_chunk(
+    name: str,
+    base: dict[str, Any],
+    weights: dict[str, np.ndarray],
+    *,
+    context: int,
+    prefill: int,
+    kv: str,
+    quantize=None,
+) -> FunctionsBuild:
     """Layers `base` names, prefill and decode functions over a cache of `context` positions."""
-    params = base | {"mode": "decode", "cache_len": context,
-                     "kv_cache": "state" if kv == "state" else "inputs"}  # fmt: skip
+    params = base | {
+        "mode": "decode",
+        "cache_len": context,
+        "kv_cache": "state" if kv == "state" else "inputs",
+    }
     functions = {"prefill": {"seq_len": prefill}, "decode": {"seq_len": 1}}
-    return build_functions(STACK, params, functions, weights, target=TARGET, name=name,
-                           quantize=quantize)  # fmt: skip
+    return build_functions(
+        STACK, params, functions, weights, target=TARGET, name=name, quantize=quantize
+    )
 
 
-def head_piece(name: str, hidden: int, eps: float, norm: np.ndarray, rows: np.ndarray,
-               quantize=None) -> KernelBuild:  # fmt: skip
+def head_piece(
+    name: str, hidden: int, eps: float, norm: np.ndarray, rows: np.ndarray, quantize=None
+) -> KernelBuild:
     """The final norm and one range of the lm_head's rows, on one token."""
-    conv: dict[str, Any] = {"id": "lm_head", "op": "conv", "params": {"out_channels": len(rows)},
-                            "inputs": {"x": "norm"}}  # fmt: skip
+    conv: dict[str, Any] = {
+        "id": "lm_head",
+        "op": "conv",
+        "params": {"out_channels": len(rows)},
+        "inputs": {"x": "norm"},
+    }
     if quantize is not None:
         conv["quantize"] = quantize
-    graph = GraphParams.model_validate({
-        "inputs": {"x": {"shape": [1, hidden, 1, 1], "dtype": "fp16"}},
-        "nodes": [{"id": "norm", "op": "rmsnorm", "params": {"eps": eps}, "inputs": {"x": "x"}},
-                  conv],
-        "outputs": {"logits": "lm_head"},
-    })  # fmt: skip
+    graph = GraphParams.model_validate(
+        {
+            "inputs": {"x": {"shape": [1, hidden, 1, 1], "dtype": "fp16"}},
+            "nodes": [
+                {"id": "norm", "op": "rmsnorm", "params": {"eps": eps}, "inputs": {"x": "x"}},
+                conv,
+            ],
+            "outputs": {"logits": "lm_head"},
+        }
+    )
     weights = {"norm.weight": norm, "lm_head.weight": rows}
     return build_graph(graph, weights, target=TARGET, name=name)
 
@@ -81,8 +102,13 @@ def signature(build: KernelBuild) -> dict[str, Any]:
         return {"name": var.name, "shape": list(var.tensor.shape), "dtype": var.tensor.dtype.value}
 
     fn = build.program.main
-    return {"main": {"inputs": [io(v) for v in fn.inputs], "states": [],
-                     "outputs": [io(v) for v in fn.outputs]}}  # fmt: skip
+    return {
+        "main": {
+            "inputs": [io(v) for v in fn.inputs],
+            "states": [],
+            "outputs": [io(v) for v in fn.outputs],
+        }
+    }
 
 
 def program_path(name: str, fmt: str) -> str:
@@ -122,8 +148,11 @@ def _compiled(build: KernelBuild, profile: str | None, work: Path) -> list[Entry
         compile_package(source, out, profile, link_weights=True)
     else:
         compile_package(source, out, link_weights=True)
-    return [_on_disk(f"{out.name}/{p.relative_to(out).as_posix()}", p)
-            for p in sorted(out.rglob("*")) if p.is_file()]  # fmt: skip
+    return [
+        _on_disk(f"{out.name}/{p.relative_to(out).as_posix()}", p)
+        for p in sorted(out.rglob("*"))
+        if p.is_file()
+    ]
 
 
 def _on_disk(path: str, file: Path) -> Entry:

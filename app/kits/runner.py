@@ -84,8 +84,15 @@ class _Decoder:
         self.prefill = functions(meta["name"], "prefill", self.states)
         self.decode = functions(meta["name"], "decode", self.states)
         shape = tuple(meta["kv_cache"]["shape"])
-        self.cache = {f"{kind}_cache_{i}": np.zeros(shape, np.float16)
-                      for i in self.layers for kind in ("k", "v")} if kv == "io" else {}  # fmt: skip
+        self.cache = (
+            {
+                f"{kind}_cache_{i}": np.zeros(shape, np.float16)
+                for i in self.layers
+                for kind in ("k", "v")
+            }
+            if kv == "io"
+            else {}
+        )
 
     def run(self, x: np.ndarray, length: int, cos: np.ndarray, sin: np.ndarray, real: int):
         """The hidden states after these layers; the first `real` tokens' keys and values kept."""
@@ -102,8 +109,9 @@ class _Decoder:
 class Kit:
     """A kit's programs and tables, loaded; `session()` starts an empty cache."""
 
-    def __init__(self, files: Mapping[str, bytes], *, being_written: bool = False,
-                 lazy: bool = False):  # fmt: skip
+    def __init__(
+        self, files: Mapping[str, bytes], *, being_written: bool = False, lazy: bool = False
+    ):
         """`being_written`: `files` are read from the zip as it is written (app/kits/kitzip.py),
         whose digests were taken from those very bytes on their way out, so they are not taken
         again; and it is `lazy`. `lazy`: the programs are loaded when run, their weights used
@@ -142,8 +150,9 @@ class Kit:
         rope = meta["rope"]
         self.rope = np.frombuffer(files[rope["path"]], "<f2").reshape(rope["shape"])
         self._by_name = {p["name"]: p for p in meta["programs"]}
-        self._hold_bytes = max([HOLD_FLOOR_BYTES, *(p.get("weight_bytes", 0)
-                                                    for p in meta["programs"])])  # fmt: skip
+        self._hold_bytes = max(
+            [HOLD_FLOOR_BYTES, *(p.get("weight_bytes", 0) for p in meta["programs"])]
+        )
         if not self._lazy:
             for name in self._by_name:
                 self.program(name)
@@ -167,8 +176,7 @@ class Kit:
                 self._make_room(self._weight_bytes(name))
             try:
                 # a lazy kit's weights are used where they are (mapped from its zip)
-                self._programs[name] = _load_program(self._files, self._by_name[name],
-                                                     self._lazy)  # fmt: skip
+                self._programs[name] = _load_program(self._files, self._by_name[name], self._lazy)
             except ArtifactError as exc:
                 raise KitError(f"a program cannot be read back: {exc}") from None
         return self._programs[name]
@@ -201,16 +209,18 @@ class Kit:
     def session(self, functions: Functions | None = None) -> Session:
         return Session(self, functions)
 
-    def generate(self, prompt: Sequence[int], max_new_tokens: int,
-                 stop: Sequence[int] = ()) -> tuple[list[int], list[np.ndarray]]:  # fmt: skip
+    def generate(
+        self, prompt: Sequence[int], max_new_tokens: int, stop: Sequence[int] = ()
+    ) -> tuple[list[int], list[np.ndarray]]:
         return self.session().generate(prompt, max_new_tokens, stop)
 
 
 def _load_program(files: Mapping[str, bytes], meta: Mapping[str, Any], in_place: bool):
     root = meta["path"].rstrip("/") + "/"
     own = {name[len(root) :]: name for name in files if name.startswith(root)}
-    return open_files(own, lambda relative: files[own[relative]], meta["path"],
-                      in_place=in_place).program  # fmt: skip
+    return open_files(
+        own, lambda relative: files[own[relative]], meta["path"], in_place=in_place
+    ).program
 
 
 class Session:
@@ -220,10 +230,14 @@ class Session:
         self.kit = kit
         meta = kit.meta
         functions = functions or reference_functions(kit)
-        self.decoders = [_Decoder(functions, p, meta["kv"])
-                         for p in meta["programs"] if p["role"] == "decoder"]  # fmt: skip
-        self.heads = [(functions(p["name"], None, {}), p["vocab"])
-                      for p in meta["programs"] if p["role"] == "head"]  # fmt: skip
+        self.decoders = [
+            _Decoder(functions, p, meta["kv"]) for p in meta["programs"] if p["role"] == "decoder"
+        ]
+        self.heads = [
+            (functions(p["name"], None, {}), p["vocab"])
+            for p in meta["programs"]
+            if p["role"] == "head"
+        ]
         self.chunk = int(meta["prefill"])
         self.length = 0
 
@@ -236,8 +250,11 @@ class Session:
         """Run `ids` through the decoder programs (prefill chunks, or one decode step); their
         last layer's hidden states [len(ids), hidden]."""
         if self.length + len(ids) > self.kit.context:
-            raise RequestError("max_new_tokens", f"{self.length + len(ids)} positions are over "
-                               f"the kit's context of {self.kit.context}")  # fmt: skip
+            raise RequestError(
+                "max_new_tokens",
+                f"{self.length + len(ids)} positions are over "
+                f"the kit's context of {self.kit.context}",
+            )
         width = 1 if len(ids) == 1 and self.length else self.chunk
         hidden = []
         for start in range(0, len(ids), width):
@@ -259,13 +276,15 @@ class Session:
         (so a kit that reads its programs one at a time reads each once)."""
         pieces = []
         for run, _ in self.heads:
-            rows = [run({"x": np.asarray(h, np.float16).reshape(1, -1, 1, 1)})["logits"]
-                    for h in hidden]  # fmt: skip
+            rows = [
+                run({"x": np.asarray(h, np.float16).reshape(1, -1, 1, 1)})["logits"] for h in hidden
+            ]
             pieces.append(np.stack([np.asarray(r).reshape(-1) for r in rows]))
         return np.concatenate(pieces, axis=1)
 
-    def generate(self, prompt: Sequence[int], max_new_tokens: int,
-                 stop: Sequence[int] = ()) -> tuple[list[int], list[np.ndarray]]:  # fmt: skip
+    def generate(
+        self, prompt: Sequence[int], max_new_tokens: int, stop: Sequence[int] = ()
+    ) -> tuple[list[int], list[np.ndarray]]:
         """Greedy decoding: (the new tokens, one row of logits per new token)."""
         if not prompt:
             raise RequestError("prompt_ids", "at least one token")
@@ -278,13 +297,17 @@ class Session:
                 "prompt_ids", f"token {bad[0]} is outside the vocabulary 0..{vocab - 1}"
             )
         if len(prompt) + max_new_tokens > self.kit.context + 1:
-            raise RequestError("max_new_tokens", f"{len(prompt)} prompt tokens and "
-                               f"{max_new_tokens} new ones do not fit the kit's context of "
-                               f"{self.kit.context}")  # fmt: skip
+            raise RequestError(
+                "max_new_tokens",
+                f"{len(prompt)} prompt tokens and "
+                f"{max_new_tokens} new ones do not fit the kit's context of "
+                f"{self.kit.context}",
+            )
         return self.greedy(self.logits(self.feed(prompt)[-1]), max_new_tokens, stop)
 
-    def greedy(self, row: np.ndarray, max_new_tokens: int,
-               stop: Sequence[int] = ()) -> tuple[list[int], list[np.ndarray]]:  # fmt: skip
+    def greedy(
+        self, row: np.ndarray, max_new_tokens: int, stop: Sequence[int] = ()
+    ) -> tuple[list[int], list[np.ndarray]]:
         """Greedy decoding on from the cache as it is, `row` the last position's logits."""
         tokens, rows = [], []
         for step in range(max_new_tokens):

@@ -41,11 +41,15 @@ def default_prompt(vocab: int, count: int = DEFAULT_PROMPT_TOKENS, seed: int = 0
     return [int(t) for t in np.random.default_rng(seed).integers(0, vocab, count)]
 
 
-def verify_kit(kit: Kit, model: WholeModel, prompt: Sequence[int],
-               new_tokens: int = DEFAULT_NEW_TOKENS) -> dict[str, Any]:  # fmt: skip
+def verify_kit(
+    kit: Kit, model: WholeModel, prompt: Sequence[int], new_tokens: int = DEFAULT_NEW_TOKENS
+) -> dict[str, Any]:
     if len(prompt) + new_tokens > kit.context + 1:
-        raise RequestError("max_new_tokens", f"{len(prompt)} prompt tokens and {new_tokens} new "
-                           f"ones do not fit the kit's context of {kit.context}")  # fmt: skip
+        raise RequestError(
+            "max_new_tokens",
+            f"{len(prompt)} prompt tokens and {new_tokens} new "
+            f"ones do not fit the kit's context of {kit.context}",
+        )
     session = kit.session()
     got = session.logits_rows(session.feed(prompt))
     # the kit generates on from the prompt's cache, as `generate` would from a new session
@@ -71,9 +75,16 @@ def verify_kit(kit: Kit, model: WholeModel, prompt: Sequence[int],
         compared = step < compared_until
         expected = int(np.argmax(reference))
         tokens_passed = tokens_passed and (token == expected or not compared)
-        steps.append({"token": token, "reference_token": expected, "top2_margin": _num(margin),
-                      "max_abs_error": _num(err), "max_rel_error": _num(rel),
-                      "compared": compared})  # fmt: skip
+        steps.append(
+            {
+                "token": token,
+                "reference_token": expected,
+                "top2_margin": _num(margin),
+                "max_abs_error": _num(err),
+                "max_rel_error": _num(rel),
+                "compared": compared,
+            }
+        )
     return {
         "method": "the kit run from its files as an app runs it (reference executor, fp16 "
         "storage) against the float64 whole model on the weights the programs hold",

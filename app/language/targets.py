@@ -48,8 +48,9 @@ class Target:
         return self.order >= ALL_TARGETS[since].order
 
 
-def _target(name: str, opset: str, spec: int, program: str, order: int, *, buildable: bool,
-            ios18: bool) -> Target:  # fmt: skip
+def _target(
+    name: str, opset: str, spec: int, program: str, order: int, *, buildable: bool, ios18: bool
+) -> Target:
     return Target(
         name,
         opset,

@@ -51,20 +51,33 @@ class Ceilings:
         elements = t.size
         nbytes = -(-elements * t.dtype.bits // 8)
         if elements > self.tensor_elements:
-            raise CeilingError(what, f"{t} holds {elements:,} elements, over the ceiling of "
-                               f"{self.tensor_elements:,} per tensor", self.tensor_elements)  # fmt: skip
+            raise CeilingError(
+                what,
+                f"{t} holds {elements:,} elements, over the ceiling of "
+                f"{self.tensor_elements:,} per tensor",
+                self.tensor_elements,
+            )
         if nbytes > self.tensor_bytes:
-            raise CeilingError(what, f"{t} takes {nbytes:,} bytes, over the ceiling of "
-                               f"{self.tensor_bytes:,} per tensor", self.tensor_bytes)  # fmt: skip
+            raise CeilingError(
+                what,
+                f"{t} takes {nbytes:,} bytes, over the ceiling of {self.tensor_bytes:,} per tensor",
+                self.tensor_bytes,
+            )
         return elements, nbytes
 
     def program(self, elements: int, nbytes: int, what: str) -> None:
         """Check a program's running totals once `what` has added its values."""
         if elements > self.program_elements:
-            raise CeilingError(what, f"the program's values reach {elements:,} elements here, "
-                               f"over the ceiling of {self.program_elements:,} per program",
-                               self.program_elements)  # fmt: skip
+            raise CeilingError(
+                what,
+                f"the program's values reach {elements:,} elements here, "
+                f"over the ceiling of {self.program_elements:,} per program",
+                self.program_elements,
+            )
         if nbytes > self.program_bytes:
-            raise CeilingError(what, f"the program's values reach {nbytes:,} bytes here, over "
-                               f"the ceiling of {self.program_bytes:,} per program",
-                               self.program_bytes)  # fmt: skip
+            raise CeilingError(
+                what,
+                f"the program's values reach {nbytes:,} bytes here, over "
+                f"the ceiling of {self.program_bytes:,} per program",
+                self.program_bytes,
+            )

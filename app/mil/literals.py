@@ -27,8 +27,11 @@ def _scalars(value, name: str) -> list:
     while any(isinstance(v, list | tuple) for v in level):
         depth += 1
         if depth > MAX_RANK or not all(isinstance(v, list | tuple) for v in level):
-            raise MILBuildError("const", name, f"a list nested more than {MAX_RANK} deep, or "
-                                "one mixing lists and numbers")  # fmt: skip
+            raise MILBuildError(
+                "const",
+                name,
+                f"a list nested more than {MAX_RANK} deep, or one mixing lists and numbers",
+            )
         lengths = {len(v) for v in level}
         if len(lengths) > 1:
             raise MILBuildError("const", name, "a ragged list (rows of different lengths)")

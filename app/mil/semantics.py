@@ -218,8 +218,10 @@ def _slice_update(a: Args) -> np.ndarray:
     index = tuple(slice(b, e, s) for b, e, s in zip(begin, end, stride, strict=True))
     region = x[index]
     if region.shape != a["update"].shape:
-        raise ValueError(f"slice_update: x[{begin}:{end}] is {list(region.shape)}, the update "
-                         f"{list(a['update'].shape)}")  # fmt: skip
+        raise ValueError(
+            f"slice_update: x[{begin}:{end}] is {list(region.shape)}, the update "
+            f"{list(a['update'].shape)}"
+        )
     x[index] = a["update"]
     return x
 

@@ -29,12 +29,28 @@ from app.mlmodelc.survey import FunctionSurvey
 from app.mlmodelc.wire import read_fields
 
 TOP_KEYS = (
-    "shortDescription", "outputSchema", "version", "modelParameters", "author", "license",
-    "stateSchema", "metadataOutputVersion", "specificationVersion", "functions", "availability",
-    "modelType", "inputSchema", "generatedClassName", "isUpdatable", "storagePrecision",
-    "defaultFunctionName", "userDefinedMetadata", "mlProgramOperationTypeHistogram",
-    "computePrecision", "method",
-)  # fmt: skip
+    "shortDescription",
+    "outputSchema",
+    "version",
+    "modelParameters",
+    "author",
+    "license",
+    "stateSchema",
+    "metadataOutputVersion",
+    "specificationVersion",
+    "functions",
+    "availability",
+    "modelType",
+    "inputSchema",
+    "generatedClassName",
+    "isUpdatable",
+    "storagePrecision",
+    "defaultFunctionName",
+    "userDefinedMetadata",
+    "mlProgramOperationTypeHistogram",
+    "computePrecision",
+    "method",
+)
 FUNCTION_KEYS = (
     "name",
     "inputSchema",

@@ -110,7 +110,7 @@ OBSERVED: dict[str, dict[int, tuple[int, str]]] = {
     "identity": {_17: (BASE, PARAKEET_PREPROCESSOR)},
     "shape": {_17: (BASE, PARAKEET_PREPROCESSOR)},
     "upsample_nearest_neighbor": {_17: (BASE, PUBLISHED)},
-}  # fmt: skip
+}
 
 
 @dataclass(frozen=True)

@@ -36,9 +36,11 @@ class Metrics:
             "ane_http_response_bytes", "response body bytes sent", ["route"], registry=r
         )
         self.cache_hits = Counter(
-            "ane_cache_hits", "kernel requests served from the cache or an in-flight build",
-            ["op"], registry=r,
-        )  # fmt: skip
+            "ane_cache_hits",
+            "kernel requests served from the cache or an in-flight build",
+            ["op"],
+            registry=r,
+        )
         self.cache_misses = Counter(
             "ane_cache_misses", "kernel requests that built their artifact", ["op"], registry=r
         )

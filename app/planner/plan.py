@@ -88,16 +88,25 @@ class Plan:
         out, first = [], 0
         layer_bytes = self.precision.stored_bytes(self.shape.layer_params)
         for count in self.grouping.layer_groups:
-            out.append({"name": f"layers_{first}_{first + count - 1}",
-                        "layers": [first, first + count - 1],
-                        "weight_bytes": int(layer_bytes * count)})  # fmt: skip
+            out.append(
+                {
+                    "name": f"layers_{first}_{first + count - 1}",
+                    "layers": [first, first + count - 1],
+                    "weight_bytes": int(layer_bytes * count),
+                }
+            )
             first += count
         vocab, parts = self.shape.vocab, self.grouping.head_programs
         for i in range(parts):
             lo, hi = vocab * i // parts, vocab * (i + 1) // parts
-            out.append({"name": f"head_{i}", "vocab": [lo, hi],
-                        "weight_bytes": int(self.precision.stored_bytes((hi - lo) * self.shape.hidden)),
-                        "tiles": -(-self.grouping.head_tiles // parts)})  # fmt: skip
+            out.append(
+                {
+                    "name": f"head_{i}",
+                    "vocab": [lo, hi],
+                    "weight_bytes": int(self.precision.stored_bytes((hi - lo) * self.shape.hidden)),
+                    "tiles": -(-self.grouping.head_tiles // parts),
+                }
+            )
         return out
 
     def quantization_reports(self) -> list[dict]:
@@ -105,18 +114,28 @@ class Plan:
         preflight's quantization table): failures and slowdowns, with their sources."""
         if self.quantize is None or self.path not in REPORT_PATHS:
             return []
-        findings = quantization_findings(self.quantize, self.chip.report_family, path=self.path,
-                                         node="weights")  # fmt: skip
+        findings = quantization_findings(
+            self.quantize, self.chip.report_family, path=self.path, node="weights"
+        )
         return [f.to_json() for f in findings]
 
     def to_json(self) -> dict:
         decode = 1 / self.decode_s
         prefill = self.prefill / self.prefill_s
         eff = fitted()
-        facts = {name: {"value": f.value, "provenance": f.mark(), "source": f.source}
-                 for name, f in self.chip.facts().items()
-                 if name in ("peak_tflops", "bandwidth_gbs", "floor_us", "program_weight_bytes",
-                             "ram_bytes", "app_memory_share")}  # fmt: skip
+        facts = {
+            name: {"value": f.value, "provenance": f.mark(), "source": f.source}
+            for name, f in self.chip.facts().items()
+            if name
+            in (
+                "peak_tflops",
+                "bandwidth_gbs",
+                "floor_us",
+                "program_weight_bytes",
+                "ram_bytes",
+                "app_memory_share",
+            )
+        }
         return {
             "device": self.chip.name,
             "path": self.path,
@@ -124,12 +143,20 @@ class Plan:
             "quantize": dict(self.quantize) if self.quantize is not None else None,
             "context": self.context,
             "prefill": self.prefill,
-            "model": {"layers": self.shape.layers, "hidden_size": self.shape.hidden,
-                      "intermediate_size": self.shape.intermediate, "vocab_size": self.shape.vocab,
-                      "params": self.shape.params, "tied_head": self.shape.tied},
+            "model": {
+                "layers": self.shape.layers,
+                "hidden_size": self.shape.hidden,
+                "intermediate_size": self.shape.intermediate,
+                "vocab_size": self.shape.vocab,
+                "params": self.shape.params,
+                "tied_head": self.shape.tied,
+            },
             "programs": self.programs_json(),
-            "head": {"programs": self.grouping.head_programs, "tiles": self.grouping.head_tiles,
-                     "axis_max": self.chip.axis_max.value},
+            "head": {
+                "programs": self.grouping.head_programs,
+                "tiles": self.grouping.head_tiles,
+                "axis_max": self.chip.axis_max.value,
+            },
             "fits": self.fits,
             "problems": [p.to_json() for p in self.problems],
             "fits_with": self.fits_with,
@@ -146,7 +173,7 @@ class Plan:
             "efficiency": vars(eff.efficiency(self.path, self.chip.generation)),
             "quantization_reports": self.quantization_reports(),
             "device_facts": facts,
-        }  # fmt: skip
+        }
 
 
 def _positive(value: Any, name: str) -> int:
@@ -160,34 +187,57 @@ def _problems(shape: DecoderShape, precision: Precision, chip: Chip, peak: int) 
     envelope = chip.program_weight_bytes.value
     layer = int(precision.stored_bytes(shape.layer_params))
     if layer > envelope:
-        problems.append(Problem("program_weight_bytes",
-            f"one decoder layer holds {layer:,} bytes at {precision.name}, over the "
-            f"{envelope:,} one program may hold on {chip.name} by {layer - envelope:,}: no "
-            "split into whole layers fits", layer - envelope))  # fmt: skip
+        problems.append(
+            Problem(
+                "program_weight_bytes",
+                f"one decoder layer holds {layer:,} bytes at {precision.name}, over the "
+                f"{envelope:,} one program may hold on {chip.name} by {layer - envelope:,}: no "
+                "split into whole layers fits",
+                layer - envelope,
+            )
+        )
     axis = chip.axis_max.value
     for key, size in (("hidden_size", shape.hidden), ("intermediate_size", shape.intermediate)):
         if size > axis:
-            problems.append(Problem("axis_max",
-                f"{key} {size:,} is over {chip.name}'s largest axis of {axis:,} by "
-                f"{size - axis:,}", size - axis))  # fmt: skip
+            problems.append(
+                Problem(
+                    "axis_max",
+                    f"{key} {size:,} is over {chip.name}'s largest axis of {axis:,} by "
+                    f"{size - axis:,}",
+                    size - axis,
+                )
+            )
     budget = chip.app_memory_bytes
     if peak > budget:
-        problems.append(Problem("app_memory_bytes",
-            f"the plan needs {peak:,} bytes at {precision.name}, over the {budget:,} an app may "
-            f"use on {chip.name} ({chip.app_memory_share.value:.2f} of "
-            f"{chip.ram_bytes.value:,}) by {peak - budget:,}", peak - budget))  # fmt: skip
+        problems.append(
+            Problem(
+                "app_memory_bytes",
+                f"the plan needs {peak:,} bytes at {precision.name}, over the {budget:,} an app may "
+                f"use on {chip.name} ({chip.app_memory_share.value:.2f} of "
+                f"{chip.ram_bytes.value:,}) by {peak - budget:,}",
+                peak - budget,
+            )
+        )
     return problems
 
 
-def _plan(shape: DecoderShape, chip: Chip, path: str, precision: Precision,
-          quantize: Mapping[str, Any] | None, context: int, prefill: int) -> Plan:  # fmt: skip
+def _plan(
+    shape: DecoderShape,
+    chip: Chip,
+    path: str,
+    precision: Precision,
+    quantize: Mapping[str, Any] | None,
+    context: int,
+    prefill: int,
+) -> Plan:
     grouping = group_layers(shape, precision, chip)
     eff = fitted().efficiency(path, chip.generation)
     decode = decode_works(shape, precision, chip, grouping, context)
     bound = max(decode, key=lambda w: w.bytes)  # the heaviest program decides the bound
     chunk = min(prefill, PREFILL_CHUNK)
-    prefill_s = chain_seconds(chip, prefill_works(shape, precision, chip, grouping, prefill, chunk),
-                              eff)  # fmt: skip
+    prefill_s = chain_seconds(
+        chip, prefill_works(shape, precision, chip, grouping, prefill, chunk), eff
+    )
     weights = int(precision.stored_bytes(shape.params))
     kv = shape.layers * shape.kv_bytes(context)
     # a prefill chunk's widest activations (the MLP's) in and out, and the logits
@@ -195,9 +245,23 @@ def _plan(shape: DecoderShape, chip: Chip, path: str, precision: Precision,
         shape.vocab * FP16_BYTES
     )
     problems = _problems(shape, precision, chip, weights + kv + activations)
-    return Plan(chip, path, shape, precision, quantize, context, prefill, grouping,
-                chain_seconds(chip, decode, eff), roofline(chip, bound, eff).bound, prefill_s,
-                weights, kv, activations, tuple(problems))  # fmt: skip
+    return Plan(
+        chip,
+        path,
+        shape,
+        precision,
+        quantize,
+        context,
+        prefill,
+        grouping,
+        chain_seconds(chip, decode, eff),
+        roofline(chip, bound, eff).bound,
+        prefill_s,
+        weights,
+        kv,
+        activations,
+        tuple(problems),
+    )
 
 
 def make_plan(
@@ -213,8 +277,9 @@ def make_plan(
     path = path_or_error(path)
     context, prefill = _positive(context, "context"), _positive(prefill, "prefill")
     if prefill > context:
-        raise RequestError("prefill", f"a prompt of {prefill} tokens does not fit a context of "
-                           f"{context}")  # fmt: skip
+        raise RequestError(
+            "prefill", f"a prompt of {prefill} tokens does not fit a context of {context}"
+        )
     shape = shape_from_config(config)
     plan = _plan(shape, chip, path, precision_of(quantize), quantize, context, prefill)
     if plan.fits:
@@ -235,15 +300,20 @@ def _lightest_fit(plan: Plan) -> dict[str, Any]:
     tried = []
     for candidate in CANDIDATES:
         precision = precision_of(candidate)
-        if precision.bits >= plan.precision.bits or _reported_failing(candidate, plan.chip,
-                                                                      plan.path):  # fmt: skip
+        if precision.bits >= plan.precision.bits or _reported_failing(
+            candidate, plan.chip, plan.path
+        ):
             continue
-        other = _plan(plan.shape, plan.chip, plan.path, precision, candidate, plan.context,
-                      plan.prefill)  # fmt: skip
+        other = _plan(
+            plan.shape, plan.chip, plan.path, precision, candidate, plan.context, plan.prefill
+        )
         if other.fits:
-            return {"quantize": candidate, "precision": precision.name,
-                    "decode_tokens_per_s": round(1 / other.decode_s, 2),
-                    "peak_memory_bytes": other.peak_memory_bytes}  # fmt: skip
+            return {
+                "quantize": candidate,
+                "precision": precision.name,
+                "decode_tokens_per_s": round(1 / other.decode_s, 2),
+                "peak_memory_bytes": other.peak_memory_bytes,
+            }
         tried.append((candidate, other))
     if not tried:
         return {"quantize": None, "message": "no lighter quantization to try"}
@@ -251,13 +321,20 @@ def _lightest_fit(plan: Plan) -> dict[str, Any]:
     over = "; ".join(p.message for p in last.problems)
     shorter = _shorter_context(last)
     if shorter is None:
-        return {"quantize": None, "message": f"no quantization down to {last.precision.name} "
-                f"fits: {over}", "lightest_tried": candidate}  # fmt: skip
-    return {"quantize": candidate, "precision": last.precision.name, "context": shorter.context,
-            "decode_tokens_per_s": round(1 / shorter.decode_s, 2),
-            "peak_memory_bytes": shorter.peak_memory_bytes,
-            "message": f"no quantization fits a context of {last.context}: {over}; "
-            f"{last.precision.name} fits a context of {shorter.context}"}  # fmt: skip
+        return {
+            "quantize": None,
+            "message": f"no quantization down to {last.precision.name} fits: {over}",
+            "lightest_tried": candidate,
+        }
+    return {
+        "quantize": candidate,
+        "precision": last.precision.name,
+        "context": shorter.context,
+        "decode_tokens_per_s": round(1 / shorter.decode_s, 2),
+        "peak_memory_bytes": shorter.peak_memory_bytes,
+        "message": f"no quantization fits a context of {last.context}: {over}; "
+        f"{last.precision.name} fits a context of {shorter.context}",
+    }
 
 
 def _shorter_context(plan: Plan) -> Plan | None:
@@ -267,8 +344,15 @@ def _shorter_context(plan: Plan) -> Plan | None:
         return None
     context = plan.context // 2
     while context >= max(plan.prefill, 256):
-        other = _plan(plan.shape, plan.chip, plan.path, plan.precision, plan.quantize, context,
-                      min(plan.prefill, context))  # fmt: skip
+        other = _plan(
+            plan.shape,
+            plan.chip,
+            plan.path,
+            plan.precision,
+            plan.quantize,
+            context,
+            min(plan.prefill, context),
+        )
         if other.fits:
             return other
         context //= 2

@@ -81,5 +81,8 @@ def precision_of(quantize: Mapping[str, Any] | None) -> Precision:
     if isinstance(parsed, LinearConfig) and parsed.dtype in ("int8", "uint8"):
         return INT8
     mode = parsed.dtype if isinstance(parsed, LinearConfig) else "prune"
-    raise RequestError("quantize.mode", f"{mode} weights are not modelled by the planner; it "
-                       "plans fp16, int8 (linear) and palettized weights")  # fmt: skip
+    raise RequestError(
+        "quantize.mode",
+        f"{mode} weights are not modelled by the planner; it "
+        "plans fp16, int8 (linear) and palettized weights",
+    )

@@ -73,9 +73,25 @@ DISPUTED_OPS: dict[str, OpReport] = {
 
 EPSILON_OPS = ("rsqrt", "log", "inverse")
 NONLINEAR_OPS = frozenset(
-    {"sigmoid", "tanh", "relu", "silu", "gelu", "exp", "sqrt", "rsqrt", "log", "softmax",
-     "inverse", "pow", "erf", "elu", "leaky_relu", "softplus"}
-)  # fmt: skip
+    {
+        "sigmoid",
+        "tanh",
+        "relu",
+        "silu",
+        "gelu",
+        "exp",
+        "sqrt",
+        "rsqrt",
+        "log",
+        "softmax",
+        "inverse",
+        "pow",
+        "erf",
+        "elu",
+        "leaky_relu",
+        "softplus",
+    }
+)
 ELEMENTWISE_BINARY = ("add", "sub", "mul", "real_div", "maximum", "minimum", "pow")
 SDPA = "scaled_dot_product_attention"
 SDPA_MAX_SEQ = 2048

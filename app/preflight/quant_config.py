@@ -61,8 +61,15 @@ def read_config(
     check_target(parsed, target)
     if isinstance(parsed, PalettizeConfig):
         group = parsed.group_size if parsed.granularity == "per_grouped_channel" else None
-        return QuantFormat("palettize", parsed.nbits, None, parsed.granularity, group, None,
-                           "constexpr_lut_to_dense")  # fmt: skip
+        return QuantFormat(
+            "palettize",
+            parsed.nbits,
+            None,
+            parsed.granularity,
+            group,
+            None,
+            "constexpr_lut_to_dense",
+        )
     if isinstance(parsed, LinearConfig):
         block = parsed.block_size if parsed.granularity == "per_block" else None
         op = (

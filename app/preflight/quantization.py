@@ -88,12 +88,14 @@ def quantization_findings(
         if not rows:
             findings.append(
                 Finding(
-                    "quant.no-report", Severity.ADVICE, node,
+                    "quant.no-report",
+                    Severity.ADVICE,
+                    node,
                     f"{fmt.describe()} ({fmt.op}) on the {p} path, {where}: no public report "
                     "either way; check ANE placement on a device before relying on it",
                     NO_REPORT_SOURCE,
                 )
-            )  # fmt: skip
+            )
             continue
         working = [r for r in rows if r.status is Status.WORKS]
         contra = (
@@ -108,12 +110,14 @@ def quantization_findings(
             verb = "reported failing" if r.status is F else "reported slower"
             findings.append(
                 Finding(
-                    rule, Severity.WARNING, node,
+                    rule,
+                    Severity.WARNING,
+                    node,
                     f"{fmt.describe()} ({fmt.op}) on the {p} path, {where}: {verb} on "
                     f"{r.chips()}: {r.note}{contra}",
                     r.source,
                 )
-            )  # fmt: skip
+            )
     return findings
 
 

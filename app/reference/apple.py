@@ -72,12 +72,19 @@ def apple_report(
     for (name, part), result, (exact_out, exact_states) in zip(
         parts.items(), run.results, expected, strict=True
     ):
-        outputs = {k: compare(result.outputs[k], v, part.tolerance(k) + allowance)
-                   for k, v in exact_out.items()}  # fmt: skip
-        states = {k: compare(result.states[k], v, part.tolerance(k) + allowance)
-                  for k, v in exact_states.items()}  # fmt: skip
-        functions[name] = {"outputs": outputs, "states": states,
-                           "passed": all(c["passed"] for c in (*outputs.values(), *states.values()))}  # fmt: skip
+        outputs = {
+            k: compare(result.outputs[k], v, part.tolerance(k) + allowance)
+            for k, v in exact_out.items()
+        }
+        states = {
+            k: compare(result.states[k], v, part.tolerance(k) + allowance)
+            for k, v in exact_states.items()
+        }
+        functions[name] = {
+            "outputs": outputs,
+            "states": states,
+            "passed": all(c["passed"] for c in (*outputs.values(), *states.values())),
+        }
     report: dict[str, Any] = {
         "runtime": f"coreai-core {coreai_version()} CPU runtime, in a child process",
         "method": "the .aimodel's bytes run by Apple's runtime on the reference's seeded inputs, "
@@ -107,9 +114,10 @@ def with_apple_runtime(
         apple = apple_report(build, files)
     except AppleRuntimeError as exc:
         raise RequestError(
-            "verify", f"Apple's runtime failed the .aimodel: {exc.message}",
+            "verify",
+            f"Apple's runtime failed the .aimodel: {exc.message}",
             title="Core AI runtime failed",
-        ) from None  # fmt: skip
+        ) from None
     reference = report.get("functions") or {build.program.default: report}
     outputs = {}
     for fn, ran in apple["functions"].items():
@@ -117,14 +125,20 @@ def with_apple_runtime(
             for name, check in ran[kind].items():
                 ours = reference[fn][kind][name]
                 key = f"{fn}.{name}" if "functions" in report else name
-                outputs[key] = {"reference_max_rel_error": ours["max_rel_error"],
-                                "apple_runtime_max_rel_error": check["max_rel_error"],
-                                "both_passed": ours["passed"] and check["passed"]}  # fmt: skip
+                outputs[key] = {
+                    "reference_max_rel_error": ours["max_rel_error"],
+                    "apple_runtime_max_rel_error": check["max_rel_error"],
+                    "both_passed": ours["passed"] and check["passed"],
+                }
     agreement = {
         "method": "each output and state checked against the same float64 definition by both "
         "executors, on the same seeded inputs",
         "outputs": outputs,
         "both_passed": all(o["both_passed"] for o in outputs.values()),
     }
-    return {**report, "apple_runtime": apple, "agreement": agreement,
-            "passed": bool(report["passed"] and apple["passed"])}  # fmt: skip
+    return {
+        **report,
+        "apple_runtime": apple,
+        "agreement": agreement,
+        "passed": bool(report["passed"] and apple["passed"]),
+    }

@@ -76,8 +76,9 @@ def open_artifact(path: str | Path) -> LoadedArtifact:
     return _open(files, path.suffix == ".mlpackage" and path.is_dir(), str(path))
 
 
-def open_files(names: Iterable[str], read: Callable[[str], bytes], label: str, *,
-               in_place: bool = False) -> LoadedArtifact:  # fmt: skip
+def open_files(
+    names: Iterable[str], read: Callable[[str], bytes], label: str, *, in_place: bool = False
+) -> LoadedArtifact:
     """An artifact given as its files (relative posix paths, and how to read one): a program
     read straight from a kit's zip, no copy of it on disk. `label` is its name, `.mlpackage`
     when it is a package's own files. `in_place`: the program's weights are read-only views of
@@ -85,8 +86,9 @@ def open_files(names: Iterable[str], read: Callable[[str], bytes], label: str, *
     return _open(_Given(names, read), label.endswith(".mlpackage"), label, in_place)
 
 
-def _open(files: _Files | _Given, package: bool, label: str,
-          in_place: bool = False) -> LoadedArtifact:  # fmt: skip
+def _open(
+    files: _Files | _Given, package: bool, label: str, in_place: bool = False
+) -> LoadedArtifact:
     try:
         names = set(files.names())
         roots = [n[: -len(COREMLDATA)] for n in names if n.endswith(COREMLDATA)]
@@ -127,12 +129,14 @@ def _blob(files: _Files | _Given, name: str, names: set[str], in_place: bool) ->
     return InPlace(data) if in_place else data
 
 
-def _compiled_program(files: _Files | _Given, root: str, names: set[str],
-                      in_place: bool = False) -> Program:  # fmt: skip
+def _compiled_program(
+    files: _Files | _Given, root: str, names: set[str], in_place: bool = False
+) -> Program:
     """An .mlmodelc's program: the model it was compiled from, rebuilt (app/mlmodelc), with the
     bundle's weight file."""
-    model, _, _ = source_model(files.read(root + COREMLDATA), files.read(root + "model.mil"),
-                               where=root.rstrip("/") or ".")  # fmt: skip
+    model, _, _ = source_model(
+        files.read(root + COREMLDATA), files.read(root + "model.mil"), where=root.rstrip("/") or "."
+    )
     return load_model(model, _blob(files, root + "weights/weight.bin", names, in_place))
 
 

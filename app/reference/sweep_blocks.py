@@ -18,8 +18,13 @@ from app.reference.executor import Executor
 from app.reference.verify import max_errors
 
 OPS = ("ffn", "attention", "decoder_layer")
-SCALING = {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0,
-           "high_freq_factor": 4.0, "original_max_position_embeddings": 64}  # fmt: skip
+SCALING = {
+    "rope_type": "llama3",
+    "factor": 8.0,
+    "low_freq_factor": 1.0,
+    "high_freq_factor": 4.0,
+    "original_max_position_embeddings": 64,
+}
 
 
 def random_config(rng: np.random.Generator, i: int) -> dict:
@@ -41,8 +46,9 @@ def random_config(rng: np.random.Generator, i: int) -> dict:
     if i % 5 == 2:
         config["rope_scaling"] = SCALING
     if i % 2:
-        config.update(mode="decode", seq_len=int(rng.integers(1, 5)),
-                      cache_len=int(rng.integers(1, 65)))  # fmt: skip
+        config.update(
+            mode="decode", seq_len=int(rng.integers(1, 5)), cache_len=int(rng.integers(1, 65))
+        )
     else:
         config["position_offset"] = int(rng.integers(0, 200))
     return config
@@ -63,8 +69,9 @@ def draw_inputs(build, rng: np.random.Generator, amp: float, peak: bool) -> dict
             inputs["length"] = np.array([rng.integers(0, p.cache_len + 1)], np.int32)
         elif var.name in ("cos", "sin"):
             start = int(rng.integers(0, 4000))
-            tables = rope_inputs(np.arange(start, start + p.seq_len), p.dim, p.rope_theta,
-                                 p.rope_scaling)  # fmt: skip
+            tables = rope_inputs(
+                np.arange(start, start + p.seq_len), p.dim, p.rope_theta, p.rope_scaling
+            )
             inputs[var.name] = tables[var.name]
         elif var.name == "x":
             values = amp * rng.standard_normal(shape)

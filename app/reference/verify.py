@@ -155,8 +155,10 @@ def verify_build(
 def verify_functions(build, max_quantization_error: float | None = None) -> dict[str, Any]:
     """verification.json of a package of functions: each function verified on its own (its
     inputs drawn from its own signature), passed when all pass."""
-    reports = {name: verify_build(part, max_quantization_error=max_quantization_error)
-               for name, part in build.parts.items()}  # fmt: skip
+    reports = {
+        name: verify_build(part, max_quantization_error=max_quantization_error)
+        for name, part in build.parts.items()
+    }
     return {
         "op": build.op_name,
         "name": build.name,
@@ -174,8 +176,11 @@ def _quantization(
     outputs = {}
     for name, values in exact.items():
         err, rel, scale = max_errors(result.outputs[name], values)
-        outputs[name] = {"max_abs_error": _num(err), "max_rel_error": _num(rel),
-                         "max_abs_exact": _num(scale)}  # fmt: skip
+        outputs[name] = {
+            "max_abs_error": _num(err),
+            "max_rel_error": _num(rel),
+            "max_abs_exact": _num(scale),
+        }
     worst = max((o["max_rel_error"] for o in outputs.values()), key=_as_float, default=0.0)
     return {
         "method": "the same outputs against the float64 definition with the weights as given, "

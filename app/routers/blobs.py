@@ -140,8 +140,9 @@ def _store(
             if hasher is not None:
                 hasher.close()
             digest, size, existed = svc.blobs.put_checkpoint(path, count)
-            return existed, BlobInfo(digest=digest, dtype="safetensors", shape=[], bytes=size,
-                                     tensors=count)  # fmt: skip
+            return existed, BlobInfo(
+                digest=digest, dtype="safetensors", shape=[], bytes=size, tensors=count
+            )
         tensor = sniff(path, "file", raw_dtype=dtype, raw_shape=shape)
         tensor = with_digest(tensor, hasher.result() if hasher is not None else None)
         existed = tensor.digest in svc.blobs
@@ -192,8 +193,9 @@ def _info(tensor: TensorFile) -> BlobInfo:
 
 # -- resumable uploads of whole files ------------------------------------------------------------
 
-UploadId = Annotated[str, Path(description="the id `POST /v1/blobs/uploads` answered",
-                               max_length=64)]  # fmt: skip
+UploadId = Annotated[
+    str, Path(description="the id `POST /v1/blobs/uploads` answered", max_length=64)
+]
 
 
 def _upload(state: UploadState, blob: dict | None = None) -> Upload:
@@ -211,8 +213,9 @@ def _upload(state: UploadState, blob: dict | None = None) -> Upload:
         **problems(400, 401, 413, 422, 507),
     },
 )
-async def start_upload(body: UploadStart, response: Response,
-                       svc: Services = Depends(services)) -> Upload:  # fmt: skip
+async def start_upload(
+    body: UploadStart, response: Response, svc: Services = Depends(services)
+) -> Upload:
     state = await asyncio.to_thread(svc.uploads.start, body.digest, body.bytes)
     if state.stored:
         response.status_code = 200
@@ -225,9 +228,13 @@ async def start_upload(body: UploadStart, response: Response,
     return _upload(state)
 
 
-@router.get("/blobs/uploads/{upload_id}", summary="An upload's progress: where to resume",
-            response_model=Upload, response_model_exclude_none=True,
-            responses=problems(401, 404, 422))  # fmt: skip
+@router.get(
+    "/blobs/uploads/{upload_id}",
+    summary="An upload's progress: where to resume",
+    response_model=Upload,
+    response_model_exclude_none=True,
+    responses=problems(401, 404, 422),
+)
 async def upload_state(upload_id: UploadId, svc: Services = Depends(services)) -> Upload:
     return _upload(await asyncio.to_thread(svc.uploads.state, upload_id))
 
@@ -260,10 +267,13 @@ async def upload_part(
     return _upload(state)
 
 
-@router.post("/blobs/uploads/{upload_id}/finish",
-             summary="Check the whole file's digest and store it", response_model=Upload,
-             response_model_exclude_none=True,
-             responses=problems(401, 404, 409, 422, 507))  # fmt: skip
+@router.post(
+    "/blobs/uploads/{upload_id}/finish",
+    summary="Check the whole file's digest and store it",
+    response_model=Upload,
+    response_model_exclude_none=True,
+    responses=problems(401, 404, 409, 422, 507),
+)
 async def finish_upload(upload_id: UploadId, svc: Services = Depends(services)) -> Upload:
     async with svc.uploads.locks[upload_id]:
         with svc.upload_faults(None):

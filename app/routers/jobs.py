@@ -54,9 +54,11 @@ async def _job(svc: Services, job_id: str):
     job = await svc.jobs.get(job_id)
     if job is None:
         raise Problem(
-            404, f"no job {job_id} (unknown, or finished longer ago than ANE_JOB_KEEP_S)",
-            title="Unknown job", field="job_id",
-        )  # fmt: skip
+            404,
+            f"no job {job_id} (unknown, or finished longer ago than ANE_JOB_KEEP_S)",
+            title="Unknown job",
+            field="job_id",
+        )
     return job
 
 
@@ -94,16 +96,19 @@ async def job_artifact(
     job = await _job(svc, job_id)
     if job.state != JobState.succeeded:
         raise Problem(
-            409, f"job {job_id} is {job.state.value}; its artifact comes when it has succeeded",
-            title="No artifact yet", state=job.state.value,
-        )  # fmt: skip
+            409,
+            f"job {job_id} is {job.state.value}; its artifact comes when it has succeeded",
+            title="No artifact yet",
+            state=job.state.value,
+        )
     path = await svc.jobs.artifact_path(job)
     served = open_job_artifact(job, path) if path is not None else None
     if served is None:
         raise Problem(
-            404, "the artifact was evicted from the cache; submit the job again to rebuild it",
+            404,
+            "the artifact was evicted from the cache; submit the job again to rebuild it",
             title="Artifact evicted",
-        )  # fmt: skip
+        )
     return artifact_response(served, request)
 
 

@@ -33,9 +33,12 @@ async def submit_model(body: ModelJob, svc: Services = Depends(services)) -> dic
     request = ModelRequest.create(body.files, options)
     for name, digest in request.files.items():
         if await asyncio.to_thread(svc.blobs.file, digest) is None:
-            raise RequestError(f"files.{name}", f"no blob {digest}: upload the file with "
-                               "/v1/blobs/uploads first", kind=ErrorKind.NOT_FOUND,
-                               title="Unknown blob")  # fmt: skip
+            raise RequestError(
+                f"files.{name}",
+                f"no blob {digest}: upload the file with /v1/blobs/uploads first",
+                kind=ErrorKind.NOT_FOUND,
+                title="Unknown blob",
+            )
     # Refused here, before anything is queued, when the checkpoint or the kit is over its limit.
     limits = await asyncio.to_thread(kit_limits, request, svc.blobs.file_path, svc.settings)
     return (await svc.jobs.submit(request, limits)).public()
@@ -51,12 +54,16 @@ async def submit_model(body: ModelJob, svc: Services = Depends(services)) -> dic
         **problems(400, 401, 404, 422, 503),
     },
 )
-async def submit_device_check(body: DeviceCheck,
-                              svc: Services = Depends(services)) -> dict[str, Any]:  # fmt: skip
-    request = DeviceCheckRequest.create(body.kit, body.device, body.prompt_ids,
-                                        body.max_new_tokens)  # fmt: skip
+async def submit_device_check(
+    body: DeviceCheck, svc: Services = Depends(services)
+) -> dict[str, Any]:
+    request = DeviceCheckRequest.create(body.kit, body.device, body.prompt_ids, body.max_new_tokens)
     entry = await asyncio.to_thread(svc.cache.get, request.kit)
     if entry is None or entry.meta.get("kind") != "model_kit":
-        raise RequestError("kit", f"no kit {request.kit!r}: name a succeeded POST /v1/models "
-                           "job", kind=ErrorKind.NOT_FOUND, title="Unknown kit")  # fmt: skip
+        raise RequestError(
+            "kit",
+            f"no kit {request.kit!r}: name a succeeded POST /v1/models job",
+            kind=ErrorKind.NOT_FOUND,
+            title="Unknown kit",
+        )
     return (await svc.jobs.submit(request)).public()

@@ -18,8 +18,11 @@ from app.schemas.plans import PlanRequest
 router = APIRouter(prefix="/v1", tags=["devices"])
 
 
-@router.get("/devices", summary="The Apple chips the service knows, each number sourced",
-            responses=problems(401))  # fmt: skip
+@router.get(
+    "/devices",
+    summary="The Apple chips the service knows, each number sourced",
+    responses=problems(401),
+)
 async def list_devices() -> list[dict[str, Any]]:
     return [chip.to_json() for chip in CHIPS]
 
@@ -30,8 +33,14 @@ async def list_devices() -> list[dict[str, Any]]:
     responses=problems(400, 401, 422),
 )
 def plan(body: PlanRequest) -> dict[str, Any]:  # plain def: FastAPI runs it off the event loop
-    return make_plan(body.config, body.device, quantize=body.quantize, context=body.context,
-                     prefill=body.prefill, path=body.path).to_json()  # fmt: skip
+    return make_plan(
+        body.config,
+        body.device,
+        quantize=body.quantize,
+        context=body.context,
+        prefill=body.prefill,
+        path=body.path,
+    ).to_json()
 
 
 @router.get(
@@ -50,11 +59,15 @@ def estimate(
     chips = devices_or_error(device)
     meta = svc.cache.meta_by_digest(artifact.strip().strip('"'))
     if meta is None:
-        raise FieldError("artifact", f"no cached artifact has the digest {artifact!r}",
-                         kind=ErrorKind.NOT_FOUND)  # fmt: skip
+        raise FieldError(
+            "artifact", f"no cached artifact has the digest {artifact!r}", kind=ErrorKind.NOT_FOUND
+        )
     work = works_from_json(meta.get("work"))
     if work is None:
-        raise FieldError("artifact", "this artifact was stored without its programs' work (a "
-                         "compiled format, or built before estimates): build it again",
-                         kind=ErrorKind.NOT_FOUND)  # fmt: skip
+        raise FieldError(
+            "artifact",
+            "this artifact was stored without its programs' work (a "
+            "compiled format, or built before estimates): build it again",
+            kind=ErrorKind.NOT_FOUND,
+        )
     return {"artifact": meta["digest"], **estimate_works(*work, chips, path)}

@@ -79,8 +79,9 @@ async def healthz() -> dict[str, str]:
 async def readyz(svc: Services = Depends(services)) -> dict[str, str]:
     problems_found = await svc.readiness()
     if problems_found:
-        raise Problem(503, "; ".join(problems_found.values()), title="Not ready",
-                      checks=problems_found)  # fmt: skip
+        raise Problem(
+            503, "; ".join(problems_found.values()), title="Not ready", checks=problems_found
+        )
     return {"status": "ready"}
 
 

@@ -31,9 +31,11 @@ class ModelJob(BaseModel):
 class DeviceCheck(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    kit: str = Field(max_length=64, description="the id of the POST /v1/models job whose kit to "
-                     "check")  # fmt: skip
+    kit: str = Field(
+        max_length=64, description="the id of the POST /v1/models job whose kit to check"
+    )
     device: str = Field(description="the chip of the macOS worker, as GET /v1/devices names it")
-    prompt_ids: list[int] | None = Field(None, max_length=4096, description="the prompt (default: "
-                                         "six fixed tokens)")  # fmt: skip
+    prompt_ids: list[int] | None = Field(
+        None, max_length=4096, description="the prompt (default: six fixed tokens)"
+    )
     max_new_tokens: int = Field(8, ge=1, le=4096, description="tokens to generate and time")

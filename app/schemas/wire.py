@@ -118,9 +118,10 @@ class KernelOptions(RequestOptions):
         description="the op's params and weights from an uploaded Hugging Face checkpoint: its "
         "config's params under the body's, each weight the tensor its role names (a block op: "
         "ffn, attention, decoder_layer, decoder_stack)",
-        examples=[{"blob": "sha256:<digest of model.safetensors>", "config": {"...": "..."},
-                   "layer": 3}],
-    )  # fmt: skip
+        examples=[
+            {"blob": "sha256:<digest of model.safetensors>", "config": {"...": "..."}, "layer": 3}
+        ],
+    )
     quantize: dict[str, Any] | None = Field(
         None, description=QUANTIZE_DESCRIPTION, examples=[{"mode": "palettize", "nbits": 4}]
     )
@@ -128,9 +129,13 @@ class KernelOptions(RequestOptions):
         None,
         description="several functions of the op in one package (ios18), sharing its weights: "
         "function name -> the params it changes; the first is the default",
-        examples=[{"prefill": {"seq_len": 64}, "decode": {"seq_len": 1, "mode": "decode",
-                                                         "cache_len": 512}}],
-    )  # fmt: skip
+        examples=[
+            {
+                "prefill": {"seq_len": 64},
+                "decode": {"seq_len": 1, "mode": "decode", "cache_len": 512},
+            }
+        ],
+    )
 
 
 class WireGraphNode(GraphNode):

@@ -35,8 +35,11 @@ def job_failure(job: Job) -> FieldError:
     error = job.error
     kind = error.kind if error else "cancelled"
     message = error.message if error else f"job {job.id} was cancelled"
-    options = {"kind": JOB_FAILURE_KINDS.get(kind, ErrorKind.INTERNAL), "job": job.id,
-               "title": "Compile failed" if kind == "compiler" else f"Job {kind}"}  # fmt: skip
+    options = {
+        "kind": JOB_FAILURE_KINDS.get(kind, ErrorKind.INTERNAL),
+        "job": job.id,
+        "title": "Compile failed" if kind == "compiler" else f"Job {kind}",
+    }
     if error is not None and error.field is not None:
         return FieldError(error.field, message, **options)
     return ServiceError(message, **options)
@@ -76,5 +79,6 @@ def open_job_artifact(job: Job, path: Path, built: bool = False) -> Served | Non
         f = open(path, "rb")  # noqa: SIM115 - the caller streams and closes it
     except FileNotFoundError:
         return None
-    return Served(a.digest, a.filename, job.request.op, a.size, built, file=f,
-                  preflight=a.preflight)  # fmt: skip
+    return Served(
+        a.digest, a.filename, job.request.op, a.size, built, file=f, preflight=a.preflight
+    )

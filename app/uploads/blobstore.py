@@ -93,8 +93,13 @@ class BlobStore:
         if self.store.get(key) is not None:
             path.unlink(missing_ok=True)
             return digest, size, True
-        meta = {"digest": digest, "dtype": CHECKPOINT, "shape": [], "source": CHECKPOINT,
-                "tensors": tensors}  # fmt: skip
+        meta = {
+            "digest": digest,
+            "dtype": CHECKPOINT,
+            "shape": [],
+            "source": CHECKPOINT,
+            "tensors": tensors,
+        }
         self.store.publish(key, path, meta)
         return digest, size, False
 
@@ -148,8 +153,12 @@ class BlobStore:
             return tensor
         entry = self.checkpoint(digest)
         if entry is None:
-            raise RequestError(field, f"no checkpoint blob {digest}; upload the safetensors file "
-                               "with POST /v1/blobs first", title="Unknown blob")  # fmt: skip
+            raise RequestError(
+                field,
+                f"no checkpoint blob {digest}; upload the safetensors file "
+                "with POST /v1/blobs first",
+                title="Unknown blob",
+            )
         found = read_header(entry.path, field, f"checkpoint blob {digest}").get(name)
         if found is None:
             raise RequestError(field, f"checkpoint blob {digest} has no tensor {name!r}")
@@ -159,9 +168,13 @@ class BlobStore:
         except RequestError as exc:
             raise RequestError(field, exc.message, title=exc.title) from None
         if converted.overflow:
-            raise RequestError(field, f"tensor {name!r}: {converted.overflow} values beyond the "
-                               "fp16 range (±65504) would become infinite", title="fp16 overflow",
-                               overflow={name: converted.overflow})  # fmt: skip
+            raise RequestError(
+                field,
+                f"tensor {name!r}: {converted.overflow} values beyond the "
+                "fp16 range (±65504) would become infinite",
+                title="fp16 overflow",
+                overflow={name: converted.overflow},
+            )
         spooled = self._spool_array(converted.values, field)
         try:
             tensor = self.put(spooled)
@@ -230,8 +243,13 @@ class BlobStore:
 def describe_file(entry: StoredEntry) -> dict:
     """A whole stored file as GET /v1/blobs/{digest} describes it."""
     meta = entry.meta
-    return {"digest": meta["digest"], "dtype": meta["dtype"], "shape": [],
-            "bytes": entry.path.stat().st_size, "tensors": meta.get("tensors")}  # fmt: skip
+    return {
+        "digest": meta["digest"],
+        "dtype": meta["dtype"],
+        "shape": [],
+        "bytes": entry.path.stat().st_size,
+        "tensors": meta.get("tensors"),
+    }
 
 
 def _tensor(entry: StoredEntry) -> TensorFile:

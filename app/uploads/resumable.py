@@ -86,19 +86,30 @@ class Uploads:
         try:
             return UploadState(**json.loads(path.read_text()))
         except (OSError, ValueError, TypeError):
-            raise UnknownUpload("path.upload_id", f"no upload {upload_id!r} in progress (never "
-                                "started, finished, or removed after a day untouched); start "
-                                "again", kind=ErrorKind.NOT_FOUND, title="Unknown upload") from None  # fmt: skip
+            raise UnknownUpload(
+                "path.upload_id",
+                f"no upload {upload_id!r} in progress (never "
+                "started, finished, or removed after a day untouched); start "
+                "again",
+                kind=ErrorKind.NOT_FOUND,
+                title="Unknown upload",
+            ) from None
 
-    async def write_part(self, upload_id: str, offset: int, length: int | None,
-                         chunks: AsyncIterator[bytes]) -> UploadState:  # fmt: skip
+    async def write_part(
+        self, upload_id: str, offset: int, length: int | None, chunks: AsyncIterator[bytes]
+    ) -> UploadState:
         """Write one part at `offset` (which must be the bytes received so far); it counts once
         all of it arrived. The caller serialises parts of one upload."""
         state = self.state(upload_id)
         if offset != state.received:
-            raise RequestError("query.offset", f"the upload has {state.received} bytes; send the "
-                               f"part that starts there, not at {offset}", kind=ErrorKind.CONFLICT,
-                               title="Wrong offset", received=state.received)  # fmt: skip
+            raise RequestError(
+                "query.offset",
+                f"the upload has {state.received} bytes; send the "
+                f"part that starts there, not at {offset}",
+                kind=ErrorKind.CONFLICT,
+                title="Wrong offset",
+                received=state.received,
+            )
         room = min(self.part_bytes, state.bytes - offset)
         if length is not None and length > room:
             raise too_large("the part", room)
@@ -112,8 +123,11 @@ class Uploads:
                     raise too_large("the part", room)
                 f.write(chunk)
         if length is not None and written != length:
-            raise RequestError("body", f"the part ended after {written} of its {length} bytes",
-                               title="Incomplete part")  # fmt: skip
+            raise RequestError(
+                "body",
+                f"the part ended after {written} of its {length} bytes",
+                title="Incomplete part",
+            )
         state = UploadState(**{**asdict(state), "received": offset + written})
         self._save(state)
         return state
@@ -122,17 +136,25 @@ class Uploads:
         """Check the digest of all the bytes and store the file. Blocking: one pass over it."""
         state = self.state(upload_id)
         if state.received != state.bytes:
-            raise RequestError("bytes", f"{state.received} of {state.bytes} bytes received; send "
-                               f"the rest from offset {state.received}", kind=ErrorKind.CONFLICT,
-                               title="Upload incomplete", received=state.received)  # fmt: skip
+            raise RequestError(
+                "bytes",
+                f"{state.received} of {state.bytes} bytes received; send "
+                f"the rest from offset {state.received}",
+                kind=ErrorKind.CONFLICT,
+                title="Upload incomplete",
+                received=state.received,
+            )
         folder = self._folder(upload_id)
         data = folder / _DATA
         actual = file_digest(data)
         if actual != state.digest:
             shutil.rmtree(folder, ignore_errors=True)
-            raise RequestError("digest", f"the bytes received hash to {actual}, not the declared "
-                               f"{state.digest}; the upload is discarded: start again",
-                               title="Digest mismatch")  # fmt: skip
+            raise RequestError(
+                "digest",
+                f"the bytes received hash to {actual}, not the declared "
+                f"{state.digest}; the upload is discarded: start again",
+                title="Digest mismatch",
+            )
         spool = self.blobs.new_spool_path()
         os.replace(data, spool)
         shutil.rmtree(folder, ignore_errors=True)
@@ -146,8 +168,12 @@ class Uploads:
     # -- on disk -------------------------------------------------------------------------------
     def _folder(self, upload_id: str) -> Path:
         if not upload_id.isalnum():
-            raise UnknownUpload("path.upload_id", f"{upload_id!r} is not an upload id",
-                                kind=ErrorKind.NOT_FOUND, title="Unknown upload")  # fmt: skip
+            raise UnknownUpload(
+                "path.upload_id",
+                f"{upload_id!r} is not an upload id",
+                kind=ErrorKind.NOT_FOUND,
+                title="Unknown upload",
+            )
         return self.root / upload_id
 
     def _save(self, state: UploadState) -> None:

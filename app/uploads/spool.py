@@ -134,11 +134,15 @@ class MultipartLimits:
 class _Collector:
     """python-multipart callbacks that route each part to memory or a spool file."""
 
-    def __init__(self, body: MultipartBody, limits: MultipartLimits, memory_parts: set[str],
-                 new_path) -> None:  # fmt: skip
+    def __init__(
+        self, body: MultipartBody, limits: MultipartLimits, memory_parts: set[str], new_path
+    ) -> None:
         self.body, self.limits, self.memory_parts, self.new_path = (
-            body, limits, memory_parts, new_path,
-        )  # fmt: skip
+            body,
+            limits,
+            memory_parts,
+            new_path,
+        )
         self.headers: dict[str, str] = {}
         self.header_field = self.header_value = b""
         self.part: SpooledPart | None = None
@@ -258,8 +262,9 @@ async def spool_multipart(
             parser.write(chunk)
         parser.finalize()
         if collector.part is not None or parser.state != MultipartState.END:
-            raise malformed("the multipart body ends in the middle of a part",
-                            "Malformed multipart body")  # fmt: skip
+            raise malformed(
+                "the multipart body ends in the middle of a part", "Malformed multipart body"
+            )
     except FormParserError as exc:
         collector.abandon()
         body.cleanup()
