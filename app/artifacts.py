@@ -115,7 +115,13 @@ def build_program(
     options = {"target": request.target, "name": request.name, "random_seed": random_seed}
     match request.kind:
         case RequestKind.GRAPH:
-            return build_graph(request.params, request.arrays(), ceilings=ceilings, **options)  # type: ignore[arg-type]
+            return build_graph(
+                request.params,  # type: ignore[arg-type]
+                request.arrays(),
+                ceilings=ceilings,
+                passes=request.pipeline,
+                **options,
+            )
         case RequestKind.FUNCTIONS:
             return build_functions(
                 request.op,

@@ -37,6 +37,8 @@ from app.kernels.compressed import check_quantize, read_quantize
 from app.kernels.functions import check_functions
 from app.mil import DEFAULT_TARGET, TARGETS
 from app.names import name_problem
+from app.passes import DEFAULT_CHOICE, NO_PASSES, PassChoice, Pipeline, parse_passes, resolve
+from app.preflight.checks_ops import REPORTED_FAILING_OPS
 from app.quantize import QuantizeConfig, config_json
 from app.tensor_files import TensorFile
 from app.toolchain import coreai_version, coremltools_version
@@ -141,6 +143,9 @@ class KernelRequest:
     # Format aimodel compiled ahead of time for these chips of the device table (one .aimodelc
     # each, by `xcrun coreai-build` on a macOS worker); None: the .aimodel alone.
     architectures: tuple[str, ...] | None = None
+    # Kind GRAPH: the graph passes its program goes through (app/passes; "default" unless the
+    # request says otherwise). None for the other kinds: a catalog kernel is built as written.
+    passes: PassChoice | None = None
 
     @classmethod
     def create(
@@ -161,6 +166,7 @@ class KernelRequest:
         max_quantization_error: float | None = None,
         placement: bool = False,
         architectures: Sequence[str] | None = None,
+        passes: Any = None,
     ) -> KernelRequest:
         """The one checked constructor. `op` (with `params`, and `functions` for a package of
         several) or `graph` says what is built; every option is checked before any weight is
@@ -183,6 +189,7 @@ class KernelRequest:
         if preflight not in PREFLIGHT_MODES:
             raise RequestError("preflight", f"one of {', '.join(PREFLIGHT_MODES)}")
         config = _quantization(op, kind, checked, target, quantize, max_quantization_error)
+        choice = _passes(kind, passes)
         _check_placement(format, placement)
         chips = None if architectures is None else _device_compile(format, architectures)
         if functions is not None:
@@ -208,6 +215,7 @@ class KernelRequest:
             placement,
             functions,
             chips,
+            choice,
         )
 
     # -- what follows from the request -------------------------------------------------------------
@@ -249,6 +257,16 @@ class KernelRequest:
         if self.kind is RequestKind.GRAPH:
             raise ValueError("a graph's weights are its nodes': see app/graphs")
         return tuple(get_op(self.op).weights(self.params))
+
+    @cached_property
+    def pipeline(self) -> Pipeline | None:
+        """The graph passes the program goes through; None when none run. For a format loaded by
+        ANE-direct runtimes the default pipeline leaves out the passes that would write an op
+        the preflight reports failing there (gelu, layer_norm); "fuse-all" does not."""
+        if self.passes is None or self.passes.runs_nothing:
+            return None
+        failing = REPORTED_FAILING_OPS if self.artifact_format.ane_direct else ()
+        return resolve(self.passes, failing)
 
     @cached_property
     def params_json(self) -> dict[str, Any]:
@@ -296,6 +314,8 @@ class KernelRequest:
             doc["architectures"] = list(self.architectures)
         if self.format == "aimodel":  # coreai-core writes those bytes
             doc["coreai"] = coreai_version()
+        if self.pipeline is not None:  # "none" keeps the key a graph had before passes
+            doc["passes"] = self.pipeline.key_json()
         return doc
 
     @property
@@ -332,6 +352,7 @@ class KernelRequest:
             "placement": self.placement,
             "functions": self._functions_json,
             "architectures": None if self.architectures is None else list(self.architectures),
+            "passes": None if self.passes is None else self.passes.to_json(),
             "weights": {n: w.to_json(values=values) for n, w in self.weights.items()},
         }
 
@@ -356,6 +377,8 @@ class KernelRequest:
             max_quantization_error=data.get("max_quantization_error"),
             placement=bool(data.get("placement", False)),
             architectures=data.get("architectures"),
+            # a graph recorded before passes existed was built as written
+            passes=data.get("passes", NO_PASSES.to_json()) if graph else None,
         )
 
 
@@ -430,6 +453,15 @@ def _quantization(
     config = read_quantize(quantize, "quantize")
     check_quantize(op, get_op(op).weights(params), config, target)
     return config
+
+
+def _passes(kind: RequestKind, passes: Any) -> PassChoice | None:
+    """A graph's passes ("default" when not given); a catalog kernel takes none (yet)."""
+    if kind is not RequestKind.GRAPH:
+        if passes is not None:
+            raise RequestError("passes", "graph passes run on graph requests")
+        return None
+    return DEFAULT_CHOICE if passes is None else parse_passes(passes)
 
 
 def _check_placement(format: str, placement: bool) -> None:

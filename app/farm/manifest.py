@@ -225,9 +225,8 @@ class Kernel:
                 KernelRequest.create(self.op, self.params, quantize=self.quantize, **options)
             else:
                 where += ".graph"  # faults are named by their path in the graph file
-                KernelRequest.create(
-                    graph=GraphRequest.model_validate(self.graph).graph(), **options
-                )
+                wire = GraphRequest.model_validate(self.graph)
+                KernelRequest.create(graph=wire.graph(), passes=wire.passes, **options)
         except ValidationError as exc:
             err = exc.errors()[0]
             raise ManifestError(f"{where}.{field_of(err['loc'])}: {err['msg']}") from None

@@ -86,7 +86,7 @@ def evaluate(
     values: dict[str, np.ndarray] = {
         n: np.asarray(inputs[n], np.float64) for n in build.params.inputs
     }
-    ops = {op.name: op for op in build.program.main.operations}
+    ops = {op.name: op for op in build.built_program.main.operations}
     weights = build.weights if original else build.program_weights
     originals = {build.consts[key]: array for key, array in weights.items()}
     for node in build.nodes:

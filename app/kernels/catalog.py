@@ -35,6 +35,7 @@ from app.kernels.compressed import (
 from app.kernels.op import Arrays, CatalogOp, const_name
 from app.kernels.params import OpParams
 from app.mil import Program, Target
+from app.passes import PassReport
 
 _MODULES = (
     conv,
@@ -66,6 +67,15 @@ class KernelBuild:
     program: Program
     weights: dict[str, np.ndarray]  # as given (validated, canonical shapes)
     quantized: Mapping[str, QuantizedWeight] = field(default_factory=dict)  # by weight key
+    # After graph passes (app/passes): what they did, and the program as built before them
+    # (its ops and consts are the ones the request's nodes and weights name). None: none ran.
+    passes: PassReport | None = None
+    as_built: Program | None = None
+
+    @property
+    def built_program(self) -> Program:
+        """The program as built from the request, before any pass rewrote it."""
+        return self.as_built if self.as_built is not None else self.program
 
     @property
     def program_weights(self) -> dict[str, np.ndarray]:

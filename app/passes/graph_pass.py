@@ -62,15 +62,17 @@ class GraphPass:
         return {k: o.default for k, o in self.options.items()}
 
 
-def count(minimum: int) -> Callable[[Any], int]:
-    """An option that is a whole number of at least `minimum`."""
+@dataclass(frozen=True)
+class AtLeast:
+    """An option that is a whole number of at least `minimum` (a class, not a closure: a
+    pipeline travels to build processes, pickled)."""
 
-    def check(value: Any) -> int:
-        if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-            raise ValueError(f"a whole number of at least {minimum}")
+    minimum: int
+
+    def __call__(self, value: Any) -> int:
+        if isinstance(value, bool) or not isinstance(value, int) or value < self.minimum:
+            raise ValueError(f"a whole number of at least {self.minimum}")
         return value
-
-    return check
 
 
 def names(value: Any) -> frozenset[str]:

@@ -155,6 +155,14 @@ class GraphRequest(RequestOptions):
         False,
         description="cut a graph whose weights exceed the program budget into a chain of programs",
     )
+    passes: str | list[str] | dict[str, Any] | None = Field(
+        None,
+        description='the graph passes the program goes through (docs/passes.md): "default" '
+        '(when not given), "none" (the program as written), "fuse-all", one pass by name, a '
+        'list of pass names in order, or {"pipeline": ..., "options": {<pass>: {<option>: '
+        "value}}}",
+        examples=["default", "none", ["const_elimination", "dead_code_elimination"]],
+    )
 
     def graph(self) -> GraphParams:
         """The graph without its weights (they travel by digest), checked for structure."""

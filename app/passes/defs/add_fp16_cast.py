@@ -75,7 +75,11 @@ def _half(edit: Editor, var: Var, before: Operation, halves: dict[Var, Var]) -> 
     if not _fp32(var):
         return var
     if var not in halves:
-        if const_op(var) is not None:
+        if const_op(var) is not None and edit.readers(var) == [before]:
+            # read here alone: stored in fp16 under its own name (a weight keeps its name)
+            edit.remove(var.op)  # type: ignore[arg-type]
+            halves[var] = edit.const(var.name, wide(var), DType.FP16, before, fresh=False)  # type: ignore[arg-type]
+        elif const_op(var) is not None:
             halves[var] = edit.const(f"{var.name}_to_fp16", wide(var), DType.FP16, before)  # type: ignore[arg-type]
         else:
             halves[var] = _cast(edit, var, "fp16", edit.fresh(f"{var.name}_to_fp16"), before)

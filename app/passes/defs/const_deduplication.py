@@ -8,7 +8,7 @@ from __future__ import annotations
 from app.mil.ir import Var
 from app.passes import facts
 from app.passes.edit import Editor
-from app.passes.graph_pass import GraphPass, Option, Options, count
+from app.passes.graph_pass import AtLeast, GraphPass, Option, Options
 from app.passes.patterns import const_op, value_key
 
 
@@ -46,7 +46,7 @@ PASS = GraphPass(
     run,
     {
         "const_threshold": Option(
-            100, count(0), "consts with fewer elements than this are left as they are"
+            100, AtLeast(0), "consts with fewer elements than this are left as they are"
         )
     },
 )
