@@ -133,6 +133,9 @@ def _rewrite(edit: Editor, region: _Region) -> bool:
         name = edit.fresh(out.name) if edit.is_output(out) else out.name
         new = edit.op(op.type, op.name, args, op, out=[name])
         now[out] = new.outputs[0]
+    # cancels first: materializing an output below redirects every reader of its value
+    for cancel in region.cancels:
+        edit.replace(cancel.outputs[0], now[cancel.inputs["x"]])  # type: ignore[index]
     perm_const = None
     for var, readers in region.materialized.items():
         anchor = var.op if var is not start.outputs[0] else start
@@ -145,8 +148,6 @@ def _rewrite(edit: Editor, region: _Region) -> bool:
             edit.set_input(reader, arg, back.outputs[0])
         if edit.is_output(var):
             edit.replace(var, back.outputs[0])
-    for cancel in region.cancels:
-        edit.replace(cancel.outputs[0], now[cancel.inputs["x"]])  # type: ignore[index]
     for op in [start, *region.ops, *region.cancels]:
         for v in op.outputs:
             for reader in edit.readers(v):
