@@ -280,6 +280,33 @@ def _gelu(d, p, src, s, near):
     )
 
 
+def _shuffle(d, p, src, s, near):
+    n = d.draw(st.integers(2, 3))
+    sources = [node(f"{p}v{i}", UNARY[i], {"x": src}) for i in range(n)]
+    miss = d.draw(st.sampled_from(["perm", "shared"])) if near else None
+    perm = [0, 2, 1, 4, 3] if miss == "perm" else [0, 2, 1, 3, 4]
+    nodes = [
+        *sources,
+        {
+            "id": f"{p}cat",
+            "op": "concat",
+            "inputs": {"values": [v["id"] for v in sources]},
+            "params": {"axis": 1},
+        },
+        node(f"{p}split", "reshape", {"x": f"{p}cat"}, shape=[1, n, s.c, s.h, s.w]),
+        node(f"{p}t", "transpose", {"x": f"{p}split"}, perm=perm),
+        node(
+            f"{p}y",
+            "reshape",
+            {"x": f"{p}t"},
+            shape=[1, n * s.c, s.h, s.w] if miss != "perm" else [1, n * s.c, s.w, s.h],
+        ),
+    ]
+    return Site(
+        nodes, {}, f"{p}y", [f"{p}t"], {f"{p}cat_out": f"{p}cat"} if miss == "shared" else None
+    )
+
+
 PLANTERS: dict[str, Callable] = {
     "const_deduplication": _dedup,
     "const_elimination": _fold,
@@ -297,6 +324,7 @@ PLANTERS: dict[str, Callable] = {
     "reduce_transposes": _reduce_transposes,
     "add_fp16_cast": _fp16,
     "fuse_gelu_tanh_approximation": _gelu,
+    "detect_concat_interleave": _shuffle,
 }
 OPTIONS = {"const_deduplication": {"const_threshold": 1}}  # the draws' consts are small
 FP32 = {"const_elimination", "add_fp16_cast"}  # a graph const without a tensor beside it is fp32
@@ -351,7 +379,13 @@ def _check(d, graph_pass: str) -> None:
 
 
 def test_every_pass_is_planted_here_or_in_an_ir_property():
-    ir = {"dead_code_elimination", "dedup_op_and_var_names", "topological_reorder"}
+    ir = {
+        "dead_code_elimination",
+        "dedup_op_and_var_names",
+        "topological_reorder",
+        "rank0_expand_dims_swap",
+        "canonicalize_inplace_pattern",
+    }
     assert set(PLANTERS) | ir == set(PASSES)
 
 
@@ -448,3 +482,57 @@ def test_topological_reorder_puts_each_transpose_just_before_its_reader(data):
     assert named.index("r_late") - named.index("t_late") == 1
     assert_agrees(built)
     assert_agrees(build(body, {}, "default"))
+
+
+@PROFILE
+@given(st.data())
+def test_rank0_expand_dims_swap_on_a_rank0_op_only(data):
+    """A rank-0 op with a scalar const then expand_dims (planted), and the same op with a
+    rank-1 const (near-miss), each maybe read elsewhere too."""
+    b = Builder("ios18")
+    x = b.input("x", DType.FP16, (2, 3))
+    total = b.op("reduce_sum", "total", x=_random_chain(data, b, x, "pre"))
+    outputs = []
+    for prefix, shape in (("p_", ()), ("n_", (1,))):
+        op = data.draw(st.sampled_from(["add", "sub", "mul", "maximum", "minimum"]))
+        c = b.const(f"{prefix}c", np.full(shape, data.draw(st.floats(-2, 2, width=16))), DType.FP16)
+        args = {"x": total, "y": c} if data.draw(st.booleans()) else {"x": c, "y": total}
+        value = b.op(op, f"{prefix}op", **args)
+        outputs.append(b.op("expand_dims", f"{prefix}e", x=value, axes=[0]))
+        if data.draw(st.booleans()):
+            outputs.append(b.op("relu", f"{prefix}other", x=value))
+    program = b.build(outputs)
+    after, report = run_pipeline(program, resolve(parse_passes("rank0_expand_dims_swap")))
+    removed = {name for c in report.changes for _, name in c.removed}
+    assert "p_op" in removed and "n_op" not in removed
+    _same_outputs(program, after)
+
+
+@PROFILE
+@given(st.data())
+def test_canonicalize_inplace_pattern_moves_a_write_unless_a_read_lies_between(data):
+    b = Builder("ios18")
+    x = b.input("x", DType.FP16, (1, 4))
+    outputs = []
+    for prefix, near in (("p_", False), ("n_", True)):
+        state = b.state(f"{prefix}state", DType.FP16, (1, 4))
+        made = b.op("mul", f"{prefix}made", x=b.op("read_state", f"{prefix}held", input=state), y=x)
+        later = _random_chain(data, b, made, f"{prefix}later")
+        if near:
+            later = b.op(
+                "add", f"{prefix}peek", x=later, y=b.op("read_state", f"{prefix}read", input=state)
+            )
+        b.op("write_state", f"{prefix}write", input=state, data=made)
+        outputs.append(later)
+    program = b.build(outputs)
+    after, _ = run_pipeline(program, resolve(parse_passes("canonicalize_inplace_pattern")))
+    names = [op.name for op in after.main.operations if op.type != "const"]
+    assert names.index("p_write") == names.index("p_made") + 1
+    assert names.index("n_write") == len(names) - 1
+    inputs = random_inputs(program.main, 0)
+    for state_name in ("p_state", "n_state"):
+        inputs[state_name] = np.ones((1, 4), np.float16)
+    runs = [Executor(p) for p in (program, after)]
+    outs = [r.run(dict(inputs)).outputs for r in runs]
+    assert all(np.array_equal(outs[0][k], outs[1][k]) for k in outs[0])
+    assert all(np.array_equal(runs[0].states[k], runs[1].states[k]) for k in runs[0].states)

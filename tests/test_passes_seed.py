@@ -287,6 +287,19 @@ def _fp32_chain(count: int, dtype: str = "fp32") -> tuple[dict, dict]:
     return graph(nodes, {"y": nodes[-1]["id"]}, x=([2, 5], dtype)), {}
 
 
+def _shuffle(perm: list[int], shared: bool = False) -> tuple[dict, dict]:
+    """The seed's channel shuffle: concat on channels, reshape to (B, n, C, H, W), transpose,
+    reshape back."""
+    nodes = [
+        {"id": "cat", "op": "concat", "inputs": {"values": ["a", "b"]}, "params": {"axis": -3}},
+        node("split", "reshape", {"x": "cat"}, shape=[1, 2, C, 2, 3]),
+        node("t", "transpose", {"x": "split"}, perm=perm),
+        node("y", "reshape", {"x": "t"}, shape=[1, 2 * C, 2, 3]),
+    ]
+    outputs = {"out": "y", **({"cat": "cat"} if shared else {})}
+    return graph(nodes, outputs, a=X, b=X), {}
+
+
 def _case(id, graph_pass, made, after, fires=True, **options) -> Case:
     body, weights = made
     return Case(id, graph_pass, body, weights, after, fires, options)
@@ -516,6 +529,21 @@ CASES = [
         ["transpose", "transpose"],
         fires=False,
     ),
+    _case("shuffle", "detect_concat_interleave", _shuffle([0, 2, 1, 3, 4]), ["concat"]),
+    _case(
+        "shuffle-other-perm",
+        "detect_concat_interleave",
+        _shuffle([0, 2, 1, 4, 3]),
+        ["concat", "reshape", "transpose", "reshape"],
+        fires=False,
+    ),
+    _case(
+        "shuffle-shared",
+        "detect_concat_interleave",
+        _shuffle([0, 2, 1, 3, 4], shared=True),
+        ["concat", "reshape", "transpose", "reshape"],
+        fires=False,
+    ),
     # quantization
     _case("fp16-cast", "add_fp16_cast", _fp32_chain(1), ["cast", "relu", "cast"]),
     _case(
@@ -556,7 +584,13 @@ def test_the_seed_example_and_its_edges(case: Case):
 def test_every_implemented_pass_has_a_seed_case():
     from app.passes import PASSES
 
-    ir_only = {"dead_code_elimination", "dedup_op_and_var_names", "topological_reorder"}
+    ir_only = {
+        "dead_code_elimination",
+        "dedup_op_and_var_names",
+        "topological_reorder",
+        "canonicalize_inplace_pattern",
+        "rank0_expand_dims_swap",
+    }
     assert {c.graph_pass for c in CASES} | ir_only == set(PASSES)
     assert {c.graph_pass for c in CASES if c.fires} | ir_only == set(PASSES)
     assert {c.graph_pass for c in CASES if not c.fires} | ir_only == set(PASSES)  # an edge each
@@ -700,3 +734,69 @@ def test_add_fp16_cast_leaves_an_op_with_a_constant_beyond_fp16():
     y = b.op("mul", "y", x=x, y=b.const("big", np.array([1e5], np.float32), DType.FP32))
     after, report = _run(b.build([y]), "add_fp16_cast")
     assert [op.type for op in after.main.operations] == ["const", "mul"] and not report.changes
+
+
+def _inplace(read_between: bool):
+    """read_state -> mul -> add, the write of the mul's result listed after the add."""
+    b = Builder("ios18")
+    x = b.input("x", DType.FP16, (1, 4))
+    state = b.state("state", DType.FP16, (1, 4))
+    held = b.op("read_state", "held", input=state)
+    mul = b.op("mul", "mul", x=held, y=x)
+    add = b.op("add", "add", x=mul, y=x)
+    if read_between:
+        add = b.op("add", "again", x=add, y=b.op("read_state", "peek", input=state))
+    b.op("write_state", "update", input=state, data=mul)
+    return b.build([add])
+
+
+def test_canonicalize_inplace_pattern_the_seed_example():
+    after, report = _run(_inplace(False), "canonicalize_inplace_pattern")
+    assert [op.name for op in after.main.operations] == ["held", "mul", "update", "add"]
+    assert report.changes[0].reordered
+    inputs = random_inputs(after.main, 0)
+    for program in (_inplace(False), after):  # the same output and the same state after
+        run = Executor(program)
+        out = run.run(inputs).outputs["add"]
+        assert np.array_equal(out, Executor(_inplace(False)).run(inputs).outputs["add"])
+
+
+def test_canonicalize_inplace_pattern_keeps_a_read_of_the_state_before_the_write():
+    program = _inplace(True)
+    after, report = _run(program, "canonicalize_inplace_pattern")
+    assert not report.changes
+    assert [op.name for op in after.main.operations] == [op.name for op in program.main.operations]
+
+
+def _rank0_program(const_shape: tuple[int, ...] = (), other_reader: bool = True):
+    """The seed's rank-0 sub (a value minus a scalar const) then expand_dims(axes=[0]), its
+    result read by another op too. (A graph's weights are at least rank 1: the IR is built.)"""
+    b = Builder("ios18")
+    x = b.input("x", DType.FP16, (2, 3))
+    total = b.op("reduce_sum", "total", x=x)
+    centred = b.op(
+        "sub", "centred", x=total, y=b.const("half", np.full(const_shape, 0.5), DType.FP16)
+    )
+    outputs = [b.op("expand_dims", "y", x=centred, axes=[0])]
+    if other_reader:
+        outputs.append(b.op("mul", "op2", x=centred, y=total))
+    return b.build(outputs)
+
+
+@pytest.mark.parametrize(
+    ("program", "after"),
+    [
+        (_rank0_program(), ["reduce_sum", "expand_dims", "sub", "squeeze", "mul"]),
+        (_rank0_program(other_reader=False), ["reduce_sum", "expand_dims", "sub"]),
+        (_rank0_program((1,)), ["reduce_sum", "sub", "expand_dims", "mul"]),  # not rank 0
+    ],
+    ids=["seed", "alone", "vector"],
+)
+def test_rank0_expand_dims_swap_the_seed_example(program, after):
+    swapped, report = _run(program, "rank0_expand_dims_swap")
+    assert [op.type for op in swapped.main.operations if op.type != "const"] == after
+    assert bool(report.changes) == (after != ["reduce_sum", "sub", "expand_dims", "mul"])
+    assert [v.type for v in swapped.main.outputs] == [v.type for v in program.main.outputs]
+    inputs = random_inputs(program.main, 0)
+    want, got = Executor(program).run(inputs).outputs, Executor(swapped).run(inputs).outputs
+    assert all(np.array_equal(want[k], got[k]) for k in want)

@@ -5,11 +5,13 @@ from __future__ import annotations
 
 from app.passes.defs import (
     add_fp16_cast,
+    canonicalize_inplace_pattern,
     cast_optimization,
     const_deduplication,
     const_elimination,
     dead_code_elimination,
     dedup_op_and_var_names,
+    detect_concat_interleave,
     divide_to_multiply,
     fuse_conv_bias,
     fuse_conv_scale,
@@ -20,6 +22,7 @@ from app.passes.defs import (
     merge_consecutive_reshapes,
     merge_consecutive_transposes,
     noop_elimination,
+    rank0_expand_dims_swap,
     reduce_transposes,
     remove_redundant_ops,
     topological_reorder,
@@ -41,12 +44,15 @@ PASSES: dict[str, GraphPass] = {
         fuse_conv_bias,
         fuse_conv_scale,
         divide_to_multiply,
+        rank0_expand_dims_swap,
         fuse_transpose_matmul,
         cast_optimization,
         merge_consecutive_relus,
         merge_consecutive_reshapes,
         merge_consecutive_transposes,
         reduce_transposes,
+        canonicalize_inplace_pattern,
+        detect_concat_interleave,
         add_fp16_cast,
     )
 }

@@ -37,6 +37,7 @@ DEFAULT: tuple[str, ...] = (
     "noop_elimination",
     # fusions, activations first (their spelled-out forms are the longest)
     "fuse_gelu_tanh_approximation",
+    "rank0_expand_dims_swap",
     "reduce_transposes",
     # a scale before a bias: folding a scale multiplies the bias, so the bias folded after it
     # stays exact; each twice, since one fusion can expose the other
@@ -45,6 +46,7 @@ DEFAULT: tuple[str, ...] = (
     "fuse_reduce_mean",
     "fuse_conv_scale",
     "fuse_conv_bias",
+    "detect_concat_interleave",
     "merge_consecutive_relus",
     "merge_consecutive_reshapes",
     "merge_consecutive_transposes",
@@ -61,6 +63,8 @@ DEFAULT: tuple[str, ...] = (
     "dead_code_elimination",
     "const_deduplication",
     "noop_elimination",
+    # order last: a state's write next to what it writes, casts and transposes next to readers
+    "canonicalize_inplace_pattern",
     "topological_reorder",
     "dead_code_elimination",
 )
