@@ -427,3 +427,25 @@ def test_the_default_pipeline_over_the_catalogs_examples():
         "cast_optimization",
         "dead_code_elimination",
     }
+
+
+def test_docs_passes_lists_all_54_by_the_seeds_groups_with_what_is_implemented():
+    from pathlib import Path
+
+    from app.passes.graph_pass import GROUPS
+
+    page = (Path(__file__).resolve().parent.parent / "docs" / "passes.md").read_text()
+    table = page.split("## The catalogue", 1)[1].split("## ", 1)[0]
+    rows = [
+        [cell.strip() for cell in line.strip("|").split("|")]
+        for line in table.splitlines()
+        if line.startswith("| ") and not line.startswith("| pass ")
+    ]
+    assert len(rows) == 54 and len({r[0] for r in rows}) == 54
+    assert [g for g in dict.fromkeys(r[1] for r in rows)] == list(GROUPS)
+    implemented = {r[0] for r in rows if r[2].startswith("implemented")}
+    assert implemented == set(PASSES)
+    assert all(PASSES[r[0]].group == r[1] for r in rows if r[0] in PASSES)
+    assert all(
+        r[2].startswith(("implemented", "waits on", "not applicable", "not yet")) for r in rows
+    )
