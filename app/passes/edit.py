@@ -25,7 +25,9 @@ def _vars(value: Input) -> tuple[Var, ...]:
 
 
 class Editor:
-    """One function being rewritten; `changed` says whether anything was."""
+    """One function being rewritten, by one pass after another (the runner resets `changed`,
+    which says whether the pass changed anything). Passes edit through it only (reordering
+    `fn.operations` aside), so that who reads what stays true from pass to pass."""
 
     def __init__(self, fn: Function, target: Target):
         self.fn, self.target = fn, target
@@ -38,6 +40,7 @@ class Editor:
         self._inputs = set(fn.inputs)
         # holders of each name (ops and values): a removed op's names are free again
         self._names: Counter[str] = Counter(v.name for v in fn.inputs)
+        self._types: Counter[str] = Counter()  # ops of each type in the function
         for op in fn.operations:
             self._hold(op, 1)
             self._read(op)
@@ -165,8 +168,8 @@ class Editor:
         if self.is_output(old):
             assert new.op is not None
             if new.op.name == new.name and len(new.op.outputs) == 1:
-                self._rename(new.op, old.name)
-            self._rename(new, old.name)
+                self.rename(new.op, old.name)
+            self.rename(new, old.name)
             self.fn.outputs = [new if v is old else v for v in self.fn.outputs]
             self._outputs.discard(old)
             self._outputs.add(new)
@@ -198,15 +201,22 @@ class Editor:
             if not facts.is_stateful(op.type) and not any(self.used(v) for v in op.outputs):
                 self.remove(op)
 
+    def has(self, types: frozenset[str]) -> bool:
+        """Whether the function holds an op of one of these types."""
+        return any(self._types[t] > 0 for t in types)
+
     def _hold(self, op: Operation, count: int) -> None:
+        self._types[op.type] += count
         self._names[op.name] += count
         for v in op.outputs:
             self._names[v.name] += count
 
-    def _rename(self, thing: Operation | Var, name: str) -> None:
+    def rename(self, thing: Operation | Var, name: str) -> None:
+        """Give an op or a value another name (the caller keeps names unique)."""
         self._names[thing.name] -= 1
         self._names[name] += 1
         thing.name = name
+        self.changed = True
 
     def _read(self, op: Operation) -> None:
         for value in op.inputs.values():

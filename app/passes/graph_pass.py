@@ -54,6 +54,10 @@ class GraphPass:
     # Op types the pass may write where the program had none: a pipeline for a runtime that
     # reports one of them failing leaves the pass out (app/passes/pipelines.py).
     creates: frozenset[str] = frozenset()
+    # Op types the pass's patterns start from: a function with none of them is skipped (a
+    # pipeline of thirty-odd steps costs little on a graph most of them have nothing to do in).
+    # Empty: the pass looks at every op.
+    needs: frozenset[str] = frozenset()
 
     def __post_init__(self) -> None:
         assert self.group in GROUPS, self.group

@@ -14,7 +14,7 @@ from __future__ import annotations
 import numpy as np
 
 from app.mil.ir import Operation, Var
-from app.mil.types import DType
+from app.mil.types import DType, TensorType
 from app.passes import facts
 from app.passes.edit import Editor
 from app.passes.graph_pass import GraphPass, Option, Options, names
@@ -24,7 +24,8 @@ _FP16_MAX = float(np.finfo(np.float16).max)
 
 
 def _fp32(var: Var) -> bool:
-    return var.type == var.tensor and var.tensor.dtype is DType.FP32
+    t = var.type
+    return isinstance(t, TensorType) and t.dtype is DType.FP32
 
 
 def _fits_fp16(var: Var) -> bool:
@@ -53,6 +54,8 @@ def run(edit: Editor, options: Options) -> None:
                 args[arg] = tuple(_half(edit, v, op, halves) for v in value)
             else:
                 args[arg] = _half(edit, value, op, halves)
+        if _in_place(edit, op, args):
+            continue
         edit.remove(op)  # its names are free for what replaces it
         edit.remove_if_unused(*(v.op for v in wide_inputs if v.op and const_op(v)))
         # an output that turns fp16 is cast back under its name; the op keeps its own name
@@ -68,6 +71,21 @@ def run(edit: Editor, options: Options) -> None:
             if old.tensor.dtype is DType.FP32 and made.tensor.dtype is DType.FP16:
                 made = _cast(edit, made, "fp32", old.name, op)
             edit.replace(old, made)
+
+
+def _in_place(edit: Editor, op: Operation, args: dict) -> bool:
+    """When only consts turn fp16 and the op's outputs keep their types (a conv's fp32 weight
+    beside its fp16 input), the op itself stays: its arguments are rewired, nothing is remade."""
+    if any(v.tensor.dtype is DType.FP32 for v in op.outputs):
+        return False
+    if facts.output_types(op.type, op.name, args, edit.target) != [v.tensor for v in op.outputs]:
+        return False
+    for arg, value in args.items():
+        if value is not op.inputs[arg]:
+            old = op.inputs[arg]
+            edit.set_input(op, arg, value)
+            edit.remove_if_unused(*(v.op for v in _vars(old) if v.op is not None and const_op(v)))
+    return True
 
 
 def _half(edit: Editor, var: Var, before: Operation, halves: dict[Var, Var]) -> Var:

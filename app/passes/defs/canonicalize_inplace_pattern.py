@@ -38,4 +38,5 @@ PASS = GraphPass(
     "optimize_state",
     "a write_state moves to just after the op that makes what it writes",
     run,
+    needs=frozenset({"write_state"}),
 )

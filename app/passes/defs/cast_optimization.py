@@ -72,4 +72,5 @@ PASS = GraphPass(
     "optimize_repeat_ops",
     "drops casts to the dtype a value has, and merges casts in a row that lose nothing",
     run,
+    needs=frozenset({"cast"}),
 )

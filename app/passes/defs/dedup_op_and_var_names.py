@@ -28,15 +28,13 @@ def run(edit: Editor, options: Options) -> None:
     outputs = set(fn.outputs)
     for op in fn.operations:
         if op.name in seen_ops:
-            op.name = _fresh(op.name, every_op)
+            edit.rename(op, _fresh(op.name, every_op))
             every_op.add(op.name)
-            edit.changed = True
         seen_ops.add(op.name)
         for var in op.outputs:
             if var.name in seen_vars or (var.name in kept and var not in outputs):
-                var.name = _fresh(var.name, every_var)
+                edit.rename(var, _fresh(var.name, every_var))
                 every_var.add(var.name)
-                edit.changed = True
             seen_vars.add(var.name)
 
 

@@ -67,4 +67,5 @@ PASS = GraphPass(
     "optimize_tensor_operation",
     "concat, reshape, transpose, reshape that shuffle channels become concat(interleave=True)",
     run,
+    needs=frozenset({"concat"}),
 )

@@ -34,4 +34,5 @@ PASS = GraphPass(
     "optimize_elementwise_binary",
     "x / c with a constant c becomes x * (1/c)",
     run,
+    needs=frozenset({"real_div"}),
 )

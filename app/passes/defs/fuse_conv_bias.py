@@ -81,4 +81,5 @@ PASS = GraphPass(
     "optimize_conv",
     "a per-channel constant added to a conv's output becomes its bias",
     run,
+    needs=frozenset({"conv"}),
 )

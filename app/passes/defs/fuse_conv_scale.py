@@ -55,4 +55,5 @@ PASS = GraphPass(
     "optimize_conv",
     "a per-channel constant multiplying a conv's output is folded into its weight and bias",
     run,
+    needs=frozenset({"conv"}),
 )

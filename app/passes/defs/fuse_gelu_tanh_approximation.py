@@ -122,4 +122,5 @@ PASS = GraphPass(
     "the tanh approximation of GELU spelt out becomes gelu(mode=TANH_APPROXIMATION)",
     run,
     creates=frozenset({"gelu"}),
+    needs=frozenset({"tanh"}),
 )

@@ -48,4 +48,5 @@ PASS = GraphPass(
     "cleanup",
     "reduce_sum then a multiplication by 1/n (a division by n) becomes reduce_mean",
     run,
+    needs=frozenset({"reduce_sum"}),
 )

@@ -46,4 +46,5 @@ PASS = GraphPass(
     "optimize_linear",
     "a transpose of the last two axes feeding a matmul becomes its transpose_x/transpose_y",
     run,
+    needs=frozenset({"matmul"}),
 )

@@ -19,4 +19,5 @@ PASS = GraphPass(
     "optimize_repeat_ops",
     "relu(relu(x)) becomes relu(x)",
     run,
+    needs=frozenset({"relu"}),
 )

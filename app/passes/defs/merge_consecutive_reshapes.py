@@ -33,4 +33,5 @@ PASS = GraphPass(
     "optimize_repeat_ops",
     "reshape(reshape(x)) becomes one reshape of x",
     run,
+    needs=frozenset({"reshape"}),
 )

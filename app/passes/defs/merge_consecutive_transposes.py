@@ -45,4 +45,5 @@ PASS = GraphPass(
     "optimize_repeat_ops",
     "transpose(transpose(x)) becomes one transpose of x (or none)",
     run,
+    needs=frozenset({"transpose"}),
 )

@@ -71,4 +71,5 @@ PASS = GraphPass(
     "optimize_elementwise_binary",
     "a rank-0 elementwise op then expand_dims computes on rank-1 values",
     run,
+    needs=frozenset({"expand_dims"}),
 )

@@ -180,4 +180,5 @@ PASS = GraphPass(
     "optimize_repeat_ops",
     "removes transposes that later transposes undo, through elementwise ops and reductions",
     run,
+    needs=frozenset({"transpose"}),
 )

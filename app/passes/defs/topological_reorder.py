@@ -67,4 +67,5 @@ PASS = GraphPass(
     "cleanup",
     "moves casts and transposes to just before their first reader",
     run,
+    needs=frozenset({"cast", "transpose"}),
 )
