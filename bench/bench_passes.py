@@ -16,10 +16,9 @@ Targets: the pipeline's cost per node flat from 10 to 1,000 nodes, and no more t
 
 from __future__ import annotations
 
-import statistics
-import time
-
 import numpy as np
+
+from bench.bench_graphs import _median
 
 PRIMS = ["add", "mul", "relu", "silu"]
 C = 16
@@ -56,15 +55,6 @@ def _layers(count: int) -> tuple[dict, dict]:
         prev = f"n{i}"
     body = {"inputs": {"x": {"shape": [1, C, 1, 16]}}, "nodes": nodes, "outputs": {"y": prev}}
     return body, weights
-
-
-def _median(fn, repeat: int) -> float:
-    times = []
-    for _ in range(repeat):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times)
 
 
 def measure(make, count: int) -> dict:

@@ -7,7 +7,7 @@ import numpy as np
 
 from app.mil.ir import Operation, Var
 from app.passes.edit import Editor
-from app.passes.patterns import const_op, wide
+from app.passes.patterns import wide
 
 
 def bias_of(conv: Operation) -> np.ndarray | None:
@@ -43,12 +43,3 @@ def remade(
     if bias is not None:
         args["bias"] = edit.const(f"{name}_bias", bias, dtype, anchor)
     return edit.op("conv", name, args, anchor, out=[out])
-
-
-def retire(edit: Editor, *ops: Operation) -> None:
-    """Remove the ops a fusion replaced, then the consts only they read."""
-    edit.remove(*ops)
-    for op in ops:
-        edit.remove_if_unused(
-            *(v.op for v in op.inputs.values() if isinstance(v, Var) and const_op(v))
-        )

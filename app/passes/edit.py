@@ -10,7 +10,7 @@ just before the op named as their anchor when the pass ends, and removed ops are
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import numpy as np
 
@@ -204,6 +204,45 @@ class Editor:
     def has(self, types: frozenset[str]) -> bool:
         """Whether the function holds an op of one of these types."""
         return any(self._types[t] > 0 for t in types)
+
+    # -- the usual rewrites -----------------------------------------------------------------------
+    def swap(self, old: Operation, op_type: str, inputs: dict[str, Input]) -> Operation:
+        """A new op in `old`'s place: its name, its outputs' names and their readers; `old` is
+        dropped (with the consts only it read)."""
+        new = self.op(op_type, old.name, inputs, old, out=[v.name for v in old.outputs])
+        for before, after in zip(old.outputs, new.outputs, strict=True):
+            self.replace(before, after)
+        self.drop(old)
+        return new
+
+    def merge_into(self, op: Operation, kept: list[Var]) -> bool:
+        """`op` computes what `kept` holds already: its readers read `kept`, and it is dropped;
+        False, changing nothing, when an output of it cannot be replaced (`can_replace`)."""
+        pairs = list(zip(op.outputs, kept, strict=True))
+        if not all(self.can_replace(old, new) for old, new in pairs):
+            return False
+        for old, new in pairs:
+            self.replace(old, new)
+        self.drop(op)
+        return True
+
+    def drop(self, *ops: Operation) -> None:
+        """Remove ops a rewrite replaced, then the consts only they read."""
+        self.remove(*ops)
+        for op in ops:
+            self.remove_if_unused(
+                *(
+                    v.op
+                    for value in op.inputs.values()
+                    for v in _vars(value)
+                    if v.op is not None and v.op.type == "const"
+                )
+            )
+
+    def repeat(self, sweep: Callable[[Editor], bool]) -> None:
+        """Run `sweep` until it changes nothing (a fusion can expose the next one)."""
+        while sweep(self):
+            self.commit()
 
     def _hold(self, op: Operation, count: int) -> None:
         self._types[op.type] += count

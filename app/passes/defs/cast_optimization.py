@@ -43,7 +43,6 @@ def _target(op) -> DType:
 def run(edit: Editor, options: Options) -> None:
     for op in edit.ops("cast"):
         x: Var = op.inputs["x"]  # type: ignore[assignment]
-        out = op.outputs[0]
         source = x
         first = x.op if x.op is not None and x.op.type == "cast" else None
         if first is not None:
@@ -52,19 +51,15 @@ def run(edit: Editor, options: Options) -> None:
                 first = None
             else:
                 source = first.inputs["x"]  # type: ignore[assignment]
-        if source.tensor.dtype == out.tensor.dtype:
-            if edit.replace(out, source):
-                edit.remove(op)
-                edit.remove_if_unused(*[o for o in (op.inputs["dtype"].op, first) if o])  # type: ignore[union-attr]
-            continue
-        if first is None:
-            continue
-        new = edit.op(
-            "cast", op.name, {"x": source, "dtype": op.inputs["dtype"]}, op, out=[out.name]
-        )
-        edit.replace(out, new.outputs[0])
-        edit.remove(op)
-        edit.remove_if_unused(first, first.inputs["dtype"].op)  # type: ignore[union-attr, arg-type]
+        if source.tensor.dtype == op.outputs[0].tensor.dtype:
+            changed = edit.merge_into(op, [source])
+        elif first is not None:
+            changed = bool(edit.swap(op, "cast", {"x": source, "dtype": op.inputs["dtype"]}))
+        else:
+            changed = False
+        if changed and first is not None:
+            edit.remove_if_unused(first)
+            edit.remove_if_unused(first.inputs["dtype"].op)  # type: ignore[union-attr, arg-type]
 
 
 PASS = GraphPass(

@@ -29,14 +29,8 @@ def run(edit: Editor, options: Options) -> None:
         else:
             continue
         kept = first.setdefault(key, op.outputs)
-        if kept is op.outputs or not all(
-            edit.can_replace(old, new) for old, new in zip(op.outputs, kept, strict=True)
-        ):
-            continue
-        for old, new in zip(op.outputs, kept, strict=True):
-            edit.replace(old, new)
-        edit.remove(op)
-        edit.remove_if_unused(*(v.op for v in op.inputs.values() if isinstance(v, Var) and v.op))
+        if kept is not op.outputs:
+            edit.merge_into(op, kept)
 
 
 PASS = GraphPass(

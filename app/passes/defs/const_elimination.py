@@ -51,8 +51,7 @@ def run(edit: Editor, options: Options) -> None:
                     out.name, result.reshape(out.tensor.shape), out.tensor.dtype, op, fresh=False
                 )
                 edit.replace(out, const)
-        edit.remove(op)
-        edit.remove_if_unused(*(v.op for v in args if v.op is not None))
+        edit.drop(op)
 
 
 def _vars(value):

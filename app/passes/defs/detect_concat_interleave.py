@@ -46,20 +46,10 @@ def run(edit: Editor, options: Options) -> None:
             or last.outputs[0].tensor.shape != (b, c * n, h, w)
         ):
             continue
-        out = last.outputs[0]
         interleave = edit.const(f"{last.name}_interleave", np.array(True), DType.BOOL, last)
         args = {"values": values, "axis": concat.inputs["axis"], "interleave": interleave}
-        new = edit.op("concat", last.name, args, last, out=[out.name])
-        edit.replace(out, new.outputs[0])
-        edit.remove(last, transpose, split, concat)  # type: ignore[arg-type]
-        for op in (last, transpose, split, concat):
-            edit.remove_if_unused(
-                *(
-                    v.op
-                    for k, v in op.inputs.items()
-                    if k != "values" and v.op and v.op.type == "const"
-                )
-            )  # type: ignore[union-attr]
+        edit.swap(last, "concat", args)
+        edit.drop(transpose, split, concat)  # type: ignore[arg-type]
 
 
 PASS = GraphPass(

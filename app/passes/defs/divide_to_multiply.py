@@ -22,11 +22,9 @@ def run(edit: Editor, options: Options) -> None:
         reciprocal = 1.0 / divisor
         if not np.isfinite(reciprocal.astype(dtype.numpy)).all():
             continue
-        edit.remove(op)  # first: the names it and its divisor held are free for the new ones
+        edit.remove(op)  # first, so that the names it and its divisor held are free
         edit.remove_if_unused(y.op)  # type: ignore[union-attr, arg-type]
-        const = edit.const(f"{op.name}_y", reciprocal, dtype, op)
-        new = edit.op("mul", op.name, {"x": x, "y": const}, op, out=[op.outputs[0].name])
-        edit.replace(op.outputs[0], new.outputs[0])
+        edit.swap(op, "mul", {"x": x, "y": edit.const(f"{op.name}_y", reciprocal, dtype, op)})
 
 
 PASS = GraphPass(

@@ -7,7 +7,7 @@ the conv negates the weight too, so the weight must then be a plain const."""
 from __future__ import annotations
 
 from app.mil.ir import Operation, Var
-from app.passes.conv_parts import bias_of, remade, retire, weight_of
+from app.passes.conv_parts import bias_of, remade, weight_of
 from app.passes.edit import Editor
 from app.passes.graph_pass import GraphPass, Options
 from app.passes.patterns import fits, operands, per_channel, stored, wide
@@ -51,14 +51,12 @@ def _fold(edit: Editor, conv: Operation, moved: Operation | None, op: Operation,
             "transpose", op.name, {**moved.inputs, "x": inner.outputs[0]}, op, out=[out.name]
         )
     edit.replace(out, new.outputs[0])
-    retire(edit, op, *([moved] if moved else []), conv)
+    edit.drop(op, *([moved] if moved else []), conv)
     return True
 
 
 def run(edit: Editor, options: Options) -> None:
-    # until nothing fuses: the conv a fusion makes may be followed by another such op
-    while _sweep(edit):
-        edit.commit()
+    edit.repeat(_sweep)  # the conv a fusion makes may be followed by another such op
 
 
 def _sweep(edit: Editor) -> bool:

@@ -6,16 +6,14 @@ from __future__ import annotations
 
 import numpy as np
 
-from app.passes.conv_parts import bias_of, remade, retire, weight_of
+from app.passes.conv_parts import bias_of, remade, weight_of
 from app.passes.edit import Editor
 from app.passes.graph_pass import GraphPass, Options
 from app.passes.patterns import fits, operands, per_channel, wide
 
 
 def run(edit: Editor, options: Options) -> None:
-    # until nothing fuses: the conv a fusion makes may be followed by another such op
-    while _sweep(edit):
-        edit.commit()
+    edit.repeat(_sweep)  # the conv a fusion makes may be followed by another such op
 
 
 def _sweep(edit: Editor) -> bool:
@@ -45,7 +43,7 @@ def _sweep(edit: Editor) -> bool:
         out = op.outputs[0]
         new = remade(edit, conv, op, op.name, out.name, weight, bias)
         edit.replace(out, new.outputs[0])
-        retire(edit, op, conv)
+        edit.drop(op, conv)
         fused = True
     return fused
 

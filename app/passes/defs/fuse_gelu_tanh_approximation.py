@@ -109,11 +109,7 @@ def run(edit: Editor, options: Options) -> None:
         mode = edit.const(f"{op.name}_mode", "TANH_APPROXIMATION", out.tensor.dtype, op)
         new = edit.op("gelu", op.name, {"x": x, "mode": mode}, op, out=[out.name])
         edit.replace(out, new.outputs[0])
-        edit.remove(*ops)
-        for removed in ops:
-            edit.remove_if_unused(
-                *(v.op for v in removed.inputs.values() if v.op and v.op.type == "const")  # type: ignore[union-attr]
-            )
+        edit.drop(*ops)
 
 
 PASS = GraphPass(

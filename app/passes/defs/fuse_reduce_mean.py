@@ -35,12 +35,8 @@ def run(edit: Editor, options: Options) -> None:
             reader.inputs["x"] is not total or not close(scalar(other), n)
         ):
             continue
-        args = {k: v for k, v in op.inputs.items()}
-        out = reader.outputs[0]
-        new = edit.op("reduce_mean", reader.name, args, reader, out=[out.name])
-        edit.replace(out, new.outputs[0])
-        edit.remove(reader, op)
-        edit.remove_if_unused(other.op)  # type: ignore[arg-type]
+        edit.swap(reader, "reduce_mean", dict(op.inputs))
+        edit.drop(op)
 
 
 PASS = GraphPass(

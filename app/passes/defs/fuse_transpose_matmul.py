@@ -32,13 +32,9 @@ def run(edit: Editor, options: Options) -> None:
             args[side] = t.inputs["x"]
             args[flag] = edit.const(f"{op.name}_{flag}", not now, DType.BOOL, op)
             fused.append(t)
-        if not fused:
-            continue
-        out = op.outputs[0]
-        new = edit.op("matmul", op.name, args, op, out=[out.name])
-        edit.replace(out, new.outputs[0])
-        edit.remove(op, *fused)
-        edit.remove_if_unused(*(v.op for v in op.inputs.values() if v.op and v.op.type == "const"))  # type: ignore[union-attr]
+        if fused:
+            edit.swap(op, "matmul", args)
+            edit.drop(*fused)
 
 
 PASS = GraphPass(

@@ -10,8 +10,8 @@ from app.passes.graph_pass import GraphPass, Options
 def run(edit: Editor, options: Options) -> None:
     for op in edit.ops("relu"):
         inner = op.inputs["x"]
-        if inner.op is not None and inner.op.type == "relu" and edit.replace(op.outputs[0], inner):  # type: ignore[union-attr, arg-type]
-            edit.remove(op)
+        if inner.op is not None and inner.op.type == "relu":  # type: ignore[union-attr]
+            edit.merge_into(op, [inner])  # type: ignore[list-item]
 
 
 PASS = GraphPass(

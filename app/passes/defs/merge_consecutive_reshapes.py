@@ -4,11 +4,9 @@ input's shape)."""
 
 from __future__ import annotations
 
-import numpy as np
-
-from app.mil.types import DType
 from app.passes.edit import Editor
 from app.passes.graph_pass import GraphPass, Options
+from app.passes.pairs import merged_pair
 
 
 def run(edit: Editor, options: Options) -> None:
@@ -16,16 +14,8 @@ def run(edit: Editor, options: Options) -> None:
         inner = op.inputs["x"].op  # type: ignore[union-attr]
         if inner is None or inner.type != "reshape" or edit.sole_reader(inner.outputs[0]) is not op:
             continue
-        source, out = inner.inputs["x"], op.outputs[0]
-        if source.type == out.type:  # type: ignore[union-attr]
-            if not edit.replace(out, source):  # type: ignore[arg-type]
-                continue
-        else:
-            shape = edit.const(f"{op.name}_shape", np.array(out.tensor.shape), DType.INT32, op)
-            new = edit.op("reshape", op.name, {"x": source, "shape": shape}, op, out=[out.name])
-            edit.replace(out, new.outputs[0])
-        edit.remove(op, inner)
-        edit.remove_if_unused(op.inputs["shape"].op, inner.inputs["shape"].op)  # type: ignore[union-attr, arg-type]
+        shape = op.outputs[0].tensor.shape
+        merged_pair(edit, op, inner, "shape", list(shape), inner.inputs["x"].tensor.shape == shape)  # type: ignore[union-attr]
 
 
 PASS = GraphPass(

@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from app.mil.types import DType
 from app.passes.edit import Editor
 from app.passes.graph_pass import GraphPass, Options
+from app.passes.pairs import merged_pair
 from app.passes.patterns import stored
 
 
@@ -28,16 +28,7 @@ def run(edit: Editor, options: Options) -> None:
             continue
         first, second = perm_of(inner), perm_of(op)
         composed = [first[p] for p in second]  # output axis i is input axis first[second[i]]
-        source, out = inner.inputs["x"], op.outputs[0]
-        if composed == sorted(composed):
-            if not edit.replace(out, source):  # type: ignore[arg-type]
-                continue
-        else:
-            perm = edit.const(f"{op.name}_perm", np.array(composed), DType.INT32, op)
-            new = edit.op("transpose", op.name, {"x": source, "perm": perm}, op, out=[out.name])
-            edit.replace(out, new.outputs[0])
-        edit.remove(op, inner)
-        edit.remove_if_unused(op.inputs["perm"].op, inner.inputs["perm"].op)  # type: ignore[union-attr, arg-type]
+        merged_pair(edit, op, inner, "perm", composed, composed == sorted(composed))
 
 
 PASS = GraphPass(

@@ -66,15 +66,8 @@ def run(edit: Editor, options: Options) -> None:
         if len(op.outputs) != 1 or op.type == "const":
             continue
         kept = _concat_of_one(op) if op.type == "concat" else _passed_on(op)
-        if kept is not None and edit.replace(op.outputs[0], kept):
-            edit.remove(op)
-            edit.remove_if_unused(
-                *(
-                    v.op
-                    for v in op.inputs.values()
-                    if isinstance(v, Var) and v.op and v.op.type == "const"
-                )
-            )
+        if kept is not None:
+            edit.merge_into(op, [kept])
 
 
 PASS = GraphPass(

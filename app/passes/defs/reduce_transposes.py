@@ -153,15 +153,7 @@ def _rewrite(edit: Editor, region: _Region) -> bool:
             for reader in edit.readers(v):
                 if reader not in region.ops and reader not in region.cancels:
                     raise AssertionError(f"{reader.name} still reads {v.name}")
-    edit.remove(start, *region.ops, *region.cancels)
-    edit.remove_if_unused(
-        *(
-            v.op
-            for op in [start, *region.ops, *region.cancels]
-            for v in op.inputs.values()
-            if isinstance(v, Var) and v.op and v.op.type == "const"
-        )
-    )
+    edit.drop(start, *region.ops, *region.cancels)
     return True
 
 
