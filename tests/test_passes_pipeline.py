@@ -153,6 +153,7 @@ BAD_CHOICES = [
     ([], "passes"),
     (3, "passes"),
     ({"pipeline": "default", "extra": 1}, "passes"),
+    ({"pipeline": {"pipeline": "none"}}, "passes"),
     (
         {"pipeline": "default", "options": {"fuse_gelu_exact": {"x": 1}}},
         "passes.options.fuse_gelu_exact",

@@ -107,8 +107,10 @@ def parse_passes(value: Any, field: str = "passes") -> PassChoice:
         return value
     if isinstance(value, dict):
         unknown = set(value) - {"pipeline", "options"}
-        if unknown or "pipeline" not in value:
-            raise RequestError(field, 'an object with "pipeline" and, optionally, "options"')
+        if unknown or not isinstance(value.get("pipeline"), str | list):
+            raise RequestError(
+                field, 'an object with "pipeline" (a name or a list) and, optionally, "options"'
+            )
         choice = parse_passes(value["pipeline"], f"{field}.pipeline")
         options = _options(value.get("options") or {}, choice, f"{field}.options")
         return PassChoice(choice.pipeline, options)
