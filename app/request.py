@@ -7,9 +7,9 @@ in one package, or a graph of ops and primitives in one program. `KernelRequest.
 one way to make one: every edge calls it, and it refuses a mix of kinds (a graph with
 `functions`, say) naming the field. A request holds the validated params, the weights (each
 identified by digest, dtype and shape, with its values inline, in a file on this machine, or only
-in the shared blob store), the format and target, the model name and whether to verify. Its JSON
-form is what a job record stores and what the jobs API shows (weights by digest, inline values
-left out).
+in the shared blob store), the format and target, the model name, whether to verify and, for a
+graph, its graph passes (app/passes). Its JSON form is what a job record stores and what the
+jobs API shows (weights by digest, inline values left out).
 """
 
 from __future__ import annotations
@@ -285,8 +285,9 @@ class KernelRequest:
     @cached_property
     def _key_doc(self) -> dict[str, Any]:
         """What the key hashes. Verification, a strict preflight, quantization, placement,
-        functions and architectures enter only when set, so keys without them stay as they were
-        (a strict request must not be answered from a lenient one's cache)."""
+        functions, architectures and a graph's passes (unless "none") enter only when set, so
+        keys without them stay as they were (a strict request must not be answered from a
+        lenient one's cache)."""
         doc: dict[str, Any] = {
             "v": KEY_VERSION,
             "op": self.op,

@@ -4,7 +4,8 @@ replacing a value everywhere, removing ops; the order is settled once, at `commi
 A pass works on an `Editor` over a copy of the program (`copy_program`), so the program as built
 stays as it was: verification composes the graph's meaning from it. Readers of each value are
 kept up to date by every edit, so a pass sees the graph it has made so far; new ops are placed
-just before the op named as their anchor when the pass ends, and removed ops are dropped then.
+just before the op named as their anchor, and removed ops dropped, at `commit` (after each pass,
+or within one that walks the result again).
 """
 
 from __future__ import annotations
@@ -47,7 +48,8 @@ class Editor:
 
     # -- reading -------------------------------------------------------------------------------
     def ops(self, *types: str) -> Iterator[Operation]:
-        """The ops as ordered when the pass began (of the given types), skipping removed ones."""
+        """The ops in their order when the walk begins (of the given types), skipping those
+        removed since; ops made meanwhile are not in it (until `commit`)."""
         for op in list(self.fn.operations):
             if op not in self._removed and (not types or op.type in types):
                 yield op
