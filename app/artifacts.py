@@ -33,6 +33,7 @@ from app.graphs.split import Chain, split, split_stream
 from app.kernels import KernelBuild
 from app.language.targets import DEFAULT_TARGET
 from app.mil.ceilings import Ceilings
+from app.onnx import onnx_program, verify_onnx
 from app.packaging import Entry, write_chain_zip, write_kernel_zip
 from app.packaging.digesting import DigestingWriter
 from app.preflight import (
@@ -112,6 +113,8 @@ def build_program(
 ) -> KernelBuild:
     """The request's program: a catalog kernel's, or a graph's; either held to `ceilings` (a
     package of functions to the defaults: its parts are catalog kernels of bounded params)."""
+    if request.kind is RequestKind.ONNX:
+        return onnx_program(request, ceilings)
     options = {"target": request.target, "name": request.name, "random_seed": random_seed}
     match request.kind:
         case RequestKind.GRAPH:
@@ -163,7 +166,7 @@ def _preflight(
     """The ANE preflight's findings for the programs, then for the quantized weights."""
     memo = None
     # a kernel's params as JSON text: they may hold lists, which do not hash
-    if request.kind is not RequestKind.GRAPH:
+    if request.kind in (RequestKind.OP, RequestKind.FUNCTIONS):
         params = orjson.dumps(request.params_json, option=orjson.OPT_SORT_KEYS)
         functions = orjson.dumps(
             list((request.functions or {}).items()), option=orjson.OPT_SORT_KEYS
@@ -240,7 +243,9 @@ def prepare(
         return Prepared(request, build, findings, chain=chain, aimodel=files)
     limit = request.max_quantization_error
     try:
-        if request.kind is RequestKind.FUNCTIONS:
+        if request.kind is RequestKind.ONNX:
+            report = verify_onnx(build)  # type: ignore[arg-type]
+        elif request.kind is RequestKind.FUNCTIONS:
             report = verify_functions(build, limit)  # type: ignore[arg-type]
         else:
             report = verify_build(build, chain=chain, max_quantization_error=limit)
@@ -273,6 +278,8 @@ def write(prepared: Prepared, out: BinaryIO, fmt: str | None = None) -> dict[str
             "functions": prepared.build.describe_functions(),  # type: ignore[attr-defined]
             "default_function": prepared.build.program.default,
         }
+    if request.kind is RequestKind.ONNX:
+        preflight_json |= prepared.build.description()  # type: ignore[attr-defined]
     options = {
         "digests": digests,
         "extra_entries": prepared.extra_entries,

@@ -1,0 +1,81 @@
+"""An ONNX import as built: the program, its weights, and what maps it back to the model (names,
+nodes) for kernel.json, the preflight's findings and verification.
+
+Tolerance of an output, as graphs compute it (app/graphs/built.py): each primitive adds its own
+error bound (app/graphs/primitives.py) to what its inputs carry, summed along the path for ops
+whose relative errors compound (mul, real_div, matmul, conv), the largest of its inputs' for the
+others; capped at 1.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from app.graphs.built import COMPOUNDING
+from app.graphs.primitives import PRIMITIVES
+from app.kernels import KernelBuild
+from app.onnx.files import ModelFiles
+from app.request import ONNX_OP
+
+
+@dataclass(frozen=True)
+class OnnxIO:
+    """One input or output of the model: its ONNX name and type, its program name."""
+
+    onnx_name: str
+    name: str
+    elem_type: int  # ONNX TensorProto data type
+    shape: tuple[int, ...]
+    id_range: int | None = None  # an integer input that indexes a table: its size
+
+
+@dataclass(frozen=True)
+class OnnxBuild(KernelBuild):
+    files: ModelFiles | None = None
+    inputs: tuple[OnnxIO, ...] = ()
+    outputs: tuple[OnnxIO, ...] = ()
+    consts: dict[str, str] = field(default_factory=dict)  # weight key -> its const op
+    origin: dict[str, str] = field(default_factory=dict)  # program op -> ONNX node
+    about: dict[str, Any] = field(default_factory=dict)  # the model: opset, producer, ...
+
+    @property
+    def op_name(self) -> str:
+        return ONNX_OP
+
+    def const_name(self, weight: str) -> str:
+        return self.consts[weight]
+
+    def where(self, name: str) -> str:
+        if name in self.origin:
+            return f"nodes.{self.origin[name]}"
+        for io in (*self.inputs, *self.outputs):
+            if io.name == name:
+                kind = "inputs" if io in self.inputs else "outputs"
+                return f"{kind}.{io.onnx_name}"
+        return "model"
+
+    def tolerance(self, output: str) -> float:
+        bound: dict[str, float] = {v.name: 0.0 for v in self.program.main.inputs}
+        for op in self.program.main.operations:
+            carried = [
+                bound.get(var.name, 0.0)
+                for value in op.inputs.values()
+                for var in (value if isinstance(value, tuple) else (value,))
+            ]
+            primitive = PRIMITIVES.get(op.type)
+            own = primitive.tolerance if primitive is not None else 0.0
+            inherited = sum(carried) if op.type in COMPOUNDING else max(carried, default=0.0)
+            for var in op.outputs:
+                bound[var.name] = min(1.0, inherited + own)
+        return float(f"{bound[output]:.3g}")
+
+    def description(self) -> dict[str, Any]:
+        """kernel.json's `onnx` section: the model and the names the program gives its I/O."""
+        return {
+            "onnx": {
+                **self.about,
+                "inputs": {io.onnx_name: io.name for io in self.inputs},
+                "outputs": {io.onnx_name: io.name for io in self.outputs},
+            }
+        }
