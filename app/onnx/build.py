@@ -4,7 +4,8 @@ nodes) for kernel.json, the preflight's findings and verification.
 Tolerance of an output, as graphs compute it (app/graphs/built.py): each primitive adds its own
 error bound (app/graphs/primitives.py) to what its inputs carry, summed along the path for ops
 whose relative errors compound (mul, real_div, matmul, conv), the largest of its inputs' for the
-others; capped at 1.
+others; capped at 1. A float constant carries one rounding (u = 2⁻¹¹): the model's float32
+values stored in fp16, which the graphs' float64 meaning does not see but onnxruntime does.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from app.graphs.built import COMPOUNDING
-from app.graphs.primitives import PRIMITIVES
+from app.graphs.primitives import PRIMITIVES, U
 from app.kernels import KernelBuild
 from app.onnx.files import ModelFiles
 from app.request import ONNX_OP
@@ -65,6 +66,8 @@ class OnnxBuild(KernelBuild):
             ]
             primitive = PRIMITIVES.get(op.type)
             own = primitive.tolerance if primitive is not None else 0.0
+            if op.type == "const" and op.outputs[0].tensor.dtype.is_float:
+                own = U  # the model's float32 constant, rounded once to fp16
             inherited = sum(carried) if op.type in COMPOUNDING else max(carried, default=0.0)
             for var in op.outputs:
                 bound[var.name] = min(1.0, inherited + own)

@@ -16,7 +16,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
+
+from app.digest import file_digest
 from app.errors import RequestError
+from app.request import WeightRef
+from app.tensor_files import TensorFile
 
 MODEL_FIELD = "model"
 
@@ -33,7 +38,7 @@ class ModelFiles:
     @classmethod
     def in_folder(cls, model_path: str | Path) -> ModelFiles:
         path = Path(model_path)
-        return cls(path.name, path, folder=path.resolve().parent)
+        return cls(path.name, path.resolve(), folder=path.resolve().parent)
 
     @classmethod
     def of_uploads(cls, model: str, files: Mapping[str, Path]) -> ModelFiles:
@@ -84,3 +89,35 @@ class ModelFiles:
                 where, f"tensor {tensor!r}: external-data file {location!r} does not exist"
             )
         return name, path
+
+
+def local_files(model_path: str | Path) -> dict[str, Path]:
+    """The model and the external-data files its tensors name, by their names relative to the
+    model's folder (each location checked as `ModelFiles.external` checks it)."""
+    from app.onnx.reader import ReadLimits, parse_model
+
+    files = ModelFiles.in_folder(model_path)
+    proto = parse_model(files, ReadLimits())
+    found = {files.model: files.model_path}
+    graphs = [proto.graph]
+    while graphs:
+        graph = graphs.pop()
+        tensors = list(graph.initializer)
+        for node in graph.node:
+            for attr in node.attribute:
+                tensors += [attr.t] if attr.HasField("t") else []
+                graphs += ([attr.g] if attr.HasField("g") else []) + list(attr.graphs)
+        for tensor in tensors:
+            if tensor.data_location == 1:  # TensorProto.EXTERNAL
+                location = next((e.value for e in tensor.external_data if e.key == "location"), "")
+                name, path = files.external(location, tensor.name)
+                found[name] = path
+    return found
+
+
+def file_weight(path: Path, digest: str | None = None) -> WeightRef:
+    """A file on this machine as a request's weight: its bytes, mapped, never read here."""
+    size = path.stat().st_size
+    digest = digest or file_digest(path)
+    tensor = TensorFile(path, 0, np.dtype("u1"), (size,), "raw", digest)
+    return WeightRef(digest, "uint8", (size,), file=tensor)

@@ -89,7 +89,7 @@ class OnnxModel:
 def read_model(files: ModelFiles, limits: ReadLimits = ReadLimits()) -> OnnxModel:
     """Parse and check the model (not its weights, which `OnnxModel.value` reads as they are
     needed)."""
-    proto = _parse(files, limits)
+    proto = parse_model(files, limits)
     opset = _opset(proto)
     graph = proto.graph
     if proto.functions:
@@ -114,7 +114,8 @@ def read_model(files: ModelFiles, limits: ReadLimits = ReadLimits()) -> OnnxMode
     return OnnxModel(files, proto, opset, inputs, outputs, nodes, initializers)
 
 
-def _parse(files: ModelFiles, limits: ReadLimits) -> ModelProto:
+def parse_model(files: ModelFiles, limits: ReadLimits) -> ModelProto:
+    """The model file's protobuf, parsed within the size limit (not yet checked)."""
     name, path = files.model, files.model_path
     try:
         size = path.stat().st_size

@@ -58,7 +58,7 @@ def _model_path(build: OnnxBuild) -> Iterator[Path]:
         for name, path in files.uploaded.items():
             link = Path(folder, name)
             link.parent.mkdir(parents=True, exist_ok=True)
-            os.symlink(path, link)
+            os.symlink(Path(path).resolve(), link)
         yield Path(folder, files.model)
 
 
