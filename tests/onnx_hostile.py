@@ -13,8 +13,7 @@ from pathlib import Path
 import numpy as np
 import onnx
 from onnx import TensorProto, helper
-
-from tests.onnx_support import Case, model_of, op
+from onnx_support import Case, model_of, op
 
 Made = tuple[str, str, str]
 

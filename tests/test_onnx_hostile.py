@@ -7,9 +7,9 @@ import subprocess
 import sys
 
 import pytest
+from onnx_hostile import HOSTILE, weights_over
 
 from app.cli import main
-from tests.onnx_hostile import HOSTILE, weights_over
 
 
 @pytest.fixture

@@ -10,8 +10,7 @@ import math
 import numpy as np
 import pytest
 from onnx import TensorProto, helper
-
-from tests.onnx_support import Case, check, one, op, rng_array
+from onnx_support import Case, check, one, op, rng_array
 
 X = {"x": [2, 3, 8]}
 X4 = {"x": [1, 4, 6, 6]}
@@ -332,10 +331,11 @@ def test_every_lowered_op_matches_onnxruntime(family, tmp_path):
 
 
 def test_the_gelu_pattern_becomes_one_gelu(tmp_path):
+    from onnx_support import save
+
     from app.language.targets import get_target
     from app.onnx import ModelFiles, import_onnx
     from app.request import OnnxParams
-    from tests.onnx_support import save
 
     for case in PATTERNS:
         path = save(case, tmp_path)

@@ -46,7 +46,8 @@ def cmd_onnx(args) -> int:
     name = args.name or default_name(model)
     if args.server:
         return guarded(lambda a: _remote(a, model, options, name))(args)
-    from app.onnx.files import file_weight, local_files
+    from app.onnx.files import file_weight
+    from app.onnx.reader import local_files
 
     try:
         files = local_files(model)

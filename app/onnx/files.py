@@ -91,30 +91,6 @@ class ModelFiles:
         return name, path
 
 
-def local_files(model_path: str | Path) -> dict[str, Path]:
-    """The model and the external-data files its tensors name, by their names relative to the
-    model's folder (each location checked as `ModelFiles.external` checks it)."""
-    from app.onnx.reader import ReadLimits, parse_model
-
-    files = ModelFiles.in_folder(model_path)
-    proto = parse_model(files, ReadLimits())
-    found = {files.model: files.model_path}
-    graphs = [proto.graph]
-    while graphs:
-        graph = graphs.pop()
-        tensors = list(graph.initializer)
-        for node in graph.node:
-            for attr in node.attribute:
-                tensors += [attr.t] if attr.HasField("t") else []
-                graphs += ([attr.g] if attr.HasField("g") else []) + list(attr.graphs)
-        for tensor in tensors:
-            if tensor.data_location == 1:  # TensorProto.EXTERNAL
-                location = next((e.value for e in tensor.external_data if e.key == "location"), "")
-                name, path = files.external(location, tensor.name)
-                found[name] = path
-    return found
-
-
 def file_weight(path: Path, digest: str | None = None) -> WeightRef:
     """A file on this machine as a request's weight: its bytes, mapped, never read here."""
     size = path.stat().st_size

@@ -13,6 +13,7 @@ from __future__ import annotations
 import heapq
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import numpy as np
 import onnx
@@ -307,3 +308,25 @@ def _cycle(start: int, needs: list[set[int]], stuck: set[int]) -> list[int]:
             return [*path[seen[node] :], node][::-1]
         seen[node] = len(path)
         path.append(node)
+
+
+def local_files(model_path: str | Path) -> dict[str, Path]:
+    """The model and the external-data files its tensors name, by their names relative to the
+    model's folder (each location checked as `ModelFiles.external` checks it)."""
+    files = ModelFiles.in_folder(model_path)
+    proto = parse_model(files, ReadLimits())
+    found = {files.model: files.model_path}
+    graphs = [proto.graph]
+    while graphs:
+        graph = graphs.pop()
+        tensors = list(graph.initializer)
+        for node in graph.node:
+            for attr in node.attribute:
+                tensors += [attr.t] if attr.HasField("t") else []
+                graphs += ([attr.g] if attr.HasField("g") else []) + list(attr.graphs)
+        for tensor in tensors:
+            if tensor.data_location == TensorProto.EXTERNAL:
+                location = next((e.value for e in tensor.external_data if e.key == "location"), "")
+                name, path = files.external(location, tensor.name)
+                found[name] = path
+    return found
