@@ -75,8 +75,7 @@ class GraphBuild(KernelBuild):
         return evaluate(self, inputs, original=original), {}
 
 
-# ops whose relative error compounds with their inputs' (their bounds add up; the others take the largest)
-COMPOUNDING = {"mul", "real_div", "matmul", "conv"}
+_COMPOUNDING = {"mul", "real_div", "matmul", "conv"}
 
 
 def evaluate(
@@ -133,7 +132,7 @@ def tolerance(build: GraphBuild, output: str) -> float:
             for names in node.args.values()
             for name in (names if isinstance(names, tuple) else (names,))
         ]
-        compounding = not isinstance(node.op, Primitive) or node.op.name in COMPOUNDING
+        compounding = not isinstance(node.op, Primitive) or node.op.name in _COMPOUNDING
         inherited = sum(carried) if compounding else max(carried, default=0.0)
         for name in node.outputs:
             bound[name] = min(1.0, inherited + node.op.tolerance)

@@ -1,11 +1,14 @@
 """An ONNX import as built: the program, its weights, and what maps it back to the model (names,
 nodes) for kernel.json, the preflight's findings and verification.
 
-Tolerance of an output, as graphs compute it (app/graphs/built.py): each primitive adds its own
-error bound (app/graphs/primitives.py) to what its inputs carry, summed along the path for ops
-whose relative errors compound (mul, real_div, matmul, conv), the largest of its inputs' for the
-others; capped at 1. A float constant carries one rounding (u = 2⁻¹¹): the model's float32
-values stored in fp16, which the graphs' float64 meaning does not see but onnxruntime does.
+Tolerance of an output: the sum of the primitives' error bounds (app/graphs/primitives.py: 0 for
+data movement, 2u for one rounding, 4u for a transcendental or an accumulation; u = 2⁻¹¹) along
+the longest path that reaches it, each op adding its own bound to the largest its inputs carry;
+a float constant carries one rounding (the model's float32 values stored in fp16); capped at 1.
+Graphs (app/graphs/built.py) also add up the bounds of a product's two operands; along the
+dozens of products of a transformer layer that doubling reaches the cap, so an import holds
+each output to the path sum instead: first-order, and what the fp16 rounding of each step adds
+when errors do not amplify (verification says so when they do).
 """
 
 from __future__ import annotations
@@ -13,7 +16,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from app.graphs.built import COMPOUNDING
 from app.graphs.primitives import PRIMITIVES, U
 from app.kernels import KernelBuild
 from app.onnx.files import ModelFiles
@@ -68,9 +70,8 @@ class OnnxBuild(KernelBuild):
             own = primitive.tolerance if primitive is not None else 0.0
             if op.type == "const" and op.outputs[0].tensor.dtype.is_float:
                 own = U  # the model's float32 constant, rounded once to fp16
-            inherited = sum(carried) if op.type in COMPOUNDING else max(carried, default=0.0)
             for var in op.outputs:
-                bound[var.name] = min(1.0, inherited + own)
+                bound[var.name] = min(1.0, max(carried, default=0.0) + own)
         return float(f"{bound[output]:.3g}")
 
     def description(self) -> dict[str, Any]:

@@ -25,6 +25,7 @@ from app.errors import ErrorKind, FieldError, RequestError
 from app.kernels.weight_check import check_values
 from app.mil import Builder, DType, MILBuildError, OpsetError, Var
 from app.mil.ceilings import CeilingError
+from app.onnx.fold import FOLDS
 from app.onnx.names import sanitized
 from app.onnx.reader import DEFAULT_DOMAINS, MICROSOFT, OnnxModel, node_field, node_label
 from app.onnx.support import MICROSOFT_ADVICE, WAITING
@@ -218,6 +219,9 @@ def lower(
         pattern = replaced.get(index)
         reads = pattern[0] if pattern is not None else list(proto.input)
         if any(name in poisoned for name in reads):
+            # fed by an unsupported node: judged by its type alone
+            if pattern is None and proto.op_type not in lowering.handlers:
+                unsupported.append(_refusal(lowering, proto, index))
             poisoned.update(proto.output)
             continue
         problem = _lower_node(lowering, proto, index, outputs, reads, pattern)
@@ -232,6 +236,22 @@ def lower(
             title="Unsupported ONNX ops",
             unsupported=[u.to_json() for u in unsupported],
         )
+
+
+def _refusal(lowering: Lowering, proto: NodeProto, index: int) -> Unsupported:
+    """Why a node of a type no handler lowers is refused."""
+    domain = proto.domain or "ai.onnx"
+    if proto.domain == MICROSOFT:
+        reason = MICROSOFT_ADVICE
+    elif proto.domain not in DEFAULT_DOMAINS:
+        reason = f"domain {proto.domain!r} is not one the importer knows (only ai.onnx)"
+    elif proto.op_type in WAITING:
+        reason = f"waits on the MIL primitive {WAITING[proto.op_type]}"
+    else:
+        reason = "no lowering onto the IR's primitives"
+    return Unsupported(
+        proto.op_type, node_label(proto, index), domain, lowering.model.opset, reason
+    )
 
 
 def _lower_node(
@@ -249,9 +269,7 @@ def _lower_node(
         return Unsupported(proto.op_type, node_label(proto, index), domain, model.opset, reason)
 
     if proto.domain not in DEFAULT_DOMAINS:
-        if proto.domain == MICROSOFT:
-            return refused(MICROSOFT_ADVICE)
-        return refused(f"domain {proto.domain!r} is not one the importer knows (only ai.onnx)")
+        return _refusal(lowering, proto, index)
     inputs = [lowering.values[name] if name else None for name in reads]
     attrs = {a.name: helper.get_attribute_value(a) for a in proto.attribute}
     names = [
@@ -269,9 +287,7 @@ def _lower_node(
         ):
             results: Sequence[Value] = evaluate(node, model.opset)
         elif handler is None:
-            if proto.op_type in WAITING:
-                return refused(f"waits on the MIL primitive {WAITING[proto.op_type]}")
-            return refused("no lowering onto the IR's primitives")
+            return _refusal(lowering, proto, index)
         else:
             results = handler(lowering, node)
     except Waits as wait:
@@ -304,8 +320,15 @@ def evaluate(node: Node, opset: int) -> list[np.ndarray]:
     for name, value in zip(proto.input, node.inputs, strict=True):
         if name and value is not None:
             feeds[name] = value.astype(np.float32) if value.dtype == np.float16 else value
+    fold = FOLDS.get(proto.op_type)
     try:
-        results = ReferenceEvaluator(proto, opsets={"": opset}).run(None, feeds)
+        if fold is not None:
+            with np.errstate(all="ignore"):
+                results = fold(
+                    [feeds.get(name) if name else None for name in proto.input], node.attrs
+                )
+        else:
+            results = ReferenceEvaluator(proto, opsets={"": opset}).run(None, feeds)
     except FieldError:
         raise
     except Exception as exc:  # the reference implementation's own refusal of bad inputs
