@@ -17,6 +17,8 @@ from onnx_support import Case, model_of, op, rng_array
 
 from app.client import Client
 
+FIXTURES = __import__("pathlib").Path(__file__).resolve().parent / "fixtures" / "onnx"
+
 
 @pytest.fixture(scope="module")
 def live(tmp_path_factory):
@@ -113,3 +115,49 @@ def test_hostile_files_over_http(live, tmp_path, name):
     assert 400 <= answer.status_code < 500, answer.text
     assert fragment in problem["detail"], problem
     live.alive()
+
+
+def test_a_farm_manifest_onnx_entry_builds_the_clis_bytes_and_reruns_up_to_date(live, tmp_path):
+    import shutil
+    import subprocess
+    import sys
+
+    from app.cli import main
+
+    shutil.copy(FIXTURES / "vit.onnx", tmp_path / "vit.onnx")
+    manifest = tmp_path / "farm.toml"
+    manifest.write_text('[kernels.vit]\nonnx = "vit.onnx"\nformat = "mil"\n')
+    args = [
+        sys.executable,
+        "-m",
+        "app.cli",
+        "build",
+        str(manifest),
+        "--server",
+        live.url,
+        "--out",
+        str(tmp_path / "out"),
+    ]
+    first = subprocess.run(args, capture_output=True, text=True, timeout=300)
+    assert first.returncode == 0, first.stderr + first.stdout
+    lock = json.loads((tmp_path / "ane-kernels.lock").read_text())["kernels"]["vit"]
+    assert lock["file"] == "vit.mil.zip" and list(lock["onnx"]) == ["vit.onnx"]
+    local = tmp_path / "local.zip"
+    assert (
+        main(
+            [
+                "onnx",
+                str(tmp_path / "vit.onnx"),
+                "--format",
+                "mil",
+                "--name",
+                "vit",
+                "-o",
+                str(local),
+            ]
+        )
+        == 0
+    )
+    assert (tmp_path / "out" / "vit.mil.zip").read_bytes() == local.read_bytes()
+    again = subprocess.run(args + ["--json"], capture_output=True, text=True, timeout=300)
+    assert again.returncode == 0 and "up to date" in again.stdout, again.stdout
