@@ -159,5 +159,5 @@ def test_a_farm_manifest_onnx_entry_builds_the_clis_bytes_and_reruns_up_to_date(
         == 0
     )
     assert (tmp_path / "out" / "vit.mil.zip").read_bytes() == local.read_bytes()
-    again = subprocess.run(args + ["--json"], capture_output=True, text=True, timeout=300)
+    again = subprocess.run([*args, "--json"], capture_output=True, text=True, timeout=300)
     assert again.returncode == 0 and "up to date" in again.stdout, again.stdout
