@@ -18,10 +18,11 @@ from app.api.context import Services
 from app.api.intake import (
     JSON_TYPES,
     MULTIPART,
-    _parse_json,
-    _validation_problem,
     media_type,
+    multipart_with_spec,
+    parse_json,
     unsupported_media,
+    validation_problem,
 )
 from app.api.problems import Problem
 from app.digest import file_digest
@@ -30,7 +31,7 @@ from app.onnx.files import file_weight
 from app.request import KernelRequest, WeightRef
 from app.schemas.onnx import OnnxBody, OnnxSpec
 from app.schemas.wire import RequestOptions
-from app.uploads.spool import MultipartLimits, declared_length, read_small_body, spool_multipart
+from app.uploads.spool import read_small_body
 
 
 @contextlib.asynccontextmanager
@@ -41,27 +42,14 @@ async def incoming_onnx(
     kind = media_type(request)
     settings = svc.settings
     if kind in JSON_TYPES:
-        data = _parse_json(await read_small_body(request, settings.max_json_bytes), "the body")
+        data = parse_json(await read_small_body(request, settings.max_json_bytes), "the body")
         body = _validated(OnnxBody, data)
         yield _request(body, await _stored(body.files, svc), bypass)
         return
     if kind != MULTIPART:
         raise unsupported_media(kind, ["application/json", MULTIPART])
-    needed = declared_length(request)
-    await svc.room_for_upload(needed, settings.max_body_bytes)
-    with svc.upload_faults(needed):
-        parts = await spool_multipart(
-            request, MultipartLimits.of(settings), {"spec"}, svc.spool_path
-        )
-    try:
-        if "spec" not in parts.fields:
-            raise Problem(
-                422,
-                "a multipart request needs a `spec` part (the options as JSON)",
-                title="Missing spec part",
-                field="spec",
-            )
-        spec = _validated(OnnxSpec, _parse_json(parts.fields["spec"], "the spec part"))
+    async with multipart_with_spec(request, svc) as (data, parts):
+        spec = _validated(OnnxSpec, data)
         files = await _stored(spec.files, svc)
         for name, part in parts.files.items():
             if name in files:
@@ -69,11 +57,8 @@ async def incoming_onnx(
                     f"files.{name}", f"{name!r} is given twice: in the spec and as a part"
                 )
             digest = part.hasher.result() if part.hasher is not None else None
-            ref = await asyncio.to_thread(_part, part.path, digest)
-            files[name] = ref
+            files[name] = await asyncio.to_thread(_part, part.path, digest)
         yield _request(spec, files, bypass)
-    finally:
-        parts.cleanup()
 
 
 def _part(path: Path, digest: str | None) -> WeightRef:
@@ -87,7 +72,7 @@ def _validated(model: type[BaseModel], data: Any) -> Any:
     try:
         return model.model_validate(data)
     except ValidationError as exc:
-        raise _validation_problem(exc.errors(), skip=0) from None
+        raise validation_problem(exc.errors(), skip=0) from None
 
 
 async def _stored(files: dict[str, str], svc: Services) -> dict[str, WeightRef]:

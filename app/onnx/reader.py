@@ -10,7 +10,6 @@ model keeps its weights as external data, and a model file over that is not an O
 
 from __future__ import annotations
 
-import heapq
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -21,6 +20,7 @@ from google.protobuf.message import DecodeError
 from onnx import GraphProto, ModelProto, NodeProto, TensorProto, ValueInfoProto
 
 from app.errors import ErrorKind, RequestError
+from app.graphs.spec import dependency_order
 from app.onnx.files import MODEL_FIELD, ModelFiles
 from app.onnx.tensors import External, element_count, fp16_bytes, read_tensor, stored_dtype
 
@@ -264,28 +264,11 @@ def _ordered(graph: GraphProto, given: set[str], outputs: list[str]) -> list[Nod
     for out in outputs:
         if out not in producer and out not in given:
             raise RequestError(f"outputs.{out}", f"graph output {out!r} is defined by no node")
-    users: list[list[int]] = [[] for _ in graph.node]
-    for i, deps in enumerate(needs):
-        for d in deps:
-            users[d].append(i)
-    waiting = [len(d) for d in needs]
-    ready = [i for i, n in enumerate(waiting) if n == 0]
-    heapq.heapify(ready)
-    order = []
-    while ready:
-        i = heapq.heappop(ready)
-        order.append(i)
-        for u in users[i]:
-            waiting[u] -= 1
-            if waiting[u] == 0:
-                heapq.heappush(ready, u)
-    if len(order) < len(graph.node):
-        stuck = set(range(len(graph.node))) - set(order)
-        start = min(stuck)
+    order, cycle = dependency_order(needs)
+    if cycle:
         raise RequestError(
-            node_field(graph.node[start], start),
-            "the graph has a cycle: "
-            + " -> ".join(node_label(graph.node[i], i) for i in _cycle(start, needs, stuck)),
+            node_field(graph.node[min(cycle)], min(cycle)),
+            "the graph has a cycle: " + " -> ".join(node_label(graph.node[i], i) for i in cycle),
         )
     return [graph.node[i] for i in order]
 
@@ -298,16 +281,6 @@ def _inputs_of(node: NodeProto) -> Iterator[str]:
             inner = {v.name for v in sub.input} | {t.name for t in sub.initializer}
             inner |= {o for n in sub.node for o in n.output}
             yield from (n for sub_node in sub.node for n in _inputs_of(sub_node) if n not in inner)
-
-
-def _cycle(start: int, needs: list[set[int]], stuck: set[int]) -> list[int]:
-    path, seen, node = [start], {start: 0}, start
-    while True:
-        node = min(needs[node] & stuck)
-        if node in seen:
-            return [*path[seen[node] :], node][::-1]
-        seen[node] = len(path)
-        path.append(node)
 
 
 def local_files(model_path: str | Path) -> dict[str, Path]:
