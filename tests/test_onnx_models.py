@@ -60,3 +60,24 @@ def test_bert_names_every_node_waiting_on_a_primitive():
     assert all(
         u["opset"] == VERSIONS["models"]["bert"]["opset"] for u in caught.value.extra["unsupported"]
     )
+
+
+def test_apples_core_ai_runtime_runs_the_imported_vit_as_onnxruntime_does(tmp_path):
+    """--format aimodel --verify: Apple's runtime runs the .aimodel on the same inputs and is
+    held to the same tolerance against onnxruntime."""
+    from app.cli import main
+
+    pytest.importorskip("coreai", reason="coreai-core (the `coreai` extra) runs .aimodel")
+    out = tmp_path / "vit.zip"
+    assert (
+        main(
+            ["onnx", str(FIXTURES / "vit.onnx"), "--format", "aimodel", "--verify", "-o", str(out)]
+        )
+        == 0
+    )
+    import zipfile
+
+    report = json.loads(zipfile.ZipFile(out).read("verification.json"))
+    assert report["apple_runtime"]["passed"] and report["agreement"]["both_passed"], report[
+        "agreement"
+    ]

@@ -18,19 +18,10 @@ from typing import Any
 
 from app.graphs.primitives import PRIMITIVES, U
 from app.kernels import KernelBuild
+from app.kernels.op import Arrays
 from app.onnx.files import ModelFiles
+from app.onnx.runtime import OnnxIO, run_original
 from app.request import ONNX_OP
-
-
-@dataclass(frozen=True)
-class OnnxIO:
-    """One input or output of the model: its ONNX name and type, its program name."""
-
-    onnx_name: str
-    name: str
-    elem_type: int  # ONNX TensorProto data type
-    shape: tuple[int, ...]
-    id_range: int | None = None  # an integer input that indexes a table: its size
 
 
 @dataclass(frozen=True)
@@ -73,6 +64,11 @@ class OnnxBuild(KernelBuild):
             for var in op.outputs:
                 bound[var.name] = min(1.0, max(carried, default=0.0) + own)
         return float(f"{bound[output]:.3g}")
+
+    def exact(self, inputs: Arrays, states: Arrays, *, original: bool = False) -> tuple[dict, dict]:
+        """The original model's outputs on these inputs, by onnxruntime (float32)."""
+        assert self.files is not None
+        return run_original(self.files, self.inputs, self.outputs, inputs), {}
 
     def description(self) -> dict[str, Any]:
         """kernel.json's `onnx` section: the model and the names the program gives its I/O."""

@@ -9,11 +9,9 @@ other integers 0 or 1 (masks, token types).
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 import numpy as np
-from onnx import ModelProto, TensorProto, helper
 
 from app.errors import RequestError
 from app.onnx.build import OnnxBuild
@@ -41,55 +39,6 @@ def draw(build: OnnxBuild, seed: int = SEED) -> tuple[dict[str, np.ndarray], dic
     return inputs, notes
 
 
-def _model_bytes(build: OnnxBuild) -> bytes:
-    """The model with its external data inside (onnxruntime resolves external files itself and
-    refuses links; read from the files the import checked), for onnxruntime to load."""
-    files = build.files
-    assert files is not None
-    proto = ModelProto()
-    proto.ParseFromString(files.model_path.read_bytes())
-    for tensor in proto.graph.initializer:
-        if tensor.data_location != TensorProto.EXTERNAL:
-            continue
-        info = {e.key: e.value for e in tensor.external_data}
-        _, path = files.external(info.get("location", ""), tensor.name)
-        nbytes = math.prod(tensor.dims) * helper.tensor_dtype_to_np_dtype(tensor.data_type).itemsize
-        with open(path, "rb") as f:
-            f.seek(int(info.get("offset", 0)))
-            tensor.raw_data = f.read(nbytes)
-        del tensor.external_data[:]
-        tensor.data_location = TensorProto.DEFAULT
-    try:
-        return proto.SerializeToString()
-    except ValueError:  # protobuf's 2 GiB
-        raise RequestError("verify", "the model is too large to verify here (over 2 GiB)") from None
-
-
-def _reference(build: OnnxBuild, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-    import onnxruntime as ort
-
-    feeds = {}
-    for io in build.inputs:
-        dtype = helper.tensor_dtype_to_np_dtype(io.elem_type)
-        if io.elem_type == TensorProto.BFLOAT16:
-            dtype = np.float32
-        feeds[io.onnx_name] = inputs[io.name].astype(dtype)
-    options = ort.SessionOptions()
-    options.log_severity_level = 3  # errors only: its shape-merge warnings are not ours
-    options.intra_op_num_threads = 1  # one build, one core: the same sums on every machine
-    model = _model_bytes(build)
-    try:
-        session = ort.InferenceSession(model, options, providers=["CPUExecutionProvider"])
-        results = session.run([io.onnx_name for io in build.outputs], feeds)
-    except Exception as exc:  # onnxruntime's own refusal (an opset it lacks, a bad model)
-        raise RequestError(
-            "verify", f"onnxruntime {ort.__version__} cannot run the model: {exc}"
-        ) from None
-    return {
-        io.name: np.asarray(r, np.float64) for io, r in zip(build.outputs, results, strict=True)
-    }
-
-
 def verify_onnx(build: OnnxBuild, seed: int = SEED) -> dict[str, Any]:
     import onnxruntime as ort
 
@@ -105,7 +54,7 @@ def verify_onnx(build: OnnxBuild, seed: int = SEED) -> dict[str, Any]:
         )
     inputs, notes = draw(build, seed)
     result = Executor.from_written_weights(build.program).run(inputs)
-    exact = _reference(build, inputs)
+    exact, _ = build.exact(inputs, {})
     outputs = {
         io.name: {
             "onnx_name": io.onnx_name,
