@@ -125,7 +125,9 @@ class Lowering:
     origin: dict[str, str] = field(default_factory=dict)  # MIL op -> ONNX node label
     node: Node | None = None
     reserved: set[str] = field(default_factory=set)  # program names of graph outputs
-    made: dict[int, tuple[np.ndarray, Var]] = field(default_factory=dict)  # initializer -> const
+    made: dict[tuple[int, tuple[int, ...]], tuple[np.ndarray, Var]] = field(
+        default_factory=dict
+    )  # (initializer, shape) -> its const
 
     # -- names ---------------------------------------------------------------------------------
     def fresh(self, base: str) -> str:
@@ -145,8 +147,11 @@ class Lowering:
             for key, value in zip(self.node.proto.input, self.node.inputs, strict=False)
             if isinstance(value, np.ndarray)
         }
+        given = dict(args)
+        if op_type in _ELEMENTWISE:
+            args = _full_rank(args)
         bound = {
-            k: self.tensor(v, keys.get(id(v))) if isinstance(v, np.ndarray) else v
+            k: self.tensor(v, keys.get(id(given[k])), given[k]) if isinstance(v, np.ndarray) else v
             for k, v in args.items()
         }
         result = self.b.op(op_type, name, **bound)
@@ -161,12 +166,16 @@ class Lowering:
         self.origin[name] = self.node.label
         return result if isinstance(result, tuple) else (result,)  # type: ignore[return-value]
 
-    def tensor(self, value: np.ndarray, key: str | None = None) -> Var:
+    def tensor(
+        self, value: np.ndarray, key: str | None = None, origin: np.ndarray | None = None
+    ) -> Var:
         """A known value as a program constant: floats fp16 (held to its range), integers
-        int32 (held to theirs), bools as they are. `key` lists it in kernel.json's weights."""
+        int32 (held to theirs), bools as they are. `key` lists it in kernel.json's weights;
+        `origin` is the value `value` reshapes (one const per value and shape)."""
         assert self.node is not None
-        known = self.made.get(id(value))
-        if known is not None and known[0] is value:  # one const per value, however often used
+        origin = value if origin is None else origin
+        known = self.made.get((id(origin), value.shape))
+        if known is not None and known[0] is origin:  # one const per value, however often used
             return known[1]
         array = np.asarray(value)
         where = f"initializers.{key}" if key else self.node.field
@@ -197,11 +206,28 @@ class Lowering:
             weight_key = key or name
             self.weights[weight_key], self.consts[weight_key] = array, name
         if key is not None:
-            self.made[id(value)] = (value, var)
+            self.made[(id(origin), value.shape)] = (origin, var)
         return var
 
 
 Pattern = tuple[list[str], Handler]  # the values a pattern reads, and its lowering
+
+
+_ELEMENTWISE = frozenset({"add", "sub", "mul", "real_div", "maximum", "minimum"})
+
+
+def _full_rank(args: dict[str, Any]) -> dict[str, Any]:
+    """A constant operand of lower rank than the program value it meets, with leading unit axes
+    up to that rank ([C] over [1, S, C] as [1, 1, C]): the same broadcast, and the ANE compiler
+    rejects rank-1 broadcast constants (the preflight's broadcast.const-shape)."""
+    x, y = args.get("x"), args.get("y")
+    for const, other in (("x", y), ("y", x)):
+        value = args.get(const)
+        if isinstance(value, np.ndarray) and isinstance(other, Var) and value.size > 1:
+            missing = other.tensor.rank - value.ndim
+            if missing > 0:
+                args = {**args, const: value.reshape((1,) * missing + value.shape)}
+    return args
 
 
 def lower(

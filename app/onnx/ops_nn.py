@@ -63,7 +63,7 @@ def gemm(ctx: Lowering, node: Node) -> list[Value]:
     if c is None or beta == 0:
         return [y]
     if isinstance(c, np.ndarray):
-        bias = ctx.tensor(c.astype(np.float32) * beta if beta != 1 else c, node.proto.input[2])
+        bias = c.astype(np.float32) * beta if beta != 1 else c
     else:
         bias = c if beta == 1 else ctx.op("mul", x=c, y=_f32(beta))
     return [ctx.op("add", node.out[0], x=y, y=bias)]
@@ -136,9 +136,8 @@ def normalize(ctx: Lowering, x: Var, axes: list[int], epsilon: float, out: str |
 def _affine(ctx: Lowering, node: Node, y: Var, scale: Value | None, bias: Value | None) -> Var:
     steps = [("mul", scale, 1), ("add", bias, 2)]
     steps = [(op, v, i) for op, v, i in steps if v is not None]
-    for k, (op, value, i) in enumerate(steps):
-        operand = _operand(ctx, value, node.proto.input[i])  # type: ignore[arg-type]
-        y = ctx.op(op, node.out[0] if k == len(steps) - 1 else None, x=y, y=operand)
+    for k, (op, value, _) in enumerate(steps):
+        y = ctx.op(op, node.out[0] if k == len(steps) - 1 else None, x=y, y=value)
     return y
 
 
