@@ -161,3 +161,24 @@ def test_a_farm_manifest_onnx_entry_builds_the_clis_bytes_and_reruns_up_to_date(
     assert (tmp_path / "out" / "vit.mil.zip").read_bytes() == local.read_bytes()
     again = subprocess.run([*args, "--json"], capture_output=True, text=True, timeout=300)
     assert again.returncode == 0 and "up to date" in again.stdout, again.stdout
+
+
+def test_the_cli_builds_on_a_server_with_the_same_summary(live, tmp_path, capsys):
+    from app.cli import main
+
+    out = tmp_path / "vit.zip"
+    code = main(
+        [
+            "onnx",
+            str(FIXTURES / "vit.onnx"),
+            "--server",
+            live.url,
+            "--verify",
+            "--json",
+            "-o",
+            str(out),
+        ]
+    )
+    summary = json.loads(capsys.readouterr().out)
+    assert code == 0 and summary["server"] == live.url
+    assert summary["verification"]["passed"] and summary["preflight_counts"]["error"] == 0
