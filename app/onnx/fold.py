@@ -11,7 +11,10 @@ from collections.abc import Callable
 from typing import Any
 
 import numpy as np
-from onnx import helper
+from onnx import NodeProto, helper
+from onnx.reference import ReferenceEvaluator
+
+from app.errors import ErrorKind, FieldError, RequestError
 
 Arrays = list[np.ndarray | None]
 Fold = Callable[[Arrays, dict[str, Any]], list[np.ndarray]]
@@ -169,3 +172,66 @@ FOLDS: dict[str, Fold] = {
     "Or": _binary(np.logical_or),
     "Not": lambda a, _: [np.logical_not(a[0])],
 }
+
+
+def evaluate(
+    proto: NodeProto,
+    inputs: list[np.ndarray | None],
+    attrs: dict[str, Any],
+    opset: int,
+    where: tuple[str, str],
+) -> list[np.ndarray]:
+    """A node whose inputs are all known, computed now (floats in float32); `where` (its field
+    and label) names it in a refusal."""
+    field, label = where
+    what = f"{proto.op_type} node {label!r}"
+    _check_claimed_size(proto, inputs, field, what)
+    feeds = {}
+    for name, value in zip(proto.input, inputs, strict=True):
+        if name and value is not None:
+            feeds[name] = value.astype(np.float32) if value.dtype == np.float16 else value
+    fold = FOLDS.get(proto.op_type)
+    try:
+        if fold is not None:
+            with np.errstate(all="ignore"):
+                results = fold([feeds.get(name) if name else None for name in proto.input], attrs)
+        else:
+            results = ReferenceEvaluator(proto, opsets={"": opset}).run(None, feeds)
+    except FieldError:
+        raise
+    except Exception as exc:  # the implementation's own refusal of bad inputs
+        raise RequestError(field, f"{what} cannot be evaluated: {exc}") from None
+    out = []
+    for value in results:
+        array = np.asarray(value)
+        if array.size > MAX_FOLDED_ELEMENTS:
+            raise RequestError(field, f"{what} makes a constant of {array.size} elements")
+        out.append(array)
+    return out
+
+
+MAX_FOLDED_ELEMENTS = 1 << 28
+
+
+def _check_claimed_size(
+    proto: NodeProto, inputs: list[np.ndarray | None], field: str, what: str
+) -> None:
+    """Ops that make a tensor of a size their inputs say, refused before it is made."""
+    shape = None
+    if proto.op_type == "ConstantOfShape":
+        shape = inputs[0]
+    elif proto.op_type == "Expand" and len(inputs) > 1:
+        shape = inputs[1]
+    if shape is None:
+        return
+    dims = [int(d) for d in np.asarray(shape).reshape(-1)]
+    count = 1
+    for d in dims:
+        count *= max(d, 1)
+    if count > MAX_FOLDED_ELEMENTS:
+        raise RequestError(
+            field,
+            f"{what} makes a constant of shape {dims}, over {MAX_FOLDED_ELEMENTS} elements",
+            kind=ErrorKind.TOO_LARGE,
+            title="Tensor too large",
+        )

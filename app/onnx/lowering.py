@@ -1,7 +1,7 @@
 """ONNX nodes -> MIL ops through the Builder: the driver and what every op's lowering shares.
 
 Values are either known at import (`np.ndarray`: initializers, Constant nodes, and whatever is
-computed from them alone, evaluated here with onnx's reference implementation) or computed by the
+computed from them alone, evaluated at import: app/onnx/fold.py) or computed by the
 program (`Var`). A node whose inputs are all known is evaluated and disappears; any other is
 lowered by its handler (app/onnx/ops_*.py) onto the IR's existing primitives. Floats are fp16 in
 the program, integers int32 (int64 values are range-checked on the way in).
@@ -19,13 +19,12 @@ from typing import Any
 
 import numpy as np
 from onnx import NodeProto, helper
-from onnx.reference import ReferenceEvaluator
 
-from app.errors import ErrorKind, FieldError, RequestError
+from app.errors import ErrorKind, RequestError
 from app.kernels.weight_check import check_values
 from app.mil import Builder, DType, MILBuildError, OpsetError, Var
 from app.mil.ceilings import CeilingError
-from app.onnx.fold import FOLDS
+from app.onnx.fold import evaluate
 from app.onnx.names import sanitized
 from app.onnx.reader import DEFAULT_DOMAINS, MICROSOFT, OnnxModel, node_field, node_label
 from app.onnx.support import MICROSOFT_ADVICE, WAITING
@@ -86,7 +85,7 @@ class Node:
             self.field,
             f"{self.op_type} node {self.label!r}: its {what} ({self.proto.input[i]!r}) is computed "
             "from the data; the importer needs it known at import (fix the input shapes with "
-            "--shape, or export with constant {what})",
+            f"--shape, or export with a constant {what})",
         )
 
 
@@ -311,7 +310,9 @@ def _lower_node(
             and all(v is None or isinstance(v, np.ndarray) for v in inputs)
             and proto.op_type not in ("Dropout",)
         ):
-            results: Sequence[Value] = evaluate(node, model.opset)
+            results: Sequence[Value] = evaluate(
+                proto, node.inputs, attrs, model.opset, (node.field, node.label)
+            )
         elif handler is None:
             return _refusal(lowering, proto, index)
         else:
@@ -335,61 +336,3 @@ def _lower_node(
         if name:
             lowering.values[name] = value
     return None
-
-
-def evaluate(node: Node, opset: int) -> list[np.ndarray]:
-    """A node whose inputs are all known, computed now (onnx's reference implementation, in
-    float32 where the values are floats)."""
-    proto = node.proto
-    _check_claimed_size(node)
-    feeds = {}
-    for name, value in zip(proto.input, node.inputs, strict=True):
-        if name and value is not None:
-            feeds[name] = value.astype(np.float32) if value.dtype == np.float16 else value
-    fold = FOLDS.get(proto.op_type)
-    try:
-        if fold is not None:
-            with np.errstate(all="ignore"):
-                results = fold(
-                    [feeds.get(name) if name else None for name in proto.input], node.attrs
-                )
-        else:
-            results = ReferenceEvaluator(proto, opsets={"": opset}).run(None, feeds)
-    except FieldError:
-        raise
-    except Exception as exc:  # the reference implementation's own refusal of bad inputs
-        raise RequestError(
-            node.field, f"{proto.op_type} node {node.label!r} cannot be evaluated: {exc}"
-        ) from None
-    out = []
-    for value in results:
-        array = np.asarray(value)
-        what = f"{proto.op_type} node {node.label!r}"
-        if array.size > MAX_FOLDED_ELEMENTS:
-            raise RequestError(node.field, f"{what} makes a constant of {array.size} elements")
-        out.append(array)
-    return out
-
-
-MAX_FOLDED_ELEMENTS = 1 << 28
-
-
-def _check_claimed_size(node: Node) -> None:
-    """Ops that make a tensor of a size their inputs say, refused before it is made."""
-    shape = node.inputs[0] if node.op_type in ("ConstantOfShape",) else None
-    if node.op_type == "Expand" and len(node.inputs) > 1:
-        shape = node.inputs[1]
-    if shape is None:
-        return
-    dims = [int(d) for d in np.asarray(shape).reshape(-1)]
-    count = 1
-    for d in dims:
-        count *= max(d, 1)
-    if count > MAX_FOLDED_ELEMENTS:
-        raise RequestError(
-            node.field,
-            f"{node.op_type} node {node.label!r} makes a constant of shape {dims}, over "
-            f"{MAX_FOLDED_ELEMENTS} elements",
-            kind=ErrorKind.TOO_LARGE,
-            title="Tensor too large",
-        )
