@@ -215,3 +215,18 @@ def weights_over(folder: Path, nbytes: int) -> str:
     model.graph.initializer.append(_external("W", [side, side], "weights.bin"))
     onnx.save(model, folder / "model.onnx")
     return "model.onnx"
+
+
+def output_is_an_input(folder: Path) -> Made:
+    case = Case("m", [op("Relu", ["x"], ["r"])], {"x": [4]}, outputs=["r", "x"])
+    onnx.save(model_of(case), folder / "model.onnx")
+    return "model.onnx", "is an input unchanged", "outputs.x"
+
+
+def dropout_mask_used(folder: Path) -> Made:
+    nodes = [op("Dropout", ["x"], ["d", "mask"]), op("Cast", ["mask"], ["y"], to=TensorProto.FLOAT)]
+    onnx.save(model_of(Case("m", nodes, {"x": [4]})), folder / "model.onnx")
+    return "model.onnx", "its output 'mask' has no lowering", "nodes"
+
+
+HOSTILE.update({f.__name__: f for f in (output_is_an_input, dropout_mask_used)})

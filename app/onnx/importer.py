@@ -76,7 +76,9 @@ def import_onnx(
     outputs = []
     results = []
     for out in model.outputs:
-        var = _output(lowering, out, names[out], fp32 and out_types[out] in FLOAT_TYPES)
+        var = _output(
+            lowering, out, names[out], fp32 and out_types[out] in FLOAT_TYPES, graph_inputs
+        )
         results.append(var)
         outputs.append(OnnxIO(out, var.name, out_types[out], var.tensor.shape))
     try:
@@ -187,7 +189,7 @@ def _id_range(model: OnnxModel, name: str) -> int | None:
     return min(sizes) if sizes else None
 
 
-def _output(lowering: Lowering, onnx_name: str, name: str, to_fp32: bool) -> Var:
+def _output(lowering: Lowering, onnx_name: str, name: str, to_fp32: bool, inputs: set[str]) -> Var:
     value = lowering.values.get(onnx_name)
     if isinstance(value, np.ndarray) or value is None:
         raise RequestError(
@@ -195,10 +197,15 @@ def _output(lowering: Lowering, onnx_name: str, name: str, to_fp32: bool) -> Var
             f"output {onnx_name!r} does not depend on the inputs (it is a constant); a program "
             "computes its outputs",
         )
+    if onnx_name in inputs:  # a graph input listed as an output: one name, two roles
+        raise RequestError(
+            f"outputs.{onnx_name}",
+            f"output {onnx_name!r} is an input unchanged; a program computes its outputs",
+        )
     b = lowering.b
     if to_fp32:
         return b.op("cast", name, x=value, dtype="fp32")  # type: ignore[return-value]
     if value.name == name:
         return value
-    # the output is another value unchanged (an input, an Identity): one op names it
+    # the output is another value unchanged (an Identity of a computed value): one op names it
     return b.op("reshape", name, x=value, shape=list(value.tensor.shape))  # type: ignore[return-value]

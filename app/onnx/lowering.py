@@ -332,6 +332,9 @@ def _lower_node(
         raise RequestError(
             node.field, f"{proto.op_type} node {node.label!r}: {exc}", **kind
         ) from None
+    missing = [name for name in proto.output[len(results) :] if name]
+    if missing:  # e.g. Dropout's mask: not computed by the program
+        return refused(f"its output {missing[0]!r} has no lowering")
     for name, value in zip(proto.output, results, strict=False):
         if name:
             lowering.values[name] = value
