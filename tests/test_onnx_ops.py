@@ -352,3 +352,30 @@ def test_the_gelu_pattern_becomes_one_gelu(tmp_path):
 def test_fp32_io_casts_at_the_edges(tmp_path):
     report = check(one("relu32", "Relu", X), tmp_path, io_dtype="fp32")
     assert report["passed"] and report["inputs"]["x"]["dtype"] == "fp32"
+
+
+def test_model_local_functions_are_inlined(tmp_path):
+    """torch's dynamo exporter can write model-local functions: their bodies are imported."""
+    from onnx_support import model_of
+
+    from app.language.targets import get_target
+    from app.onnx import ModelFiles, import_onnx, verify_onnx
+    from app.request import OnnxParams
+
+    body = [op("Relu", ["a"], ["r"]), op("Neg", ["r"], ["b"])]
+    function = helper.make_function(
+        "local", "Act", ["a"], ["b"], body, [helper.make_opsetid("", 17)]
+    )
+    model = model_of(Case("f", [helper.make_node("Act", ["x"], ["y"], domain="local")], X))
+    model.opset_import.append(helper.make_opsetid("local", 1))
+    model.functions.append(function)
+    path = tmp_path / "f.onnx"
+    path.write_bytes(model.SerializeToString())
+    build = import_onnx(
+        OnnxParams(model=path.name),
+        ModelFiles.in_folder(path),
+        target=get_target("ios18"),
+        name="f",
+    )
+    assert [o.type for o in build.program.main.operations if o.type != "const"] == ["relu", "mul"]
+    assert verify_onnx(build)["passed"]
