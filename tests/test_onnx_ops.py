@@ -95,6 +95,12 @@ ELEMENTWISE = [
         )
     ),
     Case(
+        "int64_mask_input",
+        [op("Cast", ["mask"], ["m"], to=TensorProto.FLOAT), op("Mul", ["x", "m"])],
+        {"x": [2, 8], "mask": [2, 8]},
+        input_types={"mask": TensorProto.INT64},
+    ),
+    Case(
         "cast_int_and_back",
         [
             op("Cast", ["x"], ["i"], to=TensorProto.INT64),
@@ -379,3 +385,11 @@ def test_model_local_functions_are_inlined(tmp_path):
     )
     assert [o.type for o in build.program.main.operations if o.type != "const"] == ["relu", "mul"]
     assert verify_onnx(build)["passed"]
+
+
+def test_int64_inputs_are_int32_and_drawn_as_masks(tmp_path):
+    case = next(c for c in ELEMENTWISE if c.name == "int64_mask_input")
+    report = check(case, tmp_path)
+    assert report["passed"]
+    assert report["inputs"]["mask"]["dtype"] == "int32"
+    assert report["inputs"]["mask"]["distribution"] == "uniform integers in [0, 2)"
