@@ -7,7 +7,9 @@ cost, and Apple's histogram spelling. The records are listed in `app.mil.ops` (o
 family); every other module reads them there.
 
 A record without a `form` is an op the builder never emits: one known from other programs (Apple
-bundles, foreign model.mil files) and kept for the facts the service reports about it.
+bundles, foreign model.mil files) and kept for the facts the service reports about it. Such a
+record carries only the traits a check reads today (pow: elementwise binary and nonlinear, log:
+needs epsilon); whoever gives it a form gives it the rest.
 """
 
 from __future__ import annotations
