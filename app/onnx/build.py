@@ -1,7 +1,7 @@
 """An ONNX import as built: the program, its weights, and what maps it back to the model (names,
 nodes) for kernel.json, the preflight's findings and verification.
 
-Tolerance of an output: the sum of the primitives' error bounds (app/graphs/primitives.py: 0 for
+Tolerance of an output: the sum of the primitives' error bounds (their records, app/mil/ops: 0 for
 data movement, 2u for one rounding, 4u for a transcendental or an accumulation; u = 2⁻¹¹) along
 the longest path that reaches it, each op adding its own bound to the largest its inputs carry;
 a float constant carries one rounding (the model's float32 values stored in fp16); capped at 1.
@@ -16,9 +16,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from app.graphs.primitives import PRIMITIVES, U
 from app.kernels import KernelBuild
 from app.kernels.op import Arrays
+from app.mil import ops
+from app.mil.ops.common import U
 from app.onnx.files import ModelFiles
 from app.onnx.runtime import OnnxIO, run_original
 from app.request import ONNX_OP
@@ -57,8 +58,8 @@ class OnnxBuild(KernelBuild):
                 for value in op.inputs.values()
                 for var in (value if isinstance(value, tuple) else (value,))
             ]
-            primitive = PRIMITIVES.get(op.type)
-            own = primitive.tolerance if primitive is not None else 0.0
+            record = ops.get(op.type)
+            own = record.graph.error_bound if record is not None and record.graph else 0.0
             if op.type == "const" and op.outputs[0].tensor.dtype.is_float:
                 own = U  # the model's float32 constant, rounded once to fp16
             for var in op.outputs:

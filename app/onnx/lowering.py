@@ -22,8 +22,9 @@ from onnx import NodeProto, helper
 
 from app.errors import ErrorKind, RequestError
 from app.kernels.weight_check import check_values
-from app.mil import Builder, DType, MILBuildError, OpsetError, Var
+from app.mil import Builder, DType, MILBuildError, OpsetError, Var, ops
 from app.mil.ceilings import CeilingError
+from app.mil.ops import Trait
 from app.onnx.fold import evaluate
 from app.onnx.names import sanitized
 from app.onnx.reader import DEFAULT_DOMAINS, MICROSOFT, OnnxModel, node_field, node_label
@@ -147,7 +148,8 @@ class Lowering:
             if isinstance(value, np.ndarray)
         }
         given = dict(args)
-        if op_type in _ELEMENTWISE:
+        record = ops.get(op_type)
+        if record is not None and record.has(Trait.ELEMENTWISE, Trait.BINARY):
             args = _full_rank(args)
         bound = {
             k: self.tensor(v, keys.get(id(given[k])), given[k]) if isinstance(v, np.ndarray) else v
@@ -210,9 +212,6 @@ class Lowering:
 
 
 Pattern = tuple[list[str], Handler]  # the values a pattern reads, and its lowering
-
-
-_ELEMENTWISE = frozenset({"add", "sub", "mul", "real_div", "maximum", "minimum"})
 
 
 def _full_rank(args: dict[str, Any]) -> dict[str, Any]:
