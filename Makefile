@@ -6,8 +6,9 @@ HOST ?= 127.0.0.1
 PORT ?= 8000
 # Extras installed into a new .venv. `make test EXTRAS=dev,reference` adds torch and transformers,
 # so the transformer blocks are also compared with Hugging Face's own layers (skipped without).
-# `coreai` brings Apple's Core AI package, so `.aimodel` builds are run by Apple's runtime in tests.
-EXTRAS ?= dev,coreai
+# `coreai` brings Apple's Core AI package, so `.aimodel` builds are run by Apple's runtime in tests;
+# `onnx` brings onnx and onnxruntime, which ONNX imports (`ane-kernels onnx`) and their tests need.
+EXTRAS ?= dev,coreai,onnx
 
 .PHONY: run test lint format bench clean
 

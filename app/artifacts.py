@@ -33,6 +33,7 @@ from app.graphs.split import Chain, split, split_stream
 from app.kernels import KernelBuild
 from app.language.targets import DEFAULT_TARGET
 from app.mil.ceilings import Ceilings
+from app.onnx import ReadLimits, onnx_program, verify_onnx
 from app.packaging import Entry, write_chain_zip, write_kernel_zip
 from app.packaging.digesting import DigestingWriter
 from app.preflight import (
@@ -108,10 +109,16 @@ class Prepared:
 
 
 def build_program(
-    request: KernelRequest, random_seed: int | None = None, ceilings: Ceilings = Ceilings()
+    request: KernelRequest,
+    random_seed: int | None = None,
+    ceilings: Ceilings = Ceilings(),
+    weight_budget: int | None = None,
 ) -> KernelBuild:
-    """The request's program: a catalog kernel's, or a graph's; either held to `ceilings` (a
-    package of functions to the defaults: its parts are catalog kernels of bounded params)."""
+    """The request's program: a catalog kernel's, a graph's or an ONNX model's; held to
+    `ceilings` (a package of functions to the defaults: its parts are catalog kernels of bounded
+    params). An ONNX model whose weights exceed `weight_budget` is refused before they are read."""
+    if request.kind is RequestKind.ONNX:
+        return onnx_program(request, ceilings, ReadLimits(max_weight_bytes=weight_budget))
     options = {"target": request.target, "name": request.name, "random_seed": random_seed}
     match request.kind:
         case RequestKind.GRAPH:
@@ -163,7 +170,7 @@ def _preflight(
     """The ANE preflight's findings for the programs, then for the quantized weights."""
     memo = None
     # a kernel's params as JSON text: they may hold lists, which do not hash
-    if request.kind is not RequestKind.GRAPH:
+    if request.kind in (RequestKind.OP, RequestKind.FUNCTIONS):
         params = orjson.dumps(request.params_json, option=orjson.OPT_SORT_KEYS)
         functions = orjson.dumps(
             list((request.functions or {}).items()), option=orjson.OPT_SORT_KEYS
@@ -190,7 +197,7 @@ def prepare(
     """Build the request's program (missing weights drawn from `random_seed` when given), check
     its weights against the limits, run the ANE preflight (a strict request refuses an error),
     and verify it when the request asks to."""
-    build = build_program(request, random_seed, limits.ceilings)
+    build = build_program(request, random_seed, limits.ceilings, limits.max_program_weight_bytes)
     size = weight_bytes(build)
     if limits.max_artifact_bytes is not None and size > limits.max_artifact_bytes:
         raise FieldError(
@@ -240,7 +247,9 @@ def prepare(
         return Prepared(request, build, findings, chain=chain, aimodel=files)
     limit = request.max_quantization_error
     try:
-        if request.kind is RequestKind.FUNCTIONS:
+        if request.kind is RequestKind.ONNX:
+            report = verify_onnx(build)  # type: ignore[arg-type]
+        elif request.kind is RequestKind.FUNCTIONS:
             report = verify_functions(build, limit)  # type: ignore[arg-type]
         else:
             report = verify_build(build, chain=chain, max_quantization_error=limit)
@@ -273,6 +282,8 @@ def write(prepared: Prepared, out: BinaryIO, fmt: str | None = None) -> dict[str
             "functions": prepared.build.describe_functions(),  # type: ignore[attr-defined]
             "default_function": prepared.build.program.default,
         }
+    if request.kind is RequestKind.ONNX:
+        preflight_json |= prepared.build.description()  # type: ignore[attr-defined]
     options = {
         "digests": digests,
         "extra_entries": prepared.extra_entries,

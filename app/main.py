@@ -21,7 +21,7 @@ from app.api.access import AccessMiddleware
 from app.api.auth import ApiKeyMiddleware
 from app.api.problems import install_handlers
 from app.observability import logs
-from app.routers import blobs, docs, graphs, jobs, kernels, models, ops, plans, system
+from app.routers import blobs, docs, graphs, jobs, kernels, models, onnx, ops, plans, system
 from app.settings import Settings
 from app.wiring import build_services
 
@@ -67,7 +67,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     )
     app.state.services = svc
     install_handlers(app)
-    for module in (ops, kernels, graphs, jobs, blobs, models, plans, system):
+    for module in (ops, kernels, graphs, onnx, jobs, blobs, models, plans, system):
         app.include_router(module.router)
     docs.install(app)
     app.add_middleware(ApiKeyMiddleware, keys=settings.api_key_set)

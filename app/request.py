@@ -17,14 +17,15 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from functools import cached_property
-from typing import Any
+from typing import Annotated, Any, Literal
 
 import numpy as np
-from pydantic import ValidationError
+from pydantic import Field, ValidationError, field_validator
 
 from app import __version__
 from app.devices import COREAI_ARCHITECTURES
@@ -39,7 +40,7 @@ from app.mil import DEFAULT_TARGET, TARGETS
 from app.names import name_problem
 from app.quantize import QuantizeConfig, config_json
 from app.tensor_files import TensorFile
-from app.toolchain import coreai_version, coremltools_version
+from app.toolchain import coreai_version, coremltools_version, onnx_importer
 
 # Bump when the key's layout changes, so old cache entries are simply never hit again.
 KEY_VERSION = 1
@@ -111,6 +112,45 @@ class RequestKind(StrEnum):
     OP = "op"  # one catalog op: `op`, its `params`, maybe `quantize`
     FUNCTIONS = "functions"  # several calls of one catalog op in one package: `functions` too
     GRAPH = "graph"  # a graph of ops and primitives in one program: `params` is a GraphParams
+    ONNX = "onnx"  # an ONNX model imported into one program: `params` is an OnnxParams, the
+    # weights are the model's files (each a byte tensor, by the name it is uploaded under)
+
+
+ONNX_OP = "onnx"
+ONNX_FILE_PATTERN = r"^[^/\\\x00]+(/[^/\\\x00]+)*$"  # and no part hidden: _file_problem
+OnnxDim = Annotated[int, Field(ge=1, le=1 << 20)]
+
+
+class OnnxParams(OpParams):
+    """An ONNX model to import (app/onnx): which of the request's files is the model, the sizes
+    of its dynamic input axes, and the dtype of its float inputs and outputs."""
+
+    model: str = Field(
+        pattern=ONNX_FILE_PATTERN, max_length=255, description="the model file, among the files"
+    )
+    shapes: dict[Annotated[str, Field(min_length=1, max_length=256)], list[OnnxDim]] = Field(
+        default_factory=dict,
+        max_length=64,
+        description="input name -> its shape (dynamic axes fixed; `--shape NAME=D0,D1,...`)",
+    )
+    io_dtype: Literal["fp16", "fp32"] = Field(
+        "fp16", description="the float inputs' and outputs' dtype (the program computes in fp16)"
+    )
+
+    @field_validator("model")
+    @classmethod
+    def _model(cls, model: str) -> str:
+        if _file_problem(model):
+            raise ValueError(_file_problem(model))
+        return model
+
+    @field_validator("shapes")
+    @classmethod
+    def _ranks(cls, shapes: dict[str, list[int]]) -> dict[str, list[int]]:
+        for name, dims in shapes.items():
+            if not 1 <= len(dims) <= 5:
+                raise ValueError(f"shapes.{name}: a program input has rank 1 to 5")
+        return shapes
 
 
 @dataclass(frozen=True)
@@ -150,6 +190,7 @@ class KernelRequest:
         weights: Mapping[str, np.ndarray | WeightRef] | None = None,
         *,
         graph: Mapping[str, Any] | GraphParams | None = None,
+        onnx: Mapping[str, Any] | OnnxParams | None = None,
         functions: Mapping[str, Mapping[str, Any]] | None = None,
         quantize: Mapping[str, Any] | QuantizeConfig | None = None,
         format: str = DEFAULT_FORMAT,
@@ -168,9 +209,11 @@ class KernelRequest:
         them small when the request goes to a job queue: large tensors belong in the blob
         store) or `WeightRef`s an edge resolved already; an edge that resolves them after
         the checks attaches them with `with_weights`."""
-        kind = _kind(op, params, graph, functions, quantize)
+        kind = _kind(op, params, graph, functions, quantize, onnx)
         if kind is RequestKind.GRAPH:
             op, checked = GRAPH_OP, _graph_params(graph)
+        elif kind is RequestKind.ONNX:
+            op, checked = ONNX_OP, _onnx_params(onnx, weights)
         else:
             assert op is not None
             checked = parse_params(get_op(op), params)
@@ -246,8 +289,8 @@ class KernelRequest:
     @cached_property
     def weight_specs(self) -> tuple[WeightSpec, ...]:
         """The weights a catalog op's request takes (a graph's are named by its nodes)."""
-        if self.kind is RequestKind.GRAPH:
-            raise ValueError("a graph's weights are its nodes': see app/graphs")
+        if self.kind in (RequestKind.GRAPH, RequestKind.ONNX):
+            raise ValueError("a graph's weights are its nodes', an ONNX import's its files")
         return tuple(get_op(self.op).weights(self.params))
 
     @cached_property
@@ -296,6 +339,8 @@ class KernelRequest:
             doc["architectures"] = list(self.architectures)
         if self.format == "aimodel":  # coreai-core writes those bytes
             doc["coreai"] = coreai_version()
+        if self.kind is RequestKind.ONNX:
+            doc["onnx"] = onnx_importer()
         return doc
 
     @property
@@ -338,13 +383,15 @@ class KernelRequest:
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> KernelRequest:
         # Records written before the kind was spelled out name a graph by its op alone.
-        graph = data.get("kind", data["op"]) == RequestKind.GRAPH
+        kind = data.get("kind", data["op"])
+        graph, onnx = kind == RequestKind.GRAPH, kind == RequestKind.ONNX
         functions = data.get("functions")
         return cls.create(
-            None if graph else data["op"],
-            None if graph else data.get("params"),
+            None if graph or onnx else data["op"],
+            None if graph or onnx else data.get("params"),
             {n: WeightRef.from_json(n, w) for n, w in data.get("weights", {}).items()},
             graph=data.get("params") if graph else None,
+            onnx=data.get("params") if onnx else None,
             functions=dict(functions) if functions else None,
             quantize=data.get("quantize"),
             format=data.get("format", DEFAULT_FORMAT),
@@ -364,9 +411,23 @@ def _digest(doc: Mapping[str, Any]) -> str:
     return hashlib.sha256(canonical_doc.encode()).hexdigest()
 
 
-def _kind(op, params, graph, functions, quantize) -> RequestKind:
+def _kind(op, params, graph, functions, quantize, onnx=None) -> RequestKind:
     """The kind the arguments ask for; a mix of two kinds is refused, naming the field that
     does not belong."""
+    if onnx is not None:
+        for wrong, value in (
+            ("op", op),
+            ("params", params),
+            ("graph", graph),
+            ("functions", functions),
+        ):
+            if value is not None:
+                raise RequestError(wrong, "an ONNX import is its model's files and options alone")
+        if quantize is not None:
+            raise RequestError(
+                "quantize", "quantizing an ONNX import's weights is not supported yet"
+            )
+        return RequestKind.ONNX
     if graph is None:
         if op is None:
             raise RequestError("op", "a request names a catalog op, or is a graph")
@@ -396,6 +457,42 @@ def _graph_params(graph: Mapping[str, Any] | GraphParams) -> GraphParams:
         raise RequestError(field_of(err["loc"]), err["msg"]) from None
 
 
+def _file_problem(name: str) -> str | None:
+    """Why `name` is not a model file's relative name (no folder climbed, none hidden)."""
+    if not re.match(ONNX_FILE_PATTERN, name) or len(name) > 255:
+        return f"{name!r} is not a file's relative name"
+    if any(part.startswith(".") for part in name.split("/")):
+        return f"{name!r}: no part of a file's name starts with `.` (no `..`, nothing hidden)"
+    return None
+
+
+def _onnx_params(
+    onnx: Mapping[str, Any] | OnnxParams | None, weights: Mapping[str, Any] | None
+) -> OnnxParams:
+    """The import's options, and its files: each a byte tensor (a file's bytes) under a
+    relative name, the model among them."""
+    try:
+        params = (
+            onnx if isinstance(onnx, OnnxParams) else OnnxParams.model_validate(dict(onnx or {}))
+        )
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        raise RequestError(field_of(err["loc"]), err["msg"]) from None
+    files = dict(weights or {})
+    for name, ref in files.items():
+        if (problem := _file_problem(name)) is not None:
+            raise RequestError(f"files.{name}", problem)
+        dtype = ref.dtype if isinstance(ref, WeightRef) else np.asarray(ref).dtype.name
+        shape = ref.shape if isinstance(ref, WeightRef) else np.shape(ref)
+        if dtype != "uint8" or len(shape) != 1:
+            raise RequestError(f"files.{name}", "a file is given as its bytes (uint8, one axis)")
+    if files and params.model not in files:
+        raise RequestError(
+            "model", f"{params.model!r} is not among the files ({', '.join(sorted(files))})"
+        )
+    return params
+
+
 def field_of(loc) -> str:
     """A pydantic error location as a field path: ('nodes', 3, 'op') -> 'nodes[3].op'."""
     out = ""
@@ -419,7 +516,9 @@ def _quantization(
         isinstance(limit, bool) or not isinstance(limit, int | float) or not limit > 0
     ):
         raise RequestError("max_quantization_error", f"must be a positive number, not {limit!r}")
-    if kind is RequestKind.GRAPH:
+    if kind is RequestKind.ONNX:
+        quantized = False
+    elif kind is RequestKind.GRAPH:
         quantized = any(n.quantize is not None for n in params.nodes)  # type: ignore[attr-defined]
     else:
         quantized = quantize is not None

@@ -83,6 +83,9 @@ SETUPS: dict[str, Callable[[Path], None]] = {
     "docs/transformer-blocks.md": _sharded_llama("Llama-3.2-1B"),
     "docs/mlmodelc-and-coreai.md": _from_checkout("tests/fake_xcrun"),  # the labelled stand-in
     "docs/architecture.md": _from_checkout("pyproject.toml"),  # the import contracts
+    "docs/onnx.md": _from_checkout(
+        *(f"tests/fixtures/onnx/{m}.onnx" for m in ("vit", "whisper_encoder", "bert"))
+    ),
 }
 
 
