@@ -27,17 +27,23 @@ import numpy as np
 from pydantic import ValidationError
 
 from app import __version__
+from app.catalog_build import build_functions, build_kernel
 from app.devices import COREAI_ARCHITECTURES
 from app.digest import canonical, tensor_digest
 from app.errors import RequestError
 from app.formats import DEFAULT_FORMAT, FORMATS, Format, artifact_filename
+from app.graphs.build import build_graph
+from app.graphs.built import GraphBuild
 from app.graphs.spec import GRAPH_OP, GraphParams
-from app.kernels import OpParams, WeightSpec, get_op, parse_params
+from app.graphs.split import Chain, split, split_stream
+from app.kernels import KernelBuild, OpParams, ProgramBuild, WeightSpec, get_op, parse_params
 from app.kernels.compressed import check_quantize, read_quantize
 from app.kernels.functions import check_functions
 from app.mil import DEFAULT_TARGET, TARGETS
+from app.mil.ceilings import Ceilings
 from app.names import name_problem
 from app.quantize import QuantizeConfig, config_json
+from app.settings import PROGRAM_WEIGHT_BUDGET_SETTING
 from app.tensor_files import TensorFile
 from app.toolchain import coreai_version, coremltools_version
 
@@ -306,6 +312,73 @@ class KernelRequest:
 
     def _weight_keys(self):
         return ((name, w.key_part) for name, w in self.weights.items())
+
+    @property
+    def known_digests(self) -> dict[str, str]:
+        """The weights' digests packaging can reuse: those whose bytes it keeps as given
+        (float16, float32); other dtypes are converted, and the converted tensor is hashed."""
+        return {n: w.digest for n, w in self.weights.items() if w.dtype in ("float16", "float32")}
+
+    # -- what the builder asks of it (app/artifacts.py) --------------------------------------------
+    def build(
+        self, random_seed: int | None = None, ceilings: Ceilings = Ceilings()
+    ) -> ProgramBuild:
+        """The request's program: a catalog kernel's, a package of functions', or a graph's,
+        missing weights drawn from `random_seed` when given; held to `ceilings` (a package of
+        functions to the defaults: its parts are catalog kernels of bounded params)."""
+        options = {"target": self.target, "name": self.name, "random_seed": random_seed}
+        match self.kind:
+            case RequestKind.GRAPH:
+                assert isinstance(self.params, GraphParams)
+                return build_graph(self.params, self.arrays(), ceilings=ceilings, **options)
+            case RequestKind.FUNCTIONS:
+                assert self.functions is not None
+                return build_functions(
+                    self.op,
+                    self.params_json,
+                    self.functions,
+                    self.arrays(),
+                    quantize=self.quantize,
+                    **options,
+                )
+            case RequestKind.OP:
+                return build_kernel(
+                    self.op,
+                    self.params,
+                    self.arrays(),
+                    quantize=self.quantize,
+                    ceilings=ceilings,
+                    **options,
+                )
+
+    def splits_within(self, weight_bytes: int, budget: int) -> bool:
+        """Whether the build, of `weight_bytes`, is cut into a chain of programs within `budget`:
+        when over it and asked to (`split`). A graph over it that does not ask is refused (one
+        program of it would not load); a package of functions is one program, never cut."""
+        asked = bool(getattr(self.params, "split", False))
+        if weight_bytes <= budget:
+            return False
+        if self.kind is RequestKind.GRAPH and not asked:
+            raise RequestError(
+                "split",
+                f"the graph's weights take {weight_bytes} bytes, over the budget of {budget} "
+                f"bytes per program ({PROGRAM_WEIGHT_BUDGET_SETTING}); ask for split: true to "
+                "get a chain of programs within it",
+                title="Program too large",
+                limit=budget,
+            )
+        if self.kind is RequestKind.FUNCTIONS and asked:
+            raise RequestError("functions", "a package of functions is one program: no split")
+        return asked
+
+    def split(self, build: ProgramBuild, budget: int) -> Chain:
+        """The build as a chain of programs within `budget`: a graph cut at node boundaries, a
+        catalog op by its own parts (`CatalogOp.parts`)."""
+        if self.kind is RequestKind.GRAPH:
+            assert isinstance(build, GraphBuild)
+            return split(build, budget, build.weights, self.target, build.name)
+        assert isinstance(build, KernelBuild)
+        return split_stream(build, budget, self.target, build.name, self.quantize)
 
     def with_weights(self, weights: Mapping[str, WeightRef]) -> KernelRequest:
         return replace(self, weights=dict(weights))
