@@ -17,28 +17,35 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from functools import cached_property
-from typing import Annotated, Any, Literal
+from pathlib import Path
+from typing import Any
 
 import numpy as np
-from pydantic import Field, ValidationError, field_validator
+from pydantic import ValidationError
 
 from app import __version__
+from app.catalog_build import build_functions, build_kernel
 from app.devices import COREAI_ARCHITECTURES
-from app.digest import canonical, tensor_digest
+from app.digest import canonical, file_digest, tensor_digest
 from app.errors import RequestError
 from app.formats import DEFAULT_FORMAT, FORMATS, Format, artifact_filename
+from app.graphs.build import build_graph
+from app.graphs.built import GraphBuild
 from app.graphs.spec import GRAPH_OP, GraphParams
-from app.kernels import OpParams, WeightSpec, get_op, parse_params
+from app.graphs.split import Chain, split, split_stream
+from app.kernels import KernelBuild, OpParams, ProgramBuild, WeightSpec, get_op, parse_params
 from app.kernels.compressed import check_quantize, read_quantize
 from app.kernels.functions import check_functions
 from app.mil import DEFAULT_TARGET, TARGETS
+from app.mil.ceilings import Ceilings
 from app.names import name_problem
+from app.onnx.params import ONNX_OP, OnnxParams, file_problem, require_onnx
 from app.quantize import QuantizeConfig, config_json
+from app.settings import PROGRAM_WEIGHT_BUDGET_SETTING
 from app.tensor_files import TensorFile
 from app.toolchain import coreai_version, coremltools_version, onnx_importer
 
@@ -57,6 +64,15 @@ class WeightRef:
     inline: np.ndarray | None = None  # values sent with the request
     file: TensorFile | None = None  # a file on this machine holding them (mapped, not read)
     spooled: bool = False  # `file` is a request's spool file, removed when the request ends
+
+    @classmethod
+    def of_file(cls, path: Path, digest: str | None = None) -> WeightRef:
+        """A file on this machine as a request's weight (an ONNX model's files): its bytes as
+        one uint8 axis, mapped, never read here."""
+        size = path.stat().st_size
+        digest = digest or file_digest(path)
+        tensor = TensorFile(path, 0, np.dtype("u1"), (size,), "raw", digest)
+        return cls(digest, "uint8", (size,), file=tensor)
 
     @classmethod
     def of(cls, array: np.ndarray) -> WeightRef:
@@ -114,43 +130,6 @@ class RequestKind(StrEnum):
     GRAPH = "graph"  # a graph of ops and primitives in one program: `params` is a GraphParams
     ONNX = "onnx"  # an ONNX model imported into one program: `params` is an OnnxParams, the
     # weights are the model's files (each a byte tensor, by the name it is uploaded under)
-
-
-ONNX_OP = "onnx"
-ONNX_FILE_PATTERN = r"^[^/\\\x00]+(/[^/\\\x00]+)*$"  # and no part hidden: _file_problem
-OnnxDim = Annotated[int, Field(ge=1, le=1 << 20)]
-
-
-class OnnxParams(OpParams):
-    """An ONNX model to import (app/onnx): which of the request's files is the model, the sizes
-    of its dynamic input axes, and the dtype of its float inputs and outputs."""
-
-    model: str = Field(
-        pattern=ONNX_FILE_PATTERN, max_length=255, description="the model file, among the files"
-    )
-    shapes: dict[Annotated[str, Field(min_length=1, max_length=256)], list[OnnxDim]] = Field(
-        default_factory=dict,
-        max_length=64,
-        description="input name -> its shape (dynamic axes fixed; `--shape NAME=D0,D1,...`)",
-    )
-    io_dtype: Literal["fp16", "fp32"] = Field(
-        "fp16", description="the float inputs' and outputs' dtype (the program computes in fp16)"
-    )
-
-    @field_validator("model")
-    @classmethod
-    def _model(cls, model: str) -> str:
-        if _file_problem(model):
-            raise ValueError(_file_problem(model))
-        return model
-
-    @field_validator("shapes")
-    @classmethod
-    def _ranks(cls, shapes: dict[str, list[int]]) -> dict[str, list[int]]:
-        for name, dims in shapes.items():
-            if not 1 <= len(dims) <= 5:
-                raise ValueError(f"shapes.{name}: a program input has rank 1 to 5")
-        return shapes
 
 
 @dataclass(frozen=True)
@@ -352,6 +331,97 @@ class KernelRequest:
     def _weight_keys(self):
         return ((name, w.key_part) for name, w in self.weights.items())
 
+    @property
+    def known_digests(self) -> dict[str, str]:
+        """The weights' digests packaging can reuse: those whose bytes it keeps as given
+        (float16, float32); other dtypes are converted, and the converted tensor is hashed."""
+        return {n: w.digest for n, w in self.weights.items() if w.dtype in ("float16", "float32")}
+
+    # -- what the builder asks of it (app/artifacts.py) --------------------------------------------
+    def build(
+        self,
+        random_seed: int | None = None,
+        ceilings: Ceilings = Ceilings(),
+        weight_budget: int | None = None,
+    ) -> ProgramBuild:
+        """The request's program: a catalog kernel's, a package of functions', a graph's or an
+        ONNX model's, missing weights drawn from `random_seed` when given; held to `ceilings` (a
+        package of functions to the defaults: its parts are catalog kernels of bounded params).
+        An ONNX model whose weights exceed `weight_budget` is refused before they are read."""
+        options = {"target": self.target, "name": self.name, "random_seed": random_seed}
+        match self.kind:
+            case RequestKind.ONNX:
+                # onnx and onnxruntime are an extra: imported by those who import a model
+                from app.onnx import ReadLimits, onnx_program
+
+                assert isinstance(self.params, OnnxParams)
+                paths = {}
+                for file, ref in self.weights.items():
+                    if ref.file is None:
+                        raise RequestError(
+                            f"files.{file}", "an ONNX import reads its files from disk"
+                        )
+                    paths[file] = ref.file.path
+                return onnx_program(
+                    self.params,
+                    paths,
+                    target=self.target,
+                    name=self.name or ONNX_OP,
+                    ceilings=ceilings,
+                    limits=ReadLimits(max_weight_bytes=weight_budget),
+                )
+            case RequestKind.GRAPH:
+                assert isinstance(self.params, GraphParams)
+                return build_graph(self.params, self.arrays(), ceilings=ceilings, **options)
+            case RequestKind.FUNCTIONS:
+                assert self.functions is not None
+                return build_functions(
+                    self.op,
+                    self.params_json,
+                    self.functions,
+                    self.arrays(),
+                    quantize=self.quantize,
+                    **options,
+                )
+            case RequestKind.OP:
+                return build_kernel(
+                    self.op,
+                    self.params,
+                    self.arrays(),
+                    quantize=self.quantize,
+                    ceilings=ceilings,
+                    **options,
+                )
+
+    def splits_within(self, weight_bytes: int, budget: int) -> bool:
+        """Whether the build, of `weight_bytes`, is cut into a chain of programs within `budget`:
+        when over it and asked to (`split`). A graph over it that does not ask is refused (one
+        program of it would not load); a package of functions is one program, never cut."""
+        asked = bool(getattr(self.params, "split", False))
+        if weight_bytes <= budget:
+            return False
+        if self.kind is RequestKind.GRAPH and not asked:
+            raise RequestError(
+                "split",
+                f"the graph's weights take {weight_bytes} bytes, over the budget of {budget} "
+                f"bytes per program ({PROGRAM_WEIGHT_BUDGET_SETTING}); ask for split: true to "
+                "get a chain of programs within it",
+                title="Program too large",
+                limit=budget,
+            )
+        if self.kind is RequestKind.FUNCTIONS and asked:
+            raise RequestError("functions", "a package of functions is one program: no split")
+        return asked
+
+    def split(self, build: ProgramBuild, budget: int) -> Chain:
+        """The build as a chain of programs within `budget`: a graph cut at node boundaries, a
+        catalog op by its own parts (`CatalogOp.parts`)."""
+        if self.kind is RequestKind.GRAPH:
+            assert isinstance(build, GraphBuild)
+            return split(build, budget, build.weights, self.target, build.name)
+        assert isinstance(build, KernelBuild)
+        return split_stream(build, budget, self.target, build.name, self.quantize)
+
     def with_weights(self, weights: Mapping[str, WeightRef]) -> KernelRequest:
         return replace(self, weights=dict(weights))
 
@@ -457,20 +527,12 @@ def _graph_params(graph: Mapping[str, Any] | GraphParams) -> GraphParams:
         raise RequestError(field_of(err["loc"]), err["msg"]) from None
 
 
-def _file_problem(name: str) -> str | None:
-    """Why `name` is not a model file's relative name (no folder climbed, none hidden)."""
-    if not re.match(ONNX_FILE_PATTERN, name) or len(name) > 255:
-        return f"{name!r} is not a file's relative name"
-    if any(part.startswith(".") for part in name.split("/")):
-        return f"{name!r}: no part of a file's name starts with `.` (no `..`, nothing hidden)"
-    return None
-
-
 def _onnx_params(
     onnx: Mapping[str, Any] | OnnxParams | None, weights: Mapping[str, Any] | None
 ) -> OnnxParams:
     """The import's options, and its files: each a byte tensor (a file's bytes) under a
     relative name, the model among them."""
+    require_onnx()
     try:
         params = (
             onnx if isinstance(onnx, OnnxParams) else OnnxParams.model_validate(dict(onnx or {}))
@@ -480,7 +542,7 @@ def _onnx_params(
         raise RequestError(field_of(err["loc"]), err["msg"]) from None
     files = dict(weights or {})
     for name, ref in files.items():
-        if (problem := _file_problem(name)) is not None:
+        if (problem := file_problem(name)) is not None:
             raise RequestError(f"files.{name}", problem)
         dtype = ref.dtype if isinstance(ref, WeightRef) else np.asarray(ref).dtype.name
         shape = ref.shape if isinstance(ref, WeightRef) else np.shape(ref)

@@ -1,7 +1,7 @@
 """Small ONNX models written with onnx.helper, imported and verified against onnxruntime.
 
 `Case` is one graph: its nodes, float inputs (name -> shape), constants (initializers) and
-opset; `check` imports it (app/onnx) and runs verify_onnx, which runs the program with the
+opset; `check` imports it (app/onnx) and verifies it as the builder does, which runs the program with the
 reference executor and the model with onnxruntime on the same seeded inputs.
 """
 
@@ -16,7 +16,8 @@ import onnx
 from onnx import TensorProto, helper, numpy_helper
 
 from app.language.targets import get_target
-from app.onnx import ModelFiles, import_onnx, verify_onnx
+from app.onnx import ModelFiles, OnnxBuild, import_onnx
+from app.reference.verify import verify_build
 from app.request import OnnxParams
 
 
@@ -73,6 +74,11 @@ def check(case: Case, folder: Path, io_dtype: str = "fp16") -> dict[str, Any]:
     params = OnnxParams(model=path.name, shapes=case.shapes, io_dtype=io_dtype)
     build = import_onnx(params, ModelFiles.in_folder(path), target=get_target("ios18"), name="case")
     return verify_onnx(build)
+
+
+def verify_onnx(build: OnnxBuild) -> dict[str, Any]:
+    """verification.json of an import, as the artifact builder writes it."""
+    return build.verify(verify_build)
 
 
 def rng_array(shape, seed=1, scale=1.0) -> np.ndarray:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import zipfile
 
 import pytest
 from checkpoint_support import write_safetensors
@@ -46,6 +47,26 @@ def test_model_then_generate_json(folder, tmp_path, capsys):
     assert not set(tokens[:-1]) & {2, 3}
     assert [len(row) for row in printed["logits"]] == [KIT_QWEN3["vocab_size"]] * len(tokens)
     assert printed["tokens"] == [max(range(len(r)), key=r.__getitem__) for r in printed["logits"]]
+
+
+def test_model_prints_every_programs_preflight_as_compile_does(folder, tmp_path, capsys):
+    """The summary counts every program's findings and lists the warnings by rule, each node
+    named after its program; --json carries the findings themselves, as kit.json holds them."""
+    out = tmp_path / "kit.zip"
+    args = ["model", str(folder), "-o", str(out), "--context", "16", "--prefill", "4"]
+    assert main([*args, "--json"]) == 0
+    printed = json.loads(capsys.readouterr().out)
+    with zipfile.ZipFile(out) as zf:
+        programs = json.loads(zf.read("kit.json"))["programs"]
+    expected = [{**f, "node": f"{p['name']}.{f['node']}"} for p in programs for f in p["preflight"]]
+    assert printed["preflight"] == expected and expected
+    counts = printed["preflight_counts"]
+    assert counts["warning"] == sum(f["severity"] == "warning" for f in expected) > 0
+    assert main(args) == 0
+    text = capsys.readouterr().out
+    levels = " ".join(f"{s}={counts[s]}" for s in ("error", "warning", "advice"))
+    assert f"preflight: {levels}" in text
+    assert "warning io.surface-min" in text and "(decoder_0.x, " in text
 
 
 def _variant(tmp_path, name, config=KIT_QWEN2, edit=None):

@@ -9,10 +9,11 @@ import json
 from pathlib import Path
 
 import pytest
+from onnx_support import verify_onnx
 
 from app.errors import RequestError
 from app.language.targets import get_target
-from app.onnx import ModelFiles, import_onnx, verify_onnx
+from app.onnx import ModelFiles, import_onnx
 from app.preflight import preflight
 from app.request import OnnxParams
 

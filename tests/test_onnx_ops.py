@@ -362,10 +362,10 @@ def test_fp32_io_casts_at_the_edges(tmp_path):
 
 def test_model_local_functions_are_inlined(tmp_path):
     """torch's dynamo exporter can write model-local functions: their bodies are imported."""
-    from onnx_support import model_of
+    from onnx_support import model_of, verify_onnx
 
     from app.language.targets import get_target
-    from app.onnx import ModelFiles, import_onnx, verify_onnx
+    from app.onnx import ModelFiles, import_onnx
     from app.request import OnnxParams
 
     body = [op("Relu", ["a"], ["r"]), op("Neg", ["r"], ["b"])]

@@ -27,7 +27,6 @@ from app.api.intake import (
 from app.api.problems import Problem
 from app.digest import file_digest
 from app.errors import ErrorKind, RequestError
-from app.onnx.files import file_weight
 from app.request import KernelRequest, WeightRef
 from app.schemas.onnx import OnnxBody, OnnxSpec
 from app.schemas.wire import RequestOptions
@@ -62,7 +61,7 @@ async def incoming_onnx(
 
 
 def _part(path: Path, digest: str | None) -> WeightRef:
-    ref = file_weight(path, digest or file_digest(path))
+    ref = WeightRef.of_file(path, digest or file_digest(path))
     return WeightRef(ref.digest, ref.dtype, ref.shape, file=ref.file, spooled=True)
 
 
@@ -86,7 +85,7 @@ async def _stored(files: dict[str, str], svc: Services) -> dict[str, WeightRef]:
                 kind=ErrorKind.NOT_FOUND,
                 title="Unknown blob",
             )
-        found[name] = await asyncio.to_thread(file_weight, path, digest)
+        found[name] = await asyncio.to_thread(WeightRef.of_file, path, digest)
     return found
 
 

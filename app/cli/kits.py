@@ -50,7 +50,8 @@ def cmd_model(args) -> int:
 
 
 def summary(result) -> BuildSummary:
-    """One screen: the model, the programs with their bytes, the plan, the verification."""
+    """One screen: the model, the programs with their bytes, the plan, the preflight's findings
+    (as `compile` prints them), the verification."""
     meta = result.meta
     arch = meta["architecture"]
     details = [
@@ -94,7 +95,22 @@ def summary(result) -> BuildSummary:
             "max_rel_error": verification["logits_max_rel_error"],
             "tolerance": verification["tolerance"],
         }
-    return BuildSummary(str(result.path), result.size, details=details, verification=checked)
+    return BuildSummary(
+        str(result.path),
+        result.size,
+        details=details,
+        preflight=kit_findings(meta),
+        verification=checked,
+    )
+
+
+def kit_findings(meta: dict) -> list[dict]:
+    """Every program's preflight findings, in run order, each node named `<program>.<node>`."""
+    return [
+        {**finding, "node": f"{p['name']}.{finding['node']}"}
+        for p in meta["programs"]
+        for finding in p.get("preflight", ())
+    ]
 
 
 def _ids(text: str) -> list[int]:

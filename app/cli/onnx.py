@@ -15,7 +15,7 @@ from app.errors import FieldError
 from app.formats import FORMATS, PACKAGED
 from app.mil import DEFAULT_TARGET, TARGETS
 from app.names import name_problem
-from app.request import KernelRequest
+from app.request import KernelRequest, WeightRef
 
 _SHAPE = re.compile(r"^(?P<name>.+)=(?P<dims>\d+(,\d+)*)$")
 
@@ -46,12 +46,11 @@ def cmd_onnx(args) -> int:
     name = args.name or default_name(model)
     if args.server:
         return guarded(lambda a: _remote(a, model, options, name))(args)
-    from app.onnx.files import file_weight
     from app.onnx.reader import local_files
 
     try:
         files = local_files(model)
-        weights = {n: file_weight(path) for n, path in files.items()}
+        weights = {n: WeightRef.of_file(path) for n, path in files.items()}
         request = KernelRequest.create(
             onnx={"model": model.name, **options},
             weights=weights,

@@ -60,7 +60,7 @@ from app.formats import DEFAULT_FORMAT, FormatName, artifact_filename
 from app.kits.job import ModelRequest
 from app.mil import DEFAULT_TARGET, TargetName
 from app.names import name_problem
-from app.request import KernelRequest, field_of
+from app.request import KernelRequest, WeightRef, field_of
 from app.schemas.wire import GraphRequest
 from app.tensor_files import read_tensor
 
@@ -234,7 +234,6 @@ class Kernel:
     def _onnx(self, entry: KernelEntry, defaults: Defaults, base: Path) -> None:
         """An ONNX entry: the model and the external-data files it names hashed (they are its
         inputs), the request checked as the service checks it."""
-        from app.onnx.files import file_weight
         from app.onnx.reader import local_files
 
         where = f"kernels.{self.name}"
@@ -247,7 +246,7 @@ class Kernel:
         self.architectures = None
         self.onnx_options = {"shapes": entry.shapes or {}, "io_dtype": entry.io_dtype or "fp16"}
         try:
-            files = {n: file_weight(p) for n, p in local_files(self.onnx).items()}
+            files = {n: WeightRef.of_file(p) for n, p in local_files(self.onnx).items()}
             self._onnx_request = KernelRequest.create(
                 onnx={"model": self.onnx.name, **self.onnx_options},
                 weights=files,

@@ -76,7 +76,6 @@ class _Builder:
             outputs.append(value)
         program = self.b.build(outputs)
         return GraphBuild(
-            None,
             self.graph,
             self.b.target,
             model_name,

@@ -25,7 +25,7 @@ import numpy as np
 
 from app.graphs.primitives import Primitive
 from app.graphs.spec import GRAPH_OP, GraphNode
-from app.kernels import CatalogOp, KernelBuild
+from app.kernels import CatalogOp, ProgramBuild
 from app.kernels.op import Arrays
 from app.mil import ops
 from app.mil.args import Args
@@ -45,7 +45,9 @@ class BuiltNode:
 
 
 @dataclass(frozen=True)
-class GraphBuild(KernelBuild):
+class GraphBuild(ProgramBuild):
+    """A graph's build: many ops, each a node (`params` is the graph)."""
+
     nodes: tuple[BuiltNode, ...] = ()
     consts: dict[str, str] = field(default_factory=dict)  # weight key -> its const op
 

@@ -37,9 +37,10 @@ from app.jobs.arq_worker import FarmWorker
 from app.jobs.broker import broker_client, deserialize, is_broker_fault, serialize, where
 from app.jobs.model import JobError, WorkerInfo
 from app.jobs.outage import BrokerLink, PatientRecords
-from app.jobs.pipeline import Runtime, Transient, fail, give_up, note_retry, run_job
+from app.jobs.pipeline import Transient, fail, give_up, note_retry, run_job
 from app.jobs.queues import QUEUE_MACOS, QUEUES
 from app.jobs.records import RedisRecords
+from app.jobs.runtime import Runtime
 from app.kits.limits import longest_timeout_s
 from app.settings import Settings
 from app.storage import artifact_store, blob_store

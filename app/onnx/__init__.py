@@ -9,43 +9,37 @@ one program, and verified against onnxruntime (docs/onnx.md).
     ops_*.py      each ONNX op's lowering; patterns.py the subgraphs lowered as one op
     support.py    which ops import and which wait on a primitive
     importer.py   the model -> one program (names, input shapes, dtypes)
-    build.py      the import as built: weights, names, tolerance
-    verify.py     verification.json against onnxruntime
+    params.py     what a request says of the import (model file, shapes, io dtype)
+    build.py      the import as built: weights, names, tolerance, what verification compares
 """
 
 from __future__ import annotations
 
-from app.errors import RequestError
+from pathlib import Path
+
 from app.mil import get_target
 from app.mil.ceilings import Ceilings
 from app.onnx.build import OnnxBuild
 from app.onnx.files import ModelFiles
 from app.onnx.importer import import_onnx
+from app.onnx.params import OnnxParams
 from app.onnx.reader import ReadLimits
-from app.onnx.verify import verify_onnx
-from app.request import ONNX_OP, KernelRequest, OnnxParams
 
-__all__ = ["ModelFiles", "OnnxBuild", "import_onnx", "onnx_program", "verify_onnx"]
+__all__ = ["ModelFiles", "OnnxBuild", "ReadLimits", "import_onnx", "onnx_program"]
 
 
 def onnx_program(
-    request: KernelRequest, ceilings: Ceilings = Ceilings(), limits: ReadLimits = ReadLimits()
+    params: OnnxParams,
+    paths: dict[str, Path],
+    *,
+    target: str,
+    name: str,
+    ceilings: Ceilings = Ceilings(),
+    limits: ReadLimits = ReadLimits(),
 ) -> OnnxBuild:
-    """The program of an ONNX request (the artifact builder's one entry here): its files are
-    the request's weights, each a file on this machine by the name it was given under."""
-    paths = {}
-    for name, ref in request.weights.items():
-        if ref.file is None:
-            raise RequestError(f"files.{name}", "an ONNX import reads its files from disk")
-        paths[name] = ref.file.path
-    params = request.params
-    assert isinstance(params, OnnxParams)
+    """The program of an ONNX request (the request's one entry here): its files, each a file on
+    this machine by the name it was given under, the model among them."""
     files = ModelFiles.of_uploads(params.model, paths)
     return import_onnx(
-        params,
-        files,
-        target=get_target(request.target),
-        name=request.name or ONNX_OP,
-        ceilings=ceilings,
-        limits=limits,
+        params, files, target=get_target(target), name=name, ceilings=ceilings, limits=limits
     )

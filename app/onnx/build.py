@@ -13,20 +13,23 @@ when errors do not amplify (verification says so when they do).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from app.kernels import KernelBuild
+import numpy as np
+
+from app.kernels import ProgramBuild
 from app.kernels.op import Arrays
 from app.mil import ops
 from app.mil.ops.common import U
 from app.onnx.files import ModelFiles
-from app.onnx.runtime import OnnxIO, run_original
-from app.request import ONNX_OP
+from app.onnx.params import ONNX_OP
+from app.onnx.runtime import OnnxIO, onnxruntime_version, run_original
 
 
 @dataclass(frozen=True)
-class OnnxBuild(KernelBuild):
+class OnnxBuild(ProgramBuild):
     files: ModelFiles | None = None
     inputs: tuple[OnnxIO, ...] = ()
     outputs: tuple[OnnxIO, ...] = ()
@@ -71,7 +74,40 @@ class OnnxBuild(KernelBuild):
         assert self.files is not None
         return run_original(self.files, self.inputs, self.outputs, inputs), {}
 
-    def description(self) -> dict[str, Any]:
+    def verification_notes(self, drawn: dict[str, np.ndarray], seed: int) -> dict[str, str]:
+        """Integer inputs that index a table (an embedding's ids) drawn uniform over its rows,
+        other integers 0 or 1 (masks, token types); floats stay standard normal."""
+        rng = np.random.default_rng(seed)
+        notes = {}
+        for var, io in zip(self.program.main.inputs, self.inputs, strict=True):
+            if var.tensor.dtype.is_float:
+                continue
+            high = io.id_range or 2
+            drawn[io.name] = rng.integers(0, high, var.tensor.shape).astype(var.tensor.dtype.numpy)
+            notes[io.name] = f"uniform integers in [0, {high})" + (
+                " (the rows of the table it indexes)" if io.id_range else ""
+            )
+        return notes
+
+    def verify(self, check: Callable[[ProgramBuild], dict[str, Any]]) -> dict[str, Any]:
+        """The program against onnxruntime running the original model (`exact`), each input and
+        output also under its name in the model."""
+        report = check(self)
+        report["method"] = (
+            "the program executed with fp16 storage semantics (every op rounded to its declared "
+            f"dtype, weights read back from weight.bin) against onnxruntime "
+            f"{onnxruntime_version()} (CPU, float32) running the original model on the same inputs"
+        )
+        report["tolerance"] = (
+            "each output's: the sum of its primitives' error bounds along its longest path"
+        )
+        for io in (*self.inputs, *self.outputs):
+            section = report["inputs" if io in self.inputs else "outputs"]
+            if io.name in section:
+                section[io.name] = {"onnx_name": io.onnx_name, **section[io.name]}
+        return report
+
+    def describe(self) -> dict[str, Any]:
         """kernel.json's `onnx` section: the model and the names the program gives its I/O."""
         return {
             "onnx": {

@@ -16,12 +16,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-import numpy as np
-
-from app.digest import file_digest
 from app.errors import RequestError
-from app.request import WeightRef
-from app.tensor_files import TensorFile
 
 MODEL_FIELD = "model"
 
@@ -89,11 +84,3 @@ class ModelFiles:
                 where, f"tensor {tensor!r}: external-data file {location!r} does not exist"
             )
         return name, path
-
-
-def file_weight(path: Path, digest: str | None = None) -> WeightRef:
-    """A file on this machine as a request's weight: its bytes, mapped, never read here."""
-    size = path.stat().st_size
-    digest = digest or file_digest(path)
-    tensor = TensorFile(path, 0, np.dtype("u1"), (size,), "raw", digest)
-    return WeightRef(digest, "uint8", (size,), file=tensor)

@@ -26,10 +26,10 @@ from app.onnx.names import io_names
 from app.onnx.ops_layout import HANDLERS as LAYOUT
 from app.onnx.ops_math import HANDLERS as MATH
 from app.onnx.ops_nn import HANDLERS as NN
+from app.onnx.params import OnnxParams
 from app.onnx.patterns import gelu_patterns
 from app.onnx.reader import GraphInput, OnnxModel, ReadLimits, read_model
 from app.onnx.tensors import FLOAT_TYPES, type_name
-from app.request import OnnxParams
 from app.toolchain import ONNX_IMPORTER_VERSION
 
 HANDLERS: dict[str, Handler] = {**MATH, **LAYOUT, **NN}
@@ -95,13 +95,11 @@ def import_onnx(
         "io_dtype": params.io_dtype,
     }
     return OnnxBuild(
-        None,
-        params,
-        b.target,
-        name,
-        program,
-        lowering.weights,
-        {},
+        params=params,
+        target=b.target,
+        name=name,
+        program=program,
+        weights=lowering.weights,
         files=files,
         inputs=inputs,
         outputs=tuple(outputs),

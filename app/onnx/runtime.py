@@ -75,3 +75,9 @@ def run_original(
             "verify", f"onnxruntime {ort.__version__} cannot run the model: {exc}"
         ) from None
     return {io.name: np.asarray(r, np.float64) for io, r in zip(outputs, results, strict=True)}
+
+
+def onnxruntime_version() -> str:
+    import onnxruntime as ort
+
+    return ort.__version__
