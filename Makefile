@@ -18,6 +18,7 @@ $(BIN)/activate: pyproject.toml
 	touch $(BIN)/activate
 
 run: $(BIN)/activate
+	@echo "ANE Kernel Service on http://$(HOST):$(PORT): every operation, with examples, at http://$(HOST):$(PORT)/docs"
 	$(BIN)/uvicorn app.main:app --host $(HOST) --port $(PORT)
 
 # pytest exits 5 when it collected no tests: that is a failure here, not a pass.

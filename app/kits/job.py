@@ -78,6 +78,12 @@ class ModelRequest:
             if key is None:
                 raise RequestError(f"files.{name}", f"{digest!r} is not `sha256:<64 hex>`")
             checked[_file_name(name)] = spelled(key)
+        if "config.json" not in checked:
+            raise RequestError(
+                "files",
+                f"config.json is missing from it (it names {', '.join(sorted(checked))}): the "
+                "kit is planned from the checkpoint's config.json; upload it and name it",
+            )
         unknown = set(options) - set(OPTIONS)
         if unknown:
             raise RequestError(
