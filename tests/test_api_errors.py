@@ -594,3 +594,18 @@ def test_a_dead_build_worker_is_replaced(tmp_path):
             r = httpx.post(f"{base}/v1/kernels/identity", json={"channels": 3 + i, "spatial": 1})
             assert r.status_code == 200, r.text
     assert "a build worker died" in next(tmp_path.glob("uvicorn-*.log")).read_text()
+
+
+def test_a_misspelt_field_is_named_in_the_headline(client):
+    """The trial's conv with `in_channel` and `spacial`: "field required" alone read as "but I
+    sent it"; the headline names what was sent instead."""
+    body = {"in_channel": 4, "out_channels": 4, "spacial": 4, "weights": {"weight": GOOD_W}}
+    r = client.post("/v1/kernels/conv", json=body)
+    assert r.status_code == 422
+    problem = r.json()
+    assert problem["field"] == "in_channels"
+    assert problem["detail"] == (
+        "in_channels: field required; got in_channel (did you mean in_channels?), "
+        "spacial (did you mean spatial?), not fields here (and 1 more)"
+    )
+    assert {e["field"] for e in problem["errors"]} >= {"in_channels", "spatial", "in_channel"}

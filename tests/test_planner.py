@@ -185,6 +185,30 @@ def test_m1_reads_int8_as_fp16_so_int8_gains_nothing_there():
     assert palettized(4).streams_compressed(get_chip("m1"))
 
 
+# Hugging Face's bert-base-uncased and openai/whisper-tiny config.json, the keys that matter here
+BERT_BASE = {
+    "architectures": ["BertModel"],
+    "model_type": "bert",
+    "hidden_act": "gelu",
+    "hidden_size": 768,
+    "intermediate_size": 3072,
+    "num_attention_heads": 12,
+    "num_hidden_layers": 12,
+    "vocab_size": 30522,
+}
+WHISPER_TINY = {
+    "architectures": ["WhisperForConditionalGeneration"],
+    "model_type": "whisper",
+    "is_encoder_decoder": True,
+    "activation_function": "gelu",
+    "d_model": 384,
+    "encoder_layers": 4,
+    "decoder_layers": 4,
+    "encoder_attention_heads": 6,
+    "vocab_size": 51865,
+}
+
+
 @pytest.mark.parametrize(
     ("config", "kwargs", "field", "words"),
     [
@@ -212,6 +236,16 @@ def test_m1_reads_int8_as_fp16_so_int8_gains_nothing_there():
         ),
         (QWEN3_0_6B, {"prefill": 4096}, "prefill", "context of 2048"),
         (QWEN3_0_6B, {"path": "metal"}, "path", "coreml"),
+        # encoders and encoder-decoders are refused on the model_type, not on the first key
+        # they spell otherwise (hidden_act 'gelu' for BERT, no hidden_size for Whisper)
+        (BERT_BASE, {}, "config.model_type", "model_type 'bert' (architectures ['BertModel'])"),
+        (WHISPER_TINY, {}, "config.model_type", "model_type 'whisper'"),
+        (
+            {k: v for k, v in WHISPER_TINY.items() if k != "is_encoder_decoder"},
+            {},
+            "config.model_type",
+            "hidden_size: missing",
+        ),
     ],
 )
 def test_bad_input_names_the_field(config, kwargs, field, words):
