@@ -123,7 +123,11 @@ def cmd_generate(args) -> int:
     text = None if tokenizer is None else tokenizer.decode(tokens)
     if args.json:
         rows = [[float(v) for v in row] for row in logits]
-        print(json.dumps({"tokens": tokens, "logits": rows, **({"text": text} if text is not None else {})}))
+        print(
+            json.dumps(
+                {"tokens": tokens, "logits": rows, **({"text": text} if text is not None else {})}
+            )
+        )
     else:
         print(" ".join(str(t) for t in tokens) if text is None else text)
     return 0

@@ -46,8 +46,8 @@ from app.kits.programs import (
 from app.kits.reference import WholeModel
 from app.kits.runner import read_zip
 from app.packaging import Entry, write_zip
-from app.quantize import QuantizeConfigError, parse_config
 from app.packaging.layout import VERIFICATION_JSON
+from app.quantize import QuantizeConfigError, parse_config
 from app.settings import Settings
 
 Progress = Callable[[str], None]
