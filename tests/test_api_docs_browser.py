@@ -22,9 +22,13 @@ ARGS = [
 ]
 LOOPBACK = re.compile(r"^https?://127\.0\.0\.1(:\d+)?/")
 
-pytestmark = pytest.mark.skipif(
-    not Path(CHROMIUM).exists(), reason="Debian's chromium is not installed (make test installs it)"
-)
+pytestmark = [
+    pytest.mark.slow,  # the slow tier: `make test` runs it, `make test-fast` does not
+    pytest.mark.skipif(
+        not Path(CHROMIUM).exists(),
+        reason="Debian's chromium is not installed (make test installs it)",
+    ),
+]
 
 
 def test_docs_pages_reference_no_cdn(client):

@@ -19,6 +19,8 @@ from app.client import Client
 from app.kits.job import ModelRequest
 from app.schemas.plans import PlanAnswer
 
+pytestmark = pytest.mark.slow  # the slow tier: `make test` runs it, `make test-fast` does not
+
 CHECKPOINT = Path(__file__).resolve().parent / "fixtures" / "example-checkpoint"
 LAST = "/v1/device-checks"  # it checks the kit the /v1/models example builds
 

@@ -11,11 +11,14 @@ import zipfile
 from importlib.metadata import version
 from pathlib import Path
 
+import pytest
 from checkpoint_support import LLAMA, write_checkpoint
 from conftest import free_port
 from packaging.version import Version
 
 from app.client import Client
+
+pytestmark = pytest.mark.slow  # the slow tier: `make test` runs it, `make test-fast` does not
 
 REPO = Path(__file__).resolve().parent.parent
 STACK = {

@@ -201,6 +201,7 @@ def test_iphones_hold_less_per_program_than_macs_and_every_phone_is_an_iphone_ki
         assert chip.app_memory_bytes < chip.ram_bytes.value
 
 
+@pytest.mark.slow
 def test_devices_lists_the_table_and_its_json_carries_every_fact():
     run = [sys.executable, "-m", "app.cli", "devices"]
     out = subprocess.run(run, capture_output=True, text=True, cwd=REPO)

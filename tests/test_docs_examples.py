@@ -123,6 +123,7 @@ def _run(block: Block, folder: Path, served: str, env: dict[str, str]) -> None:
         )
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("page", PAGES, ids=lambda p: str(p.relative_to(REPO)))
 def test_every_example_of_the_page_runs(page: Path, tmp_path: Path, served: str) -> None:
     runnable = [b for b in blocks(page) if b.runs]

@@ -160,6 +160,7 @@ def test_hostile_graphs_are_4xx_naming_the_node(server, what, body, status, fiel
     server.alive()
 
 
+@pytest.mark.slow
 def test_the_ceilings_are_settings(tmp_path):
     body = one_node([1, 64, 64, 64], "relu", {})
     with hostile_server(tmp_path / "data", max_tensor_elements="100000") as live:

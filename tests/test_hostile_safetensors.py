@@ -255,6 +255,7 @@ def test_good_files_still_read_alike(tmp_path):
 @pytest.mark.parametrize(
     ("what", "body", "words"), BAD_FILES[:6], ids=[c[0] for c in BAD_FILES[:6]]
 )
+@pytest.mark.slow
 def test_the_cli_refuses_a_hostile_checkpoint(tmp_path, what, body, words):
     path, _, _ = write_checkpoint(tmp_path / "ckpt")
     path.write_bytes(body)

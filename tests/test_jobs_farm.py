@@ -31,6 +31,8 @@ from app.jobs.model import JobState
 from app.request import KernelRequest, WeightRef
 from app.settings import Settings
 
+pytestmark = pytest.mark.slow  # the slow tier: `make test` runs it, `make test-fast` does not
+
 COMPILE_TIMEOUT_S = 3
 CONTROLS = {
     "FAKE_XCRUN_SLEEP": "dedup=0.8,slowish=0.8,cancelme=60,tooslow=60",

@@ -152,6 +152,7 @@ def test_grid_covers_the_catalog():
     assert set(PARAM_GRID) == set(CATALOG) == set(SMALL)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("op", sorted(PARAM_GRID))
 def test_each_op_over_a_grid_of_shapes(op, tmp_path_factory):
     @settings(

@@ -174,6 +174,7 @@ def test_a_kit_being_written_holds_no_more_than_its_largest_program(
     np.testing.assert_array_equal(np.stack(rows), np.stack(expected_rows))
 
 
+@pytest.mark.slow
 def test_an_opened_kit_is_mapped_checked_and_read_as_it_is_used(llama, tmp_path, monkeypatch):
     """Kit.open reads a kit zip the way a many-GB one must be read: its large files mapped from
     the zip (not copied into memory), every digest still checked, its programs loaded when run

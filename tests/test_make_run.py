@@ -23,6 +23,8 @@ from kit_support import KIT_QWEN3, write_model
 from app.client import Client
 from app.settings import Settings
 
+pytestmark = pytest.mark.slow  # the slow tier: `make test` runs it, `make test-fast` does not
+
 LAYERS = 20  # model.mil past kitzip.MAPPED_BYTES (1 MiB): see tests/test_kits_real_size.py
 
 

@@ -255,6 +255,7 @@ def test_bad_input_names_the_field(config, kwargs, field, words):
     assert err.value.field == field and words in err.value.message
 
 
+@pytest.mark.slow
 def test_plan_on_the_command_line(tmp_path):
     (tmp_path / "config.json").write_text(json.dumps(LLAMA_2_7B))
     run = [sys.executable, "-m", "app.cli", "plan", str(tmp_path), "--device", "a18-pro"]
@@ -292,6 +293,7 @@ def test_post_plan_and_the_client(server, client):
         assert [d["name"] for d in sdk.devices()][-1] == "a19-pro"
 
 
+@pytest.mark.slow
 def test_the_pages_command_line_examples_say_what_they_should(tmp_path):
     """The commands of docs/preflight.md (the docs tests run them; this reads what they print)."""
     page = (Path(__file__).resolve().parent.parent / "docs" / "preflight.md").read_text()
