@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from app.api.examples import QWEN3_0_6B  # the /docs examples plan it too
 from app.client import Client
 from app.devices import get_chip
 from app.devices.llm import palettized
@@ -52,20 +53,6 @@ LLAMA_3_2_1B = {
         "original_max_position_embeddings": 8192,
         "rope_type": "llama3",
     },
-}
-QWEN3_0_6B = {
-    "model_type": "qwen3",
-    "hidden_size": 1024,
-    "intermediate_size": 3072,
-    "num_attention_heads": 16,
-    "num_hidden_layers": 28,
-    "num_key_value_heads": 8,
-    "head_dim": 128,
-    "vocab_size": 151936,
-    "rms_norm_eps": 1e-6,
-    "hidden_act": "silu",
-    "tie_word_embeddings": True,
-    "rope_theta": 1000000,
 }
 CONFIGS = {"llama-2-7b": LLAMA_2_7B, "llama-3.2-1b": LLAMA_3_2_1B, "qwen3-0.6b": QWEN3_0_6B}
 LUT4 = {"mode": "palettize", "nbits": 4}
