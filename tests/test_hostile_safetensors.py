@@ -215,6 +215,7 @@ entry = st.fixed_dictionaries(
 headers = st.dictionaries(st.text(min_size=1, max_size=8), st.one_of(entry, json_value), max_size=5)
 
 
+@pytest.mark.slow
 @settings(max_examples=300, deadline=2000)
 @given(headers, st.integers(0, 64))
 def test_random_headers_are_read_or_refused(header, data_size):
