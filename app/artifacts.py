@@ -355,7 +355,8 @@ def save(prepared: Prepared, path: str | Path) -> None:
 
 
 def zip_bytes(prepared: Prepared[KernelRequest]) -> bytes:
-    if prepared.request.weight_bytes < _IN_MEMORY_BYTES:
+    # the program's weights, not the request's: weights drawn from a seed are not in the request
+    if weight_bytes(prepared.build) < _IN_MEMORY_BYTES:
         buffer = io.BytesIO()
         write(prepared, buffer)
         return buffer.getvalue()

@@ -25,6 +25,7 @@ def _check(tmp_path, op, params, fmt="mlpackage", target="ios18"):
     return validate(path)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("op", sorted(CATALOG))
 def test_each_op_over_its_sample_space(op, tmp_path_factory):
     """Each op's `param_space`, small axes (tests/kernel_cases.py)."""

@@ -34,7 +34,7 @@ import argparse
 import sys
 
 from app.cli import bundles, devices, estimate, kits, local, onnx, remote
-from app.cli.common import EXIT_USAGE, CLIError
+from app.cli.common import EXIT_USAGE, CLIError, check_output
 
 
 def parser() -> argparse.ArgumentParser:
@@ -55,6 +55,8 @@ def parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
     try:
+        if getattr(args, "output", None) is not None:
+            check_output(args.output)
         return args.run(args)
     except CLIError as exc:
         print(f"error: {exc}", file=sys.stderr)

@@ -48,6 +48,7 @@ from app.kits.runner import read_zip
 from app.packaging import Entry, write_zip
 from app.packaging.layout import VERIFICATION_JSON
 from app.preflight import findings_to_json
+from app.quantize import QuantizeConfigError, parse_config
 from app.settings import Settings
 
 Progress = Callable[[str], None]
@@ -108,9 +109,18 @@ def _lengths(model: Model, options: KitOptions) -> tuple[int, int]:
             "prefill",
             f"{prefill} tokens per chunk must divide the context of "
             f"{context} (chunks start at multiples of it and must end within "
-            f"the cache); e.g. {math.gcd(context, prefill)}",
+            f"the cache); {_divisors_near(context, prefill)}",
         )
     return context, prefill
+
+
+def _divisors_near(context: int, prefill: int) -> str:
+    """The chunk sizes nearest the one asked for: the largest divisor of the context not above
+    it, and the next one up (when the ask is below the context)."""
+    divisors = [d for d in range(1, context + 1) if context % d == 0]
+    below = max(d for d in divisors if d <= prefill)
+    above = [d for d in divisors if d > prefill]
+    return f"e.g. {below}" + (f" or {above[0]}" if above else "")
 
 
 def _check_options(options: KitOptions) -> None:
@@ -120,6 +130,22 @@ def _check_options(options: KitOptions) -> None:
         raise RequestError("kv", f"{options.kv!r}; io (cache as inputs/outputs) or state (ios18)")
     if options.device is not None:
         device_or_error(options.device)  # names the known devices
+    _check_quantize(options.quantize)
+
+
+def _check_quantize(quantize: Mapping[str, Any] | None) -> None:
+    """Each part's config read as the option spells it (`quantize.nbits`, or
+    `quantize.layers.nbits` in the {layers, head} form), before any program is built: later the
+    config sits inside each program's own request, under paths the user never wrote."""
+    layers_q, head_q = quantize_parts(quantize)
+    split = quantize is not None and layers_q is not quantize
+    for part, config in (("layers", layers_q), ("head", head_q)):
+        if config is None:
+            continue
+        try:
+            parse_config(config, f"quantize.{part}" if split else "quantize")
+        except QuantizeConfigError as exc:
+            raise RequestError(exc.field, exc.message) from None
 
 
 def _plan(

@@ -71,6 +71,12 @@ class ModelRequest:
             if key is None:
                 raise RequestError(f"files.{name}", f"{digest!r} is not `sha256:<64 hex>`")
             checked[_file_name(name)] = spelled(key)
+        if "config.json" not in checked:
+            raise RequestError(
+                "files",
+                f"config.json is missing from it (it names {', '.join(sorted(checked))}): the "
+                "kit is planned from the checkpoint's config.json; upload it and name it",
+            )
         unknown = set(options) - set(OPTIONS)
         if unknown:
             raise RequestError(
@@ -79,6 +85,8 @@ class ModelRequest:
         # defaults left out: the same kit asked for with or without them is the same job
         default = KitOptions()
         chosen = {k: v for k, v in options.items() if v is not None and v != getattr(default, k)}
+        if "device" in chosen:  # "iPhone 16 Pro" and "a18-pro" are the same kit: one key
+            chosen["device"] = device_or_error(chosen["device"]).name
         try:
             KitOptions(**chosen).check()
         except TypeError as exc:
@@ -192,10 +200,10 @@ class DeviceCheckRequest:
     ) -> DeviceCheckRequest:
         if not isinstance(kit, str) or not kit.isalnum() or len(kit) > 64:
             raise RequestError("kit", "the id of the POST /v1/models job whose kit to check")
-        device_or_error(device)
+        chip = device_or_error(device)
         if max_new_tokens < 1:
             raise RequestError("max_new_tokens", f"at least 1, got {max_new_tokens}")
-        return cls(kit, device, tuple(prompt) if prompt else None, max_new_tokens)
+        return cls(kit, chip.name, tuple(prompt) if prompt else None, max_new_tokens)
 
     @property
     def key(self) -> str:
