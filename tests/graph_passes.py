@@ -8,7 +8,6 @@ from typing import Any
 
 import numpy as np
 
-from app import artifacts
 from app.graphs.built import GraphBuild
 from app.mil import Program
 from app.reference.executor import Executor, random_inputs
@@ -41,7 +40,7 @@ def build(
     body: dict, weights: dict | None = None, passes: Any = "default", fmt: str = "mlpackage"
 ) -> GraphBuild:
     request = KernelRequest.create(graph=body, weights=weights or {}, passes=passes, format=fmt)
-    return artifacts.build_program(request)  # type: ignore[return-value]
+    return request.build()  # type: ignore[return-value]
 
 
 def kinds(program: Program, consts: bool = False) -> list[str]:

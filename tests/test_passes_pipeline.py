@@ -14,18 +14,19 @@ import pickle
 import subprocess
 import sys
 import zipfile
+from dataclasses import replace
 
 import numpy as np
 import pytest
 
 from app import artifacts
 from app.errors import RequestError
-from app.mil import Builder, DType
-from app.passes import DEFAULT, PASSES, PassError, parse_passes, resolve, run_pipeline
+from app.mil import Builder, DType, ops
+from app.mil.ops import AneFacts, AneStatus
+from app.passes import DEFAULT, PASSES, PassError, facts, parse_passes, resolve, run_pipeline
 from app.passes import pipelines as pipelines_module
 from app.passes.graph_pass import GraphPass
 from app.passes.pipelines import Pipeline, Step
-from app.preflight.checks_ops import REPORTED_FAILING_OPS
 from app.request import KernelRequest
 from tests.graph_passes import assert_agrees, build, changed_by, graph, kinds, node, values
 from tests.http_support import assert_problem
@@ -120,10 +121,10 @@ def _tanh_gelu(fmt: str, passes="default"):
 
 
 def test_mil_keeps_ops_ane_direct_runtimes_report_failing_spelled_out_and_fuse_all_fuses():
-    """The preflight reports gelu failing on ANE-direct runtimes (REPORTED_FAILING_OPS): the
-    default for the mil bundle leaves the tanh GELU spelt out; Core ML's formats fuse it, and
-    fuse-all fuses it for mil too."""
-    assert "gelu" in REPORTED_FAILING_OPS
+    """gelu's record reports it failing on the ANE (the preflight warns of it): the default for
+    the mil bundle ANE-direct runtimes load leaves the tanh GELU spelt out; Core ML's formats
+    fuse it, and fuse-all fuses it for mil too."""
+    assert ops.get("gelu").ane.status is AneStatus.REPORTED_FAILING
     assert "gelu" in kinds(_tanh_gelu("mlpackage").program)
     assert "gelu" in kinds(_tanh_gelu("aimodel").program)
     spelled = _tanh_gelu("mil")
@@ -140,11 +141,20 @@ def test_mil_keeps_ops_ane_direct_runtimes_report_failing_spelled_out_and_fuse_a
     assert len(keys) == 2
 
 
-def test_what_the_default_leaves_out_follows_the_preflight_table(monkeypatch):
-    left = resolve(parse_passes("default"), REPORTED_FAILING_OPS).left_out
-    assert set(left) == {p for p in DEFAULT if PASSES[p].creates & set(REPORTED_FAILING_OPS)}
-    assert resolve(parse_passes("default"), ()).left_out == ()
-    assert resolve(parse_passes("fuse-all"), REPORTED_FAILING_OPS).left_out == ()
+def test_what_the_default_leaves_out_follows_the_op_records(monkeypatch):
+    failing = facts.reported_failing()
+    assert {"gelu", "layer_norm"} <= failing
+    assert failing == {r.name for r in ops.records() if r.ane.status is AneStatus.REPORTED_FAILING}
+    left = resolve(parse_passes("default"), ane_direct=True).left_out
+    assert left == ("fuse_gelu_tanh_approximation",)
+    assert set(left) == {p for p in DEFAULT if PASSES[p].creates & failing}
+    assert resolve(parse_passes("default")).left_out == ()
+    assert resolve(parse_passes("fuse-all"), ane_direct=True).left_out == ()
+    # read from the records when asked: a record that reports gelu working leaves nothing out
+    working = tuple(replace(r, ane=AneFacts()) if r.name == "gelu" else r for r in ops.records())
+    monkeypatch.setattr(ops, "RECORDS", working)
+    assert "gelu" not in facts.reported_failing()
+    assert resolve(parse_passes("default"), ane_direct=True).left_out == ()
 
 
 BAD_CHOICES = [

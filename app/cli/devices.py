@@ -12,7 +12,7 @@ from app.devices import CHIPS
 from app.devices.calibration import measured_row, predict
 from app.devices.measured import MEASURED_ROWS, NotACalibrationRow, add_row, row_from_report
 from app.devices.model import PATHS
-from app.devices.render import chips_summary
+from app.devices.render import chips_summary, products_table
 from app.errors import FieldError
 from app.planner import DEFAULT_CONTEXT, DEFAULT_PREFILL, make_plan
 
@@ -23,6 +23,8 @@ def cmd_devices(args) -> int:
         print(json.dumps([chip.to_json() for chip in CHIPS], indent=2))
     else:
         print(chips_summary(), end="")
+        print("\nProduct names are accepted too (any case and spacing):")
+        print(products_table(), end="")
     return 0
 
 

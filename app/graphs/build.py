@@ -32,8 +32,7 @@ from app.kernels.weight_check import check_values, prepare_weights, random_weigh
 from app.language.targets import DEFAULT_TARGET
 from app.mil import DType, MILBuildError, OpsetError, Target, Var
 from app.mil.ceilings import CeilingError, Ceilings
-from app.mil.inference import MAX_SPLITS
-from app.passes import Pipeline, run_pipeline
+from app.mil.ops.layout import MAX_SPLITS
 
 Value = Var | tuple[Var, ...]
 
@@ -48,10 +47,8 @@ class _Builder:
         target: Target,
         random_seed: int | None,
         ceilings: Ceilings,
-        passes: Pipeline | None,
     ):
         self.graph, self.given, self.seed = graph, dict(weights), random_seed
-        self.passes = passes
         self.b = CompressingBuilder(target, ceilings=ceilings)
         self.values: dict[str, Value] = {}
         self.weights: dict[str, np.ndarray] = {}
@@ -77,20 +74,14 @@ class _Builder:
             value = self._ref(ref, f"outputs.{output}")
             assert isinstance(value, Var)
             outputs.append(value)
-        built = self.b.build(outputs)
-        program, report = built, None
-        if self.passes is not None:  # the one place a graph's program meets the passes
-            program, report = run_pipeline(built, self.passes)
+        program = self.b.build(outputs)
         return GraphBuild(
-            None,
             self.graph,
             self.b.target,
             model_name,
             program,
             self.weights,
             self.quantized,
-            passes=report,
-            as_built=built if report is not None else None,
             nodes=tuple(self.nodes),
             consts=self.consts,
         )
@@ -289,11 +280,9 @@ def build_graph(
     name: str | None = None,
     random_seed: int | None = None,
     ceilings: Ceilings = Ceilings(),
-    passes: Pipeline | None = None,
 ) -> GraphBuild:
-    """Build a graph's program, then run the graph passes `passes` over it (app/passes; the
-    build keeps the program as built too). Missing weights of catalog-op nodes are drawn from
+    """Build a graph's program. Missing weights of catalog-op nodes are drawn from
     `random_seed` when it is given (primitive nodes' weights are always given); every value is
     held to `ceilings`."""
     tgt, name = target_and_name(target, name or GRAPH_OP)
-    return _Builder(graph, weights or {}, tgt, random_seed, ceilings, passes).run(name)
+    return _Builder(graph, weights or {}, tgt, random_seed, ceilings).run(name)

@@ -18,7 +18,7 @@ from app.errors import RequestError
 from app.graphs.build import build_graph
 from app.graphs.built import BuiltNode, GraphBuild
 from app.graphs.spec import GraphParams, producer
-from app.kernels import KernelBuild
+from app.kernels import KernelBuild, ProgramBuild
 from app.quantize import QuantizeConfig
 from app.settings import PROGRAM_WEIGHT_BUDGET_SETTING
 
@@ -40,7 +40,7 @@ class Link:
 class Chain:
     """The programs of a split graph, in the order to run them, and their wiring."""
 
-    parts: tuple[KernelBuild, ...]
+    parts: tuple[ProgramBuild, ...]
     inputs: tuple[dict[str, Link], ...]  # per program: input name -> where it comes from
     outputs: dict[str, Link]  # graph output -> the program output that holds it
 
@@ -136,10 +136,9 @@ def split(build: GraphBuild, budget: int, weights: dict, target, name: str) -> C
         )
         keys = {key for n in group for key in n.weights.values()}
         part_weights = {key: weights[key] for key in keys if key in weights}
-        passes = build.passes.pipeline if build.passes is not None else None
-        parts.append(
-            build_graph(part_graph, part_weights, target=target, name=f"{name}_{k}", passes=passes)
-        )
+        part = build_graph(part_graph, part_weights, target=target, name=f"{name}_{k}")
+        # each part through the pipeline the whole went through (the request's)
+        parts.append(part.through(build.passes.pipeline if build.passes is not None else None))
         links.append(read)
     final = {
         output: Link(home[var.name], output)
@@ -206,8 +205,8 @@ def split_stream(
     the whole's inputs of the same names; every output but the inner parts' `y` is an output of
     the whole. The parts take the whole's weights (as validated, random ones included)."""
     op = build.op
-    assert op is not None and op.parts is not None
-    parts: list[KernelBuild] = []
+    assert op.parts is not None
+    parts: list[ProgramBuild] = []
     links: list[dict[str, Link]] = []
     outputs: dict[str, Link] = {}
     for k, params in enumerate(op.parts(build.params, budget)):

@@ -17,19 +17,13 @@ from typing import Any
 
 import numpy as np
 
-from app.checkpoints.config import check_window, params_from_config, read_config
+from app.checkpoints.config import CAUSAL_LMS, check_window, params_from_config, read_config
 from app.checkpoints.files import INDEX_NAME, SINGLE_NAME, Tensor, open_checkpoint
 from app.checkpoints.load import convert_all, layer_prefix, locate
 from app.errors import RequestError
 from app.kernels.decoder_stack import DecoderStackParams
 
-# model_type -> the class name transformers gives its causal LM
-ARCHITECTURES = {
-    "llama": "LlamaForCausalLM",
-    "mistral": "MistralForCausalLM",
-    "qwen2": "Qwen2ForCausalLM",
-    "qwen3": "Qwen3ForCausalLM",
-}
+ARCHITECTURES = CAUSAL_LMS  # model_type -> the class name transformers gives its causal LM
 TOKENIZER_FILES = (
     "tokenizer.json",
     "tokenizer_config.json",

@@ -31,7 +31,7 @@ import numpy as np
 
 from app.errors import RequestError
 from app.kits.kitzip import MappedZip
-from app.kits.manifest import KIT_JSON, KIT_VERSION
+from app.kits.manifest import KIT_JSON, READABLE_KIT_VERSIONS
 from app.reference import Executor
 from app.reference.load import ArtifactError, open_files
 
@@ -128,13 +128,15 @@ class Kit:
             meta = json.loads(files[KIT_JSON])
         except ValueError as exc:
             raise KitError(f"{KIT_JSON} is not JSON: {exc}") from None
-        if not isinstance(meta, dict) or meta.get("kit_version") != KIT_VERSION:
+        if not isinstance(meta, dict) or meta.get("kit_version") not in READABLE_KIT_VERSIONS:
             version = meta.get("kit_version") if isinstance(meta, dict) else None
-            raise KitError(f"kit_version {version!r}; this runner reads {KIT_VERSION}")
+            readable = " and ".join(map(str, READABLE_KIT_VERSIONS))
+            raise KitError(f"kit_version {version!r}; this runner reads {readable}")
         try:
             self._load(files, meta)
         except KeyError as exc:
-            raise KitError(f"{KIT_JSON} lacks {exc}, which kit_version {KIT_VERSION} has") from None
+            version = meta["kit_version"]
+            raise KitError(f"{KIT_JSON} lacks {exc}, which kit_version {version} has") from None
         except ArtifactError as exc:
             raise KitError(f"a program cannot be read back: {exc}") from None
 

@@ -9,11 +9,12 @@ passes existed.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from app.errors import RequestError
+from app.passes import facts
 from app.passes.catalogue import PASSES
 from app.passes.graph_pass import GraphPass
 
@@ -183,14 +184,16 @@ class Pipeline:
         return doc
 
 
-def resolve(choice: PassChoice, failing: Collection[str] = ()) -> Pipeline:
-    """The pipeline a choice names for a runtime that reports the ops `failing` failing: the
-    default pipeline leaves out every pass that would write one of them (the program keeps them
-    spelled out); "fuse-all" and passes named one by one run whatever the runtime reports."""
+def resolve(choice: PassChoice, *, ane_direct: bool = False) -> Pipeline:
+    """The pipeline a choice names, for a runtime that drives the ANE directly (`ane_direct`) or
+    through Core ML: for the former the default pipeline leaves out every pass that would write
+    an op whose record reports it failing on the ANE (facts.reported_failing: the program keeps
+    it spelled out); "fuse-all" and passes named one by one run whatever the records report."""
     names = choice.names()
     left_out: tuple[str, ...] = ()
-    if choice.pipeline == "default":
-        left_out = tuple(dict.fromkeys(n for n in names if PASSES[n].creates & set(failing)))
+    if choice.pipeline == "default" and ane_direct:
+        failing = facts.reported_failing()
+        left_out = tuple(dict.fromkeys(n for n in names if PASSES[n].creates & failing))
         names = tuple(n for n in names if n not in left_out)
     given = dict(choice.options)
     steps = []

@@ -8,9 +8,10 @@ import re
 from pathlib import Path as FilePath
 from typing import Annotated
 
-from fastapi import APIRouter, Depends, Path, Query, Request, Response
+from fastapi import APIRouter, Body, Depends, Path, Query, Request, Response
 
 from app.api.context import Services, services
+from app.api.examples import UPLOAD_EXAMPLES
 from app.api.intake import MULTIPART, media_type, unsupported_media
 from app.api.openapi import UPLOAD_BODY, problems
 from app.api.problems import Problem
@@ -214,7 +215,9 @@ def _upload(state: UploadState, blob: dict | None = None) -> Upload:
     },
 )
 async def start_upload(
-    body: UploadStart, response: Response, svc: Services = Depends(services)
+    body: Annotated[UploadStart, Body(openapi_examples=UPLOAD_EXAMPLES)],
+    response: Response,
+    svc: Services = Depends(services),
 ) -> Upload:
     state = await asyncio.to_thread(svc.uploads.start, body.digest, body.bytes)
     if state.stored:

@@ -24,8 +24,6 @@ from app.passes.edit import Editor
 from app.passes.graph_pass import GraphPass, Options
 from app.passes.patterns import stored, wide
 
-_REDUCTIONS = ("reduce_sum", "reduce_mean", "reduce_max", "reduce_l2_norm")
-
 
 class _Region:
     """What one starting transpose reaches."""
@@ -77,10 +75,10 @@ class _Region:
         """Whether `op` computes the same in either layout (its axes renumbered)."""
         if len(op.outputs) != 1 or op.outputs[0].tensor.rank != len(self.perm):
             return False
-        if facts.is_unary(op.type) or facts.is_binary(op.type) or op.type in ("cast", "softmax"):
+        if facts.is_unary(op.type) or facts.is_binary(op.type) or op.type == "softmax":
             return True
         return (
-            op.type in _REDUCTIONS
+            facts.is_reduction(op.type)
             and "keep_dims" in op.inputs
             and bool(stored(op.inputs["keep_dims"]))
         )  # type: ignore[arg-type]
