@@ -249,6 +249,7 @@ def test_the_program_as_built_is_kept_and_verification_composes_it():
 
 
 # -- the edges ------------------------------------------------------------------------------------
+@pytest.mark.slow  # the live service
 def test_over_http_a_graph_takes_passes_and_a_bad_one_is_a_422(client):
     body = {**_json_body(), "format": "mil"}
     plain = client.post("/v1/graphs", json={**body, "passes": "none"})
@@ -283,6 +284,7 @@ def _cli(*args):
     )
 
 
+@pytest.mark.slow  # CLI subprocesses
 def test_compile_graph_takes_passes_and_its_summary_prints_one_line_of_them(tmp_path):
     path = tmp_path / "g.json"
     path.write_text(json.dumps({**_json_body(), "format": "mil"}))
@@ -307,6 +309,7 @@ def test_compile_graph_takes_passes_and_its_summary_prints_one_line_of_them(tmp_
     assert bad.returncode == 2 and "passes" in bad.stderr and not (tmp_path / "b.zip").exists()
 
 
+@pytest.mark.slow  # a CLI subprocess
 def test_phase_one_patterns_compile_to_the_fused_program_as_mlmodelc_and_verify(tmp_path):
     """A new user's graph: duplicate weights, a division by a constant, identity ops, a conv
     then a per-channel scale and bias, transposes that cancel, chained reshapes, the tanh GELU
@@ -368,6 +371,7 @@ def test_phase_one_patterns_compile_to_the_fused_program_as_mlmodelc_and_verify(
     assert changed_by(kept)  # and the report names what did it
 
 
+@pytest.mark.slow  # the live service
 def test_the_client_sends_passes(server):
     from app.client import Client
 
