@@ -99,14 +99,30 @@ def _noop(kind: str) -> tuple[dict, dict]:
         "add_zero_broadcast": node("r", "add", {"x": "x"}),
         "add_small": node("r", "add", {"x": "x"}),
         "transpose_identity": node("r", "transpose", {"x": "x"}, perm=[0, 1, 2, 3]),
+        # which ops hand on their input is read from their meanings: these edges of it
+        "mul_one_left": node("r", "mul", {"y": "x"}),
+        "sub_from_zero": node("r", "sub", {"y": "x"}),
+        "max_lowest": node("r", "maximum", {"x": "x"}),  # leaves all but -inf as they are
+        "sum_one": node("r", "reduce_sum", {"x": "x"}, axes=[0], keep_dims=True),
+        "l2_one": node("r", "reduce_l2_norm", {"x": "x"}, axes=[0], keep_dims=True),  # |x|
+        "concat_one": {
+            "id": "r",
+            "op": "concat",
+            "inputs": {"values": ["x"]},
+            "params": {"axis": 1},
+        },
     }[kind]
     constant = {
         "add_zero": np.zeros((1, C, 1, 1), np.float32),
         "mul_one": np.ones((1,), np.float32),
         "add_zero_broadcast": np.zeros((2, C, 2, 3), np.float32),  # broadcasts x to batch 2
         "add_small": np.full((1,), 1e-3, np.float32),
+        "mul_one_left": np.ones((1,), np.float32),
+        "sub_from_zero": np.zeros((1,), np.float32),
+        "max_lowest": np.full((1,), -65504, np.float32),
     }.get(kind)
-    weights = {"r.y": constant} if constant is not None else {}
+    operand = "r.x" if kind in ("mul_one_left", "sub_from_zero") else "r.y"
+    weights = {operand: constant} if constant is not None else {}
     nodes = [shaped, node("y", "add", {"x": "r"})]
     weights["y.y"] = values(1)
     return graph(nodes, {"out": "y"}), weights
@@ -353,6 +369,20 @@ CASES = [
         fires=False,
     ),
     _case("noop-small", "noop_elimination", _noop("add_small"), ["add", "add"], fires=False),
+    _case("noop-mul-one-left", "noop_elimination", _noop("mul_one_left"), ["add"]),
+    _case(
+        "noop-zero-minus", "noop_elimination", _noop("sub_from_zero"), ["sub", "add"], fires=False
+    ),
+    _case("noop-max", "noop_elimination", _noop("max_lowest"), ["maximum", "add"], fires=False),
+    _case("noop-sum-of-one", "noop_elimination", _noop("sum_one"), ["add"]),
+    _case(
+        "noop-norm-of-one",
+        "noop_elimination",
+        _noop("l2_one"),
+        ["reduce_l2_norm", "add"],
+        fires=False,
+    ),
+    _case("noop-concat-of-one", "noop_elimination", _noop("concat_one"), ["add"]),
     _case(
         "redundant", "remove_redundant_ops", _redundant(), ["relu", "sigmoid", "sub", "add", "mul"]
     ),

@@ -9,6 +9,7 @@ runtime reports failing. A primitive added as a record is known to every pass fr
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -16,54 +17,96 @@ from app.language.targets import Target
 from app.mil import ops
 from app.mil.args import Args
 from app.mil.ir import Input, Operation
-from app.mil.ops import AneStatus, Family, Trait
+from app.mil.ops import AneStatus, Family, OpRecord, Trait
 from app.mil.types import TensorType
 
 
-def _family(op_type: str) -> Family | None:
-    record = ops.get(op_type)
-    return None if record is None else record.family
+@dataclass(frozen=True)
+class _Kinds:
+    """The op types of each kind the passes ask about, read from one list of records."""
+
+    unary: frozenset[str]
+    binary: frozenset[str]
+    moves_data: frozenset[str]
+    reductions: frozenset[str]
+    stateful: frozenset[str]
+    constexpr: frozenset[str]
+    meaningful: frozenset[str]
+
+    @classmethod
+    def of(cls, records: tuple[OpRecord, ...]) -> _Kinds:
+        def having(*traits: Trait) -> frozenset[str]:
+            return frozenset(r.name for r in records if r.has(*traits))
+
+        def of_family(family: Family) -> frozenset[str]:
+            return frozenset(r.name for r in records if r.family is family)
+
+        return cls(
+            unary=having(Trait.ELEMENTWISE, Trait.UNARY),
+            binary=having(Trait.ELEMENTWISE, Trait.BINARY),
+            moves_data=having(Trait.DATA_MOVEMENT),
+            reductions=of_family(Family.REDUCTION),
+            stateful=of_family(Family.STATE),
+            constexpr=of_family(Family.CONSTEXPR),
+            meaningful=frozenset(r.name for r in records if r.meaning is not None),
+        )
+
+
+# The passes ask these questions for every op of a program, so the answers are read once per list
+# of records (the records read one by one cost ~1 µs an answer, a quarter of the default
+# pipeline's time on a program with nothing to change: bench/bench_passes.py); a list that is
+# another one (a test's extension of it) is read again.
+_read: tuple[tuple[OpRecord, ...], _Kinds | None] = ((), None)
+
+
+def _kinds() -> _Kinds:
+    global _read
+    records = ops.records()
+    listed, kinds = _read
+    if kinds is None or listed is not records:
+        kinds = _Kinds.of(records)
+        _read = (records, kinds)
+    return kinds
 
 
 def is_unary(op_type: str) -> bool:
     """y = f(x) element by element, the output shaped as x (const arguments such as rsqrt's
     epsilon or cast's dtype aside): a layout change before the op may move after it."""
-    return ops.has(op_type, Trait.ELEMENTWISE, Trait.UNARY)
+    return op_type in _kinds().unary
 
 
 def is_binary(op_type: str) -> bool:
     """z = f(x, y) element by element with NumPy broadcasting."""
-    return ops.has(op_type, Trait.ELEMENTWISE, Trait.BINARY)
+    return op_type in _kinds().binary
 
 
 def moves_data(op_type: str) -> bool:
     """No arithmetic: every output element is an input element (reshapes, transposes, slices)."""
-    return ops.has(op_type, Trait.DATA_MOVEMENT)
+    return op_type in _kinds().moves_data
 
 
 def is_reduction(op_type: str) -> bool:
     """A reduction over axes (its `axes` or `axis`; with keep_dims, the rank stays)."""
-    return _family(op_type) is Family.REDUCTION
+    return op_type in _kinds().reductions
 
 
 def is_stateful(op_type: str) -> bool:
     """Ops whose effect is not (only) their outputs: never removed, folded, merged or moved."""
-    return _family(op_type) is Family.STATE
+    return op_type in _kinds().stateful
 
 
 def is_constexpr(op_type: str) -> bool:
     """Decompressed when the model loads: a constant, but one whose compressed form is the point."""
-    return _family(op_type) is Family.CONSTEXPR
+    return op_type in _kinds().constexpr
 
 
 def has_meaning(op_type: str) -> bool:
     """Whether the op's value can be computed here (and so folded when its inputs are consts)."""
-    record = ops.get(op_type)
+    kinds = _kinds()
     return (
-        record is not None
-        and record.meaning is not None
-        and not is_stateful(op_type)
-        and not is_constexpr(op_type)
+        op_type in kinds.meaningful
+        and op_type not in kinds.stateful
+        and op_type not in kinds.constexpr
     )
 
 
