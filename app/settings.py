@@ -13,7 +13,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import Literal
 
-from pydantic import Field
+from pydantic import Field, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from app.devices import DEFAULT_PROGRAM_WEIGHT_BYTES
@@ -60,10 +60,28 @@ class Settings(BaseSettings):
     max_weight_bytes: int = Field(1 * GiB, ge=1, description="one uploaded weight tensor")
     max_body_bytes: int = Field(2 * GiB, ge=1, description="a whole multipart or raw body")
     max_upload_bytes: int = Field(
-        64 * GiB, ge=1, description="one file uploaded in parts (/v1/blobs/uploads)"
+        DEFAULT_CHECKPOINT_BYTES,
+        ge=1,
+        description="one file uploaded in parts (/v1/blobs/uploads): at most ANE_BLOB_MAX_BYTES, "
+        "which must be able to keep it",
     )
     upload_part_bytes: int = Field(
         64 * MiB, ge=1, description="the most one part of a resumable upload may hold"
+    )
+    max_uploads_in_progress: int = Field(
+        16, ge=1, description="resumable uploads one API key may have started and not finished"
+    )
+    max_upload_reserved_bytes: int = Field(
+        DEFAULT_CHECKPOINT_BYTES,
+        ge=1,
+        description="the declared bytes of one API key's uploads in progress, together: a start "
+        "over it is refused before anything is written or evicted (default: ANE_BLOB_MAX_BYTES)",
+    )
+    upload_part_timeout_s: float = Field(
+        60,
+        gt=0,
+        description="the longest wait for the next bytes of a part: a sender silent for longer "
+        "has its part dropped, so the upload is free for the resumed part",
     )
     max_checkpoint_bytes: int = Field(
         DEFAULT_CHECKPOINT_BYTES,
@@ -163,6 +181,31 @@ class Settings(BaseSettings):
     worker_poll_s: float = Field(0.25, gt=0, description="how often an idle worker polls")
     worker_max_jobs: int = Field(2, ge=1, description="jobs one worker runs at a time")
     embedded_workers: int = Field(2, ge=1, description="in-process job tasks (no Redis)")
+
+    @model_validator(mode="after")
+    def _uploads_fit_the_blob_store(self) -> Settings:
+        """A file the blob store could not keep would evict every other blob and then itself:
+        upload limits left at their defaults follow ANE_BLOB_MAX_BYTES (down, and for the
+        quota up too); one set above it is refused at start-up, naming both."""
+        given = self.model_fields_set
+        for name in ("max_upload_bytes", "max_weight_bytes"):
+            if getattr(self, name) <= self.blob_max_bytes:
+                continue
+            if name in given:
+                raise ValueError(
+                    f"ANE_{name.upper()}={getattr(self, name)} is over ANE_BLOB_MAX_BYTES="
+                    f"{self.blob_max_bytes}: the blob store could not keep such a file"
+                )
+            setattr(self, name, self.blob_max_bytes)
+        if "max_upload_reserved_bytes" not in given:
+            self.max_upload_reserved_bytes = max(self.blob_max_bytes, self.max_upload_bytes)
+        if self.max_upload_bytes > self.max_upload_reserved_bytes:
+            raise ValueError(
+                f"ANE_MAX_UPLOAD_BYTES={self.max_upload_bytes} is over "
+                f"ANE_MAX_UPLOAD_RESERVED_BYTES={self.max_upload_reserved_bytes}: a file of "
+                "the largest size could never be started"
+            )
+        return self
 
     @cached_property
     def api_key_set(self) -> frozenset[str]:
