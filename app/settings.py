@@ -18,6 +18,7 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from app.devices import DEFAULT_PROGRAM_WEIGHT_BYTES
 from app.sizes import (
+    DEFAULT_JSON_BYTES,
     DEFAULT_PROGRAM_BYTES,
     DEFAULT_PROGRAM_ELEMENTS,
     DEFAULT_TENSOR_BYTES,
@@ -56,7 +57,12 @@ class Settings(BaseSettings):
         description="uploaded weights and checkpoint files (LRU by bytes): as large as "
         "ANE_MAX_CHECKPOINT_BYTES, so a checkpoint the kits admit can be held whole",
     )
-    max_json_bytes: int = Field(MiB, ge=1024, description="a JSON body or `spec` part")
+    max_json_bytes: int = Field(
+        DEFAULT_JSON_BYTES,
+        ge=1024,
+        description="a JSON body or `spec` part, and every JSON file a user hands in (config.json, "
+        "generation_config.json, a shard index, kit.json, a device-check report, a rows file)",
+    )
     max_weight_bytes: int = Field(1 * GiB, ge=1, description="one uploaded weight tensor")
     max_body_bytes: int = Field(2 * GiB, ge=1, description="a whole multipart or raw body")
     max_upload_bytes: int = Field(
@@ -90,6 +96,12 @@ class Settings(BaseSettings):
         "bf16 is 16 GB)",
     )
     max_artifact_bytes: int = Field(4 * GiB, ge=1, description="weights one artifact may hold")
+    max_verify_bytes: int = Field(
+        4 * GiB,
+        ge=1,
+        description="memory a model kit's verification may take, estimated from its shapes "
+        "before the build starts (attention heads x prefill x context): over it, refused",
+    )
     min_free_bytes: int = Field(
         256 * MiB,
         ge=0,

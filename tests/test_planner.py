@@ -200,7 +200,7 @@ def test_m1_reads_int8_as_fp16_so_int8_gains_nothing_there():
             "config.hidden_size",
             "missing",
         ),
-        ({**QWEN3_0_6B, "vocab_size": "big"}, {}, "config.vocab_size", "positive integer"),
+        ({**QWEN3_0_6B, "vocab_size": "big"}, {}, "config.vocab_size", "valid integer"),
         ({**QWEN3_0_6B, "hidden_act": "gelu"}, {}, "config.hidden_act", "not supported"),
         (QWEN3_0_6B, {"device": "m9"}, "device", "a18-pro"),
         (QWEN3_0_6B, {"quantize": {"mode": "palettize", "nbits": 5}}, "quantize.nbits", ""),

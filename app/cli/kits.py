@@ -113,8 +113,8 @@ def cmd_generate(args) -> int:
     try:
         kit = Kit.open(args.kit)
         prompt = _ids(args.prompt_ids) if args.prompt_ids is not None else _encode(kit, args.prompt)
-        stop = kit.meta["special_tokens"].get("eos_token_id", [])
-        stop = stop if isinstance(stop, list) else [stop]
+        stop = kit.manifest.special_tokens.eos_token_id
+        stop = stop if isinstance(stop, list) else [] if stop is None else [stop]
         tokens, logits = kit.generate(prompt, args.max_new_tokens, stop)
     except FieldError as exc:
         raise CLIError(str(exc)) from None

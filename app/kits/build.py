@@ -45,8 +45,10 @@ from app.kits.programs import (
 )
 from app.kits.reference import WholeModel
 from app.kits.runner import read_zip
+from app.kits.verify import check_verify_memory
 from app.packaging import Entry, write_zip
 from app.packaging.layout import VERIFICATION_JSON
+from app.quantize import QuantizeConfigError, check_target, parse_config
 from app.settings import Settings
 
 Progress = Callable[[str], None]
@@ -96,6 +98,17 @@ def quantize_parts(quantize: Mapping[str, Any] | None) -> tuple[Any, Any]:
     return quantize, None
 
 
+def kit_lengths(model: Model, options: KitOptions) -> tuple[int, int]:
+    """(context, prefill) of a kit of `model`: the options', or the defaults; checked against
+    each other, the model's positions and, when verifying, the verification's memory."""
+    context, prefill = _lengths(model, options)
+    model.check_context(context)
+    if options.verify:
+        heads = model.stack_params(0, 1, seq_len=1).heads
+        check_verify_memory(heads, context, prefill, Settings().max_verify_bytes)
+    return context, prefill
+
+
 def _lengths(model: Model, options: KitOptions) -> tuple[int, int]:
     limit = model.max_positions or DEFAULT_CONTEXT
     context = options.context or min(DEFAULT_CONTEXT, limit)
@@ -113,12 +126,30 @@ def _lengths(model: Model, options: KitOptions) -> tuple[int, int]:
 
 
 def _check_options(options: KitOptions) -> None:
+    _check_quantize(options.quantize)
     if options.format not in KIT_FORMATS:
         raise RequestError("format", f"{options.format!r}; one of {', '.join(KIT_FORMATS)}")
     if options.kv not in ("io", "state"):
         raise RequestError("kv", f"{options.kv!r}; io (cache as inputs/outputs) or state (ios18)")
     if options.device is not None:
         device_or_error(options.device)  # names the known devices
+
+
+def _check_quantize(quantize: Any) -> None:
+    """Each part of the `quantize` option a config the kit's target takes (checked again with
+    each weight's shape as the programs are built)."""
+    layers, head = quantize_parts(quantize)
+    whole = quantize is not None and set(quantize) <= {"layers", "head"}
+    for part, where in (
+        (layers, "quantize.layers" if whole else "quantize"),
+        (head, "quantize.head"),
+    ):
+        if part is None:
+            continue
+        try:
+            check_target(parse_config(part, where), TARGET, where)
+        except QuantizeConfigError as exc:
+            raise RequestError(exc.field, exc.message) from None
 
 
 def _plan(
@@ -242,8 +273,7 @@ def write_kit_zip(
     say = progress or (lambda message: None)
     _check_options(options)
     model = open_model(checkpoint)
-    context, prefill = _lengths(model, options)
-    model.check_context(context)
+    context, prefill = kit_lengths(model, options)
     layers_q, head_q = quantize_parts(options.quantize)
     base = model.stack_params(0, 1, seq_len=1)
     plan = _plan(model, options, layer_bytes(base), layers_q, context, prefill)

@@ -82,11 +82,6 @@ class CoreMLRuntime:
                 kind=ErrorKind.UNAVAILABLE,
                 title="Core ML unavailable",
             )
-        if kit.meta["format"] == "mil":
-            raise RequestError(
-                "kit.format",
-                "a mil kit has no Core ML programs; build it with format mlpackage or mlmodelc",
-            )
         self.root, self.models, self.state = root, {}, kit.meta["kv"] == "state"
         self.compiled: dict[str, Path] = {}
 
@@ -147,6 +142,11 @@ def device_check(
 ) -> dict[str, Any]:
     """The report of one kit on one device (see the module's docstring)."""
     kit = Kit(files, lazy=True)  # a many-GB kit's programs are loaded when run
+    if kit.meta["format"] == "mil":  # refused whatever runs the check, as docs/kits.md says
+        raise RequestError(
+            "kit.format",
+            "a mil kit has no Core ML programs; build it with format mlpackage or mlmodelc",
+        )
     prompt = list(prompt) if prompt is not None else default_prompt(kit.embeddings.shape[0], 6)
     max_new_tokens = max(1, min(max_new_tokens, kit.context + 1 - len(prompt)))
     expected, expected_logits = kit.generate(prompt, max_new_tokens)

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from app.checkpoints.files import file_name
 from app.digest import file_digest, hex_of, spelled
 from app.errors import FieldError, RequestError
 from app.estimates import device_or_error
@@ -33,20 +34,14 @@ DEVICE_CHECK_TOKENS = 8
 
 
 def _file_name(name: Any) -> str:
-    if (
-        not isinstance(name, str)
-        or not name
-        or "/" in name
-        or "\\" in name
-        or name.startswith(".")
-        or len(name) > 255
-    ):
+    try:
+        return file_name(name) if isinstance(name, str) else file_name("")
+    except ValueError as exc:
+        shown = name if isinstance(name, str) and len(name) <= 64 else repr(name)[:64] + "..."
         raise RequestError(
-            f"files.{name}",
-            "a checkpoint file's own name (no folders, not "
-            "hidden), e.g. model.safetensors or config.json",
-        )
-    return name
+            f"files.{shown}",
+            f"{exc}: a checkpoint file's own name, e.g. model.safetensors or config.json",
+        ) from None
 
 
 @dataclass(frozen=True)
@@ -243,12 +238,12 @@ def run_device_check(request: DeviceCheckRequest, kit_zip: Path, runtime: str) -
     """The device check of the kit in `kit_zip` with Core ML (`runtime` "coreml") or its labelled
     stand-in ("stand-in"). Runs in a build worker process."""
     from app.kits.device_check import CoreMLRuntime, StandInRuntime, device_check
-    from app.kits.kitzip import MappedZip
+    from app.kits.runner import open_zip
 
     chosen = StandInRuntime if runtime == "stand-in" else CoreMLRuntime
     prompt = list(request.prompt) if request.prompt else None
     return device_check(
-        MappedZip(kit_zip),
+        open_zip(kit_zip),
         chosen,
         device=request.device,
         prompt=prompt,

@@ -27,7 +27,7 @@ from pydantic import BaseModel, Field
 
 from app.errors import ErrorKind, RequestError
 from app.kernels.decoder_stack import layer_bytes
-from app.kits.build import KitOptions, quantize_parts
+from app.kits.build import KitOptions, kit_lengths, quantize_parts
 from app.kits.job import ModelRequest, as_uploaded, checkpoint_folder
 from app.kits.model import Model, open_model
 from app.planner.shape import precision_of
@@ -102,7 +102,9 @@ def kit_bytes(model: Model, options: KitOptions) -> int:
 
 def limits_of(model: Model, options: KitOptions, settings: Settings) -> KitLimits:
     """The limits of a kit of `model`; refused (413, naming the setting) when the checkpoint is
-    over ANE_MAX_CHECKPOINT_BYTES or the kit over ANE_KIT_CACHE_MAX_BYTES."""
+    over ANE_MAX_CHECKPOINT_BYTES, the kit over ANE_KIT_CACHE_MAX_BYTES or its verification
+    over ANE_MAX_VERIFY_BYTES; and (422) a context the model does not take."""
+    kit_lengths(model, options)
     checkpoint = sum(t.nbytes for t in model.tensors.values())
     if checkpoint > settings.max_checkpoint_bytes:
         raise RequestError(

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from app.checkpoints.config import params_from_config, text_config
+from app.checkpoints.config import check_config, params_from_config, text_config
 from app.devices.llm import FP16, INT8, DecoderShape, Precision, palettized
 from app.errors import RequestError
 from app.language.targets import DEFAULT_TARGET
@@ -43,6 +43,7 @@ def _positive_int(config: Mapping[str, Any], key: str, default: int | None = Non
 def shape_from_config(config: Mapping[str, Any]) -> DecoderShape:
     if not isinstance(config, Mapping):
         raise RequestError("config", "a config.json holds a JSON object")
+    check_config(dict(config))  # every key read, typed and bounded, named when it is not
     try:
         params = params_from_config(dict(config))  # checks what the decoder ops need, by key
     except (TypeError, AttributeError) as exc:  # a value of the wrong JSON type
