@@ -9,6 +9,7 @@ values), leaves nothing behind.
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import math
 import tempfile
@@ -26,7 +27,7 @@ from app import planner
 from app.artifacts import weight_bytes
 from app.errors import RequestError
 from app.estimates import device_or_error
-from app.files import atomic_file
+from app.files import atomic_file, scratch_dir
 from app.formats import KIT_FORMATS
 from app.kernels.decoder_stack import layer_bytes
 from app.kernels.rope import tables
@@ -238,6 +239,7 @@ class _Writing:
     prefill: int
     kit: KitZip
     held: HeldWeights | None
+    scratch: Path | None = None  # where scratch directories go (None: the system's temp dir)
     described: dict[str, dict[str, Any]] = field(default_factory=dict)
     done: int = 0
 
@@ -255,20 +257,28 @@ class _Writing:
             "functions": signature(build),
             **describe,
         }
-        with program_entries(build, self.options.format, self.options.mlmodelc_profile) as entries:
+        with program_entries(
+            build, self.options.format, self.options.mlmodelc_profile, self.scratch
+        ) as entries:
             for e in sorted(entries, key=lambda e: e.path):
                 self.kit.add(Entry(e.path, e.data, e.stream, e.size, compress=_compressed(e.path)))
 
 
 def write_kit_zip(
-    checkpoint: str | Path, options: KitOptions, f: BinaryIO, progress: Progress | None = None
+    checkpoint: str | Path,
+    options: KitOptions,
+    f: BinaryIO,
+    progress: Progress | None = None,
+    scratch: Path | None = None,
 ) -> tuple[dict, dict | None, float]:
     """Build the kit into `f` (a file opened for writing and reading, at its start), one
     program at a time: each is built, its files written into the zip and let go before the
     next. The zip's entries go in path order (as every deterministic zip of the project), so the
     programs are built in the order of their paths; kit.json, which holds every file's digest,
     is written once every file before it is, and the few small files after it are held until
-    then. kit.json, the verification report and the build's seconds."""
+    then. Scratch directories (the weights held for verifying, a compile's bundle) go under
+    `scratch`, a service's temp area (default: the system's temp directory; app/files.py,
+    `scratch_dir`). kit.json, the verification report and the build's seconds."""
     started = time.perf_counter()
     say = progress or (lambda message: None)
     _check_options(options)
@@ -279,9 +289,10 @@ def write_kit_zip(
     plan = _plan(model, options, layer_bytes(base), layers_q, context, prefill)
     norm = model.final_norm()
     eps = float(model.decoder.get("rms_norm_eps", 1e-6))
-    with tempfile.TemporaryDirectory(prefix="kit-held-") as held_dir, KitZip(f) as kit:
-        held = HeldWeights(Path(held_dir)) if options.verify else None
-        writing = _Writing(model, options, plan, context, prefill, kit, held)
+    held_dir = scratch_dir(".held", scratch) if options.verify else contextlib.nullcontext()
+    with held_dir as folder, KitZip(f) as kit:
+        held = HeldWeights(folder) if folder is not None else None
+        writing = _Writing(model, options, plan, context, prefill, kit, held, scratch)
 
         def decoder(k: int, layers: range) -> None:
             name = f"decoder_{k}"
@@ -508,11 +519,13 @@ def build_kit(
     output: str | Path,
     options: KitOptions = KitOptions(),
     progress: Progress | None = None,
+    scratch: Path | None = None,
 ) -> KitResult:
-    """Build the kit and write it to `output` atomically: nothing is left there on error."""
+    """Build the kit and write it to `output` atomically: nothing is left there on error.
+    `scratch`: as for `write_kit_zip`."""
     output = Path(output)
     with atomic_file(output, readable=True) as f:
-        meta, verification, seconds = write_kit_zip(checkpoint, options, f, progress)
+        meta, verification, seconds = write_kit_zip(checkpoint, options, f, progress, scratch)
     return KitResult(output, meta, output.stat().st_size, seconds, verification)
 
 

@@ -163,8 +163,8 @@ def build_kit_zip(request: ModelRequest, folder: Path, out: Path, progress_file:
         with open(progress_file, "a", encoding="utf-8") as f:
             f.write(line + "\n")
 
-    with as_uploaded(folder):
-        result = build_kit(folder, out, request.kit_options(), say)
+    with as_uploaded(folder):  # scratch beside the zip: the artifact cache's temp area
+        result = build_kit(folder, out, request.kit_options(), say, scratch=out.parent)
     passed = None if result.verification is None else result.verification["passed"]
     return {"digest": file_digest(out), "size": out.stat().st_size, "verified": passed}
 
@@ -234,9 +234,11 @@ class DeviceCheckRequest:
         )
 
 
-def run_device_check(request: DeviceCheckRequest, kit_zip: Path, runtime: str) -> dict:
+def run_device_check(
+    request: DeviceCheckRequest, kit_zip: Path, runtime: str, scratch: Path | None = None
+) -> dict:
     """The device check of the kit in `kit_zip` with Core ML (`runtime` "coreml") or its labelled
-    stand-in ("stand-in"). Runs in a build worker process."""
+    stand-in ("stand-in"), its scratch under `scratch`. Runs in a build worker process."""
     from app.kits.device_check import CoreMLRuntime, StandInRuntime, device_check
     from app.kits.runner import open_zip
 
@@ -248,4 +250,5 @@ def run_device_check(request: DeviceCheckRequest, kit_zip: Path, runtime: str) -
         device=request.device,
         prompt=prompt,
         max_new_tokens=request.max_new_tokens,
+        scratch=scratch,
     )

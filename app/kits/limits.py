@@ -19,13 +19,13 @@ limit the API derived (docs/kits.md, "Limits").
 from __future__ import annotations
 
 import math
-import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
 from pydantic import BaseModel, Field
 
 from app.errors import ErrorKind, RequestError
+from app.files import scratch_dir
 from app.kernels.decoder_stack import layer_bytes
 from app.kits.build import KitOptions, kit_lengths, quantize_parts
 from app.kits.job import ModelRequest, as_uploaded, checkpoint_folder
@@ -143,7 +143,7 @@ def kit_limits(
 ) -> KitLimits:
     """The request's limits from its blobs (`path_of`: a digest's stored file), laid out as a
     checkpoint folder of links that only the headers are read from. Blocking."""
-    with tempfile.TemporaryDirectory(prefix="ane-kit-limits-") as scratch:
-        folder = checkpoint_folder(request, Path(scratch) / "checkpoint", path_of)
+    with scratch_dir(".limits", settings.cache_dir / "tmp") as scratch:
+        folder = checkpoint_folder(request, scratch / "checkpoint", path_of)
         with as_uploaded(folder):
             return limits_of(open_model(folder), request.kit_options(), settings)
