@@ -378,6 +378,13 @@ def test_an_upload_limit_over_the_blob_store_is_refused_at_start_up():
     assert Settings().max_upload_bytes <= Settings().blob_max_bytes
 
 
+def test_info_names_the_upload_limits(server):
+    limits = server.client.get("/v1/info").json()["limits"]
+    assert limits["max_uploads_in_progress"] == 3
+    assert limits["max_upload_reserved_bytes"] == 2 * MiB
+    assert limits["upload_part_timeout_s"] == 1
+
+
 def test_the_docs_name_delete_and_ownership():
     page = " ".join(
         (Path(__file__).resolve().parents[1] / "docs" / "uploads.md").read_text().split()
