@@ -266,3 +266,43 @@ def test_a_device_check_of_a_mil_kit_is_refused(server, model):
         job = next(j for j in client.jobs()["jobs"] if j["request"].get("options") == OPTIONS)
     answer = server.client.post("/v1/device-checks", json={"kit": job["id"], "device": "m4"})
     refused(answer, 422, "kit", "format mil")
+
+
+def test_a_plan_of_absurd_sizes_is_refused_before_it_is_computed(server):
+    """Finding 7: a 273-byte body (4,096 layers, every size 2^24) cost 48 s of CPU and a 22.7 MB
+    answer; it is refused up front naming the key, and the largest model released plans."""
+    huge = 1 << 24
+    config = {
+        "model_type": "llama",
+        "hidden_size": huge,
+        "intermediate_size": huge,
+        "num_attention_heads": huge,
+        "num_key_value_heads": huge,
+        "num_hidden_layers": 4096,
+        "vocab_size": huge,
+    }
+    body = {"config": config, "device": "m4", "context": 131072, "prefill": 131072}
+    problem = refused(server.client.post("/v1/plan", json=body), 413, "config.vocab_size")
+    assert problem["limit"] == 4096
+    layers = config | {
+        "hidden_size": 32768,
+        "intermediate_size": 131072,
+        "num_attention_heads": 64,
+        "num_key_value_heads": 8,
+        "vocab_size": 4096,
+    }
+    body = {"config": layers, "device": "a18-pro", "context": 131072, "prefill": 131072}
+    refused(server.client.post("/v1/plan", json=body), 413, "config.num_hidden_layers")
+    # Llama-3.1-405B's shape on an iPhone at the longest prompt: 130 programs, answered
+    llama_405b = {
+        "model_type": "llama",
+        "hidden_size": 16384,
+        "intermediate_size": 53248,
+        "num_attention_heads": 128,
+        "num_key_value_heads": 8,
+        "num_hidden_layers": 126,
+        "vocab_size": 128256,
+    }
+    body = {"config": llama_405b, "device": "a18-pro", "context": 131072, "prefill": 131072}
+    answer = server.client.post("/v1/plan", json=body)
+    assert answer.status_code == 200 and len(answer.json()["programs"]) == 130, answer.text

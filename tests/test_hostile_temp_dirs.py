@@ -22,11 +22,11 @@ from app.client.flows import checkpoint_files
 from app.files import scratch_dir, sweep_system_scratch
 from app.tempnames import HOST
 
-# 16 layers of width 256 verified: a build of several seconds, long enough to be caught
+# 8 layers of width 128 verified: a build of a few seconds, long enough to be caught
 WIDE = KIT_QWEN3 | {
-    "hidden_size": 256,
-    "intermediate_size": 512,
-    "num_hidden_layers": 16,
+    "hidden_size": 128,
+    "intermediate_size": 256,
+    "num_hidden_layers": 8,
     "vocab_size": 1000,
     "max_position_embeddings": 256,
 }
