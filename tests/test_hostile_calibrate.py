@@ -7,25 +7,17 @@ JSON."""
 from __future__ import annotations
 
 import json
+from dataclasses import asdict
 from pathlib import Path
 
 import pytest
 
 from app.cli import main
+from app.devices import calibration
 from app.devices.calibration import measured_row, plausible_range, predict
 from app.devices.measured import MeasuredRow, read_rows
 
-QWEN3_1_7B = {
-    "layers": 28,
-    "hidden": 2048,
-    "intermediate": 6144,
-    "heads": 16,
-    "kv_heads": 8,
-    "head_dim": 128,
-    "vocab": 151936,
-    "tied": True,
-    "mlp_matrices": 3,
-}
+QWEN3_1_7B = asdict(calibration.QWEN3_1_7B)  # the published shape the fit knows
 ROW = {
     "device": "a17-pro",
     "model": "qwen3 28x2048",

@@ -17,6 +17,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from kit_support import KIT_QWEN3, write_model
+from test_hostile_calibrate import report
 
 from app.checkpoints.config import read_config
 from app.checkpoints.files import open_checkpoint
@@ -119,28 +120,7 @@ def kit(checkpoint, tmp_path_factory) -> Path:
     return out
 
 
-REPORT = {
-    "stand_in": False,
-    "calibration_row": {
-        "device": "a17-pro",
-        "model": "qwen3 28x2048",
-        "shape": {
-            "layers": 28,
-            "hidden": 2048,
-            "intermediate": 6144,
-            "heads": 16,
-            "kv_heads": 8,
-            "head_dim": 128,
-            "vocab": 151936,
-        },
-        "precision": "6-bit palettized",
-        "context": 2048,
-        "runtime": "Core ML",
-        "decode_tokens_per_s": 17.0,
-        "kit": "ab" * 32,
-        "measured": True,
-    },
-}
+REPORT = report()  # a device check's report of a plausible measurement (test_hostile_calibrate)
 
 
 def written(tmp_path: Path, name: str, data: bytes) -> Path:
@@ -156,33 +136,29 @@ def test_config_json(tmp_path, data):
         read_config(written(tmp_path, "config.json", data))
 
 
+def checkpoint_with(checkpoint: Path, folder: Path, name: str, data: bytes) -> Path:
+    """A checkpoint folder: `checkpoint`'s weights and config, its file `name` holding `data`."""
+    folder.mkdir(exist_ok=True)
+    for other in ("model.safetensors", "config.json"):
+        if other != name and not (folder / other).exists():
+            (folder / other).symlink_to(checkpoint / other)
+    (folder / name).write_bytes(data)
+    return folder
+
+
 @given(data=documents(KIT_QWEN3))
 @EXAMPLES
 def test_a_checkpoint_folder_with_a_random_config(checkpoint, tmp_path, data):
     """The whole of open_model (config checked, then used), as a kit job's limits read it."""
-    folder = tmp_path / "folder"
-    folder.mkdir(exist_ok=True)
-    for name in ("model.safetensors", "tokenizer.json"):
-        target = folder / name
-        if not target.exists():
-            target.symlink_to(checkpoint / name)
-    (folder / "config.json").write_bytes(data)
     with refused_or_read():
-        open_model(folder)
+        open_model(checkpoint_with(checkpoint, tmp_path / "folder", "config.json", data))
 
 
 @given(data=documents({"eos_token_id": [2, 3], "bos_token_id": 1}))
 @EXAMPLES
 def test_generation_config(checkpoint, tmp_path, data):
-    folder = tmp_path / "gen"
-    folder.mkdir(exist_ok=True)
-    for name in ("model.safetensors", "config.json"):
-        target = folder / name
-        if not target.exists():
-            target.symlink_to(checkpoint / name)
-    (folder / "generation_config.json").write_bytes(data)
     with refused_or_read():
-        open_model(folder)
+        open_model(checkpoint_with(checkpoint, tmp_path / "gen", "generation_config.json", data))
 
 
 @given(data=documents({"metadata": {}, "weight_map": {"model.norm.weight": "model.safetensors"}}))

@@ -121,23 +121,14 @@ def test_a_device_measurement_joins_the_fit_as_the_published_one_would(
     2048: calibration row qwen3-1.7b-a17pro) as a device check would report it: the row it
     becomes is predicted exactly as the published row is."""
     import json
+    from dataclasses import asdict
 
     from app.cli import main
-    from app.devices.calibration import ROWS, measured_row, predict
+    from app.devices.calibration import QWEN3_1_7B, ROWS, measured_row, predict
     from app.devices.measured import read_rows
 
     _, report = stand_in_job
-    qwen3_1_7b = {
-        "layers": 28,
-        "hidden": 2048,
-        "intermediate": 6144,
-        "heads": 16,
-        "kv_heads": 8,
-        "head_dim": 128,
-        "vocab": 151936,
-        "tied": True,
-        "mlp_matrices": 3,
-    }
+    qwen3_1_7b = asdict(QWEN3_1_7B)
     measured = _as_core_ml_measured(
         report,
         device="a17-pro",
