@@ -306,3 +306,20 @@ def test_a_plan_of_absurd_sizes_is_refused_before_it_is_computed(server):
     body = {"config": llama_405b, "device": "a18-pro", "context": 131072, "prefill": 131072}
     answer = server.client.post("/v1/plan", json=body)
     assert answer.status_code == 200 and len(answer.json()["programs"]) == 130, answer.text
+
+
+def test_the_command_line_refuses_a_verification_too_large(model, tmp_path, capsys):
+    """The same estimate before `ane-kernels model --verify` starts: exit 2, nothing written."""
+    from app.cli import main
+
+    folder = tmp_path / "long"
+    folder.mkdir()
+    for name in ("model.safetensors", "tokenizer.json"):
+        (folder / name).symlink_to(model / name)
+    (folder / "config.json").write_bytes(config_with(max_position_embeddings=16_384))
+    out = tmp_path / "kit.zip"
+    args = ["--format", "mil", "--context", "16384", "--prefill", "4096", "--verify"]
+    assert main(["model", str(folder), "-o", str(out), *args]) == 2
+    err = capsys.readouterr().err
+    assert "verify" in err and "ANE_MAX_VERIFY_BYTES" in err
+    assert not out.exists() and list(tmp_path.iterdir()) == [folder]

@@ -99,14 +99,18 @@ def quantize_parts(quantize: Mapping[str, Any] | None) -> tuple[Any, Any]:
     return quantize, None
 
 
-def kit_lengths(model: Model, options: KitOptions) -> tuple[int, int]:
+def kit_lengths(
+    model: Model, options: KitOptions, max_verify_bytes: int | None = None
+) -> tuple[int, int]:
     """(context, prefill) of a kit of `model`: the options', or the defaults; checked against
-    each other, the model's positions and, when verifying, the verification's memory."""
+    each other, the model's positions and, when verifying, the verification's memory (at most
+    `max_verify_bytes`, default ANE_MAX_VERIFY_BYTES)."""
     context, prefill = _lengths(model, options)
     model.check_context(context)
     if options.verify:
         heads = model.stack_params(0, 1, seq_len=1).heads
-        check_verify_memory(heads, context, prefill, Settings().max_verify_bytes)
+        limit = Settings().max_verify_bytes if max_verify_bytes is None else max_verify_bytes
+        check_verify_memory(heads, context, prefill, limit)
     return context, prefill
 
 

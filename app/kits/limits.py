@@ -104,7 +104,7 @@ def limits_of(model: Model, options: KitOptions, settings: Settings) -> KitLimit
     """The limits of a kit of `model`; refused (413, naming the setting) when the checkpoint is
     over ANE_MAX_CHECKPOINT_BYTES, the kit over ANE_KIT_CACHE_MAX_BYTES or its verification
     over ANE_MAX_VERIFY_BYTES; and (422) a context the model does not take."""
-    kit_lengths(model, options)
+    kit_lengths(model, options, settings.max_verify_bytes)
     checkpoint = sum(t.nbytes for t in model.tensors.values())
     if checkpoint > settings.max_checkpoint_bytes:
         raise RequestError(
