@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import io
 import json
-import os
 import struct
 import subprocess
 import sys
@@ -234,19 +233,31 @@ def _bomb(files: dict[str, bytes], name: str, size: int, declared: int | None = 
     return bytes(data)
 
 
+# `ane-kernels generate` as its own process, writing its peak RSS (VmHWM, which starts afresh
+# at exec: ru_maxrss would include the forked test process's own memory) to argv[1] at exit.
+_LAUNCH = """
+import atexit, runpy, sys
+out = sys.argv.pop(1)
+def peak():
+    status = open("/proc/self/status").read()
+    open(out, "w").write(next(l for l in status.splitlines() if l.startswith("VmHWM:")).split()[1])
+atexit.register(peak)
+sys.argv[0] = "ane-kernels"
+runpy.run_module("app.cli", run_name="__main__")
+"""
+
+
 def _generate_rss(path: Path) -> tuple[int, str, int]:
     """`ane-kernels generate` on `path` as its own process: exit code, stderr, peak RSS."""
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "app.cli", "generate", str(path), "--prompt-ids", "1,2"],
+    peak = path.with_suffix(".peak")
+    done = subprocess.run(
+        [sys.executable, "-c", _LAUNCH, str(peak), "generate", str(path), "--prompt-ids", "1,2"],
         cwd=REPO,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
-    assert proc.stderr is not None
-    err = proc.stderr.read().decode()
-    _, status, usage = os.wait4(proc.pid, 0)  # reaped here, so its own peak can be read
-    proc.returncode = os.waitstatus_to_exitcode(status)
-    return proc.returncode, err, usage.ru_maxrss * 1024
+    return done.returncode, done.stderr, int(peak.read_text()) * 1024
 
 
 @pytest.mark.parametrize(
