@@ -16,10 +16,11 @@ RUN useradd --create-home --uid 10001 ane \
 WORKDIR /srv
 # Dependencies first, so editing the code does not reinstall them. The coreai extra (Apple's
 # coreai-core, for format "aimodel") installs on x86_64; on arm64 Linux it has no wheel and is
-# skipped, and that service answers "aimodel" with a 503.
+# skipped, and that service answers "aimodel" with a 503. The onnx extra (onnx, onnxruntime)
+# serves POST /v1/onnx; without it that answers 503 too.
 COPY pyproject.toml README.md ./
 RUN mkdir app && touch app/__init__.py \
-    && pip install ".[coreai]" \
+    && pip install ".[coreai,onnx]" \
     && pip uninstall --yes ane-kernel-service \
     && rm -rf app
 COPY app ./app

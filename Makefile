@@ -6,10 +6,16 @@ HOST ?= 127.0.0.1
 PORT ?= 8000
 # Extras installed into a new .venv. `make test EXTRAS=dev,reference` adds torch and transformers,
 # so the transformer blocks are also compared with Hugging Face's own layers (skipped without).
-# `coreai` brings Apple's Core AI package, so `.aimodel` builds are run by Apple's runtime in tests.
-EXTRAS ?= dev,coreai
+# `coreai` brings Apple's Core AI package, so `.aimodel` builds are run by Apple's runtime in tests;
+# `onnx` brings onnx and onnxruntime, which ONNX imports (`ane-kernels onnx`) and their tests need.
+EXTRAS ?= dev,coreai,onnx
 
-.PHONY: run test lint format bench clean
+# `make test` spreads the test files over the machine's cores with pytest-xdist (a file's tests
+# stay together, in order, on one worker). `make test WORKERS=1` runs them one after another.
+WORKERS ?= auto
+PYTEST := $(BIN)/python -m pytest -n $(WORKERS) --dist loadfile
+
+.PHONY: run test test-fast lint format bench clean
 
 $(BIN)/activate: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -18,6 +24,7 @@ $(BIN)/activate: pyproject.toml
 	touch $(BIN)/activate
 
 run: $(BIN)/activate
+	@echo "ANE Kernel Service on http://$(HOST):$(PORT): every operation, with examples, at http://$(HOST):$(PORT)/docs"
 	$(BIN)/uvicorn app.main:app --host $(HOST) --port $(PORT)
 
 # pytest exits 5 when it collected no tests: that is a failure here, not a pass.
@@ -28,7 +35,14 @@ test: $(BIN)/activate
 		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; \
 	fi
 	$(BIN)/ruff check app tests bench
-	$(BIN)/python -m pytest; rc=$$?; \
+	$(BIN)/ruff format --check app tests bench
+	$(PYTEST) --durations=20; rc=$$?; \
+	if [ $$rc -eq 5 ]; then echo "no tests were collected" >&2; exit 1; fi; exit $$rc
+
+# The inner loop: every test but the slow tier (@pytest.mark.slow: live services, farms, the
+# docs' examples, browsers, real-size kits), in under two minutes.
+test-fast: $(BIN)/activate
+	$(PYTEST) -m "not slow" --durations=10; rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "no tests were collected" >&2; exit 1; fi; exit $$rc
 
 lint: $(BIN)/activate

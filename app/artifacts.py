@@ -1,12 +1,18 @@
-"""The artifact builder: a kernel request -> its zip, the one way every path makes one.
+"""The artifact builder: a request -> its zip, the one way every program is made.
 
-    build -> size limit -> verify -> package -> digest -> publish (or save, or return)
+    build -> size limit -> budget (or a chain within it) -> preflight -> translate -> verify
+          -> package -> digest -> publish (or save, or return)
 
-`prepare` builds the program and checks it (the weight budget, the reference verification);
-`write` packages it into a zip stream; `publish` writes that zip into a content store and puts
-it in place under the request's key (safe in a build worker process: the caller indexes it);
-`save` writes it to a path atomically; `zip_bytes` returns it. HTTP builds, jobs, the CLI and the
-Python API all go through here; compiled (.mlmodelc) artifacts start from `prepare` too.
+`prepare` builds the program and checks it, the same straight line for every request: a kernel
+request (app/request.py: a catalog op, a package of functions, a graph) and a kit's program
+(app/kits/programs.py) alike. What differs is asked of the request (`ProgramRequest`: how it
+builds, whether it splits), of its build (app/kernels/catalog.py `ProgramBuild`: its preflight
+key, its verification, what kernel.json says of it) and of its format's packager
+(app/packagers.py), each chosen once. `write` packages it into a zip stream; `publish` writes that
+zip into a content store and puts it in place under the request's key (safe in a build worker
+process: the caller indexes it); `save` writes it to a path atomically; `zip_bytes` returns it.
+HTTP builds, jobs, the CLI, the Python API and model kits all go through here; compiled
+(.mlmodelc) artifacts start from `prepare` too.
 """
 
 from __future__ import annotations
@@ -14,26 +20,24 @@ from __future__ import annotations
 import io
 import tempfile
 import time
+from collections.abc import Hashable, Mapping
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
-from typing import Any, BinaryIO
-
-import orjson
+from typing import Any, BinaryIO, Generic, Protocol, TypeVar
 
 from app.cache.faults import ARTIFACT_STORE, storage_fault
 from app.cache.hot import SMALL_ARTIFACT_BYTES
 from app.cache.store import Published, StoreLocation, publish_files
-from app.catalog_build import build_functions, build_kernel
-from app.coreai.package import aimodel_of, write_aimodel_zip
 from app.errors import ErrorKind, FieldError, RequestError
 from app.estimates import build_works, works_to_json
 from app.files import atomic_file, discard, in_flight
-from app.graphs.build import build_graph
-from app.graphs.split import Chain, split, split_stream
-from app.kernels import KernelBuild
+from app.graphs.split import Chain
+from app.kernels import ProgramBuild
 from app.language.targets import DEFAULT_TARGET
 from app.mil.ceilings import Ceilings
-from app.packaging import Entry, write_chain_zip, write_kernel_zip
+from app.packagers import Packager, ZipContents, packager_for
+from app.packaging import Entry
 from app.packaging.digesting import DigestingWriter
 from app.preflight import (
     Finding,
@@ -44,15 +48,54 @@ from app.preflight import (
     quantization_findings,
     summary_header,
 )
-from app.reference.apple import with_apple_runtime
-from app.reference.verify import report_entry, verify_build, verify_functions
-from app.request import KernelRequest, RequestKind
-from app.settings import DEFAULT_PROGRAM_WEIGHT_BUDGET, PROGRAM_WEIGHT_BUDGET_SETTING, Settings
+from app.reference.verify import report_entry, verify_build
+from app.request import KernelRequest
+from app.settings import DEFAULT_PROGRAM_WEIGHT_BUDGET, Settings
 
 # Zips of weights up to this size are built in memory by `zip_bytes`; larger ones go through a
 # temporary file, because a growing in-memory buffer would briefly hold a big zip twice.
 _IN_MEMORY_BYTES = 16 << 20
 _ZIP_MARGIN = 64 << 10
+
+
+class ProgramRequest(Protocol):
+    """What the builder asks of a request, whatever kind it is: a `KernelRequest`, a kit's
+    program (app/kits/programs.py). A new kind of request implements these and goes through
+    every step below unchanged."""
+
+    @property
+    def format(self) -> str: ...  # which packager writes it (app/packagers.py)
+
+    @property
+    def preflight(self) -> str: ...  # "strict": a preflight error refuses the request
+
+    @property
+    def verifies(self) -> bool: ...
+
+    @property
+    def max_quantization_error(self) -> float | None: ...
+
+    @property
+    def known_digests(self) -> Mapping[str, str]: ...  # weight digests packaging may reuse
+
+    def build(
+        self, random_seed: int | None, ceilings: Ceilings, weight_budget: int | None
+    ) -> ProgramBuild:
+        """The program, its weights checked (missing ones drawn from `random_seed` when given),
+        every value held to `ceilings`; weights that come from files too large for one program
+        (`weight_budget`) refused before they are read, when the request can tell."""
+        ...
+
+    def splits_within(self, weight_bytes: int, budget: int) -> bool:
+        """Whether a build of `weight_bytes` is cut into a chain within `budget` (or refused)."""
+        ...
+
+    def split(self, build: ProgramBuild, budget: int) -> Chain:
+        """The build as a chain of programs, each within `budget`."""
+        ...
+
+
+Request = TypeVar("Request", bound=ProgramRequest)
 
 
 @dataclass(frozen=True)
@@ -75,16 +118,28 @@ class Limits:
         )
         return cls(settings.max_artifact_bytes, settings.max_program_weight_bytes, ceilings)
 
+    def check_artifact(self, weight_bytes: int) -> None:
+        """Refuse an artifact whose weights are over `max_artifact_bytes` (413)."""
+        if self.max_artifact_bytes is not None and weight_bytes > self.max_artifact_bytes:
+            raise FieldError(
+                "weights",
+                f"this kernel's weights take {weight_bytes} bytes, over the limit of "
+                f"{self.max_artifact_bytes} bytes per artifact",
+                kind=ErrorKind.TOO_LARGE,
+                title="Artifact too large",
+                limit=self.max_artifact_bytes,
+            )
+
 
 @dataclass(frozen=True)
-class Prepared:
+class Prepared(Generic[Request]):
     """A request built and checked, with what goes into its zip beside the program."""
 
-    request: KernelRequest
-    build: KernelBuild
+    request: Request
+    build: ProgramBuild
     findings: tuple[Finding, ...] = ()  # the ANE preflight's, in program order
     verification: dict[str, Any] | None = None  # the reference report, when asked for
-    chain: Chain | None = None  # a graph split into programs within the budget
+    chain: Chain | None = None  # a program split into programs within the budget
     aimodel: dict[str, bytes] | None = None  # format aimodel: the asset's files (app.coreai)
 
     @property
@@ -107,36 +162,7 @@ class Prepared:
         return None if self.verification is None else bool(self.verification["passed"])
 
 
-def build_program(
-    request: KernelRequest, random_seed: int | None = None, ceilings: Ceilings = Ceilings()
-) -> KernelBuild:
-    """The request's program: a catalog kernel's, or a graph's; either held to `ceilings` (a
-    package of functions to the defaults: its parts are catalog kernels of bounded params)."""
-    options = {"target": request.target, "name": request.name, "random_seed": random_seed}
-    match request.kind:
-        case RequestKind.GRAPH:
-            return build_graph(request.params, request.arrays(), ceilings=ceilings, **options)  # type: ignore[arg-type]
-        case RequestKind.FUNCTIONS:
-            return build_functions(
-                request.op,
-                request.params_json,
-                request.functions,  # type: ignore[arg-type]
-                request.arrays(),
-                quantize=request.quantize,
-                **options,
-            )  # type: ignore[arg-type]
-        case RequestKind.OP:
-            return build_kernel(
-                request.op,
-                request.params,
-                request.arrays(),
-                quantize=request.quantize,
-                ceilings=ceilings,
-                **options,
-            )  # type: ignore[arg-type]
-
-
-def weight_bytes(build: KernelBuild) -> int:
+def weight_bytes(build: ProgramBuild) -> int:
     """Bytes the program's weight.bin holds (identical tensors counted each time; the functions
     of a package count once, since they share their weights: the largest function's)."""
     return max(
@@ -149,83 +175,66 @@ def weight_bytes(build: KernelBuild) -> int:
     )
 
 
-# The preflight reads shapes, dtypes and small const arguments, never a weight's values: a catalog
-# kernel's findings follow from its op, params, target and quantize config, so kernels that differ
-# only in their weights (the layers of a model, a build farm's manifest) share them. A small
-# kernel's preflight costs about as much as building its program.
-_KERNEL_FINDINGS: dict[tuple, tuple[Finding, ...]] = {}
-_KERNEL_FINDINGS_MAX = 1024
+def prepare(
+    request: Request, limits: Limits = Limits(), *, random_seed: int | None = None
+) -> Prepared[Request]:
+    """Build the request's program (missing weights drawn from `random_seed` when given), check
+    its weights against the limits (cut into a chain when it asks), run the ANE preflight (a
+    strict request refuses an error), translate it when its format has a form of its own, and
+    verify it when the request asks to."""
+    packager = packager_for(request.format)
+    build = request.build(random_seed, limits.ceilings, limits.max_program_weight_bytes)
+    size = weight_bytes(build)
+    limits.check_artifact(size)
+    budget = limits.max_program_weight_bytes
+    chain = None
+    if request.splits_within(size, budget):
+        packager.check_chain()
+        chain = request.split(build, budget)
+    findings = preflight_findings(build, chain, budget)
+    if request.preflight == "strict":
+        refuse_errors(build, findings)
+    files = packager.translate(build)  # refused before anything is verified or written
+    verification = None
+    if request.verifies:
+        verification = _verify(build, chain, request.max_quantization_error, packager, files)
+    return Prepared(request, build, findings, verification, chain, files)
 
 
-def _preflight(
-    request: KernelRequest, build: KernelBuild, programs, budget: int
+# A small kernel's preflight costs about as much as building its program: findings are kept by
+# the build's preflight key (and the budget), so builds that share one (kernels that differ only
+# in their weights, the same kit built again) share them.
+_FINDINGS: dict[Hashable, tuple[Finding, ...]] = {}
+_FINDINGS_MAX = 1024
+
+
+def preflight_findings(
+    build: ProgramBuild, chain: Chain | None, budget: int
 ) -> tuple[Finding, ...]:
-    """The ANE preflight's findings for the programs, then for the quantized weights."""
-    memo = None
-    # a kernel's params as JSON text: they may hold lists, which do not hash
-    if request.kind is not RequestKind.GRAPH:
-        params = orjson.dumps(request.params_json, option=orjson.OPT_SORT_KEYS)
-        functions = orjson.dumps(
-            list((request.functions or {}).items()), option=orjson.OPT_SORT_KEYS
-        )
-        memo = (request.op, params, request.target, request.quantize, budget, functions)
-    if memo is not None and (known := _KERNEL_FINDINGS.get(memo)) is not None:
+    """The ANE preflight's findings for each program (a chain's parts, a package's functions one
+    by one), then for the quantized weights."""
+    key = build.preflight_key()
+    memo = None if key is None else (key, budget)
+    if memo is not None and (known := _FINDINGS.get(memo)) is not None:
         return known
     options = PreflightOptions(budget)
+    programs = chain.parts if chain is not None else build.function_builds
+    target = build.target.name
     findings = tuple(f for p in programs for f in preflight(p.program, options=options)) + tuple(
         f
         for key, q in build.quantized.items()
-        for f in quantization_findings(q.config, target=request.target, node=build.const_name(key))
+        for f in quantization_findings(q.config, target=target, node=build.const_name(key))
     )
     if memo is not None:
-        if len(_KERNEL_FINDINGS) >= _KERNEL_FINDINGS_MAX:
-            del _KERNEL_FINDINGS[next(iter(_KERNEL_FINDINGS))]  # the oldest
-        _KERNEL_FINDINGS[memo] = findings
+        if len(_FINDINGS) >= _FINDINGS_MAX:
+            del _FINDINGS[next(iter(_FINDINGS))]  # the oldest
+        _FINDINGS[memo] = findings
     return findings
 
 
-def prepare(
-    request: KernelRequest, limits: Limits = Limits(), *, random_seed: int | None = None
-) -> Prepared:
-    """Build the request's program (missing weights drawn from `random_seed` when given), check
-    its weights against the limits, run the ANE preflight (a strict request refuses an error),
-    and verify it when the request asks to."""
-    build = build_program(request, random_seed, limits.ceilings)
-    size = weight_bytes(build)
-    if limits.max_artifact_bytes is not None and size > limits.max_artifact_bytes:
-        raise FieldError(
-            "weights",
-            f"this kernel's weights take {size} bytes, over the limit of "
-            f"{limits.max_artifact_bytes} bytes per artifact",
-            kind=ErrorKind.TOO_LARGE,
-            title="Artifact too large",
-            limit=limits.max_artifact_bytes,
-        )
-    budget = limits.max_program_weight_bytes
-    chain = None
-    splits = bool(getattr(request.params, "split", False))
-    if request.kind is RequestKind.GRAPH and size > budget and not splits:
-        raise RequestError(
-            "split",
-            f"the graph's weights take {size} bytes, over the budget of {budget} bytes per "
-            f"program ({PROGRAM_WEIGHT_BUDGET_SETTING}); ask for split: true to get a chain of "
-            "programs within it",
-            title="Program too large",
-            limit=budget,
-        )
-    if splits and size > budget and request.kind is RequestKind.FUNCTIONS:
-        raise RequestError("functions", "a package of functions is one program: no split")
-    if splits and size > budget:
-        if request.artifact_format.compiled or request.format == "aimodel":
-            raise RequestError("format", "a split program is packaged as mlpackage or mil programs")
-        if request.kind is RequestKind.GRAPH:
-            chain = split(build, budget, build.weights, request.target, build.name)  # type: ignore[arg-type]
-        else:
-            chain = split_stream(build, budget, request.target, build.name, request.quantize)
-    # the preflight reads a package's functions one by one
-    programs = chain.parts if chain is not None else build.function_builds
-    findings = _preflight(request, build, programs, budget)
-    error = first_error(findings) if request.preflight == "strict" else None
+def refuse_errors(build: ProgramBuild, findings: tuple[Finding, ...]) -> None:
+    """A strict request's refusal of the first preflight error, naming the field behind it."""
+    error = first_error(findings)
     if error is not None:
         raise RequestError(
             build.where(error.node),
@@ -233,17 +242,19 @@ def prepare(
             title="Preflight failed",
             preflight=error.to_json(),
         )
-    files = None
-    if request.format == "aimodel":  # translated before anything is verified or written
-        files = aimodel_of(build)
-    if not request.verifies:
-        return Prepared(request, build, findings, chain=chain, aimodel=files)
-    limit = request.max_quantization_error
+
+
+def _verify(
+    build: ProgramBuild,
+    chain: Chain | None,
+    limit: float | None,
+    packager: Packager,
+    files: dict[str, bytes] | None,
+) -> dict[str, Any]:
+    """The verification report (a chain run program after program), refused when quantizing
+    moved an output further than `limit`; with what the format's runtime adds."""
     try:
-        if request.kind is RequestKind.FUNCTIONS:
-            report = verify_functions(build, limit)  # type: ignore[arg-type]
-        else:
-            report = verify_build(build, chain=chain, max_quantization_error=limit)
+        report = build.verify(partial(verify_build, chain=chain, max_quantization_error=limit))
     except RequestError as exc:  # too large to verify here
         raise RequestError(exc.field, exc.message, title="Cannot verify") from None
     quantization = report.get("quantization")
@@ -255,37 +266,22 @@ def prepare(
             title="Quantization error too large",
             quantization=quantization,
         )
-    if files is not None:
-        report = with_apple_runtime(report, build, files)
-    return Prepared(request, build, findings, report, chain, files)
+    return packager.verified(report, build, files)
 
 
 def write(prepared: Prepared, out: BinaryIO, fmt: str | None = None) -> dict[str, Any]:
     """Package into `out` (written front to back, never seeked) in the request's format, or in
     `fmt` (a compiled format starts from its .mlpackage); returns kernel.json."""
-    request = prepared.request
-    # A digest is reusable only when packaging keeps the given bytes as they are (float32 or
-    # float16); other dtypes are converted, and the converted tensor must be hashed.
-    digests = {n: w.digest for n, w in request.weights.items() if w.dtype in ("float16", "float32")}
-    preflight_json = {"preflight": findings_to_json(prepared.findings)}
-    if request.kind is RequestKind.FUNCTIONS:
-        preflight_json |= {
-            "functions": prepared.build.describe_functions(),  # type: ignore[attr-defined]
-            "default_function": prepared.build.program.default,
-        }
-    options = {
-        "digests": digests,
-        "extra_entries": prepared.extra_entries,
-        "extra_description": preflight_json,
-    }
-    if (fmt or request.format) == "aimodel" and prepared.aimodel is not None:
-        return write_aimodel_zip(prepared.build, prepared.aimodel, out, **options)
-    if prepared.chain is not None:
-        chain = prepared.chain
-        return write_chain_zip(
-            prepared.build, chain.parts, chain.to_json, out, fmt or request.format, **options
-        )
-    return write_kernel_zip(prepared.build, out, fmt or request.format, **options)
+    description = {"preflight": findings_to_json(prepared.findings), **prepared.build.describe()}
+    contents = ZipContents(
+        prepared.request.known_digests,
+        prepared.extra_entries,
+        description,
+        prepared.chain,
+        prepared.aimodel,
+    )
+    packager = packager_for(fmt or prepared.request.format, prepared.chain)
+    return packager.write(prepared.build, out, contents)
 
 
 @dataclass(frozen=True)
@@ -298,7 +294,11 @@ class Stored:
 
 
 def publish(
-    prepared: Prepared, store: StoreLocation, key: str, meta: dict[str, Any], started: float
+    prepared: Prepared[KernelRequest],
+    store: StoreLocation,
+    key: str,
+    meta: dict[str, Any],
+    started: float,
 ) -> Stored:
     """Write the zip into `store` (hashed while written) and put it in place under `key`. A full
     or unwritable store raises its storage fault (naming the bytes), with nothing left behind."""
@@ -333,7 +333,7 @@ def publish(
     return Stored(published, time.perf_counter() - started, content)
 
 
-def room_estimate(prepared: Prepared) -> int:
+def room_estimate(prepared: Prepared[KernelRequest]) -> int:
     """Bytes the zip will take, about: its weights (weight.bin dominates) and a margin for the
     program text, kernel.json and the zip's own headers."""
     return weight_bytes(prepared.build) + _ZIP_MARGIN
@@ -354,8 +354,9 @@ def save(prepared: Prepared, path: str | Path) -> None:
         write(prepared, f)
 
 
-def zip_bytes(prepared: Prepared) -> bytes:
-    if prepared.request.weight_bytes < _IN_MEMORY_BYTES:
+def zip_bytes(prepared: Prepared[KernelRequest]) -> bytes:
+    # the program's weights, not the request's: weights drawn from a seed are not in the request
+    if weight_bytes(prepared.build) < _IN_MEMORY_BYTES:
         buffer = io.BytesIO()
         write(prepared, buffer)
         return buffer.getvalue()

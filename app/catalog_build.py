@@ -85,7 +85,7 @@ def build_kernel(
         raise RequestError("target", f"{op} is not available for {tgt.name}: {exc}") from None
     except MILBuildError as exc:
         raise RequestError("params", str(exc)) from exc
-    return KernelBuild(catalog_op, p, tgt, name, program, prepared, quantized)
+    return KernelBuild(p, tgt, name, program, prepared, quantized, op=catalog_op)
 
 
 def quantize_weights(
@@ -162,12 +162,12 @@ def build_functions(
     program = merge_functions(parts)
     first = next(iter(parts.values()))
     return FunctionsBuild(
-        get_op(op),
         first.params,
         first.target,
         first.name,
         program,
         first.weights,
         first.quantized,
+        op=get_op(op),
         parts=parts,
     )

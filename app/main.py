@@ -21,19 +21,27 @@ from app.api.access import AccessMiddleware
 from app.api.auth import ApiKeyMiddleware
 from app.api.problems import install_handlers
 from app.observability import logs
-from app.routers import blobs, docs, graphs, jobs, kernels, models, ops, plans, system
+from app.routers import blobs, docs, graphs, jobs, kernels, models, onnx, ops, plans, system
 from app.settings import Settings
 from app.wiring import build_services
 
 DESCRIPTION = """
-Apple Neural Engine kernels on demand: pick an op from `GET /v1/ops`, send its parameters and
-weights to `POST /v1/kernels/{op}`, get back a zipped `.mlpackage` (or a `model.mil` bundle).
+Apple Neural Engine programs on demand, from one kernel to a whole language model.
 
+* **Kernels**: pick an op from `GET /v1/ops`, send its parameters and weights to
+  `POST /v1/kernels/{op}` (or wire ops into a graph: `POST /v1/graphs`), get back a zipped
+  `.mlpackage` (or a `model.mil` bundle, an `.mlmodelc`, a Core AI `.aimodel`).
+* **Model kits**: upload a Hugging Face checkpoint's files (`POST /v1/blobs/uploads`, in
+  resumable parts), then `POST /v1/models` builds every program of the decoder and its head, the
+  tables and the tokenizer into one kit (a job: poll `GET /v1/jobs/{id}`). `POST /v1/plan` says
+  first, from the config.json alone, how it will run on a device and whether it fits.
 * Weights travel inline (small JSON lists), as multipart file parts (.npy, safetensors, raw
-  bytes), or as digests of tensors uploaded once to `POST /v1/blobs`.
+  bytes), or as digests of files uploaded once.
 * The same request always gives the same bytes; `ETag` is the artifact digest, so
   `If-None-Match` answers 304 and `X-Cache` says whether the artifact was built for you.
-* Every error is `application/problem+json` naming the field at fault.
+* Every error is `application/problem+json` naming the field at fault. Every operation's
+  example runs as it is (those naming blobs: upload the example checkpoint's files first, see
+  `POST /v1/blobs/uploads`).
 """
 
 
@@ -67,7 +75,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     )
     app.state.services = svc
     install_handlers(app)
-    for module in (ops, kernels, graphs, jobs, blobs, models, plans, system):
+    for module in (ops, kernels, graphs, onnx, jobs, blobs, models, plans, system):
         app.include_router(module.router)
     docs.install(app)
     app.add_middleware(ApiKeyMiddleware, keys=settings.api_key_set)

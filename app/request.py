@@ -21,25 +21,33 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from functools import cached_property
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 from pydantic import ValidationError
 
 from app import __version__
+from app.catalog_build import build_functions, build_kernel
 from app.devices import COREAI_ARCHITECTURES
-from app.digest import canonical, tensor_digest
+from app.digest import canonical, file_digest, tensor_digest
 from app.errors import RequestError
 from app.formats import DEFAULT_FORMAT, FORMATS, Format, artifact_filename
+from app.graphs.build import build_graph
+from app.graphs.built import GraphBuild
 from app.graphs.spec import GRAPH_OP, GraphParams
-from app.kernels import OpParams, WeightSpec, get_op, parse_params
+from app.graphs.split import Chain, split, split_stream
+from app.kernels import KernelBuild, OpParams, ProgramBuild, WeightSpec, get_op, parse_params
 from app.kernels.compressed import check_quantize, read_quantize
 from app.kernels.functions import check_functions
 from app.mil import DEFAULT_TARGET, TARGETS
+from app.mil.ceilings import Ceilings
 from app.names import name_problem
+from app.onnx.params import ONNX_OP, OnnxParams, file_problem, require_onnx
 from app.quantize import QuantizeConfig, config_json
+from app.settings import PROGRAM_WEIGHT_BUDGET_SETTING
 from app.tensor_files import TensorFile
-from app.toolchain import coreai_version, coremltools_version
+from app.toolchain import coreai_version, coremltools_version, onnx_importer
 
 # Bump when the key's layout changes, so old cache entries are simply never hit again.
 KEY_VERSION = 1
@@ -56,6 +64,15 @@ class WeightRef:
     inline: np.ndarray | None = None  # values sent with the request
     file: TensorFile | None = None  # a file on this machine holding them (mapped, not read)
     spooled: bool = False  # `file` is a request's spool file, removed when the request ends
+
+    @classmethod
+    def of_file(cls, path: Path, digest: str | None = None) -> WeightRef:
+        """A file on this machine as a request's weight (an ONNX model's files): its bytes as
+        one uint8 axis, mapped, never read here."""
+        size = path.stat().st_size
+        digest = digest or file_digest(path)
+        tensor = TensorFile(path, 0, np.dtype("u1"), (size,), "raw", digest)
+        return cls(digest, "uint8", (size,), file=tensor)
 
     @classmethod
     def of(cls, array: np.ndarray) -> WeightRef:
@@ -111,6 +128,8 @@ class RequestKind(StrEnum):
     OP = "op"  # one catalog op: `op`, its `params`, maybe `quantize`
     FUNCTIONS = "functions"  # several calls of one catalog op in one package: `functions` too
     GRAPH = "graph"  # a graph of ops and primitives in one program: `params` is a GraphParams
+    ONNX = "onnx"  # an ONNX model imported into one program: `params` is an OnnxParams, the
+    # weights are the model's files (each a byte tensor, by the name it is uploaded under)
 
 
 @dataclass(frozen=True)
@@ -150,6 +169,7 @@ class KernelRequest:
         weights: Mapping[str, np.ndarray | WeightRef] | None = None,
         *,
         graph: Mapping[str, Any] | GraphParams | None = None,
+        onnx: Mapping[str, Any] | OnnxParams | None = None,
         functions: Mapping[str, Mapping[str, Any]] | None = None,
         quantize: Mapping[str, Any] | QuantizeConfig | None = None,
         format: str = DEFAULT_FORMAT,
@@ -168,9 +188,11 @@ class KernelRequest:
         them small when the request goes to a job queue: large tensors belong in the blob
         store) or `WeightRef`s an edge resolved already; an edge that resolves them after
         the checks attaches them with `with_weights`."""
-        kind = _kind(op, params, graph, functions, quantize)
+        kind = _kind(op, params, graph, functions, quantize, onnx)
         if kind is RequestKind.GRAPH:
             op, checked = GRAPH_OP, _graph_params(graph)
+        elif kind is RequestKind.ONNX:
+            op, checked = ONNX_OP, _onnx_params(onnx, weights)
         else:
             assert op is not None
             checked = parse_params(get_op(op), params)
@@ -246,8 +268,8 @@ class KernelRequest:
     @cached_property
     def weight_specs(self) -> tuple[WeightSpec, ...]:
         """The weights a catalog op's request takes (a graph's are named by its nodes)."""
-        if self.kind is RequestKind.GRAPH:
-            raise ValueError("a graph's weights are its nodes': see app/graphs")
+        if self.kind in (RequestKind.GRAPH, RequestKind.ONNX):
+            raise ValueError("a graph's weights are its nodes', an ONNX import's its files")
         return tuple(get_op(self.op).weights(self.params))
 
     @cached_property
@@ -296,6 +318,8 @@ class KernelRequest:
             doc["architectures"] = list(self.architectures)
         if self.format == "aimodel":  # coreai-core writes those bytes
             doc["coreai"] = coreai_version()
+        if self.kind is RequestKind.ONNX:
+            doc["onnx"] = onnx_importer()
         return doc
 
     @property
@@ -306,6 +330,97 @@ class KernelRequest:
 
     def _weight_keys(self):
         return ((name, w.key_part) for name, w in self.weights.items())
+
+    @property
+    def known_digests(self) -> dict[str, str]:
+        """The weights' digests packaging can reuse: those whose bytes it keeps as given
+        (float16, float32); other dtypes are converted, and the converted tensor is hashed."""
+        return {n: w.digest for n, w in self.weights.items() if w.dtype in ("float16", "float32")}
+
+    # -- what the builder asks of it (app/artifacts.py) --------------------------------------------
+    def build(
+        self,
+        random_seed: int | None = None,
+        ceilings: Ceilings = Ceilings(),
+        weight_budget: int | None = None,
+    ) -> ProgramBuild:
+        """The request's program: a catalog kernel's, a package of functions', a graph's or an
+        ONNX model's, missing weights drawn from `random_seed` when given; held to `ceilings` (a
+        package of functions to the defaults: its parts are catalog kernels of bounded params).
+        An ONNX model whose weights exceed `weight_budget` is refused before they are read."""
+        options = {"target": self.target, "name": self.name, "random_seed": random_seed}
+        match self.kind:
+            case RequestKind.ONNX:
+                # onnx and onnxruntime are an extra: imported by those who import a model
+                from app.onnx import ReadLimits, onnx_program
+
+                assert isinstance(self.params, OnnxParams)
+                paths = {}
+                for file, ref in self.weights.items():
+                    if ref.file is None:
+                        raise RequestError(
+                            f"files.{file}", "an ONNX import reads its files from disk"
+                        )
+                    paths[file] = ref.file.path
+                return onnx_program(
+                    self.params,
+                    paths,
+                    target=self.target,
+                    name=self.name or ONNX_OP,
+                    ceilings=ceilings,
+                    limits=ReadLimits(max_weight_bytes=weight_budget),
+                )
+            case RequestKind.GRAPH:
+                assert isinstance(self.params, GraphParams)
+                return build_graph(self.params, self.arrays(), ceilings=ceilings, **options)
+            case RequestKind.FUNCTIONS:
+                assert self.functions is not None
+                return build_functions(
+                    self.op,
+                    self.params_json,
+                    self.functions,
+                    self.arrays(),
+                    quantize=self.quantize,
+                    **options,
+                )
+            case RequestKind.OP:
+                return build_kernel(
+                    self.op,
+                    self.params,
+                    self.arrays(),
+                    quantize=self.quantize,
+                    ceilings=ceilings,
+                    **options,
+                )
+
+    def splits_within(self, weight_bytes: int, budget: int) -> bool:
+        """Whether the build, of `weight_bytes`, is cut into a chain of programs within `budget`:
+        when over it and asked to (`split`). A graph over it that does not ask is refused (one
+        program of it would not load); a package of functions is one program, never cut."""
+        asked = bool(getattr(self.params, "split", False))
+        if weight_bytes <= budget:
+            return False
+        if self.kind is RequestKind.GRAPH and not asked:
+            raise RequestError(
+                "split",
+                f"the graph's weights take {weight_bytes} bytes, over the budget of {budget} "
+                f"bytes per program ({PROGRAM_WEIGHT_BUDGET_SETTING}); ask for split: true to "
+                "get a chain of programs within it",
+                title="Program too large",
+                limit=budget,
+            )
+        if self.kind is RequestKind.FUNCTIONS and asked:
+            raise RequestError("functions", "a package of functions is one program: no split")
+        return asked
+
+    def split(self, build: ProgramBuild, budget: int) -> Chain:
+        """The build as a chain of programs within `budget`: a graph cut at node boundaries, a
+        catalog op by its own parts (`CatalogOp.parts`)."""
+        if self.kind is RequestKind.GRAPH:
+            assert isinstance(build, GraphBuild)
+            return split(build, budget, build.weights, self.target, build.name)
+        assert isinstance(build, KernelBuild)
+        return split_stream(build, budget, self.target, build.name, self.quantize)
 
     def with_weights(self, weights: Mapping[str, WeightRef]) -> KernelRequest:
         return replace(self, weights=dict(weights))
@@ -338,13 +453,15 @@ class KernelRequest:
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> KernelRequest:
         # Records written before the kind was spelled out name a graph by its op alone.
-        graph = data.get("kind", data["op"]) == RequestKind.GRAPH
+        kind = data.get("kind", data["op"])
+        graph, onnx = kind == RequestKind.GRAPH, kind == RequestKind.ONNX
         functions = data.get("functions")
         return cls.create(
-            None if graph else data["op"],
-            None if graph else data.get("params"),
+            None if graph or onnx else data["op"],
+            None if graph or onnx else data.get("params"),
             {n: WeightRef.from_json(n, w) for n, w in data.get("weights", {}).items()},
             graph=data.get("params") if graph else None,
+            onnx=data.get("params") if onnx else None,
             functions=dict(functions) if functions else None,
             quantize=data.get("quantize"),
             format=data.get("format", DEFAULT_FORMAT),
@@ -364,9 +481,23 @@ def _digest(doc: Mapping[str, Any]) -> str:
     return hashlib.sha256(canonical_doc.encode()).hexdigest()
 
 
-def _kind(op, params, graph, functions, quantize) -> RequestKind:
+def _kind(op, params, graph, functions, quantize, onnx=None) -> RequestKind:
     """The kind the arguments ask for; a mix of two kinds is refused, naming the field that
     does not belong."""
+    if onnx is not None:
+        for wrong, value in (
+            ("op", op),
+            ("params", params),
+            ("graph", graph),
+            ("functions", functions),
+        ):
+            if value is not None:
+                raise RequestError(wrong, "an ONNX import is its model's files and options alone")
+        if quantize is not None:
+            raise RequestError(
+                "quantize", "quantizing an ONNX import's weights is not supported yet"
+            )
+        return RequestKind.ONNX
     if graph is None:
         if op is None:
             raise RequestError("op", "a request names a catalog op, or is a graph")
@@ -396,6 +527,34 @@ def _graph_params(graph: Mapping[str, Any] | GraphParams) -> GraphParams:
         raise RequestError(field_of(err["loc"]), err["msg"]) from None
 
 
+def _onnx_params(
+    onnx: Mapping[str, Any] | OnnxParams | None, weights: Mapping[str, Any] | None
+) -> OnnxParams:
+    """The import's options, and its files: each a byte tensor (a file's bytes) under a
+    relative name, the model among them."""
+    require_onnx()
+    try:
+        params = (
+            onnx if isinstance(onnx, OnnxParams) else OnnxParams.model_validate(dict(onnx or {}))
+        )
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        raise RequestError(field_of(err["loc"]), err["msg"]) from None
+    files = dict(weights or {})
+    for name, ref in files.items():
+        if (problem := file_problem(name)) is not None:
+            raise RequestError(f"files.{name}", problem)
+        dtype = ref.dtype if isinstance(ref, WeightRef) else np.asarray(ref).dtype.name
+        shape = ref.shape if isinstance(ref, WeightRef) else np.shape(ref)
+        if dtype != "uint8" or len(shape) != 1:
+            raise RequestError(f"files.{name}", "a file is given as its bytes (uint8, one axis)")
+    if files and params.model not in files:
+        raise RequestError(
+            "model", f"{params.model!r} is not among the files ({', '.join(sorted(files))})"
+        )
+    return params
+
+
 def field_of(loc) -> str:
     """A pydantic error location as a field path: ('nodes', 3, 'op') -> 'nodes[3].op'."""
     out = ""
@@ -419,7 +578,9 @@ def _quantization(
         isinstance(limit, bool) or not isinstance(limit, int | float) or not limit > 0
     ):
         raise RequestError("max_quantization_error", f"must be a positive number, not {limit!r}")
-    if kind is RequestKind.GRAPH:
+    if kind is RequestKind.ONNX:
+        quantized = False
+    elif kind is RequestKind.GRAPH:
         quantized = any(n.quantize is not None for n in params.nodes)  # type: ignore[attr-defined]
     else:
         quantized = quantize is not None

@@ -13,7 +13,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import Literal
 
-from pydantic import Field, model_validator
+from pydantic import Field, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from app.devices import DEFAULT_PROGRAM_WEIGHT_BYTES
@@ -41,7 +41,11 @@ PROGRAM_WEIGHT_BUDGET_SETTING = "ANE_MAX_PROGRAM_WEIGHT_BYTES"
 class Settings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="ANE_", extra="ignore")
 
-    data_dir: Path = Field(Path("data"), description="artifact cache, blobs and upload spool")
+    data_dir: Path = Field(
+        Path("data"),
+        validate_default=True,  # the default, relative, is made absolute too (_absolute)
+        description="artifact cache, blobs and upload spool",
+    )
     cache_max_bytes: int = Field(
         2 * GiB, ge=0, description="artifact cache size (LRU by bytes), model kits aside"
     )
@@ -193,6 +197,15 @@ class Settings(BaseSettings):
     worker_poll_s: float = Field(0.25, gt=0, description="how often an idle worker polls")
     worker_max_jobs: int = Field(2, ge=1, description="jobs one worker runs at a time")
     embedded_workers: int = Field(2, ge=1, description="in-process job tasks (no Redis)")
+
+    @field_validator("data_dir")
+    @classmethod
+    def _absolute(cls, value: Path) -> Path:
+        """The data dir as an absolute path, fixed once when the settings are read: the stores
+        link files into scratch folders elsewhere (a checkpoint's blobs, for a kit job), and a
+        relative link would point beside the link, not under the directory the process started
+        in. `make run`'s default `data` is relative."""
+        return value.expanduser().absolute()
 
     @model_validator(mode="after")
     def _uploads_fit_the_blob_store(self) -> Settings:

@@ -36,3 +36,22 @@ def quiet_coremltools() -> Iterator[None]:
     each macOS-only native module it lacks, noise for every command and log."""
     with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
         yield
+
+
+# The ONNX importer's own version (app/onnx): bump it when an import of the same model can give
+# other bytes (a lowering changed), so cached imports are not answered for it.
+ONNX_IMPORTER_VERSION = 1
+
+
+@cache
+def onnx_importer() -> dict[str, str | int | None]:
+    """What decides an ONNX import's zip: the importer, the onnx package whose reference
+    implementation evaluates constant subgraphs at import, and the onnxruntime verification
+    compares with."""
+    found: dict[str, str | int | None] = {"importer": ONNX_IMPORTER_VERSION}
+    for package in ("onnx", "onnxruntime"):
+        try:
+            found[package] = version(package)
+        except PackageNotFoundError:
+            found[package] = None
+    return found

@@ -203,7 +203,7 @@ def alternatives() -> list[tuple[str, str, float]]:
                 source.nbytes / _timed(lambda s=step, x=source: chunked(s, x)) / GB,
             )
         )
-        if compiled():  # the path to_fp16 takes where app/checkpoints/_fp16 was built
+        if compiled():  # the path to_fp16 takes where app/checkpoints/native/_fp16 was built
             step = _converter("F32" if label == "fp32" else "BF16")
             secs = _timed(lambda s=step, x=source: chunked(s, x))
             rows.append((label, "ours, compiled F16C path (chunked)", source.nbytes / secs / GB))

@@ -96,8 +96,8 @@ y = b.input("x", DType.FP16, (1, n, 1, 16))
 for i in range(layers):
     y = b.op("conv", f"y{i}" if i < layers - 1 else "y", x=y, weight=b.const(f"w{i}", weights[f"w{i}"], DType.FP16),
              strides=[1, 1], pad_type="valid")
-build = KernelBuild(CATALOG["conv"], ConvParams(in_channels=n, out_channels=n, spatial=16), b.target, "stack",
-                    b.build([y]), weights)
+build = KernelBuild(ConvParams(in_channels=n, out_channels=n, spatial=16), b.target, "stack",
+                    b.build([y]), weights, op=CATALOG["conv"])
 open("/proc/self/clear_refs", "w").write("5")  # reset the peak to the current RSS
 base = rss("VmRSS:")
 with tempfile.TemporaryFile() as f:

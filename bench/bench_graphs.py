@@ -149,11 +149,9 @@ def ffn_phases(D: int, H: int, runs: int = 15) -> list[tuple[str, float]]:
         return out
 
     for _ in range(runs + 1):
-        build = timed(
-            "graph -> IR program (builder, type inference)", artifacts.build_program, request
-        )
+        build = timed("graph -> IR program (builder, type inference)", request.build)
         timed("weight bytes and budget", artifacts.weight_bytes, build)
-        timed("ANE preflight", artifacts._preflight, request, build, build.function_builds, 1 << 40)
+        timed("ANE preflight", artifacts.preflight_findings, build, None, 1 << 40)
         writer, offsets = timed("weight plan", plan_weights, build.program)
         model = timed("IR -> MIL protobuf", emit_proto, build.program, offsets, build_info())
         timed("protobuf serialize", model.SerializeToString, deterministic=True)

@@ -1,8 +1,25 @@
-"""Shared fixtures. Keep each fixture small and documented; HTTP fixtures run a real server."""
+"""Shared fixtures. Keep each fixture small and documented; HTTP fixtures run a real server.
+
+How a test gets a live server (every one a real uvicorn on a free loopback port; the suite runs
+under pytest-xdist, so nothing here is shared between worker processes and nothing uses a fixed
+port or path):
+
+- `server` / `client`: the shared service of one worker process (session scope, so one per
+  xdist worker), with the small limits of SERVER_LIMITS and its data under a temp folder. For
+  tests that only send requests; a test must not depend on what another left in it (use a
+  fresh name, digest or body of its own).
+- `uvicorn_server(data_dir, **settings)`: a service of the test's own, with ANE_* settings of
+  its choosing (a context manager; use it in a fixture of module scope when several tests share
+  it).
+- `make_run_server(checkout_copy(tmp))`: the service as `make run` starts it: `make run` itself
+  in a copy of the checkout, every ANE_* setting unset, the relative data dir `data` (under the
+  copy). For what a user meets with the defaults.
+"""
 
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -64,27 +81,102 @@ def uvicorn_server(
     )
     base = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.monotonic() + 60
-        while True:
-            if proc.poll() is not None:
-                raise RuntimeError(f"uvicorn exited with {proc.returncode}; see {log.name}")
-            try:
-                if httpx.get(f"{base}/healthz", timeout=1).status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            if time.monotonic() > deadline:
-                raise RuntimeError(f"uvicorn did not answer /healthz; see {log.name}")
-            time.sleep(0.1)
+        _wait_healthy(proc, base, Path(log.name))
         yield base
     finally:
-        proc.send_signal(signal.SIGINT)
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        _stop(proc, group=False)
         log.close()
+
+
+def _stop(proc: subprocess.Popen, group: bool) -> None:
+    """SIGINT (uvicorn's graceful stop, as Ctrl-C), to the process group when it leads one."""
+    if group:
+        os.killpg(proc.pid, signal.SIGINT)
+    else:
+        proc.send_signal(signal.SIGINT)
+    try:
+        proc.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        if group:
+            os.killpg(proc.pid, signal.SIGKILL)
+        else:
+            proc.kill()
+        proc.wait()
+
+
+def _wait_healthy(proc: subprocess.Popen, base: str, log: Path) -> None:
+    deadline = time.monotonic() + 60
+    while True:
+        if proc.poll() is not None:
+            raise RuntimeError(f"the server exited with {proc.returncode}; see {log}")
+        try:
+            if httpx.get(f"{base}/healthz", timeout=1).status_code == 200:
+                return
+        except httpx.TransportError:
+            pass
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"the server did not answer /healthz; see {log}")
+        time.sleep(0.1)
+
+
+# What a clone does not have: the virtualenv, the data dir, git's and the tools' caches.
+_NOT_IN_A_CLONE = shutil.ignore_patterns(
+    ".venv",
+    ".git",
+    "data",
+    "out",
+    "__pycache__",
+    ".pytest_cache",
+    ".ruff_cache",
+    ".hypothesis",
+    ".import_linter_cache",
+    "*.egg-info",
+)
+
+
+def checkout_copy(dest: Path) -> Path:
+    """A copy of the checkout at `dest`, as a user's clone has it, with `.venv` linked to the
+    suite's virtualenv (so `make run` finds it made and the copy's `app` is what runs: uvicorn
+    imports from its working directory first)."""
+    shutil.copytree(REPO, dest, ignore=_NOT_IN_A_CLONE)
+    (dest / ".venv").symlink_to(sys.prefix)
+    return dest
+
+
+@dataclass(frozen=True)
+class MadeRun:
+    url: str
+    checkout: Path
+    log: Path
+
+    @property
+    def data_dir(self) -> Path:
+        return self.checkout / "data"  # the default ANE_DATA_DIR, relative to `make run`'s folder
+
+
+@contextmanager
+def make_run_server(checkout: Path) -> Iterator[MadeRun]:
+    """`make run` in `checkout` (see `checkout_copy`) on a free port, with every ANE_* setting of
+    this process unset; yields its URL, folder and log. `-o .venv/bin/activate`: the linked
+    virtualenv is taken as made, never rebuilt from the copy."""
+    port = free_port()
+    environ = {k: v for k, v in os.environ.items() if not k.startswith("ANE_")}
+    log = checkout.parent / f"make-run-{port}.log"
+    with open(log, "wb") as out:
+        proc = subprocess.Popen(
+            ["make", "--no-print-directory", "-o", ".venv/bin/activate", "run", f"PORT={port}"],
+            cwd=checkout,
+            env=environ,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,  # make and the server it starts, stopped as one group
+        )
+        try:
+            base = f"http://127.0.0.1:{port}"
+            _wait_healthy(proc, base, log)
+            yield MadeRun(base, checkout, log)
+        finally:
+            _stop(proc, group=True)
 
 
 # Limits of the shared test server: small enough that oversize requests are cheap to send.

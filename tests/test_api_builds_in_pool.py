@@ -10,6 +10,7 @@ import zipfile
 
 import httpx
 import numpy as np
+import pytest
 from build_watch import watching
 from conftest import uvicorn_server
 
@@ -56,6 +57,7 @@ def test_the_watch_sees_a_build_run_in_a_thread(tmp_path):
     assert [line.split("\t")[0] for line in _steps_run(log)] == ["app.artifacts.prepare"]
 
 
+@pytest.mark.slow
 def test_no_build_runs_in_the_api_process(tmp_path, monkeypatch):
     log = tmp_path / "watch.log"
     monkeypatch.setenv("BUILD_WATCH_LOG", str(log))

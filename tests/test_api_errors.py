@@ -501,6 +501,7 @@ def test_rejected_requests_leave_nothing_half_written(client, server):
         assert [p.name for p in tmp.iterdir()] == [], tmp
 
 
+@pytest.mark.slow
 def test_backlog_full_answers_503_with_retry_after(tmp_path):
     """One worker and no backlog: of several concurrent distinct builds, the ones arriving while
     the worker is busy are refused instead of queued."""
@@ -524,10 +525,11 @@ def test_backlog_full_answers_503_with_retry_after(tmp_path):
         assert httpx.get(f"{base}/healthz").status_code == 200
 
 
+@pytest.mark.slow
 def test_api_keys(tmp_path):
     with (
         uvicorn_server(tmp_path / "data", api_keys="k-one, k-two") as base,
-        httpx.Client(base_url=base) as c,
+        httpx.Client(base_url=base, timeout=60) as c,
     ):
         assert_problem(c.get("/v1/ops"), 401)
         assert_problem(c.get("/v1/ops", headers={"authorization": "Bearer nope"}), 401)
@@ -572,6 +574,7 @@ def _read(path: Path) -> bytes:
         return b""
 
 
+@pytest.mark.slow
 def test_a_dead_build_worker_is_replaced(tmp_path):
     with uvicorn_server(tmp_path / "data", workers="2") as base:
         port = base.rsplit(":", 1)[1]
@@ -594,3 +597,18 @@ def test_a_dead_build_worker_is_replaced(tmp_path):
             r = httpx.post(f"{base}/v1/kernels/identity", json={"channels": 3 + i, "spatial": 1})
             assert r.status_code == 200, r.text
     assert "a build worker died" in next(tmp_path.glob("uvicorn-*.log")).read_text()
+
+
+def test_a_misspelt_field_is_named_in_the_headline(client):
+    """The trial's conv with `in_channel` and `spacial`: "field required" alone read as "but I
+    sent it"; the headline names what was sent instead."""
+    body = {"in_channel": 4, "out_channels": 4, "spacial": 4, "weights": {"weight": GOOD_W}}
+    r = client.post("/v1/kernels/conv", json=body)
+    assert r.status_code == 422
+    problem = r.json()
+    assert problem["field"] == "in_channels"
+    assert problem["detail"] == (
+        "in_channels: field required; got in_channel (did you mean in_channels?), "
+        "spacial (did you mean spatial?), not fields here (and 1 more)"
+    )
+    assert {e["field"] for e in problem["errors"]} >= {"in_channels", "spatial", "in_channel"}

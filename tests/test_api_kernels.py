@@ -224,6 +224,7 @@ def test_twenty_concurrent_identical_requests_build_once(client, server):
     assert metric(client, "ane_builds_total", op="conv") == builds_before + 1
 
 
+@pytest.mark.slow
 def test_mlmodelc_without_compiler_is_503_naming_formats(tmp_path):
     body = {"channels": 2, "spatial": 2, "format": "mlmodelc"}
     with uvicorn_server(tmp_path / "data", compiler="none") as url, httpx.Client(base_url=url) as c:

@@ -23,6 +23,8 @@ from app.kits.limits import limits_of
 from app.kits.model import open_model
 from app.settings import Settings
 
+pytestmark = pytest.mark.slow  # the slow tier: `make test` runs it, `make test-fast` does not
+
 OPTIONS = {"format": "mil", "context": 16, "prefill": 4}
 TIGHT = {
     "max_checkpoint_bytes": "1000000",
@@ -93,6 +95,7 @@ def test_a_job_past_its_own_time_limit_fails_naming_it(tight, tmp_path):
     assert not list((data_dir / "artifacts").glob("??/*.zip"))
 
 
+@pytest.mark.slow
 def test_a_kit_larger_than_the_kernel_cache_is_built_and_kept(tmp_path):
     """ANE_CACHE_MAX_BYTES of 4 KiB, a kit of ~100 KB: kits have their own room in the cache."""
     data_dir = tmp_path / "data"

@@ -10,6 +10,7 @@ by hypothesis directly; every operation is exercised and all failures are report
 from __future__ import annotations
 
 import httpx
+import pytest
 import schemathesis
 from http_support import metric
 from hypothesis import HealthCheck, given, settings
@@ -18,6 +19,8 @@ from schemathesis import GenerationMode
 from schemathesis.checks import not_a_server_error, positive_data_acceptance
 
 from app.api.problems import MEDIA_TYPE
+
+pytestmark = pytest.mark.slow  # the slow tier: `make test` runs it, `make test-fast` does not
 
 SETTINGS = settings(
     max_examples=6,

@@ -19,6 +19,8 @@ import pytest
 from checkpoint_support import write_safetensors
 from conftest import uvicorn_server
 
+pytestmark = pytest.mark.slow  # the slow tier: `make test` runs it, `make test-fast` does not
+
 PART = 32 << 20
 SIZE = 9 * PART  # nine parts
 

@@ -421,6 +421,7 @@ def test_write_propagates_disk_full() -> None:
         _mixed_writer().write(f)
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(sys.platform == "win32", reason="needs RLIMIT_FSIZE")
 def test_write_to_path_failure_leaves_old_file_and_no_temp(tmp_path: Path) -> None:
     # A real mid-write failure: the kernel refuses to grow a file past RLIMIT_FSIZE (EFBIG).

@@ -1,4 +1,4 @@
-"""The compiled fp32/bf16 -> fp16 conversion (app/checkpoints/_fp16.c) gives NumPy's bytes:
+"""The compiled fp32/bf16 -> fp16 conversion (app/checkpoints/native/_fp16.c) gives NumPy's bytes:
 round to nearest even, subnormals, overflow to infinity — for every bf16 value and for fp32 edge
 and random values — and counts the overflowed and non-finite values as the NumPy path does."""
 
@@ -10,7 +10,7 @@ import pytest
 from app.checkpoints import convert
 
 pytestmark = pytest.mark.skipif(
-    not convert.compiled(), reason="app/checkpoints/_fp16 not built or no F16C on this CPU"
+    not convert.compiled(), reason="app/checkpoints/native/_fp16 not built or no F16C on this CPU"
 )
 
 
@@ -101,7 +101,7 @@ def test_normal_checkpoint_values_count_nothing():
 
 
 def test_mismatched_buffers_are_refused():
-    from app.checkpoints import _fp16
+    from app.checkpoints.native import _fp16
 
     with pytest.raises(ValueError, match="one fp16 value per source value"):
         _fp16.convert(0, np.zeros(4, np.float32), np.zeros(3, np.float16))

@@ -10,6 +10,8 @@ import pytest
 
 from app.kernels import CATALOG
 
+pytestmark = pytest.mark.slow  # the slow tier: `make test` runs it, `make test-fast` does not
+
 
 def run(*args, cwd=None):
     return subprocess.run(

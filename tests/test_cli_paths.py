@@ -11,11 +11,14 @@ import zipfile
 from importlib.metadata import version
 from pathlib import Path
 
+import pytest
 from checkpoint_support import LLAMA, write_checkpoint
 from conftest import free_port
 from packaging.version import Version
 
 from app.client import Client
+
+pytestmark = pytest.mark.slow  # the slow tier: `make test` runs it, `make test-fast` does not
 
 REPO = Path(__file__).resolve().parent.parent
 STACK = {
@@ -156,3 +159,48 @@ def test_the_declared_coremltools_floor_is_the_release_tested():
     floor = Version(spec.split(">=")[1])
     installed = Version(version("coremltools"))
     assert installed >= floor and installed.release[:2] == floor.release[:2], (spec, installed)
+
+
+def _writers(folder: Path) -> dict[str, list[str]]:
+    """Every command that writes `-o`, with inputs it would build from (`folder` holds them)."""
+    conv = '{"in_channels": 4, "out_channels": 4, "spatial": 4}'
+    return {
+        "compile": ["compile", "conv", "--params", conv, "--random-weights", "0"],
+        "compile-graph": ["compile-graph", str(folder / "graph.json")],
+        "mlmodelc": ["mlmodelc", str(folder / "conv.mlpackage")],
+        "decompile": ["decompile", str(folder / "conv.mlmodelc")],
+        "model": ["model", str(folder / "qwen3"), "--context", "16", "--prefill", "4"],
+        "jobs download": ["jobs", "download", "0" * 64],
+    }
+
+
+def test_every_output_into_a_missing_folder_exits_2_naming_it(tmp_path, monkeypatch, capsys):
+    """`-o nodir/sub/x` (the folder not made yet): exit 2 naming -o and the folder, before any
+    work, and nothing written anywhere: not beside it, not in the (default, relative) data dir."""
+    from kit_support import KIT_QWEN3, write_model
+
+    from app.cli import main
+
+    inputs = tmp_path / "inputs"
+    write_model(inputs / "qwen3", KIT_QWEN3, seed=2)
+    work = tmp_path / "work"
+    work.mkdir()
+    monkeypatch.chdir(work)
+    for name in [k for k in os.environ if k.startswith("ANE_")]:
+        monkeypatch.delenv(name)
+    for command, args in _writers(inputs).items():
+        assert main([*args, "-o", "nodir/sub/out.zip"]) == 2, command
+        err = capsys.readouterr().err
+        assert err.startswith("error: -o/--output: nodir/sub/out.zip: nodir/sub does not exist")
+        assert list(work.iterdir()) == [], command  # no data/, no temp file, no folder
+
+
+def test_a_kit_into_a_missing_folder_says_so_without_a_traceback(tmp_path):
+    """As a user runs it: the program, not the function."""
+    from kit_support import KIT_QWEN3, write_model
+
+    folder = write_model(tmp_path / "qwen3", KIT_QWEN3, seed=2)
+    done = run("model", str(folder), "-o", str(tmp_path / "nodir" / "kit.zip"))
+    assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
+    assert "-o/--output" in done.stderr and "does not exist" in done.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["qwen3"]

@@ -14,6 +14,8 @@ from http_support import metric, weight_arrays
 from app.artifacts import kernel_zip
 from app.client import AsyncClient, Client, InvalidRequest, NotFound, Unavailable
 
+pytestmark = pytest.mark.slow  # the slow tier: `make test` runs it, `make test-fast` does not
+
 CONV = {"in_channels": 32, "out_channels": 16, "spatial": 8, "bias": True}
 
 

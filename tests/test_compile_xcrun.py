@@ -120,8 +120,9 @@ def test_compiler_failure_carries_the_compilers_own_message(stand_in, tmp_path, 
 def test_timeout_names_the_limit_and_kills_the_compiler(stand_in, tmp_path, monkeypatch):
     monkeypatch.setenv("FAKE_XCRUN_SLEEP", "slow=60")
     with pytest.raises(CompileTimeout) as err:
-        compile_(conv(name="slow"), tmp_path / "w", timeout_s=0.5)
-    assert "ANE_COMPILE_TIMEOUT_S=0.5s" in err.value.message
+        # long enough for the stand-in to start on a busy machine (xdist), far below its 60 s
+        compile_(conv(name="slow"), tmp_path / "w", timeout_s=3)
+    assert "ANE_COMPILE_TIMEOUT_S=3s" in err.value.message
     (start,) = [e for e in events(stand_in) if e["event"] == "start"]
     with pytest.raises(ProcessLookupError):
         os.kill(start["pid"], 0)  # gone and reaped, not left sleeping

@@ -76,6 +76,7 @@ print(" ".join(hashlib.sha256(z).hexdigest() for z in zips))
 """.replace("QUANTIZE", repr(INT4))
 
 
+@pytest.mark.slow
 def test_two_processes_write_byte_identical_zips():
     digests = [
         subprocess.run(
@@ -194,6 +195,7 @@ def test_the_service_serves_aimodel_over_http(client):
         assert json.loads(zf.read("verification.json"))["apple_runtime"]["passed"]
 
 
+@pytest.mark.slow
 def test_without_coreai_core_the_service_starts_serves_other_formats_and_answers_503(
     tmp_path, monkeypatch
 ):

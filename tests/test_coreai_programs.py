@@ -11,7 +11,6 @@ pytest.importorskip("coreai.authoring", reason="needs the coreai extra (coreai-c
 from kernel_cases import SMALL, VARIANTS
 from test_graphs import FFN_WEIGHTS, MIXED, MIXED_WEIGHTS
 
-from app.artifacts import build_program
 from app.coreai import Call, aimodel_files, run_aimodel, translate, untranslatable
 from app.graphs.examples import swiglu_ffn
 from app.language.packing import pack_bits
@@ -25,7 +24,7 @@ CASES = [(op, params) for op, params in SMALL.items()] + VARIANTS
 
 
 def _build(op, params, weights=None, **options):
-    return build_program(KernelRequest.create(op, params, weights, **options), random_seed=0)
+    return KernelRequest.create(op, params, weights, **options).build(random_seed=0)
 
 
 def _assert_passes(report):
@@ -51,7 +50,7 @@ def test_each_catalog_example_runs_on_apples_runtime_within_its_tolerance(op, pa
 )
 def test_the_graph_examples_run_within_their_tolerance(graph, weights):
     request = KernelRequest.create(graph=graph, weights=weights)
-    _assert_passes(apple_report(build_program(request, random_seed=0)))
+    _assert_passes(apple_report(request.build(random_seed=0)))
 
 
 def test_a_decoder_layer_with_prefill_and_decode_functions_is_two_graphs_sharing_weights():

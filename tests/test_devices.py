@@ -110,6 +110,73 @@ def test_an_unknown_device_names_the_known_ones():
         assert name in message
 
 
+@pytest.mark.parametrize(
+    ("name", "chip"),
+    [
+        ("M4", "m4"),
+        ("A18 Pro", "a18-pro"),
+        ("a15 bionic", "a15"),
+        ("iPhone 16 Pro", "a18-pro"),
+        ("iphone16", "a18"),  # the trial's spelling: the iPhone 16
+        ("IPHONE 15 PRO MAX", "a17-pro"),
+        ("iPhone Air", "a19-pro"),
+        ("MacBook Pro M4 Max", "m4-max"),
+        ("mac mini m2 pro", "m2-pro"),
+    ],
+)
+def test_a_device_is_named_in_any_case_by_its_chip_or_product(name, chip):
+    assert get_chip(name).name == chip
+
+
+def test_a_product_line_is_answered_with_its_chips():
+    with pytest.raises(UnknownDevice) as err:
+        get_chip("MacBook Air")
+    assert "'MacBook Air' is a product line whose models hold different chips: m1, m2, m3, m4" in (
+        str(err.value)
+    )
+    with pytest.raises(UnknownDevice) as err:
+        get_chip("iphone")
+    assert "a15, a16, a17-pro, a18, a18-pro, a19-pro" in str(err.value)
+    with pytest.raises(UnknownDevice):
+        get_chip("MacBook Air M1 Max")  # a chip no MacBook Air holds
+
+
+def test_every_product_names_a_chip_of_the_table_and_its_source():
+    from app.devices import FAMILIES, PRODUCTS
+    from app.devices.products import PRODUCTS_SOURCE, aliases_of
+
+    assert PRODUCTS_SOURCE in SOURCES_BY_KEY
+    assert set(PRODUCTS.values()) | {c for chips in FAMILIES.values() for c in chips} <= set(
+        CHIPS_BY_NAME
+    )
+    for chip in CHIPS:
+        aliases = aliases_of(chip.name)
+        assert aliases, chip.name  # every chip has a product a user may know it by
+        assert all(get_chip(alias) is chip for alias in aliases)
+
+
+def test_product_names_over_http_and_in_a_kit_request(client):
+    """The plan answers for the chip; a kit asked for by product is the kit asked for by chip."""
+    from app.kits.job import ModelRequest
+
+    config = {
+        "model_type": "llama",
+        "hidden_size": 64,
+        "intermediate_size": 128,
+        "num_attention_heads": 4,
+        "num_hidden_layers": 2,
+        "vocab_size": 256,
+    }
+    plan = client.post("/v1/plan", json={"config": config, "device": "iPhone 16 Pro"})
+    assert plan.status_code == 200 and plan.json()["device"] == "a18-pro"
+    line = client.post("/v1/plan", json={"config": config, "device": "iPhone"})
+    assert line.status_code == 422 and line.json()["field"] == "device"
+    assert "a18-pro" in line.json()["detail"]
+    files = {"config.json": "sha256:" + "0" * 64}
+    by_product = ModelRequest.create(files, {"device": "iPhone 16 Pro"})
+    assert by_product.key == ModelRequest.create(files, {"device": "a18-pro"}).key
+
+
 def test_the_preflight_and_the_settings_read_their_limits_from_the_table():
     assert checks_shapes.AXIS_MAX_ANY_CHIP == max(c.axis_max.value for c in CHIPS) == 65_536
     assert checks_shapes.AXIS_MAX_OLDER_CHIPS == min(c.axis_max.value for c in CHIPS) == 16_384
@@ -134,12 +201,14 @@ def test_iphones_hold_less_per_program_than_macs_and_every_phone_is_an_iphone_ki
         assert chip.app_memory_bytes < chip.ram_bytes.value
 
 
+@pytest.mark.slow
 def test_devices_lists_the_table_and_its_json_carries_every_fact():
     run = [sys.executable, "-m", "app.cli", "devices"]
     out = subprocess.run(run, capture_output=True, text=True, cwd=REPO)
     assert out.returncode == 0, out.stderr
     for name in NAMED:
         assert f"`{name}`" in out.stdout
+    assert "iPhone 16 Pro" in out.stdout and "MacBook Pro M4 Max" in out.stdout
     listed = json.loads(subprocess.run([*run, "--json"], capture_output=True, text=True).stdout)
     a18 = next(c for c in listed if c["name"] == "a18-pro")
     bandwidth = a18["facts"]["bandwidth_gbs"]

@@ -5,8 +5,12 @@ A page's examples run in order, in a fresh folder, as a reader would type them t
 may use a file an earlier block of the same page made, and each Python block is a separate
 `python` process (paste it alone and it runs). The folder has `.venv` linked to the project's
 virtualenv, so `.venv/bin/ane-kernels` works as written, and that virtualenv's `bin` leads PATH.
-`localhost:8000` (what `make run` serves) is a live server started here: real uvicorn with the
-embedded defaults on a free loopback port, the text rewritten to its port. Pages about
+`localhost:8000` (what `make run` serves) is a live server started here as `make run` starts it:
+`make run` in a copy of the checkout, every ANE_* setting unset (so its data dir is the relative
+`data`), on a free loopback port, the text rewritten to its port. So the README's and the docs'
+HTTP flows (a kernel, a graph, an upload in parts, Client.compile_model with save_to=, the curl
+kit script, jobs) run against the defaults a user meets. The blocks run without ANE_* settings
+too, unless they set them themselves. Pages about
 checkpoints find a small random model under the folder name they use (SETUPS); nothing is
 downloaded.
 """
@@ -21,7 +25,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from conftest import uvicorn_server
+from conftest import checkout_copy, make_run_server
 from docs_examples import (
     NEEDS_MARKER,
     PAGES,
@@ -83,14 +87,18 @@ SETUPS: dict[str, Callable[[Path], None]] = {
     "docs/transformer-blocks.md": _sharded_llama("Llama-3.2-1B"),
     "docs/mlmodelc-and-coreai.md": _from_checkout("tests/fake_xcrun"),  # the labelled stand-in
     "docs/architecture.md": _from_checkout("pyproject.toml"),  # the import contracts
+    "docs/onnx.md": _from_checkout(
+        *(f"tests/fixtures/onnx/{m}.onnx" for m in ("vit", "whisper_encoder", "bert"))
+    ),
 }
 
 
 @pytest.fixture(scope="module")
 def served(tmp_path_factory) -> Iterator[str]:
-    """host:port of a live server with `make run`'s defaults (its own data directory)."""
-    with uvicorn_server(tmp_path_factory.mktemp("docs-server") / "data") as base:
-        yield base.removeprefix("http://")
+    """host:port of the service as `make run` starts it (tests/conftest.py: make_run_server)."""
+    clone = checkout_copy(tmp_path_factory.mktemp("docs-clone") / "ane-kernel-service")
+    with make_run_server(clone) as run:
+        yield run.url.removeprefix("http://")
 
 
 def _run(block: Block, folder: Path, served: str, env: dict[str, str]) -> None:
@@ -118,6 +126,7 @@ def _run(block: Block, folder: Path, served: str, env: dict[str, str]) -> None:
         )
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("page", PAGES, ids=lambda p: str(p.relative_to(REPO)))
 def test_every_example_of_the_page_runs(page: Path, tmp_path: Path, served: str) -> None:
     runnable = [b for b in blocks(page) if b.runs]
@@ -130,9 +139,8 @@ def test_every_example_of_the_page_runs(page: Path, tmp_path: Path, served: str)
     if setup is not None:
         setup(folder)
     env = {
-        **os.environ,
+        **{k: v for k, v in os.environ.items() if not k.startswith("ANE_")},
         "PATH": f"{VENV / 'bin'}{os.pathsep}{os.environ.get('PATH', '')}",
-        "ANE_DATA_DIR": str(tmp_path / "data"),
         "PYTHONDONTWRITEBYTECODE": "1",
     }
     for block in runnable:

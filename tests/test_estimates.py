@@ -150,6 +150,7 @@ def test_kernel_answers_carry_an_estimate_and_get_estimate_prices_the_artifact(c
     )
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("fmt", ["mil", "mlpackage"])
 def test_estimate_on_the_command_line(tmp_path, fmt):
     out = tmp_path / "c.zip"

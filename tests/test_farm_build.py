@@ -20,6 +20,8 @@ from safetensors.numpy import save_file
 
 from app.artifacts import kernel_zip
 
+pytestmark = pytest.mark.slow  # the slow tier: `make test` runs it, `make test-fast` does not
+
 FAKE_XCRUN = Path(__file__).parent / "fake_xcrun"
 
 MANIFEST = """

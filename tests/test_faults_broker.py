@@ -32,6 +32,8 @@ from app.jobs.records import RedisRecords
 from app.request import KernelRequest
 from app.settings import Settings
 
+pytestmark = pytest.mark.slow  # the slow tier: `make test` runs it, `make test-fast` does not
+
 PARAMS = {"in_channels": 2, "out_channels": 2, "spatial": 4}
 W = [[1.0, 0.0], [0.0, 1.0]]
 # Fast reconnects and short client back-offs keep the outages short.

@@ -31,6 +31,8 @@ from jobs_support import FAKE_XCRUN, environ, eventually
 
 from app.client import Client, InsufficientStorage
 
+pytestmark = pytest.mark.slow  # the slow tier: `make test` runs it, `make test-fast` does not
+
 MiB = 1 << 20
 CONV = {"in_channels": 512, "out_channels": 512, "spatial": 16}  # a 1 MiB float32 weight
 

@@ -14,6 +14,8 @@ from app.client import Client
 from app.graphs.examples import swiglu_ffn
 from app.request import KernelRequest
 
+pytestmark = pytest.mark.slow  # the slow tier: `make test` runs it, `make test-fast` does not
+
 D, H, S = 8, 16, 4
 RNG = np.random.default_rng(11)
 WEIGHTS = {

@@ -15,6 +15,8 @@ from mlmodelc_support import SILERO, bundle_of
 
 from app.language.paths import WEIGHT_PATH, model_relative
 
+pytestmark = pytest.mark.slow  # the slow tier: `make test` runs it, `make test-fast` does not
+
 REPO = Path(__file__).resolve().parent.parent
 SOURCE = SILERO[1] / "source.mlpackage"  # unified_int8: constexpr ops reading weight.bin
 SPEC = "Data/com.apple.CoreML/model.mlmodel"

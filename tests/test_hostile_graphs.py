@@ -15,7 +15,7 @@ from pydantic import ValidationError
 
 from app.errors import RequestError
 from app.graphs.build import build_graph
-from app.graphs.primitives import PRIMITIVES
+from app.graphs.primitives import primitives
 from app.graphs.spec import GraphParams
 from app.mil import Builder, DType, MILBuildError
 from app.mil.ceilings import Ceilings
@@ -160,6 +160,7 @@ def test_hostile_graphs_are_4xx_naming_the_node(server, what, body, status, fiel
     server.alive()
 
 
+@pytest.mark.slow
 def test_the_ceilings_are_settings(tmp_path):
     body = one_node([1, 64, 64, 64], "relu", {})
     with hostile_server(tmp_path / "data", max_tensor_elements="100000") as live:
@@ -214,7 +215,7 @@ def random_graphs(draw) -> dict:
     names = ["a", "b"]
     nodes = []
     for i in range(draw(st.integers(1, 4))):
-        primitive = PRIMITIVES[draw(st.sampled_from(sorted(PRIMITIVES)))]
+        primitive = draw(st.sampled_from(primitives()))
         inputs = {}
         for arg in primitive.tensor_args:
             if arg == "values":
@@ -254,6 +255,7 @@ def _build(body: dict) -> None:
     to_json({"outputs": [list(v.tensor.shape) for v in build.program.main.outputs]})
 
 
+@pytest.mark.slow
 @settings(max_examples=400, deadline=5000, suppress_health_check=[HealthCheck.too_slow])
 @given(random_graphs())
 def test_random_graphs_build_or_are_refused_naming_a_node(body):
@@ -278,6 +280,7 @@ def _ints(value) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
+@pytest.mark.slow
 @settings(max_examples=500, deadline=2000)
 @given(hostile_values, st.sampled_from([None, DType.INT32, DType.INT8, DType.UINT8, DType.FP16]))
 def test_literals_are_stored_exactly_or_refused(value, dtype):

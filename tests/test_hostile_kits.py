@@ -23,6 +23,8 @@ from app.cli import main
 from app.errors import FieldError
 from app.kits.runner import Kit
 
+pytestmark = pytest.mark.slow  # the slow tier: `make test` runs it, `make test-fast` does not
+
 REPO = Path(__file__).resolve().parent.parent
 MiB = 1 << 20
 CENTRAL = b"PK\x01\x02"
@@ -152,7 +154,7 @@ CASES: list[tuple[str, Callable[[dict[str, bytes]], bytes], str]] = [
         with_meta(lambda m: m["programs"][-1].update(vocab=[0, 9999])),
         "vocab",
     ),
-    ("kit_version 2", with_meta(lambda m: m.update(kit_version=2)), "kit_version"),
+    ("kit_version 3", with_meta(lambda m: m.update(kit_version=3)), "kit_version"),
     (
         "nested 50,000 deep",
         with_meta(

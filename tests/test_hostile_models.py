@@ -17,6 +17,8 @@ from kit_support import KIT_QWEN3, write_model
 
 from app.client import Client
 
+pytestmark = pytest.mark.slow  # the slow tier: `make test` runs it, `make test-fast` does not
+
 OPTIONS = {"format": "mil", "context": 16, "prefill": 4}
 DEEP = 50_000
 

@@ -29,6 +29,8 @@ from app.jsonfile import read_json
 from app.kits.model import open_model
 from app.kits.runner import Kit, open_zip
 
+pytestmark = pytest.mark.slow  # the slow tier: `make test` runs it, `make test-fast` does not
+
 MiB = 1 << 20
 PEAK_LIMIT = 48 * MiB  # per call, as tracemalloc counts Python's allocations
 EXAMPLES = settings(

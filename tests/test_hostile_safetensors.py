@@ -215,6 +215,7 @@ entry = st.fixed_dictionaries(
 headers = st.dictionaries(st.text(min_size=1, max_size=8), st.one_of(entry, json_value), max_size=5)
 
 
+@pytest.mark.slow
 @settings(max_examples=300, deadline=2000)
 @given(headers, st.integers(0, 64))
 def test_random_headers_are_read_or_refused(header, data_size):
@@ -255,6 +256,7 @@ def test_good_files_still_read_alike(tmp_path):
 @pytest.mark.parametrize(
     ("what", "body", "words"), BAD_FILES[:6], ids=[c[0] for c in BAD_FILES[:6]]
 )
+@pytest.mark.slow
 def test_the_cli_refuses_a_hostile_checkpoint(tmp_path, what, body, words):
     path, _, _ = write_checkpoint(tmp_path / "ckpt")
     path.write_bytes(body)

@@ -22,6 +22,8 @@ from app.client.flows import checkpoint_files
 from app.files import scratch_dir, sweep_system_scratch
 from app.tempnames import HOST
 
+pytestmark = pytest.mark.slow  # the slow tier: `make test` runs it, `make test-fast` does not
+
 # 8 layers of width 128 verified: a build of a few seconds, long enough to be caught
 WIDE = KIT_QWEN3 | {
     "hidden_size": 128,

@@ -22,6 +22,8 @@ from faults_support import access_log, fill, log_path, small_filesystem
 from hostile_support import hostile_server
 from http_support import assert_problem, metric
 
+pytestmark = pytest.mark.slow  # the slow tier: `make test` runs it, `make test-fast` does not
+
 MiB = 1 << 20
 KEYS = {"alice": "key-of-alice", "bob": "key-of-bob"}
 

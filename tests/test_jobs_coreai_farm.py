@@ -31,6 +31,8 @@ from app.farm.manifest import load_manifest
 from app.jobs.engine import queue_for
 from app.request import KernelRequest
 
+pytestmark = pytest.mark.slow  # the slow tier: `make test` runs it, `make test-fast` does not
+
 CONV = {"op": "conv", "in_channels": 4, "out_channels": 4, "spatial": 2}
 PARAMS = {k: v for k, v in CONV.items() if k != "op"}
 W = [[0.5 if i == j else 0.0 for j in range(4)] for i in range(4)]

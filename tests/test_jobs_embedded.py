@@ -24,6 +24,8 @@ from app.service.pool import BuildPool
 from app.settings import Settings
 from app.uploads.blobstore import BlobStore
 
+pytestmark = pytest.mark.slow  # the slow tier: `make test` runs it, `make test-fast` does not
+
 PARAMS = {"in_channels": 4, "out_channels": 8, "spatial": 2}
 W = np.random.default_rng(0).standard_normal((8, 4)).astype(np.float32)
 

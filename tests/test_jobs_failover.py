@@ -17,6 +17,8 @@ from app.jobs.model import JobState
 from app.request import KernelRequest
 from app.settings import Settings
 
+pytestmark = pytest.mark.slow  # the slow tier: `make test` runs it, `make test-fast` does not
+
 
 @pytest.mark.slow
 def test_sigkill_mid_compile_then_the_other_worker_finishes_it(tmp_path):

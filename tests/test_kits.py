@@ -17,6 +17,7 @@ import pytest
 from kit_support import KIT_LLAMA, KIT_QWEN2, KIT_QWEN3, model_tensors, write_model
 from mlmodelc_support import coremltools_loads
 
+from app.artifacts import Limits, prepare
 from app.devices import get_chip
 from app.devices.llm import layer_groups
 from app.errors import RequestError
@@ -26,7 +27,9 @@ from app.kits.reference import WholeModel
 from app.kits.verify import LOGITS_TOLERANCE
 from app.mlmodelc import decompile
 from app.planner import make_plan
+from app.preflight import findings_to_json
 from app.reference.load import open_artifact
+from app.request import KernelRequest
 
 CONFIGS = {"llama": KIT_LLAMA, "qwen2": KIT_QWEN2, "qwen3": KIT_QWEN3}
 CONTEXT, PREFILL = 16, 4
@@ -99,7 +102,7 @@ def test_kit_layout_and_kit_json(folders, tmp_path):
     path, meta = build(folders, tmp_path, "llama", max_program_weight_bytes=40_000 * 1024)
     with zipfile.ZipFile(path) as zf:
         files = {n: zf.read(n) for n in zf.namelist() if not n.endswith("/")}
-    assert meta["kit_version"] == 1 and json.loads(files["kit.json"]) == meta
+    assert meta["kit_version"] == 2 and json.loads(files["kit.json"]) == meta
     assert set(meta["files"]) == set(files) - {"kit.json"}
     assert all(hashlib.sha256(files[p]).hexdigest() == d for p, d in meta["files"].items())
     heads = [p for p in meta["programs"] if p["role"] == "head"]
@@ -169,6 +172,59 @@ def test_an_altered_file_is_refused(folders, tmp_path):
     files["embeddings.f16"] = b"\0\0" + files["embeddings.f16"][2:]
     with pytest.raises(KitError, match=r"embeddings\.f16: its sha256"):
         Kit(files)
+
+
+def test_every_program_carries_the_preflight_the_one_builder_gives_it(folders, tmp_path):
+    """kit.json holds each program's ANE preflight findings: exactly what the artifact builder
+    finds for the same program asked for as a kernel request (the decoder chunk: decoder_stack
+    with prefill and decode functions) or a graph (the head piece), whatever its weights."""
+    _, meta = build(folders, tmp_path, "qwen3")
+    decoder, head = meta["programs"]
+    limits = Limits(max_program_weight_bytes=meta["plan"]["max_program_weight_bytes"])
+    params = decoder["functions"]["decode"]["params"]
+    functions = {"prefill": {"seq_len": PREFILL}, "decode": {"seq_len": 1}}
+    as_kernel = KernelRequest.create(
+        "decoder_stack", params, functions=functions, target="ios18", name="decoder_0"
+    )
+    hidden, rows = KIT_QWEN3["hidden_size"], KIT_QWEN3["vocab_size"]
+    graph = {
+        "inputs": {"x": {"shape": [1, hidden, 1, 1], "dtype": "fp16"}},
+        "nodes": [
+            {"id": "norm", "op": "rmsnorm", "params": {"eps": 1e-6}, "inputs": {"x": "x"}},
+            {
+                "id": "lm_head",
+                "op": "conv",
+                "params": {"out_channels": rows},
+                "inputs": {"x": "norm"},
+            },
+        ],
+        "outputs": {"logits": "lm_head"},
+    }
+    as_graph = KernelRequest.create(graph=graph, target="ios18", name="head_0")
+    for program, request in ((decoder, as_kernel), (head, as_graph)):
+        findings = findings_to_json(prepare(request, limits, random_seed=7).findings)
+        assert program["preflight"] == findings, program["name"]
+    # the tiny model's 4-token input is far below the IOSurface size ANE-direct runtimes need
+    assert {"rule": "io.surface-min", "node": "x"} in [
+        {k: f[k] for k in ("rule", "node")} for f in decoder["preflight"]
+    ]
+
+
+def test_a_kit_of_version_1_still_runs(folders, tmp_path):
+    """kit_version 1 lacked the programs' findings, which running a kit does not read: the
+    runner reads it and generates the same tokens."""
+    path, meta = build(folders, tmp_path, "qwen2", format="mil")
+    with zipfile.ZipFile(path) as zf:
+        files = {n: zf.read(n) for n in zf.namelist() if not n.endswith("/")}
+    old = {**meta, "kit_version": 1}
+    old["programs"] = [{k: v for k, v in p.items() if k != "preflight"} for p in meta["programs"]]
+    files["kit.json"] = json.dumps(old).encode()
+    (tokens, logits), (again, expected) = (
+        k.generate(PROMPT, 3) for k in (Kit(files), Kit.open(path))
+    )
+    assert tokens == again and np.array_equal(logits, expected)
+    with pytest.raises(KitError, match="kit_version 3; this runner reads 1 and 2"):
+        Kit({**files, "kit.json": json.dumps({**old, "kit_version": 3}).encode()})
 
 
 def test_python_api_returns_the_kit_bytes(folders):

@@ -5,10 +5,11 @@ from __future__ import annotations
 
 import json
 import shutil
+import zipfile
 
 import pytest
 from checkpoint_support import write_safetensors
-from kit_support import KIT_QWEN2, KIT_QWEN3, model_tensors, write_model
+from kit_support import KIT_QWEN2, KIT_QWEN3, TOKENIZER_JSON, model_tensors, write_model
 
 from app.cli import main
 
@@ -46,6 +47,26 @@ def test_model_then_generate_json(folder, tmp_path, capsys):
     assert not set(tokens[:-1]) & {2, 3}
     assert [len(row) for row in printed["logits"]] == [KIT_QWEN3["vocab_size"]] * len(tokens)
     assert printed["tokens"] == [max(range(len(r)), key=r.__getitem__) for r in printed["logits"]]
+
+
+def test_model_prints_every_programs_preflight_as_compile_does(folder, tmp_path, capsys):
+    """The summary counts every program's findings and lists the warnings by rule, each node
+    named after its program; --json carries the findings themselves, as kit.json holds them."""
+    out = tmp_path / "kit.zip"
+    args = ["model", str(folder), "-o", str(out), "--context", "16", "--prefill", "4"]
+    assert main([*args, "--json"]) == 0
+    printed = json.loads(capsys.readouterr().out)
+    with zipfile.ZipFile(out) as zf:
+        programs = json.loads(zf.read("kit.json"))["programs"]
+    expected = [{**f, "node": f"{p['name']}.{f['node']}"} for p in programs for f in p["preflight"]]
+    assert printed["preflight"] == expected and expected
+    counts = printed["preflight_counts"]
+    assert counts["warning"] == sum(f["severity"] == "warning" for f in expected) > 0
+    assert main(args) == 0
+    text = capsys.readouterr().out
+    levels = " ".join(f"{s}={counts[s]}" for s in ("error", "warning", "advice"))
+    assert f"preflight: {levels}" in text
+    assert "warning io.surface-min" in text and "(decoder_0.x, " in text
 
 
 def _variant(tmp_path, name, config=KIT_QWEN2, edit=None):
@@ -116,6 +137,27 @@ BAD = {
         ["--context", "16", "--prefill", "5"],
         "prefill",
     ),
+    # the largest divisor of the context not above the ask, and the next one up
+    "prefill near a divisor": (
+        KIT_QWEN2 | {"max_position_embeddings": 512},
+        None,
+        ["--context", "256", "--prefill", "100"],
+        "error: prefill: 100 tokens per chunk must divide the context of 256 (chunks start at "
+        "multiples of it and must end within the cache); e.g. 64 or 128",
+    ),
+    # named as the option spells it, not by the path inside a program's request
+    "quantize typo": (
+        KIT_QWEN2,
+        None,
+        ["--quantize", '{"mode": "palettize", "nbit": 4}'],
+        "error: quantize.nbit: unknown for mode palettize",
+    ),
+    "quantize typo in the head": (
+        KIT_QWEN2,
+        None,
+        ["--quantize", '{"layers": {"mode": "palettize", "nbits": 4}, "head": {"nbits": 4}}'],
+        "error: quantize.head.mode: must be one of",
+    ),
     "layer over the budget": (KIT_QWEN2, None, [], "max_program_weight_bytes"),
     "unknown device": (KIT_QWEN2, None, ["--device", "m99"], "known: m1, m1-pro"),
 }
@@ -169,15 +211,25 @@ def test_generate_bad_input(folder, tmp_path, capsys):
     assert "no kit.json in the zip" in capsys.readouterr().err
 
 
-def test_prompt_text_through_the_kits_tokenizer(folder, tmp_path, capsys):
-    pytest.importorskip("tokenizers", reason="--prompt reads tokenizer.json with tokenizers")
+def test_prompt_text_through_the_kits_tokenizer(tmp_path, capsys):
+    """Text in, text out: --prompt is encoded with the kit's tokenizer.json and the new tokens
+    are printed decoded with it (a word for every id of the vocabulary here)."""
+    from tokenizers import Tokenizer  # the dev extra installs it
+
+    vocab = {f"w{i}": i for i in range(KIT_QWEN3["vocab_size"])} | {"hello": 5, "world": 17}
+    vocab = {word: i for word, i in vocab.items() if word not in ("w5", "w17")}
+    spec = TOKENIZER_JSON | {"model": {**TOKENIZER_JSON["model"], "vocab": vocab}}
+    folder = write_model(tmp_path / "words", KIT_QWEN3, seed=2)
+    (folder / "tokenizer.json").write_text(json.dumps(spec))
     out = tmp_path / "kit.zip"
     assert main(["model", str(folder), "-o", str(out), "--context", "8", "--prefill", "4"]) == 0
     capsys.readouterr()
-    assert main(["generate", str(out), "--prompt", "hello world", "--max-new-tokens", "2"]) == 0
-    by_text = capsys.readouterr().out
     assert main(["generate", str(out), "--prompt-ids", "5,17", "--max-new-tokens", "2"]) == 0
-    assert capsys.readouterr().out == by_text
+    ids = [int(t) for t in capsys.readouterr().out.split()]
+    assert main(["generate", str(out), "--prompt", "hello world", "--max-new-tokens", "2"]) == 0
+    text = capsys.readouterr().out.strip()
+    assert text == Tokenizer.from_str(json.dumps(spec)).decode(ids)
+    assert len(text.split()) == len(ids) and set(text.split()) <= set(vocab)  # words, not ids
 
 
 def test_model_for_a_device_plans_with_its_limits(folder, tmp_path, capsys):

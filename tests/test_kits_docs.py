@@ -45,6 +45,7 @@ def _block(heading: str, lang: str) -> str:
     return re.search(rf"```{lang}\n(.*?)```", text[text.index(heading) :], re.S).group(1)
 
 
+@pytest.mark.slow
 def test_the_documented_commands_and_api_run(tmp_path, monkeypatch, capsys):
     """The page's first commands and Python, in a folder holding a small random `Qwen3-0.6B`
     (Qwen3's own max_position_embeddings, so the documented context fits)."""

@@ -29,6 +29,7 @@ def llama(tmp_path_factory) -> Path:
     return write_model(tmp_path_factory.mktemp("ckpt") / "llama", KIT_LLAMA, seed=0)
 
 
+@pytest.mark.slow
 def test_the_streamed_zip_is_the_deterministic_zip_of_its_files(llama, tmp_path):
     """Programs built in their paths' order (head_10 before head_2), each written as it is built,
     digests taken on the way out, kit.json after them and the files after it: the same bytes as
@@ -133,6 +134,7 @@ def test_the_reference_reads_one_layer_at_a_time_and_the_head_in_pieces(llama):
     np.testing.assert_allclose(got, whole.logits(ids), rtol=1e-12, atol=1e-12)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("floor", [0, None])
 def test_a_kit_being_written_holds_no_more_than_its_largest_program(
     llama, tmp_path, monkeypatch, floor
@@ -174,6 +176,7 @@ def test_a_kit_being_written_holds_no_more_than_its_largest_program(
     np.testing.assert_array_equal(np.stack(rows), np.stack(expected_rows))
 
 
+@pytest.mark.slow
 def test_an_opened_kit_is_mapped_checked_and_read_as_it_is_used(llama, tmp_path, monkeypatch):
     """Kit.open reads a kit zip the way a many-GB one must be read: its large files mapped from
     the zip (not copied into memory), every digest still checked, its programs loaded when run

@@ -7,6 +7,8 @@ import sys
 import tomllib
 from pathlib import Path
 
+import pytest
+
 REPO = Path(__file__).resolve().parent.parent
 
 
@@ -15,6 +17,7 @@ def _contracts() -> dict[str, dict]:
     return {c["id"]: c for c in config["contracts"]}
 
 
+@pytest.mark.slow
 def test_the_import_contracts_hold():
     lint = Path(sys.executable).with_name("lint-imports")
     done = subprocess.run(

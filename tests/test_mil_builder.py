@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from app.mil import OPS, Builder, DType, MILBuildError
+from app.mil import TARGETS, Builder, DType, MILBuildError, ops
 
 F16 = DType.FP16
 
@@ -114,17 +114,20 @@ def test_targets_refuse_newer_ops():
         b.op("scaled_dot_product_attention", "a", query=x, key=x, value=x)
     with pytest.raises(MILBuildError, match="states need ios18"):
         b.state("s", F16, (1, 4))
-    # lut_to_dense and sparse_to_dense have earlier (iOS16) forms under the same names
-    assert {name for name, d in OPS.items() if d.since == "ios18"} == {
+    assert {r.name for r in ops.built() if not r.availability["ios17"]} == {
         "scaled_dot_product_attention",
         "read_state",
         "write_state",
         "slice_update",
         "constexpr_blockwise_shift_scale",
         "constexpr_sparse_blockwise_shift_scale",
-        "constexpr_lut_to_dense",
-        "constexpr_sparse_to_dense",
     }
+    # lut_to_dense and sparse_to_dense have earlier (iOS16) forms under the same names
+    ios17, ios18 = TARGETS["ios17"], TARGETS["ios18"]
+    for name in ("constexpr_lut_to_dense", "constexpr_sparse_to_dense"):
+        record = ops.get(name)
+        assert record is not None and record.availability == {"ios18": True, "ios17": True}
+        assert "shape" in record.form_in(ios17).args and "shape" not in record.form_in(ios18).args
 
 
 @pytest.mark.parametrize("name", ["1x", "a-b", "", "x y", "é"])

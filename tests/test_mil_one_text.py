@@ -18,7 +18,7 @@ from app.errors import RequestError
 from app.graphs.build import build_graph
 from app.graphs.examples import swiglu_ffn
 from app.graphs.spec import GraphParams
-from app.kernels import KernelBuild
+from app.kernels import ProgramBuild
 from app.language.parser import parse_program
 from app.language.profiles import DEFAULT_PROFILE
 from app.mlmodelc import compile_package
@@ -38,7 +38,7 @@ FFN_WEIGHTS = {
 }
 
 
-def _texts(build: KernelBuild, tmp_path) -> tuple[str, str]:
+def _texts(build: ProgramBuild, tmp_path) -> tuple[str, str]:
     raw, package = io.BytesIO(), io.BytesIO()
     write_kernel_zip(build, raw, "mil")
     write_kernel_zip(build, package, "mlpackage")

@@ -122,6 +122,26 @@ def test_profiles_take_every_observed_pair_and_the_nearest_rules_for_the_rest():
         get_profile("latest")
 
 
+@pytest.mark.parametrize("release", ["3404.23.1", "3403.1"])
+def test_no_release_but_3402s_published_files_ends_its_texts_with_a_newline(release, tmp_path):
+    """3404.23.1 is observed (MIL 3405.2.1, program(1.0), spec 7) writing model.mil and
+    metadata.json without a final newline; 3403.1, never seen, sits between it and 3402.4.1 and
+    takes 3402's layout rules, but not the newline its published files carry."""
+    out = compile_package(SOURCE, tmp_path / "out.mlmodelc", release)
+    profile = get_profile(release)
+    assert profile.observed == (release == "3404.23.1")
+    if release == "3404.23.1":
+        assert profile.mil_version == "3405.2.1"
+    else:
+        assert profile.rules_of == "3402.4.1"
+    text = (out.path / "model.mil").read_text(encoding="utf-8")
+    assert text.startswith("program(1.0)\n") and f'"coremlc-version", "{release}"' in text
+    for name in ("model.mil", "metadata.json"):
+        assert not (out.path / name).read_bytes().endswith(b"\n"), name
+    published = compile_package(SOURCE, tmp_path / "published.mlmodelc", "3402.4.1")
+    assert (published.path / "model.mil").read_bytes().endswith(b"\n")  # as coremltools has it
+
+
 def test_unknown_profile_by_name_writes_nothing(tmp_path):
     out = tmp_path / "out.mlmodelc"
     with pytest.raises(UnknownProfileError, match="not-a-release"):

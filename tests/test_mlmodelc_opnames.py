@@ -1,5 +1,5 @@
 """metadata.json's op names against every Apple-compiled histogram at hand (tests/fixtures/goldens),
-the table's citations against the bundles they name, and unobserved names said in the report."""
+the records' citations against the bundles they name, and unobserved names said in the report."""
 
 import json
 import zipfile
@@ -8,26 +8,32 @@ from pathlib import Path
 import pytest
 from mlmodelc_support import GOLDENS
 
+from app.mil import ops
+from app.mil.ops import sources
 from app.mlmodelc import opnames
-from app.mlmodelc.opnames import OBSERVED, name_of
+from app.mlmodelc.opnames import name_of
 
 SPEC_OPSET = {6: "CoreML5", 7: "CoreML6", 8: "CoreML7", 9: "CoreML8"}
 LEVEL_OPSET = {16: "CoreML6", 17: "CoreML7", 18: "CoreML8"}  # a program's iOS version
 HISTOGRAMS = sorted(GOLDENS.rglob("metadata.json"))
 # each citation of a bundle kept here -> its metadata.json, or (text-only bundles) its model.mil
 CITED = {
-    opnames.SILERO_INT8: "silero-vad/unified_int8/unified_int8.mlmodelc/metadata.json",
-    opnames.SILERO_PALETTE: "silero-vad/unified_palette_4bit/unified_palette_4bit.mlmodelc/metadata.json",
-    opnames.SILERO_PRUNED: "silero-vad/unified_pruned_int8/unified_pruned_int8.mlmodelc/metadata.json",
-    opnames.ADD_MODEL: "coremltools-add_model/add_model.mlmodelc/metadata.json",
-    opnames.PARAKEET_ENCODER: "ios17-text/ParakeetEOU-160ms-streaming_encoder/metadata.json",
-    opnames.PARAKEET_PREPROCESSOR: "ios17-text/ParakeetEOU-parakeet_eou_preprocessor/metadata.json",
-    opnames.PARAKEET_DECODER: "ios17-text/ParakeetEOU-decoder/metadata.json",
-    opnames.PARAKEET_JOINT: "ios17-text/ParakeetEOU-joint_decision/metadata.json",
-    opnames.GATHER_3520: "apple-mil-text/coremlc-3520.5.1-flexible-gather.mil",
-    opnames.MULTIFUNCTION_3600: "apple-mil-text/coremlc-3600.25.1-flexible-multifunction.mil",
-    opnames.QUANTIZED_3600: "apple-mil-text/coremlc-3600.25.1-quantized-constexpr.mil",
+    sources.SILERO_INT8: "silero-vad/unified_int8/unified_int8.mlmodelc/metadata.json",
+    sources.SILERO_PALETTE: "silero-vad/unified_palette_4bit/unified_palette_4bit.mlmodelc/metadata.json",
+    sources.SILERO_PRUNED: "silero-vad/unified_pruned_int8/unified_pruned_int8.mlmodelc/metadata.json",
+    sources.ADD_MODEL: "coremltools-add_model/add_model.mlmodelc/metadata.json",
+    sources.PARAKEET_ENCODER: "ios17-text/ParakeetEOU-160ms-streaming_encoder/metadata.json",
+    sources.PARAKEET_PREPROCESSOR: "ios17-text/ParakeetEOU-parakeet_eou_preprocessor/metadata.json",
+    sources.PARAKEET_DECODER: "ios17-text/ParakeetEOU-decoder/metadata.json",
+    sources.PARAKEET_JOINT: "ios17-text/ParakeetEOU-joint_decision/metadata.json",
+    sources.GATHER_3520: "apple-mil-text/coremlc-3520.5.1-flexible-gather.mil",
+    sources.MULTIFUNCTION_3600: "apple-mil-text/coremlc-3600.25.1-flexible-multifunction.mil",
+    sources.QUANTIZED_3600: "apple-mil-text/coremlc-3600.25.1-quantized-constexpr.mil",
 }
+
+
+# every op Apple's histogram was seen to name, with the record that says so
+OBSERVED = {r.name: r.histogram for r in ops.records() if r.histogram}
 
 
 def _metadata(path: Path) -> dict:
@@ -57,7 +63,7 @@ def test_each_entry_is_in_the_bundle_it_cites(op):
         name = name_of(op, LEVEL_OPSET[level])
         assert name.observed and name.source == bundle
         if bundle not in CITED:  # bundles not kept here: their citation says so
-            assert bundle in (opnames.PUBLISHED, opnames.ISSUE_25)
+            assert bundle in (sources.PUBLISHED, sources.ISSUE_25)
             continue
         cited = GOLDENS / CITED[bundle]
         if cited.suffix == ".mil":

@@ -21,6 +21,8 @@ from app.reference import Executor
 from app.reference.executor import random_inputs
 from app.reference.load import open_artifact
 
+pytestmark = pytest.mark.slow  # the slow tier: `make test` runs it, `make test-fast` does not
+
 GOLDENS = Path(__file__).parent / "fixtures" / "goldens"
 CASES = [
     (op, params, target)

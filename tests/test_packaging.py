@@ -221,3 +221,13 @@ def test_digesting_writer_hashes_what_reaches_the_file(tmp_path, rows):
     assert digest == "sha256:" + hashlib.sha256(data).hexdigest()
     assert out.size == len(data)
     assert content == (data if len(data) <= 1 << 20 else None)
+
+
+def test_every_format_has_its_packager():
+    """The builder asks the format's packager (app/packagers.py) what the format needs: each
+    format of the service has one, named for it."""
+    from app.formats import FORMATS
+    from app.packagers import PACKAGERS
+
+    assert set(PACKAGERS) == set(FORMATS)
+    assert all(packager.format == name for name, packager in PACKAGERS.items())

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from app.api.examples import QWEN3_0_6B  # the /docs examples plan it too
 from app.client import Client
 from app.devices import get_chip
 from app.devices.llm import palettized
@@ -52,20 +53,6 @@ LLAMA_3_2_1B = {
         "original_max_position_embeddings": 8192,
         "rope_type": "llama3",
     },
-}
-QWEN3_0_6B = {
-    "model_type": "qwen3",
-    "hidden_size": 1024,
-    "intermediate_size": 3072,
-    "num_attention_heads": 16,
-    "num_hidden_layers": 28,
-    "num_key_value_heads": 8,
-    "head_dim": 128,
-    "vocab_size": 151936,
-    "rms_norm_eps": 1e-6,
-    "hidden_act": "silu",
-    "tie_word_embeddings": True,
-    "rope_theta": 1000000,
 }
 CONFIGS = {"llama-2-7b": LLAMA_2_7B, "llama-3.2-1b": LLAMA_3_2_1B, "qwen3-0.6b": QWEN3_0_6B}
 LUT4 = {"mode": "palettize", "nbits": 4}
@@ -185,6 +172,30 @@ def test_m1_reads_int8_as_fp16_so_int8_gains_nothing_there():
     assert palettized(4).streams_compressed(get_chip("m1"))
 
 
+# Hugging Face's bert-base-uncased and openai/whisper-tiny config.json, the keys that matter here
+BERT_BASE = {
+    "architectures": ["BertModel"],
+    "model_type": "bert",
+    "hidden_act": "gelu",
+    "hidden_size": 768,
+    "intermediate_size": 3072,
+    "num_attention_heads": 12,
+    "num_hidden_layers": 12,
+    "vocab_size": 30522,
+}
+WHISPER_TINY = {
+    "architectures": ["WhisperForConditionalGeneration"],
+    "model_type": "whisper",
+    "is_encoder_decoder": True,
+    "activation_function": "gelu",
+    "d_model": 384,
+    "encoder_layers": 4,
+    "decoder_layers": 4,
+    "encoder_attention_heads": 6,
+    "vocab_size": 51865,
+}
+
+
 @pytest.mark.parametrize(
     ("config", "kwargs", "field", "words"),
     [
@@ -212,6 +223,16 @@ def test_m1_reads_int8_as_fp16_so_int8_gains_nothing_there():
         ),
         (QWEN3_0_6B, {"prefill": 4096}, "prefill", "context of 2048"),
         (QWEN3_0_6B, {"path": "metal"}, "path", "coreml"),
+        # encoders and encoder-decoders are refused on the model_type, not on the first key
+        # they spell otherwise (hidden_act 'gelu' for BERT, no hidden_size for Whisper)
+        (BERT_BASE, {}, "config.model_type", "model_type 'bert' (architectures ['BertModel'])"),
+        (WHISPER_TINY, {}, "config.model_type", "model_type 'whisper'"),
+        (
+            {k: v for k, v in WHISPER_TINY.items() if k != "is_encoder_decoder"},
+            {},
+            "config.model_type",
+            "hidden_size: missing",
+        ),
     ],
 )
 def test_bad_input_names_the_field(config, kwargs, field, words):
@@ -221,6 +242,7 @@ def test_bad_input_names_the_field(config, kwargs, field, words):
     assert err.value.field == field and words in err.value.message
 
 
+@pytest.mark.slow
 def test_plan_on_the_command_line(tmp_path):
     (tmp_path / "config.json").write_text(json.dumps(LLAMA_2_7B))
     run = [sys.executable, "-m", "app.cli", "plan", str(tmp_path), "--device", "a18-pro"]
@@ -258,6 +280,7 @@ def test_post_plan_and_the_client(server, client):
         assert [d["name"] for d in sdk.devices()][-1] == "a19-pro"
 
 
+@pytest.mark.slow
 def test_the_pages_command_line_examples_say_what_they_should(tmp_path):
     """The commands of docs/preflight.md (the docs tests run them; this reads what they print)."""
     page = (Path(__file__).resolve().parent.parent / "docs" / "preflight.md").read_text()

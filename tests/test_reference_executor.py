@@ -8,8 +8,7 @@ import pytest
 
 from app.catalog_build import build_kernel
 from app.errors import RequestError
-from app.mil import OPS, Builder, DType
-from app.mil.semantics import TABLE
+from app.mil import Builder, DType, ops
 from app.packaging import plan_weights
 from app.reference import Executor
 
@@ -17,7 +16,7 @@ F16, F32 = DType.FP16, DType.FP32
 
 
 def test_every_builder_op_has_a_reference():
-    assert set(TABLE) == set(OPS)
+    assert all(record.meaning is not None for record in ops.built())
 
 
 def one_op(op_type, dtype=F32, shapes=((2, 3),), names=("x",), **args):

@@ -14,6 +14,8 @@ from app.artifacts import warm
 from app.errors import FieldError
 from app.service.pool import BuildPool
 
+pytestmark = pytest.mark.slow  # the slow tier: `make test` runs it, `make test-fast` does not
+
 
 def _with_pool(scenario: Callable[[BuildPool], Awaitable[None]], *args, **kwargs) -> None:
     """Run `scenario` against a started, warmed pool on a fresh loop; stop the pool after."""

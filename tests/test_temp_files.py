@@ -18,6 +18,7 @@ from pathlib import Path
 
 import httpx
 import numpy as np
+import pytest
 from conftest import uvicorn_server
 from hostile_support import server_pid
 from http_support import npy_bytes
@@ -27,6 +28,8 @@ from app.cache.store import STALE_AFTER_S, StoreLocation
 from app.files import atomic_file, temp_beside
 from app.mlmodelc.atomic import building
 from app.tempnames import HOST, me, owner_of, start_time, temp_name
+
+pytestmark = pytest.mark.slow  # the slow tier: `make test` runs it, `make test-fast` does not
 
 # A 4096 x 4096 conv: 32 MiB of fp16 in each zip, long enough to be caught in the writing.
 SIDE = 4096

@@ -7,10 +7,13 @@ from __future__ import annotations
 from typing import Any
 
 from fastapi import FastAPI
+from pydantic import Field
 
 from app.api.auth import add_security
+from app.api.examples import EXAMPLE_FILES, EXAMPLE_HIDDEN
 from app.api.problems import MEDIA_TYPE as PROBLEM_MEDIA_TYPE
 from app.graphs.examples import swiglu_ffn
+from app.jobs.model import Job
 from app.kernels import CATALOG
 from app.schemas.wire import KERNEL_REQUEST_ADAPTER, GraphRequest, ProblemDocument
 
@@ -33,6 +36,20 @@ _DESCRIPTIONS = {
     507: "The data volume is full: the problem names the store, its directory and the bytes "
     "it needed",
 }
+
+
+class JobView(Job):
+    """A job as the API shows it (`Job.public`): the request in its JSON form, inline weight
+    values left out."""
+
+    request: dict[str, Any] = Field(  # type: ignore[assignment]
+        description="what was asked: a kernel or graph request, a model kit's files and options, "
+        "or a device check's kit and device"
+    )
+
+
+def job_answer(description: str) -> dict[str, Any]:
+    return {"description": description, "model": JobView}
 
 
 def problems(*statuses: int) -> dict[int | str, dict[str, Any]]:
@@ -88,12 +105,13 @@ KERNEL_EXAMPLES = {
         },
     },
     "rmsnorm_blob": {
-        "summary": "rmsnorm with a weight uploaded to /v1/blobs",
+        "summary": "rmsnorm with its weight a tensor of an uploaded checkpoint (the example "
+        "checkpoint's model.safetensors: see POST /v1/blobs/uploads)",
         "value": {
             "op": "rmsnorm",
-            "channels": 4,
+            "channels": EXAMPLE_HIDDEN,
             "spatial": 8,
-            "weights": {"weight": "sha256:" + "0" * 64},
+            "weights": {"weight": f"{EXAMPLE_FILES['model.safetensors']}#model.norm.weight"},
         },
     },
 }

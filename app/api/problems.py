@@ -10,6 +10,7 @@ included, into the same document shape.
 
 from __future__ import annotations
 
+import difflib
 import logging
 from collections.abc import Iterable, Mapping
 from http import HTTPStatus
@@ -125,17 +126,35 @@ def field_path(loc: Iterable[Any], skip: int = 0) -> str:
 
 
 def from_validation_errors(errors: list[dict[str, Any]], *, skip: int = 0) -> Problem:
-    """Pydantic errors -> one 422 listing every field; the first one is named in the detail."""
+    """Pydantic errors -> one 422 listing every field; the first one is named in the detail, and
+    so is any field sent that is not one (a misspelt name is why another is "required")."""
     items = [_err(field_path(e["loc"], skip) or "body", _message(e)) for e in errors]
     first = items[0]
-    more = f" (and {len(items) - 1} more)" if len(items) > 1 else ""
+    extras = [i["field"] for e, i in zip(errors, items, strict=True) if _extra(e)]
+    missing = [i["field"] for e, i in zip(errors, items, strict=True) if e.get("type") == "missing"]
+    got = ""
+    if extras and first["field"] not in extras:
+        got = "; got " + ", ".join(_guess(extra, missing) for extra in extras)
+        got += ", not a field here" if len(extras) == 1 else ", not fields here"
+    rest = len([i for i in items if i["field"] != first["field"] and i["field"] not in extras])
+    more = f" (and {rest} more)" if rest else ""
     return Problem(
         422,
-        f"{first['field']}: {first['message']}{more}",
+        f"{first['field']}: {first['message']}{got}{more}",
         title="Invalid request",
         field=first["field"],
         errors=items,
     )
+
+
+def _extra(error: Mapping[str, Any]) -> bool:
+    return error.get("type") == "extra_forbidden"
+
+
+def _guess(extra: str, missing: list[str]) -> str:
+    """`in_channel (did you mean in_channels?)` when a required field is spelt close to it."""
+    close = difflib.get_close_matches(extra, missing, n=1, cutoff=0.75)
+    return f"{extra} (did you mean {close[0]}?)" if close else extra
 
 
 def _message(error: Mapping[str, Any]) -> str:

@@ -25,6 +25,15 @@ from app.errors import RequestError
 from app.jsonfile import JsonLimits, read_json, validate
 from app.settings import Settings
 
+# model_type -> the class name transformers gives its causal LM: the decoder-only families the
+# kits build and the planner plans (other configs are planned when they spell the same keys)
+CAUSAL_LMS = {
+    "llama": "LlamaForCausalLM",
+    "mistral": "MistralForCausalLM",
+    "qwen2": "Qwen2ForCausalLM",
+    "qwen3": "Qwen3ForCausalLM",
+}
+
 # config key -> the op param it sets, when present (and not null)
 DIRECT = (
     "hidden_size",
@@ -196,3 +205,19 @@ def check_window(config: dict[str, Any], span: int) -> None:
             f"attention over {span} positions exceeds "
             f"the sliding window of {window}, which is not supported",
         )
+
+
+def not_a_decoder(config: dict[str, Any], fault: RequestError | None = None) -> RequestError:
+    """The refusal of a config that is not of a decoder-only family the planner knows, on its
+    model_type: an encoder (BERT) or an encoder-decoder (Whisper) spells its keys otherwise, and
+    blaming the first key that differs (`hidden_act`, `hidden_size`) misleads."""
+    model_type = config.get("model_type")
+    names = config.get("architectures") or []
+    why = f" (its config says {fault.field}: {fault.message})" if fault is not None else ""
+    return RequestError(
+        "config.model_type",
+        f"model_type {model_type!r} (architectures {names}) is not a decoder-only model of a "
+        f"family planned here{why}; planned: {', '.join(CAUSAL_LMS)} and configs that "
+        "spell their keys",
+        title="Unsupported architecture",
+    )

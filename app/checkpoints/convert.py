@@ -7,7 +7,7 @@ twice. NumPy has no bfloat16; bf16 values in the fp16 range convert exactly by m
 exponent rebiased, the 7 mantissa bits widened to 10), the rest (fp16 subnormals, overflow, NaN)
 through float32 and NumPy's cast.
 
-Where the compiled module app/checkpoints/_fp16.c was built and the CPU has F16C (x86-64), fp32
+Where the compiled module app/checkpoints/native/_fp16.c was built and the CPU has F16C (x86-64), fp32
 and bf16 go through the CPU's own conversion instruction instead, faster than a memory copy:
 the same round-to-nearest-even, the same bytes (tests/test_checkpoint_fp16.py checks every bf16
 value and fp32 edge values against NumPy's cast).
@@ -28,7 +28,7 @@ from app.checkpoints.files import Mapped, Tensor
 from app.errors import RequestError
 
 try:
-    from app.checkpoints import _fp16
+    from app.checkpoints.native import _fp16
 except ImportError:  # not built (no C compiler at install): NumPy converts
     _fp16 = None
 

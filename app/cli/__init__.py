@@ -5,6 +5,8 @@
                         [--format mlpackage|mil|mlmodelc|aimodel] [--target ios18|ios17] [--name NAME]
                         [--verify] [--quantize '<json>'] -o OUT.zip
     ane-kernels compile-graph GRAPH.json [...] -o OUT.zip
+    ane-kernels onnx MODEL.onnx -o OUT.zip [--shape NAME=D0,D1,...] [--io-dtype fp16|fp32]
+                     [--format F] [--target T] [--verify] [--json]
     ane-kernels mlmodelc SRC.mlpackage -o OUT.mlmodelc [--coremlc-version V] [--mil-version V]
     ane-kernels decompile X.mlmodelc -o X.mlpackage
     ane-kernels validate PATH
@@ -31,8 +33,8 @@ from __future__ import annotations
 import argparse
 import sys
 
-from app.cli import bundles, devices, estimate, kits, local, remote
-from app.cli.common import EXIT_USAGE, CLIError
+from app.cli import bundles, devices, estimate, kits, local, onnx, remote
+from app.cli.common import EXIT_USAGE, CLIError, check_output
 
 
 def parser() -> argparse.ArgumentParser:
@@ -41,6 +43,7 @@ def parser() -> argparse.ArgumentParser:
     )
     sub = p.add_subparsers(dest="command", required=True)
     local.add_commands(sub)
+    onnx.add_commands(sub)
     bundles.add_commands(sub)
     kits.add_commands(sub)
     remote.add_commands(sub)
@@ -52,6 +55,8 @@ def parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
     try:
+        if getattr(args, "output", None) is not None:
+            check_output(args.output)
         return args.run(args)
     except CLIError as exc:
         print(f"error: {exc}", file=sys.stderr)

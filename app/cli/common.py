@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 
 # 0 done · 1 an artifact is invalid or a job/kernel failed · 2 bad request, manifest or usage
@@ -12,6 +14,15 @@ EXIT_FAILED, EXIT_USAGE, EXIT_CHANGED, EXIT_UNAVAILABLE = 1, 2, 3, 4
 
 class CLIError(Exception):
     """A user error: printed as `error: <message>` with exit code 2."""
+
+
+def check_output(path: str | Path, flag: str = "-o/--output") -> None:
+    """Refuse an output whose folder does not exist before any work is done (every command that
+    writes `-o` checks it here, so none fails late with a traceback)."""
+    folder = Path(path).parent
+    if not folder.is_dir():
+        why = "is not a folder" if folder.exists() else "does not exist; create it first"
+        raise CLIError(f"{flag}: {path}: {folder} {why}")
 
 
 def load_weights_arg(pairs: list[str]) -> dict[str, np.ndarray]:

@@ -12,7 +12,7 @@ from app.devices import CHIPS
 from app.devices.calibration import check_plausible
 from app.devices.measured import MEASURED_ROWS, add_row, read_rows, row_from_report
 from app.devices.model import PATHS
-from app.devices.render import chips_summary
+from app.devices.render import chips_summary, products_table
 from app.errors import FieldError
 from app.jsonfile import read_json
 from app.planner import DEFAULT_CONTEXT, DEFAULT_PREFILL, make_plan
@@ -24,6 +24,8 @@ def cmd_devices(args) -> int:
         print(json.dumps([chip.to_json() for chip in CHIPS], indent=2))
     else:
         print(chips_summary(), end="")
+        print("\nProduct names are accepted too (any case and spacing):")
+        print(products_table(), end="")
     return 0
 
 

@@ -52,7 +52,8 @@ def cmd_model(args) -> int:
 
 
 def summary(result) -> BuildSummary:
-    """One screen: the model, the programs with their bytes, the plan, the verification."""
+    """One screen: the model, the programs with their bytes, the plan, the preflight's findings
+    (as `compile` prints them), the verification."""
     meta = result.meta
     arch = meta["architecture"]
     details = [
@@ -96,7 +97,22 @@ def summary(result) -> BuildSummary:
             "max_rel_error": verification["logits_max_rel_error"],
             "tolerance": verification["tolerance"],
         }
-    return BuildSummary(str(result.path), result.size, details=details, verification=checked)
+    return BuildSummary(
+        str(result.path),
+        result.size,
+        details=details,
+        preflight=kit_findings(meta),
+        verification=checked,
+    )
+
+
+def kit_findings(meta: dict) -> list[dict]:
+    """Every program's preflight findings, in run order, each node named `<program>.<node>`."""
+    return [
+        {**finding, "node": f"{p['name']}.{finding['node']}"}
+        for p in meta["programs"]
+        for finding in p.get("preflight", ())
+    ]
 
 
 def _ids(text: str) -> list[int]:
@@ -114,30 +130,36 @@ def cmd_generate(args) -> int:
         raise CLIError(f"{args.kit}: no such file")
     try:
         kit = Kit.open(args.kit)
-        prompt = _ids(args.prompt_ids) if args.prompt_ids is not None else _encode(kit, args.prompt)
+        tokenizer = _tokenizer(kit) if args.prompt_ids is None else None
+        prompt = _ids(args.prompt_ids) if tokenizer is None else tokenizer.encode(args.prompt).ids
         stop = kit.manifest.special_tokens.eos_token_id
         stop = stop if isinstance(stop, list) else [] if stop is None else [stop]
         tokens, logits = kit.generate(prompt, args.max_new_tokens, stop)
     except FieldError as exc:
         raise CLIError(str(exc)) from None
+    # text in, text out: the new tokens through the same tokenizer
+    text = None if tokenizer is None else tokenizer.decode(tokens)
     if args.json:
         rows = [[float(v) for v in row] for row in logits]
-        print(json.dumps({"tokens": tokens, "logits": rows}))
+        print(
+            json.dumps(
+                {"tokens": tokens, "logits": rows, **({"text": text} if text is not None else {})}
+            )
+        )
     else:
-        print(" ".join(str(t) for t in tokens))
+        print(" ".join(str(t) for t in tokens) if text is None else text)
     return 0
 
 
-def _encode(kit, text: str) -> list[int]:
-    """The prompt through the kit's own tokenizer.json (the tokenizers package, when installed)."""
+def _tokenizer(kit):
+    """The kit's own tokenizer.json, read with the tokenizers package (when installed)."""
     try:
         from tokenizers import Tokenizer  # type: ignore[import-not-found]
     except ImportError:
         raise CLIError("--prompt needs the tokenizers package; pass --prompt-ids") from None
     if kit.tokenizer is None:
         raise CLIError("the kit holds no tokenizer.json; pass --prompt-ids")
-    tokenizer = Tokenizer.from_str(kit.tokenizer.decode())
-    return tokenizer.encode(text).ids
+    return Tokenizer.from_str(str(kit.tokenizer, "utf-8"))
 
 
 def add_commands(sub) -> None:
@@ -178,7 +200,11 @@ def add_commands(sub) -> None:
     gen = sub.add_parser("generate", help="run a model kit greedily with the numerical reference")
     gen.add_argument("kit", metavar="KIT.zip")
     gen.add_argument("--prompt-ids", help="comma-separated token ids")
-    gen.add_argument("--prompt", help="text, through the kit's tokenizer.json (needs tokenizers)")
+    gen.add_argument(
+        "--prompt",
+        help="text, through the kit's tokenizer.json (needs tokenizers); the new tokens are "
+        "printed as text too",
+    )
     gen.add_argument("--max-new-tokens", type=int, default=16)
     gen.add_argument(
         "--json",

@@ -73,7 +73,7 @@ def cmd_compile(args) -> int:
         prepared = artifacts.prepare(request, local_limits(), random_seed=args.random_weights)
     except FieldError as exc:
         raise CLIError(str(exc)) from None
-    return _write(prepared, args)
+    return write_and_summarize(prepared, args)
 
 
 def local_limits() -> artifacts.Limits:
@@ -82,7 +82,7 @@ def local_limits() -> artifacts.Limits:
     return artifacts.Limits(max_program_weight_bytes=Settings().max_program_weight_bytes)
 
 
-def _write(prepared, args) -> int:
+def write_and_summarize(prepared, args) -> int:
     """Write the zip (an interrupted run leaves no partial one behind), print its summary; the
     exit code."""
 
@@ -180,7 +180,7 @@ def cmd_compile_graph(args) -> int:
         prepared = artifacts.prepare(request, local_limits(), random_seed=args.random_weights)
     except FieldError as exc:
         raise CLIError(str(exc)) from None
-    return _write(prepared, args)
+    return write_and_summarize(prepared, args)
 
 
 def _graph_file(path: str) -> dict:

@@ -222,6 +222,38 @@ class _API(abc.ABC):
             flows.compile_model(Path(checkpoint_dir), path, self.poll_interval, progress, **options)
         )
 
+    def compile_onnx(
+        self,
+        model: str | os.PathLike,
+        *,
+        shapes: Mapping[str, Sequence[int]] | None = None,
+        io_dtype: str | None = None,
+        format: str | None = None,
+        target: str | None = None,
+        name: str | None = None,
+        verify: bool = False,
+        preflight: str | None = None,
+        bypass_cache: bool = False,
+        save_to: str | os.PathLike | None = None,
+    ):
+        """An ONNX model imported into one program by the service (POST /v1/onnx): the model
+        file and the external-data files it names are uploaded unless the service has them;
+        `shapes` fixes dynamic input axes ({"input_ids": [1, 128]}). The zip's bytes, or
+        written to `save_to` (returning that path). Needs the `onnx` package here (to read
+        which files the model names)."""
+        options = {
+            "shapes": {k: list(v) for k, v in shapes.items()} if shapes else None,
+            "io_dtype": io_dtype,
+            "format": format,
+            "target": target,
+            "name": name,
+            "verify": verify or None,
+            "preflight": preflight,
+            "bypass_cache": bypass_cache or None,
+        }
+        path = Path(save_to) if save_to is not None else None
+        return self._drive(flows.compile_onnx(Path(model), path, self.poll_interval, **options))
+
     def upload_file(
         self, path: str | os.PathLike, *, progress: Callable[[int, int], None] | None = None
     ):

@@ -254,6 +254,27 @@ def compile_graph(
     return (yield from answer_or_job("/v1/graphs", body, save_to, poll, weights))
 
 
+def compile_onnx(model: Path, save_to: Path | None, poll: float, **options: Any) -> Flow:
+    """POST /v1/onnx: the model and the external-data files it names uploaded (resumable,
+    unless the service has them), the import answered (or, a compile, followed as a job)."""
+    from app.onnx.reader import local_files  # reads the model: only those who import one need it
+
+    files = {}
+    for name, path in local_files(model).items():
+        files[name] = (yield from upload_file(path, file_digest(path)))["digest"]
+    body = {"files": files, "model": model.name}
+    body.update({k: v for k, v in options.items() if v is not None})
+
+    def again() -> Flow:
+        return (yield Call("POST", "/v1/onnx", json=body, ok=(202,))).json()
+
+    answer = yield Call("POST", "/v1/onnx", json=body, ok=(200, 202), save_to=save_to)
+    if answer.status_code == 200:
+        return save_to if save_to is not None else answer.content
+    job = yield from wait(answer.json()["id"], poll, None, None, again)
+    return (yield from artifact(job, save_to, again, poll))
+
+
 def answer_or_job(
     path: str,
     body: dict,

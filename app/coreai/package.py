@@ -19,7 +19,7 @@ from app.coreai.availability import require_coreai
 from app.coreai.translate import TranslationError, Untranslatable, translate, untranslatable
 from app.coreai.weights import SUBBYTE_NOTE
 from app.errors import RequestError
-from app.kernels import KernelBuild
+from app.kernels import ProgramBuild
 from app.packaging import Entry, write_zip
 from app.packaging.bundle import describe_build
 from app.packaging.describe import to_json
@@ -28,7 +28,7 @@ from app.packaging.layout import KERNEL_JSON
 FORMAT = "aimodel"
 
 
-def aimodel_of(build: KernelBuild) -> dict[str, bytes]:
+def aimodel_of(build: ProgramBuild) -> dict[str, bytes]:
     """The `.aimodel` files of `build`; 503 without coreai-core, 422 naming the node Core AI
     cannot express."""
     require_coreai()
@@ -45,7 +45,7 @@ def aimodel_of(build: KernelBuild) -> dict[str, bytes]:
         ) from None
 
 
-def _refusal(build: KernelBuild, found: Untranslatable) -> RequestError:
+def _refusal(build: ProgramBuild, found: Untranslatable) -> RequestError:
     return RequestError(
         build.where(found.op.name),
         f"{found.reason} (op {found.op.name!r} of function {found.function!r}); the formats "
@@ -56,7 +56,7 @@ def _refusal(build: KernelBuild, found: Untranslatable) -> RequestError:
     )
 
 
-def subbyte_weights(build: KernelBuild) -> list[str]:
+def subbyte_weights(build: ProgramBuild) -> list[str]:
     """The constants stored in a sub-byte dtype (packed: see SUBBYTE_NOTE)."""
     return sorted(
         op.name
@@ -67,7 +67,7 @@ def subbyte_weights(build: KernelBuild) -> list[str]:
 
 
 def write_aimodel_zip(
-    build: KernelBuild,
+    build: ProgramBuild,
     files: Mapping[str, bytes],
     out: BinaryIO,
     *,

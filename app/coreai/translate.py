@@ -21,7 +21,7 @@ from app.coreai.weights import Constants
 from app.mil import Function, Operation, Program, StateType, Var
 
 RULES = {**_OP_RULES, **compressed.RULES}
-_STATE_OPS = ("read_state", "write_state")
+STATE_OPS = ("read_state", "write_state")
 _CONST_ONLY_DTYPES = ("string",)  # op arguments read while translating, never values
 
 
@@ -48,7 +48,7 @@ def untranslatable(program: Program) -> Untranslatable | None:
         for op in fn.operations:
             if op.type == "const":
                 continue
-            if op.type not in RULES and op.type not in _STATE_OPS:
+            if op.type not in RULES and op.type not in STATE_OPS:
                 return Untranslatable(fn.name, op, f"op {op.type!r} has no Core AI translation")
             if op.type.startswith("constexpr_") and "shape" in op.inputs:
                 # the iOS16 form (flat, byte-packed data and a shape) of an ios17 program

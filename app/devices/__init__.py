@@ -3,7 +3,8 @@ per-program limits, working set, memory, compressed-weight streaming, quantizati
 with its source and provenance; the estimate model built on it and its calibration.
 
     from app.devices import CHIPS, get_chip
-    chip = get_chip("a18-pro")            # UnknownDevice names the known ones
+    chip = get_chip("a18-pro")            # or "A18 Pro", "iPhone 16 Pro"; UnknownDevice says
+                                          # which names would do (app/devices/products.py)
     chip.bandwidth_gbs.value, chip.bandwidth_gbs.mark()   # 64, "extrapolated from m4"
 
 Nothing here imports the rest of the app: the settings, the preflight, the estimates and the
@@ -11,6 +12,7 @@ planner all read from here.
 """
 
 from app.devices.facts import Fact, Provenance
+from app.devices.products import FAMILIES, PRODUCTS, UnknownDevice, get_chip
 from app.devices.sources import SOURCES, SOURCES_BY_KEY, Source
 from app.devices.table import (
     AXIS_MAX_ANY_CHIP,
@@ -21,8 +23,6 @@ from app.devices.table import (
     DEFAULT_PROGRAM_WEIGHT_BYTES,
     HARD_MAX_PROGRAM_WEIGHT_BYTES,
     Chip,
-    UnknownDevice,
-    get_chip,
 )
 
 __all__ = [
@@ -32,7 +32,9 @@ __all__ = [
     "CHIPS_BY_NAME",
     "COREAI_ARCHITECTURES",
     "DEFAULT_PROGRAM_WEIGHT_BYTES",
+    "FAMILIES",
     "HARD_MAX_PROGRAM_WEIGHT_BYTES",
+    "PRODUCTS",
     "SOURCES",
     "SOURCES_BY_KEY",
     "Chip",

@@ -16,6 +16,7 @@ from pathlib import Path
 
 from app.devices.facts import Fact
 from app.devices.markdown import table
+from app.devices.products import PRODUCTS_SOURCE, aliases_of
 from app.devices.sources import SOURCES
 from app.devices.table import CHIPS, GB, MiB
 
@@ -45,6 +46,12 @@ def chips_summary() -> str:
     return table(header, rows)
 
 
+def products_table() -> str:
+    """Every name a device may be given beside the chip's own (app/devices/products.py)."""
+    rows = [[f"`{c.name}`", c.title, "; ".join(aliases_of(c.name))] for c in CHIPS]
+    return table(["device", "chip", f"products (source `{PRODUCTS_SOURCE}`)"], rows)
+
+
 def chip_facts() -> str:
     rows = [
         [f"`{c.name}`", UNITS[q][0], show(q, f), f.mark(), f"`{f.source}`", f.note]
@@ -70,6 +77,7 @@ def blocks() -> dict[str, Callable[[], str]]:
 
     return {
         "chips": chips_summary,
+        "products": products_table,
         "facts": chip_facts,
         "sources": sources_table,
         "calibration": calibration_table,

@@ -93,6 +93,18 @@ SOURCES: tuple[Source, ...] = (
         "A19 Pro 12",
     ),
     Source(
+        "apple-products",
+        "en.wikipedia.org/wiki/Apple_A15, Apple_A16, Apple_A17, Apple_A18, Apple_A19, Apple_M1 "
+        "... Apple_M5 (each chip's devices); hothardware.com/news/apple-unveils-macbook-pro-m5-"
+        "pro-m5-max",
+        "which product holds which chip: A15 iPhone 13 (mini, Pro, Pro Max), SE (3rd "
+        "generation), 14, 14 Plus, iPad mini (6th generation); A16 iPhone 14 Pro (Max), 15, 15 "
+        "Plus; A17 Pro iPhone 15 Pro (Max), iPad mini (A17 Pro); A18 iPhone 16, 16 Plus, 16e; "
+        "A18 Pro iPhone 16 Pro (Max); A19 Pro iPhone 17 Pro (Max), iPhone Air; the M chips of "
+        "each MacBook Air, MacBook Pro, Mac mini, iMac, Mac Studio, iPad Air and iPad Pro (M5 "
+        "Pro and Max: the MacBook Pro of March 2026)",
+    ),
+    Source(
         "exo-1672",
         "exo-explore/exo pull request #1672",
         "Metal's recommended working set on a 16 GB M4 Mac mini: 10.67 GB (two thirds)",

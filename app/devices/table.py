@@ -315,21 +315,6 @@ COREAI_ARCHITECTURES: tuple[str, ...] = tuple(
 )
 
 
-class UnknownDevice(LookupError):
-    """A device name the table does not hold; the message names the ones it does."""
-
-    def __init__(self, name: object):
-        self.name = name
-        super().__init__(f"{name!r} is not a known device; known: {', '.join(CHIPS_BY_NAME)}")
-
-
-def get_chip(name: str) -> Chip:
-    try:
-        return CHIPS_BY_NAME[name]
-    except (KeyError, TypeError):
-        raise UnknownDevice(name) from None
-
-
 # -- limits every chip shares, read by the preflight ------------------------------------------
 
 AXIS_MAX_ANY_CHIP = max(c.axis_max.value for c in CHIPS)

@@ -2,10 +2,10 @@
 fp16), activation bytes in and out, and its largest axis. Device-independent, so it can be kept
 beside a cached artifact (not in it) and priced against any chip, by any calibration, later.
 
-FLOPs count multiply-adds twice: conv `2 * out * (C_in / groups * kernel)`, matmul and linear
-`2 * out * K`; a constexpr op decompresses one element per output; every other op costs one per
-element of its largest operand (elementwise, reductions, softmax alike: small beside the
-matmuls). Weights are every const the function holds; a compressed weight's fp16 size is what a
+An op's FLOPs are its record's cost (app/mil/ops): multiply-adds twice for conv, matmul and
+linear, one per output element for a constexpr op (it decompresses one element each), one per
+element of the largest operand for every other op (elementwise, reductions, softmax alike: small
+beside the matmuls). Weights are every const the function holds; a compressed weight's fp16 size is what a
 chip that cannot stream the format reads.
 """
 
@@ -15,12 +15,10 @@ import math
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from app.mil import Function, Operation, Program, StateType, Var
+from app.mil import Function, Operation, Program, StateType, Var, ops
+from app.mil.ops.record import elementwise_flops
 
 FP16_BYTES = 2
-# the compression a constexpr op stands for, by the dtype of its stored const
-_PALETTE = "constexpr_lut_to_dense"
-_LINEAR = ("constexpr_affine_dequantize", "constexpr_blockwise_shift_scale")
 
 
 @dataclass(frozen=True)
@@ -56,39 +54,18 @@ def _bytes(var: Var) -> int:
 def op_flops(op: Operation) -> int:
     if op.type == "const":
         return 0
-    out = sum(_size(v) for v in op.outputs)
-    if op.type == "conv":
-        weight = op.inputs["weight"]
-        assert isinstance(weight, Var)
-        return 2 * out * math.prod(weight.tensor.shape[1:])
-    if op.type == "matmul":
-        x = op.inputs["x"]
-        assert isinstance(x, Var)
-        flag = op.inputs.get("transpose_x")
-        transposed = bool(
-            flag is not None
-            and not isinstance(flag, tuple)
-            and flag.op is not None
-            and flag.op.value is not None
-            and flag.op.value.stored()
-        )
-        shape = x.tensor.shape
-        k = shape[-2] if transposed and len(shape) > 1 else shape[-1]
-        return 2 * out * k
-    if op.type == "linear":
-        weight = op.inputs["weight"]
-        assert isinstance(weight, Var)
-        return 2 * out * weight.tensor.shape[-1]
-    if op.type.startswith("constexpr_"):
-        return out
-    operands = [_size(v) for value in op.inputs.values() for v in _vars(value)]
-    return max([out, *operands])
+    record = ops.get(op.type)
+    return (record.flops if record is not None else elementwise_flops)(op)
 
 
 def _compression(op: Operation) -> str | None:
-    if op.type == _PALETTE:
+    """The compression a constexpr op stands for (its record's), linear ones by the dtype of
+    their stored values: "palettize", "int8" or "other"."""
+    record = ops.get(op.type)
+    kind = record.decompresses.kind if record is not None and record.decompresses else None
+    if kind == "palette":
         return "palettize"
-    if op.type in _LINEAR:
+    if kind == "linear":
         stored = [
             v
             for value in op.inputs.values()

@@ -91,10 +91,20 @@ async def build(
         async with gate:
             try:
                 reporter.update(kernel.name, "uploading")
-                if kernel.model is not None:
-                    await client.compile_model(
-                        kernel.model, save_to=path, format=kernel.format, **kernel.kit_options
-                    )
+                if kernel.model is not None or kernel.onnx is not None:
+                    if kernel.onnx is not None:
+                        await client.compile_onnx(
+                            kernel.onnx,
+                            **kernel.onnx_options,
+                            format=kernel.format,
+                            target=kernel.target,
+                            name=kernel.name,
+                            save_to=path,
+                        )
+                    else:
+                        await client.compile_model(
+                            kernel.model, save_to=path, format=kernel.format, **kernel.kit_options
+                        )
                     entry = {
                         "inputs": fingerprint(kernel.inputs),
                         **kernel.inputs,

@@ -21,6 +21,10 @@
     graph = "graphs/ffn.json"                        # a POST /v1/graphs body, one program
     weights = { "gate.weight" = "weights/gate.npy", "up.weight" = "weights/up.npy" }
 
+    [kernels.vit]
+    onnx = "models/vit.onnx"                         # an ONNX model (its external data beside it)
+    shapes = { pixel_values = [1, 3, 224, 224] }     # its dynamic axes fixed; io_dtype = "fp32"
+
     [kernels.qwen3]
     model = "Qwen3-0.6B"                             # a checkpoint folder: a model kit
     format = "mlmodelc"                              # and the options of `ane-kernels model`:
@@ -56,7 +60,7 @@ from app.formats import DEFAULT_FORMAT, FormatName, artifact_filename
 from app.kits.job import ModelRequest
 from app.mil import DEFAULT_TARGET, TargetName
 from app.names import name_problem
-from app.request import KernelRequest, field_of
+from app.request import KernelRequest, WeightRef, field_of
 from app.schemas.wire import GraphRequest
 from app.tensor_files import read_tensor
 
@@ -88,6 +92,9 @@ class KernelEntry(BaseModel):
     config: str | None = Field(None, description="its config.json (default: beside it)")
     layers: str | None = Field(None, description='the layer ("3") or range ("0-15")')
     model: str | None = Field(None, description="a checkpoint folder: the entry is a model kit")
+    onnx: str | None = Field(None, description="an ONNX model file: the entry is its import")
+    shapes: dict[str, list[int]] | None = Field(None, description="an ONNX entry's --shape")
+    io_dtype: Literal["fp16", "fp32"] | None = Field(None, description="an ONNX entry's --io-dtype")
     context: int | None = Field(None, description="a model kit's --context")
     prefill: int | None = Field(None, description="a model kit's --prefill")
     device: str | None = Field(None, description="a model kit's --device")
@@ -103,6 +110,22 @@ class KernelEntry(BaseModel):
             "kv": self.kv,
             "verify": self.verify,
         }
+        if (self.shapes is not None or self.io_dtype is not None) and self.onnx is None:
+            raise ValueError('shapes and io_dtype are options of an onnx entry (onnx = "<model>")')
+        if self.onnx is not None:
+            if (
+                self.op
+                or self.graph
+                or self.model
+                or self.params
+                or self.weights
+                or self.checkpoint
+            ):
+                raise ValueError(
+                    "an onnx entry names a model file and its options (shapes, io_dtype, "
+                    "format, target), not op, graph, model, params, weights or checkpoint"
+                )
+            return self
         if self.model is not None:
             if self.op or self.graph or self.params or self.weights or self.checkpoint:
                 raise ValueError(
@@ -151,8 +174,12 @@ class Kernel:
         self.name, self.op, self.params = name, entry.op, entry.params
         self.quantize = entry.quantize
         self.model: Path | None = None
+        self.onnx: Path | None = None
         if entry.model is not None:
             self._model(entry, defaults, base)
+            return
+        if entry.onnx is not None:
+            self._onnx(entry, defaults, base)
             return
         self.graph = load_graph(base, entry.graph, name) if entry.graph is not None else None
         if self.graph is not None:
@@ -204,9 +231,38 @@ class Kernel:
         except FieldError as exc:
             raise ManifestError(f"{where}.{exc.field}: {exc.message}") from None
 
+    def _onnx(self, entry: KernelEntry, defaults: Defaults, base: Path) -> None:
+        """An ONNX entry: the model and the external-data files it names hashed (they are its
+        inputs), the request checked as the service checks it."""
+        from app.onnx.reader import local_files
+
+        where = f"kernels.{self.name}"
+        self.onnx = (base / str(entry.onnx)).resolve()
+        if not self.onnx.is_file():
+            raise ManifestError(f"{where}.onnx: {self.onnx} does not exist")
+        self.graph, self.weights, self.kit_options = None, {}, {}
+        self.format = entry.format or defaults.format
+        self.target = entry.target or defaults.target
+        self.architectures = None
+        self.onnx_options = {"shapes": entry.shapes or {}, "io_dtype": entry.io_dtype or "fp16"}
+        try:
+            files = {n: WeightRef.of_file(p) for n, p in local_files(self.onnx).items()}
+            self._onnx_request = KernelRequest.create(
+                onnx={"model": self.onnx.name, **self.onnx_options},
+                weights=files,
+                format=self.format,
+                target=self.target,
+                name=self.name,
+            )
+        except FieldError as exc:
+            raise ManifestError(f"{where}.{exc.field}: {exc.message}") from None
+        self.digests = {n: ref.digest for n, ref in files.items()}
+
     @property
     def request_key(self) -> str:
-        """A model kit's job id (the service derives the same one)."""
+        """A model kit's job id, an ONNX import's cache key (the service derives the same)."""
+        if self.onnx is not None:
+            return self._onnx_request.key
         return ModelRequest.create(self.digests, {"format": self.format, **self.kit_options}).key
 
     def _check(self) -> None:
@@ -239,6 +295,13 @@ class Kernel:
         """Everything that determines the artifact, as recorded in the lock."""
         if self.model is not None:
             return {"model": self.digests, "options": self.kit_options, "format": self.format}
+        if self.onnx is not None:
+            return {
+                "onnx": self.digests,
+                **self.onnx_options,
+                "format": self.format,
+                "target": self.target,
+            }
         what = (
             {"graph": self.graph}
             if self.graph is not None

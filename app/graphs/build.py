@@ -32,7 +32,7 @@ from app.kernels.weight_check import check_values, prepare_weights, random_weigh
 from app.language.targets import DEFAULT_TARGET
 from app.mil import DType, MILBuildError, OpsetError, Target, Var
 from app.mil.ceilings import CeilingError, Ceilings
-from app.mil.inference import MAX_SPLITS
+from app.mil.ops.layout import MAX_SPLITS
 
 Value = Var | tuple[Var, ...]
 
@@ -76,7 +76,6 @@ class _Builder:
             outputs.append(value)
         program = self.b.build(outputs)
         return GraphBuild(
-            None,
             self.graph,
             self.b.target,
             model_name,

@@ -2,16 +2,17 @@
 fp16 program must come.
 
 The meaning composes each node's own: a catalog op's `definition` (written from the math, not
-from its MIL) with the weights as given, a primitive's semantics (app/mil/semantics.py) computed
-in float64 without rounding. Verification runs the program with fp16 storage and compares.
+from its MIL) with the weights as given, a primitive's float64 meaning (its record in
+app/mil/ops), without rounding. Verification runs the program with fp16 storage and compares.
 
 Tolerance of an output: each node adds its own bound (a catalog op's `tolerance`; a primitive's,
-app/graphs/primitives.py) to what its inputs carry: the sum of its inputs' bounds for ops whose
-relative errors compound (products, quotients, matrix products, catalog ops), their maximum for
-the others (sums, data movement, activations). That is a first-order bound for well-conditioned
-graphs; a graph that amplifies errors (cancellation in `sub`, division by values near zero, `exp`
-of large values) can exceed it, and verification then says so rather than hiding it. Bounds are
-capped at 1 (an error the size of the output itself).
+its record's graph use) to what its inputs carry: the sum of its inputs' bounds for ops whose
+relative errors compound (products, quotients, matrix products: the records' `compounding`
+trait; and catalog ops), their maximum for the others (sums, data movement, activations). That
+is a first-order bound for well-conditioned graphs; a graph that amplifies errors (cancellation
+in `sub`, division by values near zero, `exp` of large values) can exceed it, and verification
+then says so rather than hiding it. Bounds are capped at 1 (an error the size of the output
+itself).
 """
 
 from __future__ import annotations
@@ -24,10 +25,10 @@ import numpy as np
 
 from app.graphs.primitives import Primitive
 from app.graphs.spec import GRAPH_OP, GraphNode
-from app.kernels import CatalogOp, KernelBuild
+from app.kernels import CatalogOp, ProgramBuild
 from app.kernels.op import Arrays
+from app.mil import ops
 from app.mil.args import Args
-from app.mil.semantics import TABLE
 
 
 @dataclass(frozen=True)
@@ -44,7 +45,9 @@ class BuiltNode:
 
 
 @dataclass(frozen=True)
-class GraphBuild(KernelBuild):
+class GraphBuild(ProgramBuild):
+    """A graph's build: many ops, each a node (`params` is the graph)."""
+
     nodes: tuple[BuiltNode, ...] = ()
     consts: dict[str, str] = field(default_factory=dict)  # weight key -> its const op
 
@@ -73,9 +76,6 @@ class GraphBuild(KernelBuild):
 
     def exact(self, inputs: Arrays, states: Arrays, *, original: bool = False) -> tuple[dict, dict]:
         return evaluate(self, inputs, original=original), {}
-
-
-_COMPOUNDING = {"mul", "real_div", "matmul", "conv"}
 
 
 def evaluate(
@@ -118,10 +118,7 @@ def _const(op, originals: Mapping[str, np.ndarray]) -> np.ndarray | str:
 
 
 def _exact(op, values: dict) -> np.ndarray | list[np.ndarray]:
-    if op.type == "cast":  # a change of precision means nothing in float64; integers truncate
-        x, dtype = values[op.inputs["x"].name], op.inputs["dtype"].op.value.stored()
-        return np.trunc(x) if dtype.startswith("int") else (x != 0 if dtype == "bool" else x)
-    return TABLE[op.type](Args(op, values, {}, exact=True))
+    return ops.meaning(op.type)(Args(op, values, {}, exact=True))
 
 
 def tolerance(build: GraphBuild, output: str) -> float:
@@ -132,7 +129,7 @@ def tolerance(build: GraphBuild, output: str) -> float:
             for names in node.args.values()
             for name in (names if isinstance(names, tuple) else (names,))
         ]
-        compounding = not isinstance(node.op, Primitive) or node.op.name in _COMPOUNDING
+        compounding = not isinstance(node.op, Primitive) or node.op.compounding
         inherited = sum(carried) if compounding else max(carried, default=0.0)
         for name in node.outputs:
             bound[name] = min(1.0, inherited + node.op.tolerance)

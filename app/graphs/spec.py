@@ -152,7 +152,21 @@ def topological_order(graph: GraphParams) -> list[int]:
         {index[producer(r)] for _, r in references(node) if producer(r) in index}
         for node in graph.nodes
     ]
-    users: list[list[int]] = [[] for _ in graph.nodes]
+    order, cycle = dependency_order(needs)
+    if cycle:
+        first_stuck = min(set(range(len(needs))) - set(order))
+        raise RequestError(
+            f"nodes[{first_stuck}].inputs",
+            f"the nodes form a cycle: {' -> '.join(graph.nodes[i].id for i in cycle)}",
+        )
+    return order
+
+
+def dependency_order(needs: list[set[int]]) -> tuple[list[int], list[int]]:
+    """(the items in an order that puts each after those it needs, the earliest listed first
+    among those ready; the items around a cycle, in the order values flow, when there is one:
+    then the order is incomplete)."""
+    users: list[list[int]] = [[] for _ in needs]
     for i, deps in enumerate(needs):
         for d in deps:
             users[d].append(i)
@@ -167,25 +181,20 @@ def topological_order(graph: GraphParams) -> list[int]:
             waiting[u] -= 1
             if waiting[u] == 0:
                 heapq.heappush(ready, u)
-    if len(order) < len(graph.nodes):
-        stuck = set(range(len(graph.nodes))) - set(order)
-        cycle = _cycle_from(min(stuck), needs, stuck, graph)
-        raise RequestError(
-            f"nodes[{min(stuck)}].inputs", f"the nodes form a cycle: {' -> '.join(cycle)}"
-        )
-    return order
+    if len(order) == len(needs):
+        return order, []
+    stuck = set(range(len(needs))) - set(order)
+    return order, _cycle_from(min(stuck), needs, stuck)
 
 
-def _cycle_from(
-    start: int, needs: list[set[int]], stuck: set[int], graph: GraphParams
-) -> list[str]:
-    """Node ids around a cycle reachable from `start` (following dependencies)."""
+def _cycle_from(start: int, needs: list[set[int]], stuck: set[int]) -> list[int]:
+    """The items around a cycle reachable from `start` (following dependencies)."""
     path, seen = [start], {start: 0}
     node = start
     while True:
-        node = min(needs[node] & stuck)  # a node left waiting waits on another one left
+        node = min(needs[node] & stuck)  # an item left waiting waits on another one left
         if node in seen:
             loop = [*path[seen[node] :], node]
-            return [graph.nodes[i].id for i in reversed(loop)]
+            return list(reversed(loop))
         seen[node] = len(path)
         path.append(node)

@@ -18,7 +18,7 @@ from app.errors import RequestError
 from app.graphs.build import build_graph
 from app.graphs.built import BuiltNode, GraphBuild
 from app.graphs.spec import GraphParams, producer
-from app.kernels import KernelBuild
+from app.kernels import KernelBuild, ProgramBuild
 from app.quantize import QuantizeConfig
 from app.settings import PROGRAM_WEIGHT_BUDGET_SETTING
 
@@ -40,7 +40,7 @@ class Link:
 class Chain:
     """The programs of a split graph, in the order to run them, and their wiring."""
 
-    parts: tuple[KernelBuild, ...]
+    parts: tuple[ProgramBuild, ...]
     inputs: tuple[dict[str, Link], ...]  # per program: input name -> where it comes from
     outputs: dict[str, Link]  # graph output -> the program output that holds it
 
@@ -203,8 +203,8 @@ def split_stream(
     the whole's inputs of the same names; every output but the inner parts' `y` is an output of
     the whole. The parts take the whole's weights (as validated, random ones included)."""
     op = build.op
-    assert op is not None and op.parts is not None
-    parts: list[KernelBuild] = []
+    assert op.parts is not None
+    parts: list[ProgramBuild] = []
     links: list[dict[str, Link]] = []
     outputs: dict[str, Link] = {}
     for k, params in enumerate(op.parts(build.params, budget)):

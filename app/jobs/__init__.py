@@ -1,4 +1,6 @@
-"""Jobs: a request queued, generated, compiled on a worker, watched and fetched.
+"""Jobs: a request queued, generated, compiled on a worker, watched and fetched. Any request
+that is a `JobRequest` (app/jobs/model.py: a kernel request, a model kit's, a device check's)
+runs as a job by its producer (app/jobs/kinds.py).
 
 from app.jobs.select import make_engine
 engine = make_engine(Settings(), store=..., blobs=..., compiler=select_compiler(run=pool.run),

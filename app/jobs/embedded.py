@@ -18,18 +18,14 @@ from pathlib import Path
 
 from app.cache.store import ContentStore
 from app.compile import Compiler
-from app.compile.coreai_build import available as coreai_build_available
-from app.compile.placement import unavailable_reason as placement_unavailable
 from app.compile.runner import RunBuild
-from app.errors import ErrorKind, FieldError
-from app.formats import COMPILED, available_formats
 from app.jobs.engine import JobEngine
-from app.jobs.model import Job, JobError, WorkerInfo
-from app.jobs.pipeline import Runtime, Transient, fail, give_up, note_retry, run_job
+from app.jobs.kinds import producer_of
+from app.jobs.model import Job, JobError, JobRequest, WorkerInfo
+from app.jobs.pipeline import Transient, fail, give_up, note_retry, run_job
 from app.jobs.records import MemoryRecords
-from app.request import KernelRequest
+from app.jobs.runtime import Runtime
 from app.settings import Settings
-from app.toolchain import coreai_version
 from app.uploads.blobstore import BlobStore
 
 log = logging.getLogger("ane.jobs")
@@ -73,48 +69,10 @@ class EmbeddedEngine(JobEngine):
         await asyncio.gather(*self._tasks, *self._running.values(), return_exceptions=True)
         self._tasks.clear()
 
-    def check(self, request: KernelRequest) -> None:
-        if request.artifact_format.compiled and self.runtime.compiler is None:
-            servable = available_formats(compiler=False, coreai=coreai_version() is not None)
-            raise FieldError(
-                "format",
-                f"format {', '.join(COMPILED)} needs a compiler backend and this service has none "
-                f"(ANE_COMPILER={self.settings.compiler}). Available formats: "
-                f"{', '.join(servable)}",
-                kind=ErrorKind.UNAVAILABLE,
-                title="Compiler unavailable",
-                available_formats=servable,
-            )
-        if (
-            request.kind == "device_check"
-            and self.settings.device_check_runtime == "coreml"
-            and (reason := placement_unavailable())
-        ):
-            raise FieldError(
-                "kit",
-                f"a device check runs the kit with Core ML, which this "
-                f"service cannot ({reason}); set ANE_REDIS_URL and add a macOS "
-                "worker",
-                kind=ErrorKind.UNAVAILABLE,
-                title="Core ML unavailable",
-            )
-        if request.placement and (reason := placement_unavailable()) is not None:
-            raise FieldError(
-                "placement",
-                f"Core ML's placement report needs a macOS worker ({reason}); set ANE_REDIS_URL "
-                "and add one, or ask without placement",
-                kind=ErrorKind.UNAVAILABLE,
-                title="Placement report unavailable",
-            )
-        if request.architectures is not None and not coreai_build_available():
-            raise FieldError(
-                "architectures",
-                "a device compile runs `xcrun coreai-build` on a macOS worker (macOS 27 with Xcode "
-                "27), and this service has no xcrun; set ANE_REDIS_URL and add an ane-macos "
-                "worker, or ask without architectures for the .aimodel alone",
-                kind=ErrorKind.UNAVAILABLE,
-                title="Device compile unavailable",
-            )
+    def check(self, request: JobRequest) -> None:
+        refusal = producer_of(request).refusal(request, self.runtime)
+        if refusal is not None:
+            raise refusal
 
     async def _dispatch(self, job: Job) -> None:
         await self._queue.put((job.id, job.run))

@@ -15,24 +15,24 @@ from pathlib import Path
 from typing import Any
 
 from app.cache.store import ContentStore
+from app.jobs.kinds import producer_of
 from app.jobs.model import (
     ArtifactRef,
     Batch,
     Job,
     JobError,
+    JobRequest,
     JobState,
     WorkerInfo,
-    artifact_ref,
     batch_view,
 )
 from app.jobs.queues import QUEUE_LINUX, QUEUE_MACOS
 from app.jobs.records import Records
 from app.kits.limits import KitLimits
-from app.request import KernelRequest
 from app.settings import Settings
 
 
-def queue_for(request: KernelRequest) -> str:
+def queue_for(request: JobRequest) -> str:
     """Each request says whether it needs a Mac (Core ML's placement report, Core AI's device
     compile, a kit's device check); every other job, .mlmodelc included (the linux compiler
     backend), runs on any worker."""
@@ -70,7 +70,7 @@ class JobEngine(ABC):
     @abstractmethod
     async def workers(self) -> list[WorkerInfo]: ...
 
-    def check(self, request: KernelRequest) -> None:
+    def check(self, request: JobRequest) -> None:
         """Raise if this engine can never run `request` (e.g. mlmodelc without any compiler)."""
         return None
 
@@ -79,7 +79,7 @@ class JobEngine(ABC):
         return None
 
     # -- shared --------------------------------------------------------------------------------
-    def _replaceable(self, request: KernelRequest, old: Job) -> bool:
+    def _replaceable(self, request: JobRequest, old: Job) -> bool:
         if old.state in (JobState.failed, JobState.cancelled):
             return True
         if old.state == JobState.succeeded:
@@ -87,7 +87,7 @@ class JobEngine(ABC):
             return request.bypass_cache or gone
         return False  # queued or running: join it
 
-    async def submit(self, request: KernelRequest, limits: KitLimits | None = None) -> Job:
+    async def submit(self, request: JobRequest, limits: KitLimits | None = None) -> Job:
         """The job for `request`: an existing one (same key, not failed) or a new one; a new
         one whose artifact the store already holds is finished at once, without a worker (a
         job lost with its broker and submitted again, a kernel built by another path).
@@ -104,27 +104,16 @@ class JobEngine(ABC):
             await self._redispatch(record)
         return record
 
-    async def _stored(self, request: KernelRequest) -> dict[str, Any] | None:
-        """The finished job's fields when the artifact cache holds the request's artifact: under
-        its key, or for a compiled format under its key for a toolchain a live worker has."""
-        if not request.compiled:
-            entry = await asyncio.to_thread(self.store.get, request.key)
-            return None if entry is None else {"artifact": artifact_ref(entry)}
-        if request.architectures is not None:  # workers announce no coreai-build toolchain:
-            return None  # the worker finds its cached compile itself
-        toolchains = [w.toolchain for w in await self.workers() if w.compiler and w.toolchain]
-        for toolchain in toolchains:
-            key = request.compiled_key(toolchain)
-            entry = await asyncio.to_thread(self.store.get, key)
-            if entry is not None:
-                return {
-                    "artifact": artifact_ref(entry),
-                    "toolchain": toolchain,
-                    "placement": entry.meta.get("placement"),
-                }
-        return None
+    async def _stored(self, request: JobRequest) -> dict[str, Any] | None:
+        """The finished job's fields when the artifact cache holds the request's artifact (for
+        a compiled one, under its key for a toolchain a live worker has)."""
 
-    async def submit_batch(self, requests: list[KernelRequest]) -> dict[str, Any]:
+        async def toolchains() -> list[dict[str, Any]]:
+            return [w.toolchain for w in await self.workers() if w.compiler and w.toolchain]
+
+        return await producer_of(request).stored(request, self.store, toolchains)
+
+    async def submit_batch(self, requests: list[JobRequest]) -> dict[str, Any]:
         """One job per kernel (each deduplicated on its own) and a batch listing them."""
         for request in requests:
             self.check(request)

@@ -32,14 +32,16 @@ from arq.worker import Retry, Worker, func
 from app.compile import Compiler, select_compiler
 from app.compile.linux import NAME as LINUX_COMPILER
 from app.compile.runner import in_thread
+from app.files import Stopping
 from app.jobs.arq_engine import FUNCTION, WORKER
 from app.jobs.arq_worker import FarmWorker
 from app.jobs.broker import broker_client, deserialize, is_broker_fault, serialize, where
 from app.jobs.model import JobError, WorkerInfo
 from app.jobs.outage import BrokerLink, PatientRecords
-from app.jobs.pipeline import Runtime, Transient, fail, give_up, note_retry, run_job
+from app.jobs.pipeline import Transient, fail, give_up, note_retry, run_job
 from app.jobs.queues import QUEUE_MACOS, QUEUES
 from app.jobs.records import RedisRecords
+from app.jobs.runtime import Runtime
 from app.kits.limits import longest_timeout_s
 from app.settings import Settings
 from app.storage import artifact_store, blob_store
@@ -59,6 +61,12 @@ async def ane_job(ctx: dict[str, Any], job_id: str, run: int) -> str:
     stats["running"] += 1
     try:
         state = await run_job(rt, job_id, run, attempt)
+    except Stopping as exc:
+        # The worker is stopping (SIGTERM): arq can hand it the job it just gave back before it
+        # closes, and the build refuses to start a file. That is no fault of the job's: it goes
+        # back to the queue, for this worker's successor or another, and is not failed.
+        await note_retry(rt, job_id, run, str(exc))
+        raise Retry(defer=0) from None
     except Transient as exc:
         if attempt >= settings.job_max_tries:
             await give_up(rt, job_id, run, attempt, str(exc), exc.kind)

@@ -9,14 +9,17 @@ import asyncio
 import shutil
 import uuid
 from collections.abc import Awaitable, Callable
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 from app.cache.store import ContentStore
+from app.compile.placement import unavailable_reason as placement_unavailable
 from app.compile.runner import RunBuild
-from app.errors import RequestError
+from app.errors import ErrorKind, FieldError, RequestError
 from app.files import discard
-from app.jobs.model import artifact_ref
+from app.jobs.model import Job, artifact_ref
+from app.jobs.runtime import Runtime, Toolchains, reach
 from app.kits.job import (
     DeviceCheckRequest,
     ModelRequest,
@@ -36,6 +39,28 @@ def stage_of(line: str) -> str:
     if line.startswith("["):
         return line.partition("] ")[2].partition(":")[0]
     return line.split(" ", 1)[0]
+
+
+class KitJobs:
+    """How a `ModelRequest` runs as a job."""
+
+    def refusal(self, request: ModelRequest, rt: Runtime) -> FieldError | None:
+        return None  # any worker builds a kit
+
+    async def stored(
+        self,
+        request: ModelRequest,
+        store: ContentStore,
+        toolchains: Toolchains,
+    ) -> dict[str, Any] | None:
+        entry = await asyncio.to_thread(store.get, request.key)
+        return None if entry is None else {"artifact": artifact_ref(entry)}
+
+    async def produce(self, request: ModelRequest, rt: Runtime, job: Job) -> dict[str, Any]:
+        """The kit built in the build pool, a stage recorded per program it reaches."""
+        return await produce_kit(
+            rt.store, rt.blobs, rt.workdir, rt.run_build, job.id, request, partial(reach, rt, job)
+        )
 
 
 async def produce_kit(
@@ -96,6 +121,37 @@ def _discard_after(build: asyncio.Future, out: Path) -> None:
     discard(out)
     if not build.cancelled():
         build.exception()  # seen: the job has already ended for its own reason
+
+
+class DeviceCheckJobs:
+    """How a `DeviceCheckRequest` runs as a job: on a macOS worker (its queue), the report
+    into the job's record."""
+
+    def refusal(self, request: DeviceCheckRequest, rt: Runtime) -> FieldError | None:
+        """A device check with Core ML (not its labelled stand-in) where Core ML cannot run."""
+        if rt.settings.device_check_runtime == "coreml" and (reason := placement_unavailable()):
+            return FieldError(
+                "kit",
+                f"a device check runs the kit with Core ML, which this "
+                f"service cannot ({reason}); set ANE_REDIS_URL and add a macOS "
+                "worker",
+                kind=ErrorKind.UNAVAILABLE,
+                title="Core ML unavailable",
+            )
+        return None
+
+    async def stored(
+        self,
+        request: DeviceCheckRequest,
+        store: ContentStore,
+        toolchains: Toolchains,
+    ) -> dict[str, Any] | None:
+        return None  # its report is in the job's record, never in the artifact cache
+
+    async def produce(self, request: DeviceCheckRequest, rt: Runtime, job: Job) -> dict[str, Any]:
+        return await check_on_device(
+            rt.store, rt.run_build, request, rt.settings.device_check_runtime
+        )
 
 
 async def check_on_device(

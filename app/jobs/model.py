@@ -1,24 +1,27 @@
-"""What a job is: its request (a `KernelRequest`), its state machine and what it produced.
+"""What a job is: its request (any `JobRequest`: a kernel request, a model kit's, a device
+check's), its state machine and what it produced.
 
     queued -> generating -> compiling -> succeeded
          \\          \\            \\-> failed | cancelled
-          \\-> cancelled  \\-> failed | cancelled      (compiling only for format mlmodelc)
+          \\-> cancelled  \\-> failed | cancelled      (compiling only for compiled formats)
 
-A job's id is the request's cache key (`KernelRequest.key`), so identical requests are one job. `run` counts resubmissions of a job that failed or was cancelled.
+A job's id is the request's key, so identical requests are one job. `run` counts resubmissions of
+a job that failed or was cancelled.
 """
 
 from __future__ import annotations
 
 import time
+from collections.abc import Mapping
 from enum import StrEnum
-from typing import Annotated, Any
+from typing import Annotated, Any, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field, PlainSerializer, PlainValidator
 
 from app.cache.store import StoredEntry
 from app.kits.job import DeviceCheckRequest, ModelRequest
 from app.kits.limits import KitLimits
-from app.request import KernelRequest
+from app.request import KernelRequest, RequestKind
 
 
 class JobState(StrEnum):
@@ -33,21 +36,58 @@ class JobState(StrEnum):
 TERMINAL = frozenset({JobState.succeeded, JobState.failed, JobState.cancelled})
 
 
-def _request(value: Any) -> KernelRequest | ModelRequest | DeviceCheckRequest:
-    """A kernel request, a model kit's (POST /v1/models) or a device check's, from its JSON."""
-    if isinstance(value, KernelRequest | ModelRequest | DeviceCheckRequest):
+class JobRequest(Protocol):
+    """What a request is to the job engines and the records, whatever it builds. How it runs is
+    its producer's (app/jobs/kinds.py)."""
+
+    @property
+    def kind(self) -> str: ...  # its JSON's "kind": the class that reads it back
+
+    @property
+    def op(self) -> str: ...  # one word for what it builds (metrics, the artifact's record)
+
+    @property
+    def key(self) -> str: ...  # the job's id: the same request is the same job
+
+    @property
+    def needs_macos(self) -> bool: ...  # its queue: Apple's tools, or any worker
+
+    @property
+    def bypass_cache(self) -> bool: ...  # build again even when the artifact cache holds it
+
+    @property
+    def filename(self) -> str: ...  # its artifact's file name
+
+    def to_json(self, *, values: bool = True) -> dict[str, Any]:
+        """The request as data (`values=False`: without inline weight values, for display)."""
+        ...
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> JobRequest:
+        """The request `to_json` wrote."""
+        ...
+
+
+# Every type of request that runs as a job, by the `kind` its JSON names; a record written before
+# kinds were spelled out holds a kernel request.
+REQUEST_TYPES: dict[str, type[JobRequest]] = {
+    **{kind.value: KernelRequest for kind in RequestKind},
+    ModelRequest.kind: ModelRequest,
+    DeviceCheckRequest.kind: DeviceCheckRequest,
+}
+
+
+def _request(value: Any) -> JobRequest:
+    """A request as it is, or read back from its JSON by the class its kind names."""
+    if not isinstance(value, Mapping):
         return value
-    if value.get("kind") == ModelRequest.kind:
-        return ModelRequest.from_json(value)
-    if value.get("kind") == DeviceCheckRequest.kind:
-        return DeviceCheckRequest.from_json(value)
-    return KernelRequest.from_json(value)
+    return REQUEST_TYPES.get(value.get("kind", ""), KernelRequest).from_json(value)
 
 
 # A job record holds its request as the request's own JSON form (inline values included, so a
 # worker elsewhere can build it).
 StoredRequest = Annotated[
-    KernelRequest, PlainValidator(_request), PlainSerializer(lambda r: r.to_json())
+    JobRequest, PlainValidator(_request), PlainSerializer(lambda r: r.to_json())
 ]
 
 

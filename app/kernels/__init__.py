@@ -7,7 +7,7 @@ MIL program:
                          {"weight": w}, target="ios18")
 """
 
-from app.kernels.catalog import CATALOG, KernelBuild, get_op, parse_params
+from app.kernels.catalog import CATALOG, KernelBuild, ProgramBuild, get_op, parse_params
 from app.kernels.op import CatalogOp, WeightDoc, WeightSpec
 from app.kernels.params import OpParams
 
@@ -16,6 +16,7 @@ __all__ = [
     "CatalogOp",
     "KernelBuild",
     "OpParams",
+    "ProgramBuild",
     "WeightDoc",
     "WeightSpec",
     "get_op",

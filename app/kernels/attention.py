@@ -15,10 +15,18 @@ program). Outputs the residual stream `y` and the new keys and values for the ca
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from app.kernels.op import Arrays, CatalogOp, WeightDoc
-from app.kernels.transformer_params import AttentionParams, attention_weights
+from app.kernels.space import Draw
+from app.kernels.transformer_params import (
+    AttentionParams,
+    attention_weights,
+    config_space,
+    fields_of,
+)
 from app.kernels.transformer_program import attention, context, decode_inputs, prefixed
 from app.kernels.transformer_reference import (
     ane,
@@ -83,6 +91,11 @@ LLAMA3_SCALING = {
     "original_max_position_embeddings": 16,
 }
 
+
+def param_space(d: Draw) -> dict[str, Any]:
+    return fields_of(AttentionOpParams, config_space(d))
+
+
 OP = CatalogOp(
     name="attention",
     summary="Llama attention block: RMSNorm, QKV, RoPE, causal GQA, O projection, residual; "
@@ -133,6 +146,7 @@ OP = CatalogOp(
             "kv_cache": "state",
         },
     ),
+    param_space=param_space,
     verification_inputs=decode_inputs,
     weights=attention_weights,
     weight_docs=ATTENTION_WEIGHT_DOCS,

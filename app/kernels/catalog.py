@@ -1,4 +1,5 @@
-"""The op catalog: every op's module, listed once (app/catalog_build.py builds from it).
+"""The op catalog: every op's module, listed once (app/catalog_build.py builds from it), and
+what a build of a program is.
 
 The catalog lists each op's module once, in the order users see it (GET /v1/ops, the CLI);
 everything else about an op is declared in its module.
@@ -6,11 +7,13 @@ everything else about an op is declared in its module.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Hashable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+import orjson
 from pydantic import ValidationError
 
 from app.errors import ErrorKind, RequestError
@@ -34,7 +37,7 @@ from app.kernels.compressed import (
 )
 from app.kernels.op import Arrays, CatalogOp, const_name
 from app.kernels.params import OpParams
-from app.mil import Program, Target
+from app.mil import Function, Program, Target, Var
 
 _MODULES = (
     conv,
@@ -55,12 +58,14 @@ CATALOG: dict[str, CatalogOp] = {m.OP.name: m.OP for m in _MODULES}
 
 
 @dataclass(frozen=True)
-class KernelBuild:
-    """A built program: everything packaging and verification need. A catalog kernel's is this;
-    a graph's (app/graphs) derives from it."""
+class ProgramBuild(ABC):
+    """A built program: what the builder (app/artifacts.py), packaging and verification need of
+    it, whatever made it. A catalog kernel's is a `KernelBuild`, a package of several functions of
+    one op a `FunctionsBuild` (app/kernels/functions.py), a graph's a `GraphBuild`
+    (app/graphs/built.py); each says what differs for its kind here, so the builder never asks
+    which kind it holds."""
 
-    op: CatalogOp | None  # None for a graph (app/graphs), which is many ops
-    params: OpParams
+    params: OpParams  # a graph's are its GraphParams
     target: Target
     name: str
     program: Program
@@ -76,36 +81,104 @@ class KernelBuild:
         }
 
     @property
-    def function_builds(self) -> tuple[KernelBuild, ...]:
+    def function_builds(self) -> tuple[ProgramBuild, ...]:
         """One build per function of the program: this one, unless it packages several
         (app/kernels/functions.py), each of them a program of its own to size and preflight."""
         return (self,)
 
     @property
+    @abstractmethod
     def op_name(self) -> str:
-        assert self.op is not None
-        return self.op.name
+        """The one word naming what was built: the catalog op, or "graph"."""
 
     def const_name(self, weight: str) -> str:
         """The const op that holds weight `weight` in the program."""
         return const_name(weight)
 
+    @abstractmethod
     def where(self, name: str) -> str:
-        """The request field behind an op or input/output of the program (a kernel's program
-        follows from its params)."""
+        """The request field behind an op or input/output of the program."""
+
+    @abstractmethod
+    def tolerance(self, output: str) -> float:
+        """The bound output `output` must meet against `exact` (app/reference/verify.py)."""
+
+    @abstractmethod
+    def exact(self, inputs: Arrays, states: Arrays, *, original: bool = False) -> tuple[dict, dict]:
+        """The float64 outputs and states after the call, with the weights the program holds
+        (quantized ones decompressed) or, `original`, as given."""
+
+    def verification_notes(self, drawn: dict[str, np.ndarray], seed: int) -> dict[str, str]:
+        """Sets the drawn inputs whose standard-normal draw means nothing to values the program
+        is meant for, in place; how each was drawn (none here)."""
+        return {}
+
+    def preflight_key(self) -> Hashable | None:
+        """What the ANE preflight's findings follow from, when that is less than the whole
+        build: builds with equal keys have equal findings. None: the findings are the build's
+        own (not shared)."""
+        return None
+
+    def describe(self) -> dict[str, Any]:
+        """What kernel.json says of this kind of build beside what it says of every build."""
+        return {}
+
+    def signature(self) -> dict[str, Any]:
+        """Each function's inputs, states and outputs (name, shape, dtype), by function name."""
+        return {"main": function_io(self.program.main)}
+
+    def verify(self, check: Callable[[ProgramBuild], dict[str, Any]]) -> dict[str, Any]:
+        """The verification report: `check` (app/reference/verify.py) run on the program."""
+        return check(self)
+
+
+@dataclass(frozen=True)
+class KernelBuild(ProgramBuild):
+    """A catalog kernel's build: one op, its params and weights."""
+
+    op: CatalogOp = field(kw_only=True)
+
+    @property
+    def op_name(self) -> str:
+        return self.op.name
+
+    def where(self, name: str) -> str:
+        """A kernel's program follows from its params."""
         return "params"
 
     def tolerance(self, output: str) -> float:
-        """The bound output `output` must meet against `exact` (app/reference/verify.py)."""
-        assert self.op is not None
         return self.op.tolerance
 
     def exact(self, inputs: Arrays, states: Arrays, *, original: bool = False) -> tuple[dict, dict]:
-        """The float64 outputs and states after the call, from the op's definition, with the
-        weights the program holds (quantized ones decompressed) or, `original`, as given."""
-        assert self.op is not None
+        """From the op's definition (written from the math, not from its MIL)."""
         weights = self.weights if original else self.program_weights
         return self.op.definition(self.params, inputs, weights, states)
+
+    def verification_notes(self, drawn: dict[str, np.ndarray], seed: int) -> dict[str, str]:
+        adjust = self.op.verification_inputs
+        return adjust(self.params, drawn, seed) if adjust is not None else {}
+
+    def preflight_key(self) -> Hashable | None:
+        """The preflight reads shapes, dtypes and small const arguments, never a weight's values:
+        a kernel's findings follow from its op, params, target and quantization, so kernels that
+        differ only in their weights (the layers of a model, a build farm's manifest) share
+        them. Params as JSON text: they may hold lists, which do not hash."""
+        params = orjson.dumps(self.params.model_dump(mode="json"), option=orjson.OPT_SORT_KEYS)
+        quantized = tuple(sorted((key, q.config) for key, q in self.quantized.items()))
+        return self.op.name, params, self.target.name, quantized
+
+
+def function_io(fn: Function) -> dict[str, Any]:
+    """A function's inputs (tensors), states and outputs: name, shape, dtype."""
+
+    def io(var: Var) -> dict[str, Any]:
+        return {"name": var.name, "shape": list(var.tensor.shape), "dtype": var.tensor.dtype.value}
+
+    return {
+        "inputs": [io(v) for v in fn.inputs if v.type == v.tensor],
+        "states": [io(v) for v in fn.inputs if v.type != v.tensor],
+        "outputs": [io(v) for v in fn.outputs],
+    }
 
 
 def get_op(op: str) -> CatalogOp:

@@ -7,6 +7,8 @@ Inputs and outputs are the attention op's: prefill or decode, `y` plus the new `
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from app.kernels.attention import (
@@ -17,7 +19,8 @@ from app.kernels.attention import (
 )
 from app.kernels.ffn import MLP_WEIGHT_DOCS
 from app.kernels.op import Arrays, CatalogOp
-from app.kernels.transformer_params import DecoderParams, decoder_weights
+from app.kernels.space import Draw
+from app.kernels.transformer_params import DecoderParams, config_space, decoder_weights, fields_of
 from app.kernels.transformer_program import attention, context, decode_inputs, mlp, prefixed
 from app.kernels.transformer_reference import (
     ane,
@@ -60,6 +63,10 @@ def definition(p: DecoderLayerParams, inputs: Arrays, weights: Arrays, states: A
     return {"y": ane(y), "k": cache_layout(k), "v": cache_layout(v)}, after
 
 
+def param_space(d: Draw) -> dict[str, Any]:
+    return fields_of(DecoderLayerParams, config_space(d))
+
+
 OP = CatalogOp(
     name="decoder_layer",
     summary="Llama decoder layer (attention + gated MLP) in one program; prefill or decode",
@@ -89,6 +96,7 @@ OP = CatalogOp(
             "hidden_act": "gelu_tanh",
         },
     ),
+    param_space=param_space,
     verification_inputs=decode_inputs,
     weights=decoder_weights,
     weight_docs=ATTENTION_WEIGHT_DOCS + MLP_WEIGHT_DOCS,

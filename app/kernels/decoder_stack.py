@@ -15,6 +15,8 @@ budget cannot be cut.
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 from pydantic import Field, model_validator
 
@@ -22,7 +24,14 @@ from app.errors import RequestError
 from app.kernels.attention import ATTENTION_WEIGHT_DOCS, LLAMA3_SCALING
 from app.kernels.ffn import MLP_WEIGHT_DOCS
 from app.kernels.op import Arrays, CatalogOp, WeightDoc
-from app.kernels.transformer_params import MAX_POSITION, DecoderParams, decoder_weights
+from app.kernels.space import Draw
+from app.kernels.transformer_params import (
+    MAX_POSITION,
+    DecoderParams,
+    config_space,
+    decoder_weights,
+    fields_of,
+)
 from app.kernels.transformer_program import attention, context, decode_inputs, mlp, prefixed
 from app.kernels.transformer_reference import (
     ane,
@@ -125,6 +134,11 @@ def parts(p: DecoderStackParams, budget: int) -> list[DecoderStackParams]:
     ]
 
 
+def param_space(d: Draw) -> dict[str, Any]:
+    config = fields_of(DecoderStackParams, config_space(d))
+    return {**config, "first_layer": d.integer(0, 30), "num_layers": d.integer(1, 3)}
+
+
 OP = CatalogOp(
     name="decoder_stack",
     summary="decoder layers i..j in one program (or a chain within the weight budget); "
@@ -157,6 +171,7 @@ OP = CatalogOp(
             "rope_scaling": LLAMA3_SCALING,
         },
     ),
+    param_space=param_space,
     verification_inputs=decode_inputs,
     weights=weights,
     weight_docs=tuple(

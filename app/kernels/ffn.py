@@ -8,12 +8,15 @@ decoder layer) and the residual can each be left out.
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 from pydantic import Field
 
 from app.kernels.common import FP16, bind_ane_input
 from app.kernels.op import Arrays, CatalogOp, WeightDoc
-from app.kernels.transformer_params import MLPParams, mlp_weights
+from app.kernels.space import Draw
+from app.kernels.transformer_params import MLPParams, config_space, fields_of, mlp_weights
 from app.kernels.transformer_program import mlp, prefixed
 from app.kernels.transformer_reference import ane, tokens
 from app.kernels.transformer_reference import mlp as mlp_f64
@@ -49,6 +52,12 @@ MLP_WEIGHT_DOCS = (
     WeightDoc("mlp.down_proj.weight", "[hidden_size, intermediate_size]"),
 )
 
+
+def param_space(d: Draw) -> dict[str, Any]:
+    config = fields_of(FFNParams, config_space(d))
+    return {**config, "norm": d.boolean(), "residual": d.boolean()}
+
+
 OP = CatalogOp(
     name="ffn",
     summary="gated MLP down(act(gate(x))·up(x)) with RMSNorm and residual (SiLU, GELU-tanh, ReLU²)",
@@ -75,6 +84,7 @@ OP = CatalogOp(
             "residual": False,
         },
     ),
+    param_space=param_space,
     weights=weights,
     weight_docs=MLP_WEIGHT_DOCS,
     inputs={"x": "[1, hidden_size, 1, seq_len] fp16"},

@@ -12,14 +12,14 @@ Each function is verified on its own.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Hashable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
 from app.errors import RequestError
-from app.kernels.catalog import KernelBuild
+from app.kernels.catalog import KernelBuild, ProgramBuild, function_io
 from app.mil import TARGETS, Function, Program
 from app.names import name_problem
 
@@ -50,24 +50,32 @@ class FunctionsBuild(KernelBuild):
     def tolerance(self, output: str) -> float:
         return next(iter(self.parts.values())).tolerance(output)
 
-    def describe_functions(self) -> dict[str, Any]:
-        """kernel.json's `functions`: each one's params, inputs and outputs."""
+    def preflight_key(self) -> Hashable | None:
+        """Each function's key: the package's findings are its functions', in order (the names
+        too, since a later function's consts may be renamed after it)."""
+        return tuple((name, part.preflight_key()) for name, part in self.parts.items())
 
-        def io(var) -> dict[str, Any]:
-            return {
-                "name": var.name,
-                "shape": list(var.tensor.shape),
-                "dtype": var.tensor.dtype.value,
-            }
-
+    def signature(self) -> dict[str, Any]:
+        """Each function's params, inputs, states and outputs."""
         return {
-            name: {
-                "params": part.params.model_dump(mode="json"),
-                "inputs": [io(v) for v in part.program.main.inputs if v.type == v.tensor],
-                "states": [io(v) for v in part.program.main.inputs if v.type != v.tensor],
-                "outputs": [io(v) for v in part.program.main.outputs],
-            }
+            name: {"params": part.params.model_dump(mode="json"), **function_io(part.program.main)}
             for name, part in self.parts.items()
+        }
+
+    def describe(self) -> dict[str, Any]:
+        """kernel.json's `functions` (each one's params and signature) and the default."""
+        return {"functions": self.signature(), "default_function": self.program.default}
+
+    def verify(self, check: Callable[[ProgramBuild], dict[str, Any]]) -> dict[str, Any]:
+        """Each function verified on its own (its inputs drawn from its own signature), passed
+        when all pass."""
+        reports = {name: part.verify(check) for name, part in self.parts.items()}
+        return {
+            "op": self.op_name,
+            "name": self.name,
+            "functions": reports,
+            "default_function": self.program.default,
+            "passed": all(r["passed"] for r in reports.values()),
         }
 
 

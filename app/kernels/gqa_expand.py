@@ -15,6 +15,7 @@ from pydantic import Field, model_validator
 from app.kernels.common import FP16, f64
 from app.kernels.op import Arrays, CatalogOp
 from app.kernels.params import Dim, OpParams
+from app.kernels.space import Draw
 from app.mil import Builder, TensorType
 
 
@@ -61,6 +62,17 @@ def bind(inputs: Mapping[str, TensorType]) -> dict[str, Any]:
     return {"kv_heads": x.shape[1], "seq_len": x.shape[2], "head_dim": x.shape[3]}
 
 
+def param_space(d: Draw) -> dict[str, Any]:
+    kv_heads = d.integer(1, 4)
+    return {
+        "kv_heads": kv_heads,
+        "q_heads": kv_heads * d.integer(1, 4),
+        "head_dim": d.dim(),
+        "seq_len": d.dim(16),
+        "order": d.choice(("repeat_kv", "tile")),
+    }
+
+
 OP = CatalogOp(
     name="gqa_expand",
     summary="expand KV heads to query heads (repeat_kv or tile order)",
@@ -73,6 +85,7 @@ OP = CatalogOp(
         {"kv_heads": 2, "q_heads": 6, "head_dim": 4, "seq_len": 3, "order": "tile"},
         {"kv_heads": 3, "q_heads": 3, "head_dim": 2, "seq_len": 1},
     ),
+    param_space=param_space,
     inputs={"x": "[1, kv_heads, seq_len, head_dim] fp16"},
     outputs={"y": "[1, q_heads, seq_len, head_dim] fp16"},
     bind=bind,

@@ -2,8 +2,9 @@
 
 An op module holds its parameters model, the weights it takes, how it builds its program, what
 it means in float64 (the reference the fp16 program is judged against), how close the program
-must come to that meaning, examples, and the words the catalog shows. Every registry (the
-catalog, the request union, the tolerance table, the test cases) is derived from these.
+must come to that meaning, examples, the params its tests and sweeps draw, and the words the
+catalog shows. Every registry (the catalog, the request union, the tolerance table, the test
+cases) is derived from these.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from typing import Any
 import numpy as np
 
 from app.kernels.params import OpParams
+from app.kernels.space import ParamSpace
 from app.mil import Builder, DType, TensorType, Var
 
 Arrays = Mapping[str, np.ndarray]
@@ -72,6 +74,9 @@ class CatalogOp:
     # Small valid params: the first is the catalog's example, every one is a test case (together
     # they reach every branch of `build`).
     examples: tuple[dict[str, Any], ...]
+    # The params its tests and its error sweep draw (app/kernels/space.py): every valid value of
+    # every param, sizes aside (tests draw small axes, the sweep wide ones).
+    param_space: ParamSpace
     weights: Callable[[Any], list[WeightSpec]] = no_weights
     weight_docs: tuple[WeightDoc, ...] = ()
     inputs: dict[str, str] = field(default_factory=dict)  # name -> shape expression

@@ -6,12 +6,15 @@ macOS 26.x, hence the catalog's "experimental" caveat.
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 from pydantic import Field, model_validator
 
 from app.kernels.common import FP16, f64
 from app.kernels.op import Arrays, CatalogOp
 from app.kernels.params import Dim, OpParams
+from app.kernels.space import Draw
 from app.mil import Builder
 from app.names import Identifier
 
@@ -46,6 +49,10 @@ def definition(p: ReadStateParams, inputs: Arrays, weights: Arrays, states: Arra
     return {"y": buffer}, {p.state_name: buffer}
 
 
+def param_space(d: Draw) -> dict[str, Any]:
+    return {"shape": [d.dim(16) for _ in range(d.integer(1, 4))]}
+
+
 OP = CatalogOp(
     name="read_state",
     summary="read a state buffer (ios18)",
@@ -57,6 +64,7 @@ OP = CatalogOp(
         {"state_name": "kv", "shape": [1, 1, 4, 8]},
         {"shape": [8]},
     ),
+    param_space=param_space,
     inputs={"<state_name>": "state<[shape]> fp16"},
     outputs={"y": "[shape] fp16"},
     experimental=STATE_CAVEAT,

@@ -11,7 +11,7 @@ checkpoint names them, relative to the layer (`self_attn.q_proj.weight`), in the
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import Field, ValidationInfo, field_validator, model_validator
 
@@ -19,6 +19,7 @@ from app.kernels.common import FP16
 from app.kernels.op import WeightSpec
 from app.kernels.params import Dim, OpParams
 from app.kernels.rope import Llama3RopeScaling
+from app.kernels.space import Draw
 
 # Positions a program may be built for: the largest axis the ANE is reported to take.
 MAX_POSITION = 1 << 16
@@ -223,3 +224,46 @@ def mlp_weights(p: MLPParams, prefix: str = "", norm: bool = True) -> list[Weigh
 
 def decoder_weights(p: DecoderParams, prefix: str = "") -> list[WeightSpec]:
     return attention_weights(p, prefix) + mlp_weights(p, prefix)
+
+
+# -- the blocks' sample space ---------------------------------------------------------------
+SWEPT_SCALING = {
+    "rope_type": "llama3",
+    "factor": 8.0,
+    "low_freq_factor": 1.0,
+    "high_freq_factor": 4.0,
+    "original_max_position_embeddings": 64,
+}
+
+
+def config_space(d: Draw) -> dict[str, Any]:
+    """A small Llama-family config with a prefill or a decode call: what every block op's
+    `param_space` draws from (`fields_of` keeps an op's own), and what app/reference/sweep_blocks
+    runs the three blocks on together. GQA groups of 1 to 4, biases one time in four, llama3
+    RoPE scaling one in five, decode every other draw."""
+    kv_heads = d.choice((1, 2, 4))
+    heads = kv_heads * d.choice((1, 2, 3, 4))
+    head_dim = d.dim_choice((8, 16, 32, 64))
+    config: dict[str, Any] = {
+        "hidden_size": heads * head_dim,
+        "num_attention_heads": heads,
+        "num_key_value_heads": kv_heads,
+        "intermediate_size": d.dim(511, low=16),
+        "hidden_act": d.cycle(("silu", "gelu_tanh", "relu2")),
+        "rms_norm_eps": d.log_uniform(1e-6, 1e-4),
+        "rope_theta": d.choice((10000.0, 500000.0)),
+        "attention_bias": d.cycle((False, True, False, False)),
+        "seq_len": d.integer(1, 32),
+    }
+    if d.cycle((False, False, True, False, False)):
+        config["rope_scaling"] = SWEPT_SCALING
+    if d.cycle((False, True)):
+        config.update(mode="decode", seq_len=d.integer(1, 4), cache_len=d.integer(1, 64))
+    else:
+        config["position_offset"] = d.integer(0, 199)
+    return config
+
+
+def fields_of(params: type[OpParams], config: dict[str, Any]) -> dict[str, Any]:
+    """The config keys an op's params take."""
+    return {k: v for k, v in config.items() if k in params.model_fields}

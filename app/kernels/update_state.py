@@ -9,7 +9,7 @@ import numpy as np
 
 from app.kernels.common import FP16, f64
 from app.kernels.op import Arrays, CatalogOp
-from app.kernels.read_state import STATE_CAVEAT, ReadStateParams
+from app.kernels.read_state import STATE_CAVEAT, ReadStateParams, param_space
 from app.mil import Builder
 
 
@@ -41,6 +41,7 @@ OP = CatalogOp(
         {"state_name": "kv", "shape": [1, 1, 4, 8]},
         {"state_name": "cache", "shape": [2, 3]},
     ),
+    param_space=param_space,
     inputs={"<state_name>": "state<[shape]> fp16", "value": "[shape] fp16"},
     outputs={"y": "[shape] fp16"},
     experimental=STATE_CAVEAT,

@@ -24,7 +24,7 @@ from typing import Any, BinaryIO
 import numpy as np
 
 from app import planner
-from app.artifacts import weight_bytes
+from app.artifacts import Limits, Prepared, prepare, weight_bytes
 from app.errors import RequestError
 from app.estimates import device_or_error
 from app.files import atomic_file, scratch_dir
@@ -38,17 +38,18 @@ from app.kits.model import Model, open_model
 from app.kits.plan import Plan, make_plan
 from app.kits.programs import (
     TARGET,
-    decoder_chunk,
-    head_piece,
+    DecoderChunk,
+    HeadPiece,
+    KitProgram,
     program_entries,
     program_path,
-    signature,
 )
 from app.kits.reference import WholeModel
 from app.kits.runner import read_zip
 from app.kits.verify import check_verify_memory
 from app.packaging import Entry, write_zip
 from app.packaging.layout import VERIFICATION_JSON
+from app.preflight import findings_to_json
 from app.quantize import QuantizeConfigError, check_target, parse_config
 from app.settings import Settings
 
@@ -125,34 +126,42 @@ def _lengths(model: Model, options: KitOptions) -> tuple[int, int]:
             "prefill",
             f"{prefill} tokens per chunk must divide the context of "
             f"{context} (chunks start at multiples of it and must end within "
-            f"the cache); e.g. {math.gcd(context, prefill)}",
+            f"the cache); {_divisors_near(context, prefill)}",
         )
     return context, prefill
 
 
+def _divisors_near(context: int, prefill: int) -> str:
+    """The chunk sizes nearest the one asked for: the largest divisor of the context not above
+    it, and the next one up (when the ask is below the context)."""
+    divisors = [d for d in range(1, context + 1) if context % d == 0]
+    below = max(d for d in divisors if d <= prefill)
+    above = [d for d in divisors if d > prefill]
+    return f"e.g. {below}" + (f" or {above[0]}" if above else "")
+
+
 def _check_options(options: KitOptions) -> None:
-    _check_quantize(options.quantize)
     if options.format not in KIT_FORMATS:
         raise RequestError("format", f"{options.format!r}; one of {', '.join(KIT_FORMATS)}")
     if options.kv not in ("io", "state"):
         raise RequestError("kv", f"{options.kv!r}; io (cache as inputs/outputs) or state (ios18)")
     if options.device is not None:
         device_or_error(options.device)  # names the known devices
+    _check_quantize(options.quantize)
 
 
-def _check_quantize(quantize: Any) -> None:
-    """Each part of the `quantize` option a config the kit's target takes (checked again with
-    each weight's shape as the programs are built)."""
-    layers, head = quantize_parts(quantize)
-    whole = quantize is not None and set(quantize) <= {"layers", "head"}
-    for part, where in (
-        (layers, "quantize.layers" if whole else "quantize"),
-        (head, "quantize.head"),
-    ):
-        if part is None:
+def _check_quantize(quantize: Mapping[str, Any] | None) -> None:
+    """Each part's config read as the option spells it (`quantize.nbits`, or
+    `quantize.layers.nbits` in the {layers, head} form), before any program is built: later the
+    config sits inside each program's own request, under paths the user never wrote."""
+    layers_q, head_q = quantize_parts(quantize)
+    split = quantize is not None and layers_q is not quantize
+    for part, config in (("layers", layers_q), ("head", head_q)):
+        if config is None:
             continue
-        try:
-            check_target(parse_config(part, where), TARGET, where)
+        field = f"quantize.{part}" if split else "quantize"
+        try:  # and one the kit's target takes (quantize.head "x" was a 500 at the API)
+            check_target(parse_config(config, field), TARGET, field)
         except QuantizeConfigError as exc:
             raise RequestError(exc.field, exc.message) from None
 
@@ -251,14 +260,23 @@ class _Writing:
         self.done += 1
         say(f"[{self.done}/{len(self.plan.layers) + len(self.plan.head)}] {name}: {what}")
 
-    def add_program(self, name: str, role: str, build, describe: dict[str, Any]) -> None:
-        """Write the program's files and note what kit.json says of it; nothing of it is kept."""
+    def prepare(self, program: KitProgram) -> Prepared[KitProgram]:
+        """The program built and preflighted by the one builder, within the plan's budget."""
+        return prepare(program, Limits(max_program_weight_bytes=self.plan.budget))
+
+    def add_program(
+        self, prepared: Prepared[KitProgram], role: str, describe: dict[str, Any]
+    ) -> None:
+        """Write the program's files and note what kit.json says of it (its preflight findings
+        too); nothing of it is kept."""
+        build, name = prepared.build, prepared.request.name
         self.described[name] = {
             "name": name,
             "role": role,
             "path": program_path(name, self.options.format),
             "weight_bytes": weight_bytes(build),
-            "functions": signature(build),
+            "functions": build.signature(),
+            "preflight": findings_to_json(prepared.findings),
             **describe,
         }
         with program_entries(
@@ -303,28 +321,25 @@ def write_kit_zip(
             writing.say_program(say, name, f"layers {layers.start}-{layers.stop - 1}")
             stack = {key: v for key, v in model.decoder.items() if key in type(base).model_fields}
             stack |= {"first_layer": layers.start, "num_layers": len(layers)}
-            build = decoder_chunk(
-                name,
-                stack,
-                model.layer_weights(layers.start, len(layers)),
-                context=context,
-                prefill=prefill,
-                kv=options.kv,
-                quantize=layers_q,
+            weights = model.layer_weights(layers.start, len(layers))
+            chunk = DecoderChunk(
+                name, options.format, weights, layers_q, stack, context, prefill, options.kv
             )
+            prepared = writing.prepare(chunk)
             if held is not None:
-                held.put_layers(build.program_weights)
-            writing.add_program(
-                name, "decoder", build, _decoder_meta(build, layers, context, options.kv)
-            )
+                held.put_layers(prepared.build.program_weights)
+            meta = _decoder_meta(prepared.build, layers, context, options.kv)
+            writing.add_program(prepared, "decoder", meta)
 
         def head(k: int, rows: range) -> None:
             name = f"head_{k}"
             writing.say_program(say, name, f"vocabulary {rows.start}-{rows.stop - 1}")
-            build = head_piece(name, model.hidden_size, eps, norm, model.head_rows(rows), head_q)
+            weights = {"norm.weight": norm, "lm_head.weight": model.head_rows(rows)}
+            piece = HeadPiece(name, options.format, weights, head_q, model.hidden_size, eps)
+            prepared = writing.prepare(piece)
             if held is not None:
-                held.put_head_rows(k, build.program_weights["lm_head.weight"])
-            writing.add_program(name, "head", build, {"vocab": [rows.start, rows.stop]})
+                held.put_head_rows(k, prepared.build.program_weights["lm_head.weight"])
+            writing.add_program(prepared, "head", {"vocab": [rows.start, rows.stop]})
 
         cos, sin = tables(np.arange(context), base.dim, base.rope_theta, base.rope_scaling)
         tokenizer = model.tokenizer_files()

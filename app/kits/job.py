@@ -1,10 +1,10 @@
 """A kit built as a job (POST /v1/models): the checkpoint's files named by the digests of their
 uploaded blobs (/v1/blobs/uploads), and the options `ane-kernels model` takes.
 
-`ModelRequest` stands in a job record where a kernel request would: it has the same few
-attributes the job engine reads (its key, its queue's needs, its JSON form), and the pipeline
-hands it to `build_kit_zip` here, which lays the blobs out as a checkpoint folder (links, no
-copies), builds the kit exactly as the CLI does, and writes the zip. The key is the digest of
+`ModelRequest` is a job's request as the job engines take any (app/jobs/model.py `JobRequest`:
+its key, its queue, its JSON form); its job (app/jobs/kit_jobs.py) hands it to `build_kit_zip`
+here, which lays the blobs out as a checkpoint folder (links, no copies), builds the kit exactly
+as the CLI does, and writes the zip. The key is the digest of
 the files' digests and the options: the same checkpoint and options are the same job, and a
 kit already in the artifact cache is answered without building.
 """
@@ -24,10 +24,8 @@ from app.checkpoints.files import file_name
 from app.digest import file_digest, hex_of, spelled
 from app.errors import FieldError, RequestError
 from app.estimates import device_or_error
-from app.formats import Format
 from app.kits.build import KitOptions, build_kit
 
-KIT_ARTIFACT = Format("kit", "a model kit (docs/kits.md)", compiled=False)
 OPTIONS = ("format", "context", "prefill", "device", "quantize", "kv", "verify")
 _KEY_VERSION = 1
 DEVICE_CHECK_TOKENS = 8
@@ -51,13 +49,8 @@ class ModelRequest:
 
     kind = "model"
     op = "model"
-    placement = False
-    architectures = None  # what the job engines ask of every request
-    compiled = False
-    needs_macos = False
-    bypass_cache = False
-    artifact_format = KIT_ARTIFACT
-    weight_bytes = 0  # the pipeline sends model requests to `build_kit_zip`, never the kernel path
+    needs_macos = False  # any worker builds a kit
+    bypass_cache = False  # the same checkpoint and options: the cached kit
 
     @classmethod
     def create(cls, files: Mapping[str, Any], options: Mapping[str, Any]) -> ModelRequest:
@@ -73,6 +66,12 @@ class ModelRequest:
             if key is None:
                 raise RequestError(f"files.{name}", f"{digest!r} is not `sha256:<64 hex>`")
             checked[_file_name(name)] = spelled(key)
+        if "config.json" not in checked:
+            raise RequestError(
+                "files",
+                f"config.json is missing from it (it names {', '.join(sorted(checked))}): the "
+                "kit is planned from the checkpoint's config.json; upload it and name it",
+            )
         unknown = set(options) - set(OPTIONS)
         if unknown:
             raise RequestError(
@@ -81,6 +80,8 @@ class ModelRequest:
         # defaults left out: the same kit asked for with or without them is the same job
         default = KitOptions()
         chosen = {k: v for k, v in options.items() if v is not None and v != getattr(default, k)}
+        if "device" in chosen:  # "iPhone 16 Pro" and "a18-pro" are the same kit: one key
+            chosen["device"] = device_or_error(chosen["device"]).name
         try:
             KitOptions(**chosen).check()
         except TypeError as exc:
@@ -181,13 +182,8 @@ class DeviceCheckRequest:
 
     kind = "device_check"
     op = "device_check"
-    placement = False
-    architectures = None
-    compiled = False
     needs_macos = True  # Core ML runs only there (a labelled stand-in where configured)
-    bypass_cache = False
-    artifact_format = KIT_ARTIFACT
-    weight_bytes = 0
+    bypass_cache = False  # nothing is cached: the report goes into the job
 
     @classmethod
     def create(
@@ -199,10 +195,10 @@ class DeviceCheckRequest:
     ) -> DeviceCheckRequest:
         if not isinstance(kit, str) or not kit.isalnum() or len(kit) > 64:
             raise RequestError("kit", "the id of the POST /v1/models job whose kit to check")
-        device_or_error(device)
+        chip = device_or_error(device)
         if max_new_tokens < 1:
             raise RequestError("max_new_tokens", f"at least 1, got {max_new_tokens}")
-        return cls(kit, device, tuple(prompt) if prompt else None, max_new_tokens)
+        return cls(kit, chip.name, tuple(prompt) if prompt else None, max_new_tokens)
 
     @property
     def key(self) -> str:

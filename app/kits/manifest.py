@@ -1,14 +1,15 @@
 """kit.json: what an app needs to know to run a kit, versioned (`kit_version`); docs/kits.md
 documents every key.
 
-    kit_version      1
+    kit_version      2 (1 lacked each program's `preflight`; the runner reads both)
     architecture     the config's model_type, architectures and the decoder's dimensions
     format, target   mlpackage | mlmodelc | mil; ios18
     context          positions the KV cache holds; `prefill`: tokens per prefill chunk
     kv               "io" (cache as inputs, new rows as outputs) or "state" (ios18 states)
     programs         in run order: decoder chunks (layers, kv_cache layout, functions prefill and
                      decode with their inputs/states/outputs), then the head pieces (vocabulary
-                     range [start, stop), function main), each with its weight bytes
+                     range [start, stop), function main), each with its weight bytes and its ANE
+                     preflight findings (as kernel.json holds a kernel's)
     positions        how `length`, `cos` and `sin` are fed
     embeddings       the table file: shape [vocab, hidden], fp16 little-endian, row-major
     rope             the cos/sin table file: [2, context, head_dim] fp16 (cos, then sin)
@@ -39,7 +40,10 @@ from app.formats import KIT_FORMATS
 from app.schemas.plans import MAX_CONTEXT
 
 KIT_JSON = "kit.json"
-KIT_VERSION = 1
+KIT_VERSION = 2
+# What the runner reads: kit_version 1 differs only in lacking each program's `preflight`, which
+# running a kit does not need.
+READABLE_KIT_VERSIONS = (1, KIT_VERSION)
 EMBEDDINGS_FILE = "embeddings.f16"
 ROPE_FILE = "rope.f16"
 
@@ -143,7 +147,7 @@ class KitManifest(BaseModel):
 
     model_config = _OPEN
 
-    kit_version: Literal[1]
+    kit_version: Literal[READABLE_KIT_VERSIONS]  # type: ignore[valid-type]
     format: Literal[KIT_FORMATS]  # type: ignore[valid-type]
     kv: Literal["io", "state"]
     context: Annotated[int, Field(ge=1, le=MAX_CONTEXT)]

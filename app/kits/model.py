@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 
 from app.checkpoints.config import (
+    CAUSAL_LMS,
     SpecialTokens,
     check_window,
     json_limits,
@@ -29,13 +30,7 @@ from app.errors import RequestError
 from app.jsonfile import read_model
 from app.kernels.decoder_stack import DecoderStackParams
 
-# model_type -> the class name transformers gives its causal LM
-ARCHITECTURES = {
-    "llama": "LlamaForCausalLM",
-    "mistral": "MistralForCausalLM",
-    "qwen2": "Qwen2ForCausalLM",
-    "qwen3": "Qwen3ForCausalLM",
-}
+ARCHITECTURES = CAUSAL_LMS  # model_type -> the class name transformers gives its causal LM
 TOKENIZER_FILES = (
     "tokenizer.json",
     "tokenizer_config.json",

@@ -1,4 +1,5 @@
-"""The programs of a kit, built, and their files in the kit's format.
+"""The programs of a kit, as the one builder takes them (app/artifacts.py: built, within the
+budget, preflighted as every program is), and their files in the kit's format.
 
 - A decoder chunk: layers i..j of the checkpoint in ONE program (the decoder_stack op) with two
   functions sharing one weight.bin: `prefill` (a fixed chunk of P tokens) and `decode` (1 token).
@@ -12,8 +13,8 @@
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
-from dataclasses import dataclass
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, BinaryIO
 
@@ -23,8 +24,9 @@ from app.catalog_build import build_functions
 from app.files import scratch_dir
 from app.graphs.build import build_graph
 from app.graphs.spec import GraphParams
-from app.kernels import KernelBuild
-from app.kernels.functions import FunctionsBuild
+from app.graphs.split import Chain
+from app.kernels import ProgramBuild
+from app.mil.ceilings import Ceilings
 from app.mlmodelc import compile_package
 from app.packaging import Entry, layout
 from app.packaging.bundle import program_files
@@ -36,79 +38,98 @@ COPY_CHUNK = 8 << 20
 
 
 @dataclass(frozen=True)
-class Built:
-    """One program of the kit, built, with what kit.json says of it."""
+class KitProgram:
+    """One program of a kit as a request to the builder (`ProgramRequest`): built from the
+    checkpoint's weights as they are (not hashed: the kit hashes each file once, as it writes
+    it), in the kit's format, its preflight findings kept for kit.json; never split (the plan
+    keeps each program within the budget, and one over it gets the preflight's warning) and not
+    verified on its own (the kit is, whole: app/kits/verify.py)."""
 
     name: str
-    role: str  # "decoder" or "head"
-    build: KernelBuild
-    describe: dict[str, Any]
+    format: str
+    weights: Mapping[str, np.ndarray] = field(repr=False)
+    quantize: Mapping[str, Any] | None
+
+    preflight = "warn"
+    verifies = False
+    max_quantization_error = None
+
+    @property
+    def known_digests(self) -> Mapping[str, str]:
+        return {}
+
+    def splits_within(self, weight_bytes: int, budget: int) -> bool:
+        return False
+
+    def split(self, build: ProgramBuild, budget: int) -> Chain:
+        raise ValueError(f"{self.name}: a kit's programs are planned within the budget")
 
 
-def decoder_chunk(
-    name: str,
-    base: dict[str, Any],
-    weights: dict[str, np.ndarray],
-    *,
-    context: int,
-    prefill: int,
-    kv: str,
-    quantize=None,
-) -> FunctionsBuild:
-    """Layers `base` names, prefill and decode functions over a cache of `context` positions."""
-    params = base | {
-        "mode": "decode",
-        "cache_len": context,
-        "kv_cache": "state" if kv == "state" else "inputs",
-    }
-    functions = {"prefill": {"seq_len": prefill}, "decode": {"seq_len": 1}}
-    return build_functions(
-        STACK, params, functions, weights, target=TARGET, name=name, quantize=quantize
-    )
+@dataclass(frozen=True)
+class DecoderChunk(KitProgram):
+    """Layers `params` names, prefill and decode functions over a cache of `context` positions."""
 
+    params: Mapping[str, Any]
+    context: int
+    prefill: int
+    kv: str
 
-def head_piece(
-    name: str, hidden: int, eps: float, norm: np.ndarray, rows: np.ndarray, quantize=None
-) -> KernelBuild:
-    """The final norm and one range of the lm_head's rows, on one token."""
-    conv: dict[str, Any] = {
-        "id": "lm_head",
-        "op": "conv",
-        "params": {"out_channels": len(rows)},
-        "inputs": {"x": "norm"},
-    }
-    if quantize is not None:
-        conv["quantize"] = quantize
-    graph = GraphParams.model_validate(
-        {
-            "inputs": {"x": {"shape": [1, hidden, 1, 1], "dtype": "fp16"}},
-            "nodes": [
-                {"id": "norm", "op": "rmsnorm", "params": {"eps": eps}, "inputs": {"x": "x"}},
-                conv,
-            ],
-            "outputs": {"logits": "lm_head"},
+    def build(
+        self, random_seed: int | None, ceilings: Ceilings, weight_budget: int | None = None
+    ) -> ProgramBuild:
+        params = dict(self.params) | {
+            "mode": "decode",
+            "cache_len": self.context,
+            "kv_cache": "state" if self.kv == "state" else "inputs",
         }
-    )
-    weights = {"norm.weight": norm, "lm_head.weight": rows}
-    return build_graph(graph, weights, target=TARGET, name=name)
+        functions = {"prefill": {"seq_len": self.prefill}, "decode": {"seq_len": 1}}
+        return build_functions(
+            STACK,
+            params,
+            functions,
+            self.weights,
+            target=TARGET,
+            name=self.name,
+            quantize=self.quantize,
+        )
 
 
-def signature(build: KernelBuild) -> dict[str, Any]:
-    """Each function's inputs, states and outputs (name, shape, dtype)."""
-    if isinstance(build, FunctionsBuild):
-        return build.describe_functions()
+@dataclass(frozen=True)
+class HeadPiece(KitProgram):
+    """The final norm and one range of the lm_head's rows (weights `norm.weight` and
+    `lm_head.weight`), on one token."""
 
-    def io(var) -> dict[str, Any]:
-        return {"name": var.name, "shape": list(var.tensor.shape), "dtype": var.tensor.dtype.value}
+    hidden: int
+    eps: float
 
-    fn = build.program.main
-    return {
-        "main": {
-            "inputs": [io(v) for v in fn.inputs],
-            "states": [],
-            "outputs": [io(v) for v in fn.outputs],
+    def build(
+        self, random_seed: int | None, ceilings: Ceilings, weight_budget: int | None = None
+    ) -> ProgramBuild:
+        rows = self.weights["lm_head.weight"]
+        conv: dict[str, Any] = {
+            "id": "lm_head",
+            "op": "conv",
+            "params": {"out_channels": len(rows)},
+            "inputs": {"x": "norm"},
         }
-    }
+        if self.quantize is not None:
+            conv["quantize"] = self.quantize
+        graph = GraphParams.model_validate(
+            {
+                "inputs": {"x": {"shape": [1, self.hidden, 1, 1], "dtype": "fp16"}},
+                "nodes": [
+                    {
+                        "id": "norm",
+                        "op": "rmsnorm",
+                        "params": {"eps": self.eps},
+                        "inputs": {"x": "x"},
+                    },
+                    conv,
+                ],
+                "outputs": {"logits": "lm_head"},
+            }
+        )
+        return build_graph(graph, self.weights, target=TARGET, name=self.name, ceilings=ceilings)
 
 
 def program_path(name: str, fmt: str) -> str:
@@ -118,7 +139,7 @@ def program_path(name: str, fmt: str) -> str:
 
 @contextlib.contextmanager
 def program_entries(
-    build: KernelBuild, fmt: str, profile: str | None = None, scratch: Path | None = None
+    build: ProgramBuild, fmt: str, profile: str | None = None, scratch: Path | None = None
 ) -> Iterator[list[Entry]]:
     """The program's files in the kit, for the block: small ones as bytes, the weights as a
     stream (from the program's consts, or from the compiled bundle on disk, compiled in a
@@ -132,7 +153,7 @@ def program_entries(
     yield list(program_files(build, fmt, prefix=prefix).entries)
 
 
-def _compiled(build: KernelBuild, profile: str | None, work: Path) -> list[Entry]:
+def _compiled(build: ProgramBuild, profile: str | None, work: Path) -> list[Entry]:
     """The .mlmodelc the linux backend writes for the program's package, in `work`."""
     package = program_files(build, "mlpackage")
     for entry in package.entries:

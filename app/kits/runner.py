@@ -35,7 +35,7 @@ import numpy as np
 from app.checkpoints.config import json_limits
 from app.errors import RequestError
 from app.jsonfile import read_json, validate
-from app.kits.manifest import KIT_JSON, KitManifest
+from app.kits.manifest import KIT_JSON, READABLE_KIT_VERSIONS, KitManifest
 from app.packaging.zipread import CheckedZip, ZipFault
 from app.reference import Executor
 from app.reference.load import ArtifactError, open_files
@@ -76,6 +76,10 @@ def read_manifest(files: Mapping[str, Any]) -> tuple[dict[str, Any], KitManifest
         files.read(KIT_JSON, limits.max_bytes) if isinstance(files, CheckedZip) else files[KIT_JSON]
     )
     meta = read_json(data, KIT_JSON, limits, "kit")
+    version = meta.get("kit_version") if isinstance(meta, dict) else None
+    if version not in READABLE_KIT_VERSIONS:  # a kit of another version is told so first
+        readable = " and ".join(map(str, READABLE_KIT_VERSIONS))
+        raise KitError(f"kit_version {version!r}; this runner reads {readable}")
     return meta, validate(meta, KitManifest, KIT_JSON, "kit")
 
 

@@ -7,7 +7,13 @@ releases. Evidence per profile:
 - 3402.4.1 (MIL 3402.3.2): coremltools' `add_model.mlmodelc`. Its two text files (`model.mil`,
   `metadata.json`) end with a newline, unlike every other golden; that is likely the doing of
   that repository's end-of-file hook rather than Apple's: the profile reproduces the files as
-  published.
+  published, and no release not observed inherits it (`get_profile`).
+- 3404.23.1 (MIL 3405.2.1): three bundles of a public speech project (FluidInference/FluidAudio
+  at b1661f0 and f88b126, `Sources/FluidAudio/Resources/OptimizationModels/`: Argmax,
+  TokenDurationPrediction, TransposeEncoder; spec 7, `program(1.0)`), kept out of the tests as an
+  outside check. `model.mil` and `metadata.json` end without a newline, as every Apple output
+  but 3402.4.1's published one; TransposeEncoder's flexible input carries
+  FlexibleShapeInformation.
 - 3500.32.1 (MIL 3500.14.1): the four silero-vad bundles (spec 6 and 7). The default: the only
   release for which whole bundles (every file) exist as goldens. The same release has shipped
   with MIL 3510.2.1 in other public bundles (recorded beside the ios17-text goldens): both pairs
@@ -76,6 +82,9 @@ PROFILES: dict[str, ToolchainProfile] = {
     for p in (
         ToolchainProfile(
             "3402.4.1", "3402.3.2", text_ends_with_newline=True, writes_flexible_shape_info=False
+        ),
+        ToolchainProfile(
+            "3404.23.1", "3405.2.1", text_ends_with_newline=False, writes_flexible_shape_info=True
         ),
         # the silero-vad goldens carry MIL 3500.14.1; the ios17-text goldens' README records
         # bundles of the same release carrying 3510.2.1
@@ -149,14 +158,22 @@ def get_profile(
             return profile
         if mil_version in seen:
             return replace(profile, mil_version=mil_version)
-        return replace(profile, mil_version=mil_version, rules_of=profile.coremlc_version)
+        return _unobserved(profile, coremlc_version, mil_version)
     rules = _nearest(coremlc_version)
+    return _unobserved(rules, coremlc_version, mil_version or rules.mil_version)
+
+
+def _unobserved(rules: ToolchainProfile, coremlc: str, mil: str) -> ToolchainProfile:
+    """A pair not seen in Apple's output, written with `rules`' layout. Its text files end
+    without a newline whatever `rules` says: only 3402.4.1's published files have one, most
+    likely added by their repository, and every release observed since writes none."""
     return replace(
         rules,
-        coremlc_version=coremlc_version,
-        mil_version=mil_version or rules.mil_version,
+        coremlc_version=coremlc,
+        mil_version=mil,
         rules_of=rules.coremlc_version,
-        other_mil_versions=(),
+        other_mil_versions=() if coremlc != rules.coremlc_version else rules.other_mil_versions,
+        text_ends_with_newline=False,
     )
 
 

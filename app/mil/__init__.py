@@ -15,14 +15,12 @@ from app.mil.ir import (
     Program,
     Var,
 )
-from app.mil.ops import OPS
 from app.mil.text import emit_text, parse_text
 from app.mil.types import DType, StateType, TensorType
 
 __all__ = [
     "DEFAULT_TARGET",
     "IDENTIFIER",
-    "OPS",
     "TARGETS",
     "Builder",
     "ConstValue",

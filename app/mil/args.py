@@ -20,6 +20,7 @@ class Args:
         exact: bool = False,
     ):
         self.op, self._values, self.states = op, values, states
+        self.exact = exact  # the float64 meaning: nothing is rounded to a stored dtype after
         self._elementwise = np.float64 if exact else np.float32
 
     def has(self, arg: str) -> bool:

@@ -120,7 +120,7 @@ class Assembler:
         opdef = lookup(op_type, self.builder.target)
         if opdef is None:
             raise MILParseError(where, f"unknown op type {op_type!r}")
-        if opdef.form == "refs":
+        if opdef.spelling == "refs":
             raise MILParseError(where, f"{op_type} takes variables, not values ({arg!r})")
         name = self.builder.unique(f"{op_name}_{arg}")
         if blob is not None:

@@ -18,9 +18,9 @@ from app.mil.ops import lookup
 
 
 def form(op: Operation, target: Target) -> str:
-    """ "refs", "inline" or "attributes" (see `OpDef.form`)."""
-    opdef = lookup(op.type, target)
-    return opdef.form if opdef is not None else "refs"
+    """ "refs", "inline" or "attributes" (see `Form.spelling`)."""
+    declared = lookup(op.type, target)
+    return declared.spelling if declared is not None else "refs"
 
 
 def is_inline_value(var: Var) -> bool:

@@ -133,14 +133,15 @@ def _updatable(bundle: Path) -> bool:
 
 
 def source_model(
-    coremldata: bytes, model_mil: bytes, updatable: bool = False, where: str = "bundle"
+    coremldata: bytes, model_mil: bytes | memoryview, updatable: bool = False, where: str = "bundle"
 ) -> tuple[bytes, MIL_pb2.Program, ToolchainProfile | None]:
     """The `model.mlmodel` bytes a bundle was compiled from, rebuilt from its `coremldata.bin`
     and `model.mil` (and the profile of the compiler that wrote it, when known); its program.
+    `model_mil` may be a memory map's view (a kit's large stored entries are read mapped).
     Raises BadBundleError or MilSyntaxError naming the file under `where`."""
     spec_version, description = read_coremldata(coremldata, f"{where}/coremldata.bin")
     try:
-        text = model_mil.decode("utf-8", errors="strict")
+        text = str(model_mil, "utf-8", "strict")
     except UnicodeDecodeError as exc:
         raise BadBundleError(f"model.mil is not UTF-8 ({exc})", f"{where}/model.mil") from None
     parsed = parse_program(text, f"{where}/model.mil")

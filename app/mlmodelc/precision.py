@@ -7,9 +7,10 @@ Rules that reproduce every Apple-compiled metadata.json at hand (15 bundles):
   `constexpr_*` ops, leaving out `bool` and `string` (a `less` producing bool, a `cast` taking a
   string `dtype`, add nothing);
 - storage: each `const` whose value is a BLOBFILE contributes its type; each `constexpr_*` op
-  contributes what it decompresses from: `Int8`/`UInt8` for affine dequantisation,
-  `Palettized (N bits)` for a look-up table of 2^N entries, `Sparse` for sparse_to_dense (their
-  scale, zero-point, mask and table operands add nothing). Inline constants add nothing.
+  contributes what it decompresses from (its record's `decompresses`, app/mil/ops): the type of
+  its integers for affine dequantisation (`Int8`/`UInt8`), `Palettized (N bits)` for a look-up
+  table of 2^N entries, `Sparse` for sparse_to_dense (their scale, zero-point, mask and table
+  operands add nothing). Inline constants add nothing.
 - one type is written by name, several as `Mixed (A, B, ...)` sorted by name; nothing at all
   leaves the key out.
 
@@ -25,6 +26,7 @@ from collections.abc import Iterator
 
 from app.language.elements import SUB_BYTE_BITS
 from app.language.messages import MIL_pb2
+from app.mil import ops
 
 D = MIL_pb2
 
@@ -49,11 +51,6 @@ DISPLAY = {
     D.UINT16: "UInt16",
     D.UINT32: "UInt32",
     D.UINT64: "UInt64",
-}
-_SOURCE_OPERAND = {
-    "constexpr_affine_dequantize": "quantized_data",
-    "constexpr_blockwise_shift_scale": "data",
-    "constexpr_cast": "source_val",
 }
 
 
@@ -101,10 +98,15 @@ def constexpr_storage(op: MIL_pb2.Operation, symbols: dict[str, MIL_pb2.ValueTyp
             vt = symbols.get(op.inputs[name].arguments[0].name)
         return vt.tensorType.dataType if vt is not None and vt.HasField("tensorType") else None
 
-    kind = op.type
-    if "sparse" in kind:
+    record = ops.get(op.type)
+    decompresses = record.decompresses if record is not None else None
+    if decompresses is not None:
+        kind: str | None = decompresses.kind
+    else:  # an op no record knows: what its name says (Apple's sparse ones are `*sparse*`)
+        kind = "sparse" if "sparse" in op.type else None
+    if kind == "sparse":
         return "Sparse"
-    if kind == "constexpr_lut_to_dense":
+    if kind == "palette":
         indices = dtype_of("indices")
         if indices in SUB_BYTE_BITS:
             return f"Palettized ({SUB_BYTE_BITS[indices]} bits)"
@@ -117,6 +119,6 @@ def constexpr_storage(op: MIL_pb2.Operation, symbols: dict[str, MIL_pb2.ValueTyp
             entries = dims[0].constant.size if len(dims) == 1 else dims[-2].constant.size
             return f"Palettized ({max(entries - 1, 1).bit_length()} bits)"
         return "Palettized"
-    source = _SOURCE_OPERAND.get(kind)
+    source = decompresses.source if decompresses is not None else None
     code = dtype_of(source) if source else None
     return DISPLAY.get(code) if code is not None else None

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import Any, BinaryIO
 
 from app.formats import PACKAGED
-from app.kernels import KernelBuild
+from app.kernels import ProgramBuild
 from app.mil import emit_text
 from app.mil.to_proto import emit_proto
 from app.packaging import layout
@@ -68,7 +68,7 @@ class ProgramFiles:
 
 
 def program_files(
-    build: KernelBuild,
+    build: ProgramBuild,
     fmt: str,
     *,
     digests: Mapping[str, str] | None = None,
@@ -112,7 +112,7 @@ def program_files(
 
 
 def describe_build(
-    build: KernelBuild,
+    build: ProgramBuild,
     fmt: str,
     digests: Mapping[str, str] | None = None,
     extra: Mapping[str, Any] | None = None,
@@ -137,7 +137,7 @@ def describe_build(
 
 
 def write_kernel_zip(
-    build: KernelBuild,
+    build: ProgramBuild,
     f: BinaryIO,
     fmt: str = "mlpackage",
     *,
@@ -153,8 +153,8 @@ def write_kernel_zip(
 
 
 def write_chain_zip(
-    whole: KernelBuild,
-    parts: Sequence[KernelBuild],
+    whole: ProgramBuild,
+    parts: Sequence[ProgramBuild],
     chain: Callable[[list[str]], dict[str, Any]],
     f: BinaryIO,
     fmt: str = "mlpackage",

@@ -23,6 +23,9 @@ FIXED_TIME = (1980, 1, 1, 0, 0, 0)
 _DEFLATE_MIN = (
     4096  # smaller entries are stored: deflating a few hundred bytes costs more than it saves
 )
+# A streamed entry from this size on is written with zip64 sizes (APPNOTE 4.5.3): its size is
+# known up front, and zipfile refuses to close a non-zip64 entry past 2 GiB - 1.
+ZIP64_FROM = 1 << 31
 _FILE_MODE = 0o100644 << 16
 _DIR_MODE = (0o040755 << 16) | 0x10  # S_IFDIR|755, plus the MS-DOS directory flag
 
@@ -85,7 +88,7 @@ class ZipStream:
             assert entry.stream is not None
             info = _info(entry.path, _FILE_MODE, False)
             info.file_size = entry.size
-            with zf.open(info, "w", force_zip64=entry.size >= 1 << 31) as out:
+            with zf.open(info, "w", force_zip64=entry.size >= ZIP64_FROM) as out:
                 written = entry.stream(out)
             if written != entry.size:
                 raise RuntimeError(f"{entry.path}: wrote {written} bytes, planned {entry.size}")

@@ -11,7 +11,13 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from app.checkpoints.config import check_config, params_from_config, text_config
+from app.checkpoints.config import (
+    CAUSAL_LMS,
+    check_config,
+    not_a_decoder,
+    params_from_config,
+    text_config,
+)
 from app.devices.llm import FP16, INT8, DecoderShape, Precision, palettized
 from app.errors import RequestError
 from app.language.targets import DEFAULT_TARGET
@@ -44,6 +50,18 @@ def shape_from_config(config: Mapping[str, Any]) -> DecoderShape:
     if not isinstance(config, Mapping):
         raise RequestError("config", "a config.json holds a JSON object")
     check_config(dict(config))  # every key read, typed and bounded, named when it is not
+    if config.get("is_encoder_decoder"):
+        raise not_a_decoder(dict(config))
+    try:
+        return _shape(config)
+    except RequestError as exc:
+        model_type = config.get("model_type")
+        if not exc.field.startswith("config.") or model_type is None or model_type in CAUSAL_LMS:
+            raise
+        raise not_a_decoder(dict(config), exc) from None
+
+
+def _shape(config: Mapping[str, Any]) -> DecoderShape:
     try:
         params = params_from_config(dict(config))  # checks what the decoder ops need, by key
     except (TypeError, AttributeError) as exc:  # a value of the wrong JSON type

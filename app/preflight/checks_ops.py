@@ -1,108 +1,37 @@
 """Op checks: ops the ANE lacks or is reported to fail on, compute dtype, and op spellings.
 
-Each function is one rule of `rules.RULES`; the op tables below carry one citation per op, which
-the finding reports instead of the rule's combined source.
+Each function is one rule of `rules.RULES`. What is known of each op (unsupported, reported
+failing, disputed, and why, with its source; its traits: nonlinear, elementwise binary, needs an
+epsilon) is its record in app/mil/ops; a finding cites the op's own source instead of the rule's
+combined one.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass
 
-from app.mil import DType, Var
+from app.mil import DType, Operation, Var, ops
+from app.mil.ops import AneStatus, Trait
 from app.preflight.findings import Hit
 from app.preflight.options import PreflightOptions
 from app.preflight.view import ProgramView, const_value, is_const, shape_text
 
-_MIL_E = "mil-text-and-blob.md §(e)"
-_FUSED_24 = "fused-quantized-mlmodelc.md §2.4"
-
-
-@dataclass(frozen=True)
-class OpReport:
-    reason: str  # what was reported and what to write instead
-    source: str
-
-
-# Ops the ANE backend does not implement (no report says otherwise).
-UNSUPPORTED_OPS: dict[str, OpReport] = {
-    "gather": OpReport(
-        "not implemented on the ANE backend; index on the CPU, or use a one-hot matmul",
-        f"{_MIL_E}; sbryngelson/ANEForge aneforge/_capabilities.py",
-    ),
-    "cumsum": OpReport(
-        "not implemented on the ANE backend; use a matmul with a triangular ones matrix",
-        f"{_MIL_E}; sbryngelson/ANEForge aneforge/_capabilities.py",
-    ),
-    "reduce_prod": OpReport(
-        "not implemented on the ANE backend (tmc/apple: 'not supported at all'); use "
-        "exp(reduce_sum(log(x))) for positive x",
-        f"{_MIL_E}; sbryngelson/ANEForge aneforge/_capabilities.py, "
-        "tmc/apple x/ane/mil/mil.go@1565d2c8",
-    ),
-}
-
-# Ops one project reports failing and none reports working.
-REPORTED_FAILING_OPS: dict[str, OpReport] = {
-    "gelu": OpReport(
-        "Orion reports gelu as invalid on the ANE; if the compile fails, spell it as "
-        "x * sigmoid(1.702 x) or the tanh form",
-        f"{_FUSED_24}; mechramc/Orion",
-    ),
-    "layer_norm": OpReport(
-        "ANEForge reports layer_norm failures that depend on the chip and on the affine values; "
-        "if the compile fails, spell it with reduce_mean, sub, mul and rsqrt",
-        f"{_FUSED_24}; sbryngelson/ANEForge issue #149",
-    ),
-}
-
-# Ops one project lists as missing while another runs them: advice, so that the other spelling
-# is known if a compile fails. Direct evidence of the op running outweighs a bare list entry.
-DISPUTED_OPS: dict[str, OpReport] = {
-    "reduce_mean": OpReport(
-        "Espresso lists reduce_mean as missing on the ANE, while tmc/apple's RMSNorm runs it on "
-        "device (rmsnorm_test.go); if a compile fails, use reduce_sum then mul by 1/n",
-        f"{_FUSED_24}; christopherkarani/Espresso, tmc/apple x/ane/mil/rmsnorm_test.go",
-    ),
-    "rsqrt": OpReport(
-        "Espresso lists rsqrt as missing on the ANE, while ironmill uses it with an explicit "
-        "epsilon; if a compile fails, use pow(x, -0.5) (maderix) or sqrt then real_div",
-        f"{_FUSED_24}; christopherkarani/Espresso, jafreck/ironmill ane-op-support-matrix.md",
-    ),
-}
-
-EPSILON_OPS = ("rsqrt", "log", "inverse")
-NONLINEAR_OPS = frozenset(
-    {
-        "sigmoid",
-        "tanh",
-        "relu",
-        "silu",
-        "gelu",
-        "exp",
-        "sqrt",
-        "rsqrt",
-        "log",
-        "softmax",
-        "inverse",
-        "pow",
-        "erf",
-        "elu",
-        "leaky_relu",
-        "softplus",
-    }
-)
-ELEMENTWISE_BINARY = ("add", "sub", "mul", "real_div", "maximum", "minimum", "pow")
 SDPA = "scaled_dot_product_attention"
 SDPA_MAX_SEQ = 2048
 SDPA_MIN_SEQ_BOUND = 512
 REJECTED_COMPUTE_DTYPES = (DType.FP32, DType.INT32)
 
 
-def _table_hits(view: ProgramView, table: dict[str, OpReport]) -> Iterator[Hit]:
-    for op in view.ops(*table):
-        report = table[op.type]
-        yield Hit(op, f"{op.type} {op.name!r}: {report.reason}", report.source)
+def _of(view: ProgramView, names: list[str]) -> Iterator[Operation]:
+    """The ops of these types (none when no record has the fact: `view.ops()` is every op)."""
+    return view.ops(*names) if names else iter(())
+
+
+def _reported(view: ProgramView, status: AneStatus) -> Iterator[Hit]:
+    for op in _of(view, [r.name for r in ops.records() if r.ane.status is status]):
+        record = ops.get(op.type)
+        assert record is not None
+        yield Hit(op, f"{op.type} {op.name!r}: {record.ane.reason}", record.ane.source)
 
 
 def unsupported_op(view: ProgramView, options: PreflightOptions) -> Iterator[Hit]:
@@ -110,27 +39,27 @@ def unsupported_op(view: ProgramView, options: PreflightOptions) -> Iterator[Hit
     reduce_prod; tmc agrees on reduce_prod). No report contradicts them: an error. (ironmill also
     calls `reciprocal` unsupported, but that is not a MIL op name; MIL's `inverse` falls under
     the epsilon rule.)"""
-    yield from _table_hits(view, UNSUPPORTED_OPS)
+    yield from _reported(view, AneStatus.UNSUPPORTED)
 
 
 def reported_failing_op(view: ProgramView, options: PreflightOptions) -> Iterator[Hit]:
     """Ops a single project reports failing, without chip or error detail (gelu: Orion;
     layer_norm: ANEForge, chip- and value-dependent): a warning, since one report from one
     setup is not enough to refuse a program."""
-    yield from _table_hits(view, REPORTED_FAILING_OPS)
+    yield from _reported(view, AneStatus.REPORTED_FAILING)
 
 
 def disputed_op(view: ProgramView, options: PreflightOptions) -> Iterator[Hit]:
     """Ops Espresso lists as missing but other projects run (reduce_mean in tmc's on-device
     RMSNorm; rsqrt in ironmill with an epsilon). The running evidence is direct, the missing
     list is not, so this is advice: the finding names the fallback spelling."""
-    yield from _table_hits(view, DISPUTED_OPS)
+    yield from _reported(view, AneStatus.DISPUTED)
 
 
 def epsilon_missing(view: ProgramView, options: PreflightOptions) -> Iterator[Hit]:
     """rsqrt, log and inverse without an explicit epsilon: ironmill's op support matrix says
     the ANE needs one. One project, no contrary report: a warning."""
-    for op in view.ops(*EPSILON_OPS):
+    for op in _of(view, ops.having(Trait.NEEDS_EPSILON)):
         if "epsilon" not in op.inputs:
             yield Hit(
                 op,
@@ -214,7 +143,7 @@ def square_before_nonlinearity(view: ProgramView, options: PreflightOptions) -> 
     for op in view.ops("square"):
         out = op.outputs[0]
         width = out.tensor.shape[-1] if out.tensor.shape else 1
-        nonlinear = [c for c in view.consumers(out) if c.type in NONLINEAR_OPS]
+        nonlinear = [c for c in view.consumers(out) if ops.has(c.type, Trait.NONLINEAR)]
         if nonlinear and width % 128 > 64:
             yield Hit(
                 op,
@@ -263,7 +192,7 @@ def broadcast_const_shape(view: ProgramView, options: PreflightOptions) -> Itera
     """An elementwise op broadcasting a const shaped [C] (rank 1 against a higher rank) or
     [1, 1, 1, S] across channels: tmc reports both make the ANE compiler reject the whole
     program ("load-bearing" comments in mil.go@1565d2c8). No contrary report: an error."""
-    for op in view.ops(*ELEMENTWISE_BINARY):
+    for op in _of(view, ops.having(Trait.ELEMENTWISE, Trait.BINARY)):
         x, y = op.inputs.get("x"), op.inputs.get("y")
         if not (isinstance(x, Var) and isinstance(y, Var)):
             continue

@@ -25,6 +25,7 @@ class ProgramView:
         self._ops: list[Operation] = []
         self._by_type: dict[str, list[Operation]] = {}
         self._tensors: list[tuple[Operation | Var, TensorType]] = []
+        self._runtime_tensors: list[tuple[Operation | Var, TensorType]] | None = None
         position = 0
         for fn in self.functions:
             for var in fn.inputs:
@@ -89,11 +90,16 @@ class ProgramView:
         are never a tensor the compiled program computes on. coremltools' rank check
         (`Program._check_invalid_tensor_rank`) exempts exactly these: a const or constexpr
         output whose every consumer is a constexpr op."""
-        outputs = {id(v) for v in self.outputs()}
-        for subject, tensor in self._tensors:
-            if isinstance(subject, Operation) and self._feeds_only_constexprs(subject, outputs):
-                continue
-            yield subject, tensor
+        if self._runtime_tensors is None:  # several checks walk them: listed once
+            outputs = {id(v) for v in self.outputs()}
+            self._runtime_tensors = [
+                (subject, tensor)
+                for subject, tensor in self._tensors
+                if not (
+                    isinstance(subject, Operation) and self._feeds_only_constexprs(subject, outputs)
+                )
+            ]
+        return iter(self._runtime_tensors)
 
     def _feeds_only_constexprs(self, op: Operation, function_outputs: set[int]) -> bool:
         if op.type != "const" and not op.type.startswith("constexpr_"):

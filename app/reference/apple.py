@@ -23,7 +23,7 @@ from app.coreai import (
 )
 from app.coreai.step import is_weight
 from app.errors import RequestError
-from app.kernels import KernelBuild
+from app.kernels import ProgramBuild
 from app.mil import DType, Program
 from app.reference.verify import compare, draw_inputs
 
@@ -51,7 +51,7 @@ def fp16_accumulations(program: Program) -> list[int]:
 
 
 def apple_report(
-    build: KernelBuild, files: dict[str, bytes] | None = None, seed: int = 0
+    build: ProgramBuild, files: dict[str, bytes] | None = None, seed: int = 0
 ) -> dict[str, Any]:
     """Run the `.aimodel` (`files`, else translated from `build`) with Apple's runtime and compare
     every function's outputs and states with the definition. Raises AppleRuntimeError."""
@@ -105,7 +105,7 @@ def apple_report(
 
 
 def with_apple_runtime(
-    report: dict[str, Any], build: KernelBuild, files: dict[str, bytes]
+    report: dict[str, Any], build: ProgramBuild, files: dict[str, bytes]
 ) -> dict[str, Any]:
     """The reference report with Apple's beside it (`apple_runtime`) and how the two agree: each
     output's error under both executors, passed only when both pass. A runtime failure is a

@@ -21,10 +21,9 @@ import numpy as np
 
 from app.blob import BlobFormatError, BlobReader, blob_dtype
 from app.errors import RequestError
-from app.mil import Function, Program, StateType, TensorType, Var
+from app.mil import Function, Program, StateType, TensorType, Var, ops
 from app.mil.args import Args
 from app.mil.assemble import WeightSource
-from app.mil.semantics import TABLE
 
 
 @dataclass(frozen=True)
@@ -141,7 +140,7 @@ class Executor:
                 flags[op.name] = (False, False)
                 continue
             with np.errstate(all="ignore"):
-                result = TABLE[op.type](Args(op, values, self.states))
+                result = ops.meaning(op.type)(Args(op, values, self.states))
                 parts = result if len(op.outputs) > 1 else [result] * len(op.outputs)
                 for out, part in zip(op.outputs, parts, strict=True):
                     values[out.name] = _store(op.type, out, part)

@@ -114,7 +114,7 @@ def _open(
             )
         if layout.MIL_TEXT in names:
             blob = _blob(files, layout.MIL_WEIGHT_FILE, names, in_place)
-            text = files.read(layout.MIL_TEXT).decode("utf-8", errors="strict")
+            text = str(files.read(layout.MIL_TEXT), "utf-8", "strict")  # bytes or a mapped view
             default = _default_function(files, names)
             return LoadedArtifact("mil", parse_text(text, blob, default).program)
     except (MILParseError, MlmodelcError, UnicodeDecodeError, zipfile.BadZipFile, KeyError) as exc:

@@ -1,6 +1,6 @@
-"""Worst normwise error of each catalog op over a seeded sweep of random shapes and inputs: the
-evidence behind each catalog op's `tolerance`. Run `python -m app.reference.sweep [N]` (N shapes per op,
-default 60; a minute of CPU at most)."""
+"""Worst normwise error of each catalog op over a seeded sweep of random shapes (drawn from the
+op's `param_space`) and inputs: the evidence behind each catalog op's `tolerance`. Run
+`python -m app.reference.sweep [N]` (N shapes per op, default 60; a minute of CPU at most)."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ import numpy as np
 
 from app.catalog_build import build_kernel
 from app.kernels import CATALOG
+from app.kernels.space import RandomDraw
 from app.reference.executor import Executor
 from app.reference.verify import max_errors
 
@@ -29,35 +30,21 @@ def _error(
     return max_errors(got, exact["y"])[1]
 
 
+# The ops swept here (the blocks are app/reference/sweep_blocks.py; data movement is bit-exact).
+SWEPT = ("conv", "matmul", "scale", "identity", "rmsnorm", "sdpa")
+
+
 def sweep(n: int = 60, seed: int = 123) -> dict[str, float]:
+    """Each op's params drawn from its own sample space (`param_space`), at full size."""
     rng = np.random.default_rng(seed)
     worst: dict[str, float] = {}
-
-    def record(op: str, params: dict, amp: float = 1.0, peak: bool = False, i: int = 0) -> None:
-        worst[op] = max(worst.get(op, 0.0), _error(op, params, rng, amp, peak, i))
-
     for i in range(n):
-        cin, cout = (int(c) for c in rng.integers(1, 1024, 2))
-        s = int(rng.integers(1, 64))
-        io = ("fp16", "fp32")[i % 2]
-        conv = {"in_channels": cin, "out_channels": cout, "spatial": s, "io_dtype": io}
-        record(
-            "conv", {**conv, "bias": i % 3 == 0, "weight_dtype": ("fp16", "fp32")[i % 4 // 2]}, i=i
-        )
-        mm = {"in_features": cin, "out_features": cout, "tokens": s, "io_dtype": io}
-        record("matmul", {**mm, "dynamic": i % 3 == 0}, i=i)
-        record("scale", {"channels": cin, "spatial": s, "io_dtype": io}, i=i)
-        record("identity", {"channels": cin, "spatial": s, "io_dtype": io}, i=i)
-        eps = float(10 ** rng.uniform(-6, -2))
-        norm = {"channels": cin + 1, "spatial": s, "variant": ("safe", "l2norm")[i % 2], "eps": eps}
-        record("rmsnorm", norm, amp=float(10 ** rng.uniform(-2, 2)), peak=i % 3 == 0, i=i)
-        heads, dim, seq = (
-            int(rng.integers(1, 5)),
-            int(rng.choice([4, 16, 64, 128])),
-            int(rng.integers(1, 64)),
-        )
-        attn = {"n_heads": heads, "head_dim": dim, "seq_len": seq, "causal": i % 2 == 0}
-        record("sdpa", {**attn, "kv_seq_len": seq + int(rng.integers(0, 64))}, i=i)
+        for op in SWEPT:
+            params = CATALOG[op].param_space(RandomDraw(rng, i))
+            amp, peak = 1.0, False
+            if op == "rmsnorm":  # a norm is judged over any scale of input, and past x² overflow
+                amp, peak = float(10 ** rng.uniform(-2, 2)), i % 3 == 0
+            worst[op] = max(worst.get(op, 0.0), _error(op, params, rng, amp, peak, i))
     return worst
 
 

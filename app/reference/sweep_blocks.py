@@ -1,5 +1,7 @@
 """Worst normwise error of the transformer-block ops (ffn, attention, decoder_layer) over a seeded
-sweep of random configs and inputs: the evidence behind their `tolerance`. Residual streams are
+sweep of random configs (the blocks' sample space, `config_space` in
+app/kernels/transformer_params.py: the three ops on each config) and inputs: the evidence behind
+their `tolerance`. Residual streams are
 drawn at |x| around 1, around 1000, and with every token's largest |x| at 60000 (where x²
 overflows fp16 and RMSNorm must rescale); decode calls get real RoPE tables for their positions
 and a random valid cache length. Run `python -m app.reference.sweep_blocks [N]` (N configs per
@@ -14,50 +16,12 @@ import numpy as np
 from app.catalog_build import build_kernel
 from app.kernels import CATALOG
 from app.kernels.rope import rope_inputs
+from app.kernels.space import RandomDraw
+from app.kernels.transformer_params import config_space, fields_of
 from app.reference.executor import Executor
 from app.reference.verify import max_errors
 
 OPS = ("ffn", "attention", "decoder_layer")
-SCALING = {
-    "rope_type": "llama3",
-    "factor": 8.0,
-    "low_freq_factor": 1.0,
-    "high_freq_factor": 4.0,
-    "original_max_position_embeddings": 64,
-}
-
-
-def random_config(rng: np.random.Generator, i: int) -> dict:
-    """A small Llama-family config with a prefill or decode call."""
-    kv_heads = int(rng.choice([1, 2, 4]))
-    heads = kv_heads * int(rng.choice([1, 2, 3, 4]))
-    head_dim = int(rng.choice([8, 16, 32, 64]))
-    config = {
-        "hidden_size": heads * head_dim,
-        "num_attention_heads": heads,
-        "num_key_value_heads": kv_heads,
-        "intermediate_size": int(rng.integers(16, 512)),
-        "hidden_act": ("silu", "gelu_tanh", "relu2")[i % 3],
-        "rms_norm_eps": float(10 ** rng.uniform(-6, -4)),
-        "rope_theta": float(rng.choice([10000.0, 500000.0])),
-        "attention_bias": bool(i % 4 == 1),
-        "seq_len": int(rng.integers(1, 33)),
-    }
-    if i % 5 == 2:
-        config["rope_scaling"] = SCALING
-    if i % 2:
-        config.update(
-            mode="decode", seq_len=int(rng.integers(1, 5)), cache_len=int(rng.integers(1, 65))
-        )
-    else:
-        config["position_offset"] = int(rng.integers(0, 200))
-    return config
-
-
-def op_params(op: str, config: dict) -> dict:
-    """The config keys an op takes."""
-    fields = CATALOG[op].params.model_fields
-    return {k: v for k, v in config.items() if k in fields}
 
 
 def draw_inputs(build, rng: np.random.Generator, amp: float, peak: bool) -> dict:
@@ -85,7 +49,7 @@ def draw_inputs(build, rng: np.random.Generator, amp: float, peak: bool) -> dict
 
 def errors(op: str, config: dict, rng: np.random.Generator, seed: int) -> dict[str, float]:
     """Per output: max|program − definition| / max|definition| over the three input regimes."""
-    build = build_kernel(op, op_params(op, config), random_seed=seed)
+    build = build_kernel(op, fields_of(CATALOG[op].params, config), random_seed=seed)
     worst: dict[str, float] = {}
     for amp, peak in ((1.0, False), (1000.0, False), (1.0, True)):
         inputs = draw_inputs(build, rng, amp, peak)
@@ -101,7 +65,7 @@ def sweep(n: int = 40, seed: int = 321) -> dict[str, float]:
     rng = np.random.default_rng(seed)
     worst: dict[str, float] = {}
     for i in range(n):
-        config = random_config(rng, i)
+        config = config_space(RandomDraw(rng, i))
         for op in OPS:
             for err in errors(op, config, rng, i).values():
                 worst[op] = max(worst.get(op, 0.0), err)

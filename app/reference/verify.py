@@ -21,7 +21,7 @@ import numpy as np
 
 from app.errors import RequestError
 from app.graphs.split import Chain
-from app.kernels import KernelBuild
+from app.kernels import ProgramBuild
 from app.packaging import Entry
 from app.packaging.layout import VERIFICATION_JSON
 from app.reference.executor import Executor, RunResult, random_inputs
@@ -43,7 +43,7 @@ def max_errors(got: np.ndarray, exact: np.ndarray) -> tuple[float, float, float]
     return err, rel, scale
 
 
-def _largest_tensor(build: KernelBuild) -> tuple[str, int]:
+def _largest_tensor(build: ProgramBuild) -> tuple[str, int]:
     fn = build.program.main
     sizes = [(v.name, v.tensor.size) for v in fn.inputs]
     sizes += [(v.name, v.tensor.size) for op in fn.operations for v in op.outputs]
@@ -65,17 +65,15 @@ def compare(got: np.ndarray, exact: np.ndarray, tolerance: float) -> dict[str, A
     }
 
 
-def draw_inputs(build: KernelBuild, seed: int) -> tuple[dict[str, np.ndarray], dict[str, str]]:
+def draw_inputs(build: ProgramBuild, seed: int) -> tuple[dict[str, np.ndarray], dict[str, str]]:
     """The seeded inputs (and starting states) a verification runs on, with notes on those the
     op draws its own way (a cache length, RoPE tables)."""
     drawn = random_inputs(build.program.main, seed)
-    adjust = build.op.verification_inputs if build.op is not None else None
-    notes = adjust(build.params, drawn, seed) if adjust is not None else {}
-    return drawn, notes
+    return drawn, build.verification_notes(drawn, seed)
 
 
 def verify_build(
-    build: KernelBuild,
+    build: ProgramBuild,
     seed: int = 0,
     chain: Chain | None = None,
     max_quantization_error: float | None = None,
@@ -152,24 +150,8 @@ def verify_build(
     }
 
 
-def verify_functions(build, max_quantization_error: float | None = None) -> dict[str, Any]:
-    """verification.json of a package of functions: each function verified on its own (its
-    inputs drawn from its own signature), passed when all pass."""
-    reports = {
-        name: verify_build(part, max_quantization_error=max_quantization_error)
-        for name, part in build.parts.items()
-    }
-    return {
-        "op": build.op_name,
-        "name": build.name,
-        "functions": reports,
-        "default_function": build.program.default,
-        "passed": all(r["passed"] for r in reports.values()),
-    }
-
-
 def _quantization(
-    build: KernelBuild, result: RunResult, inputs: dict, states: dict, limit: float | None
+    build: ProgramBuild, result: RunResult, inputs: dict, states: dict, limit: float | None
 ) -> dict[str, Any]:
     """The outputs against the definition on the original weights: what quantizing cost."""
     exact, _ = build.exact(inputs, states, original=True)
@@ -219,6 +201,6 @@ def report_entry(report: dict[str, Any]) -> Entry:
     return Entry(VERIFICATION_JSON, (json.dumps(report, indent=2, sort_keys=True) + "\n").encode())
 
 
-def verification_entry(build: KernelBuild, seed: int = 0) -> Entry:
+def verification_entry(build: ProgramBuild, seed: int = 0) -> Entry:
     """verification.json for `write_kernel_zip(..., extra_entries=[...])`."""
     return report_entry(verify_build(build, seed))

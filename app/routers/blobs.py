@@ -8,10 +8,11 @@ import re
 from pathlib import Path as FilePath
 from typing import Annotated
 
-from fastapi import APIRouter, Depends, Path, Query, Request, Response
+from fastapi import APIRouter, Body, Depends, Path, Query, Request, Response
 
 from app.api.auth import owner_of
 from app.api.context import Services, services
+from app.api.examples import UPLOAD_EXAMPLES
 from app.api.intake import MULTIPART, media_type, unsupported_media
 from app.api.openapi import UPLOAD_BODY, problems
 from app.api.problems import Problem
@@ -215,7 +216,10 @@ def _upload(state: UploadState, blob: dict | None = None) -> Upload:
     },
 )
 async def start_upload(
-    body: UploadStart, request: Request, response: Response, svc: Services = Depends(services)
+    body: Annotated[UploadStart, Body(openapi_examples=UPLOAD_EXAMPLES)],
+    request: Request,
+    response: Response,
+    svc: Services = Depends(services),
 ) -> Upload:
     # A declaration evicts nothing: over the key's quota, or more than the volume could hold
     # with every cached artifact gone, it is refused here; the parts make room as they come.

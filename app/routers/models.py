@@ -5,12 +5,13 @@ GET /v1/jobs/{id}: a stage per program; GET /v1/jobs/{id}/artifact: the kit). PO
 from __future__ import annotations
 
 import asyncio
-from typing import Any
+from typing import Annotated, Any
 
-from fastapi import APIRouter, Depends
+from fastapi import APIRouter, Body, Depends
 
 from app.api.context import Services, services
-from app.api.openapi import problems
+from app.api.examples import DEVICE_CHECK_EXAMPLES, MODEL_EXAMPLES
+from app.api.openapi import job_answer, problems
 from app.errors import ErrorKind, RequestError
 from app.kits.job import DeviceCheckRequest, ModelRequest
 from app.kits.limits import kit_limits
@@ -23,12 +24,16 @@ router = APIRouter(prefix="/v1", tags=["models"])
     "/models",
     status_code=202,
     summary="Build a model kit from a checkpoint's uploaded files (a job)",
+    response_model=None,
     responses={
-        202: {"description": "The job as it stands; poll GET /v1/jobs/{id}"},
+        202: job_answer("The job as it stands; poll GET /v1/jobs/{id}"),
         **problems(400, 401, 404, 413, 422, 503),
     },
 )
-async def submit_model(body: ModelJob, svc: Services = Depends(services)) -> dict[str, Any]:
+async def submit_model(
+    body: Annotated[ModelJob, Body(openapi_examples=MODEL_EXAMPLES)],
+    svc: Services = Depends(services),
+) -> dict[str, Any]:
     options = body.model_dump(exclude={"files"}, exclude_defaults=True)
     request = ModelRequest.create(body.files, options)
     for name, digest in request.files.items():
@@ -49,13 +54,15 @@ async def submit_model(body: ModelJob, svc: Services = Depends(services)) -> dic
     status_code=202,
     summary="Check a model kit on a macOS worker with Core ML: placement, load and decode times, "
     "tokens and logits against the reference (a job; the report is its `device_check`)",
+    response_model=None,
     responses={
-        202: {"description": "The job as it stands; poll GET /v1/jobs/{id}"},
+        202: job_answer("The job as it stands; poll GET /v1/jobs/{id}"),
         **problems(400, 401, 404, 422, 503),
     },
 )
 async def submit_device_check(
-    body: DeviceCheck, svc: Services = Depends(services)
+    body: Annotated[DeviceCheck, Body(openapi_examples=DEVICE_CHECK_EXAMPLES)],
+    svc: Services = Depends(services),
 ) -> dict[str, Any]:
     request = DeviceCheckRequest.create(body.kit, body.device, body.prompt_ids, body.max_new_tokens)
     entry = await asyncio.to_thread(svc.cache.get, request.kit)

@@ -5,15 +5,16 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from fastapi import APIRouter, Depends, Query
+from fastapi import APIRouter, Body, Depends, Query
 
 from app.api.context import Services, services
+from app.api.examples import PLAN_EXAMPLES
 from app.api.openapi import problems
 from app.devices import CHIPS
 from app.errors import ErrorKind, FieldError
 from app.estimates import devices_or_error, estimate_works, works_from_json
 from app.planner import make_plan
-from app.schemas.plans import PlanRequest
+from app.schemas.plans import PlanAnswer, PlanRequest
 
 router = APIRouter(prefix="/v1", tags=["devices"])
 
@@ -30,9 +31,15 @@ async def list_devices() -> list[dict[str, Any]]:
 @router.post(
     "/plan",
     summary="Plan a decoder model on a device from its config.json: programs, speed, memory, fit",
-    responses=problems(400, 401, 422),
+    response_model=None,
+    responses={
+        200: {"description": "The plan", "model": PlanAnswer},
+        **problems(400, 401, 422),
+    },
 )
-def plan(body: PlanRequest) -> dict[str, Any]:  # plain def: FastAPI runs it off the event loop
+def plan(  # plain def: FastAPI runs it off the event loop
+    body: Annotated[PlanRequest, Body(openapi_examples=PLAN_EXAMPLES)],
+) -> dict[str, Any]:
     return make_plan(
         body.config,
         body.device,

@@ -16,8 +16,7 @@ class ModelJob(BaseModel):
     files: dict[str, str] = Field(
         description="the checkpoint folder's files by name, each the digest of a blob uploaded "
         "with /v1/blobs/uploads: config.json, the safetensors file(s) (and their index), the "
-        "tokenizer files",
-        examples=[{"config.json": "sha256:" + "0" * 64, "model.safetensors": "sha256:" + "1" * 64}],
+        "tokenizer files (config.json among them)",
     )
     format: Literal["mlpackage", "mlmodelc", "mil"] = Field("mlpackage", description="--format")
     context: int | None = Field(None, ge=1, le=MAX_CONTEXT, description="--context")

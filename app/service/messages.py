@@ -16,6 +16,7 @@ import struct
 from typing import Any
 
 _LENGTH = struct.Struct("!I")
+MAX_MESSAGE_BYTES = 1 << 32  # a body's length must fit the 4-byte header: from 4 GiB on, refused
 _READ = 1 << 16  # a pipe's usual capacity: most messages arrive in one read
 
 
@@ -25,7 +26,7 @@ def encode(message: Any) -> bytes:
 
 def send(fd: int, message: Any) -> None:
     body = encode(message)
-    if len(body) >= 1 << 32:
+    if len(body) >= MAX_MESSAGE_BYTES:
         raise ValueError(f"a message of {len(body)} bytes is too large for a pipe message")
     data = memoryview(_LENGTH.pack(len(body)) + body)
     while data:

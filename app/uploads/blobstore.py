@@ -199,6 +199,14 @@ class BlobStore:
         self._converted[(digest, name)] = tensor.digest
         return tensor
 
+    def _whole_file(self, ref: WeightRef) -> TensorFile | None:
+        """A weight that is a whole stored file's bytes (uint8, one axis: an ONNX model's
+        files), or None."""
+        if ref.dtype != "uint8" or len(ref.shape) != 1:
+            return None
+        entry = self.file(ref.digest)
+        return None if entry is None else _file_tensor(entry, ref.digest)
+
     def keep_weights(self, request: KernelRequest) -> KernelRequest:
         """The request with every weight in the store, for a job: a queued job outlives the
         request whose spool files hold its file parts (moved in), and its record shows weights
@@ -242,7 +250,7 @@ class BlobStore:
         located = {}
         for name, ref in request.weights.items():
             if not ref.located:
-                tensor = self.get(ref.digest)
+                tensor = self.get(ref.digest) or self._whole_file(ref)
                 if tensor is None:
                     raise RequestError(
                         f"weights.{name}",
@@ -259,6 +267,12 @@ def _file_key(digest: str) -> str:
     hex_ = hex_of(digest)
     assert hex_ is not None
     return hex_ + _FILE_KEY
+
+
+def _file_tensor(entry: StoredEntry, digest: str) -> TensorFile:
+    """A whole stored file as the byte tensor a request names it by (an ONNX model's files)."""
+    size = entry.path.stat().st_size
+    return TensorFile(entry.path, 0, np.dtype("u1"), (size,), "raw", digest)
 
 
 def describe_file(entry: StoredEntry) -> dict:

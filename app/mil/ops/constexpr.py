@@ -1,4 +1,5 @@
-"""Type inference for the compressed-weight ops (`constexpr_*`), as coremltools defines them.
+"""The compressed-weight ops (`constexpr_*`): their declarations and type rules, as coremltools
+defines them (their decompression, the float64 meaning, is app/mil/ops/decompress.py).
 
 Two generations exist under the same names. The iOS16 forms (used by ios17 programs) take flat,
 byte-packed data plus a `shape`: `constexpr_lut_to_dense(indices uint8[M], lut T[2^n], shape)`,
@@ -9,8 +10,6 @@ shaped sub-byte tensors: `constexpr_lut_to_dense(indices uintN[shape], lut[..., 
 `constexpr_blockwise_shift_scale(data, scale, offset)` and, for pruned-then-quantized weights,
 `constexpr_sparse_blockwise_shift_scale` feeding `constexpr_sparse_to_dense`. The checks are those
 of coremltools' `ops/defs/iOS16/constexpr_ops.py` and `ops/defs/iOS18/compression.py`.
-
-The declarations (argument names and dtypes) sit with every other op in `app.mil.ops`.
 """
 
 from __future__ import annotations
@@ -21,7 +20,10 @@ import numpy as np
 
 from app.mil.call import Call
 from app.mil.ir import Var
-from app.mil.types import DType, TensorType
+from app.mil.ops import decompress
+from app.mil.ops import sources as src
+from app.mil.ops.record import INT, Arg, Decompression, Family, Form, OpRecord, Seen, output_flops
+from app.mil.types import FLOATS, DType, TensorType
 
 _LUT_SIZES = (2, 4, 16, 64, 256)  # iOS16: nbits 1, 2, 4, 6 or 8
 
@@ -172,3 +174,121 @@ def sparse_blockwise_shift_scale(call: Call) -> list[TensorType]:
     mask = call.type("data_mask")
     _shift_scale(call, mask.shape, data.dtype, "data_mask")
     return [mask, TensorType(call.type("scale").dtype, data.shape)]
+
+
+F = Family.CONSTEXPR
+_U1, _U8, _U32 = frozenset({DType.UINT1}), frozenset({DType.UINT8}), frozenset({DType.UINT32})
+_BYTE_INTS = frozenset({DType.INT8, DType.UINT8})
+_LUT_VALUES = _BYTE_INTS | FLOATS
+_SHIFTED = _LUT_VALUES | {DType.INT4, DType.UINT4}
+_INDICES = frozenset({DType.UINT1, DType.UINT2, DType.UINT3, DType.UINT4, DType.UINT6, DType.UINT8})
+_SHIFT_SCALE = {"SrcT": _SHIFTED, "DstT": FLOATS, "OffsetT": _SHIFTED}
+_CONST_INT = Arg(INT, const=True)
+_PALETTE = Decompression("palette")
+_SPARSE = Decompression("sparse")
+
+
+def _record(name: str, form: Form, **facts) -> OpRecord:
+    meaning = getattr(decompress, name.removeprefix("constexpr_"))
+    return OpRecord(name, F, form, meaning=meaning, flops=output_flops, **facts)
+
+
+RECORDS: tuple[OpRecord, ...] = (
+    _record(
+        "constexpr_affine_dequantize",
+        Form(
+            {
+                "quantized_data": Arg("SrcT", const=True),
+                "zero_point": Arg("ZeroPointT", const=True),
+                "scale": Arg("DstT", const=True),
+                "axis": _CONST_INT,
+            },
+            affine_dequantize,
+            {"SrcT": _BYTE_INTS, "ZeroPointT": _BYTE_INTS | {DType.FP32}, "DstT": FLOATS},
+            spelling="attributes",
+        ),
+        since="ios17",  # an iOS16 op: in every target built here
+        decompresses=Decompression("linear", "quantized_data"),
+        histogram={16: Seen(16, src.SILERO_INT8), 17: Seen(16, src.QUANTIZED_3600)},
+    ),
+    _record(
+        "constexpr_blockwise_shift_scale",
+        Form(
+            {"data": Arg("SrcT"), "scale": Arg("DstT"), "offset": Arg("OffsetT", optional=True)},
+            blockwise_shift_scale,
+            _SHIFT_SCALE,
+            spelling="inline",
+        ),
+        since="ios18",
+        decompresses=Decompression("linear", "data"),
+    ),
+    _record(
+        "constexpr_lut_to_dense",
+        Form(
+            {
+                "indices": Arg("IndicesT"),
+                "lut": Arg("T"),
+                "vector_axis": Arg(INT, optional=True, const=True),
+            },
+            lut_to_dense,
+            {"IndicesT": _INDICES, "T": _LUT_VALUES},
+            spelling="inline",
+        ),
+        # ios17 programs use the iOS16 form: flat, byte-packed indices and a shape
+        earlier=Form(
+            {
+                "indices": Arg(_U8, const=True),
+                "lut": Arg("T", const=True),
+                "shape": Arg(_U32, const=True),
+            },
+            lut_to_dense_ios16,
+            {"T": _LUT_VALUES},
+            spelling="attributes",
+            until="ios17",
+        ),
+        decompresses=_PALETTE,
+        histogram={16: Seen(16, src.SILERO_PALETTE)},
+    ),
+    _record(
+        "constexpr_sparse_to_dense",
+        Form(
+            {"nonzero_data": Arg("T"), "mask": Arg(_U1)},
+            sparse_to_dense,
+            {"T": _SHIFTED},
+            spelling="inline",
+        ),
+        earlier=Form(
+            {
+                "nonzero_data": Arg("T", const=True),
+                "mask": Arg(_U8, const=True),
+                "shape": Arg(_U32, const=True),
+            },
+            sparse_to_dense_ios16,
+            {"T": _LUT_VALUES},
+            spelling="attributes",
+            until="ios17",
+        ),
+        decompresses=_SPARSE,
+        histogram={16: Seen(16, src.SILERO_PRUNED)},
+    ),
+    _record(
+        "constexpr_sparse_blockwise_shift_scale",
+        Form(
+            {
+                "data_mask": Arg(_U1),
+                "nonzero_data": Arg("SrcT"),
+                "scale": Arg("DstT"),
+                "offset": Arg("OffsetT", optional=True),
+            },
+            sparse_blockwise_shift_scale,
+            _SHIFT_SCALE,
+            spelling="inline",
+        ),
+        since="ios18",
+        decompresses=_SPARSE,
+    ),
+    # -- known from other programs: never built here --------------------------------------------
+    OpRecord(
+        "constexpr_cast", F, flops=output_flops, decompresses=Decompression("cast", "source_val")
+    ),
+)

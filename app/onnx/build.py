@@ -1,0 +1,118 @@
+"""An ONNX import as built: the program, its weights, and what maps it back to the model (names,
+nodes) for kernel.json, the preflight's findings and verification.
+
+Tolerance of an output: the sum of the primitives' error bounds (their records, app/mil/ops: 0 for
+data movement, 2u for one rounding, 4u for a transcendental or an accumulation; u = 2⁻¹¹) along
+the longest path that reaches it, each op adding its own bound to the largest its inputs carry;
+a float constant carries one rounding (the model's float32 values stored in fp16); capped at 1.
+Graphs (app/graphs/built.py) also add up the bounds of a product's two operands; along the
+dozens of products of a transformer layer that doubling reaches the cap, so an import holds
+each output to the path sum instead: first-order, and what the fp16 rounding of each step adds
+when errors do not amplify (verification says so when they do).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from app.kernels import ProgramBuild
+from app.kernels.op import Arrays
+from app.mil import ops
+from app.mil.ops.common import U
+from app.onnx.files import ModelFiles
+from app.onnx.params import ONNX_OP
+from app.onnx.runtime import OnnxIO, onnxruntime_version, run_original
+
+
+@dataclass(frozen=True)
+class OnnxBuild(ProgramBuild):
+    files: ModelFiles | None = None
+    inputs: tuple[OnnxIO, ...] = ()
+    outputs: tuple[OnnxIO, ...] = ()
+    consts: dict[str, str] = field(default_factory=dict)  # weight key -> its const op
+    origin: dict[str, str] = field(default_factory=dict)  # program op -> ONNX node
+    about: dict[str, Any] = field(default_factory=dict)  # the model: opset, producer, ...
+
+    @property
+    def op_name(self) -> str:
+        return ONNX_OP
+
+    def const_name(self, weight: str) -> str:
+        return self.consts[weight]
+
+    def where(self, name: str) -> str:
+        if name in self.origin:
+            return f"nodes.{self.origin[name]}"
+        for io in (*self.inputs, *self.outputs):
+            if io.name == name:
+                kind = "inputs" if io in self.inputs else "outputs"
+                return f"{kind}.{io.onnx_name}"
+        return "model"
+
+    def tolerance(self, output: str) -> float:
+        bound: dict[str, float] = {v.name: 0.0 for v in self.program.main.inputs}
+        for op in self.program.main.operations:
+            carried = [
+                bound.get(var.name, 0.0)
+                for value in op.inputs.values()
+                for var in (value if isinstance(value, tuple) else (value,))
+            ]
+            record = ops.get(op.type)
+            own = record.graph.error_bound if record is not None and record.graph else 0.0
+            if op.type == "const" and op.outputs[0].tensor.dtype.is_float:
+                own = U  # the model's float32 constant, rounded once to fp16
+            for var in op.outputs:
+                bound[var.name] = min(1.0, max(carried, default=0.0) + own)
+        return float(f"{bound[output]:.3g}")
+
+    def exact(self, inputs: Arrays, states: Arrays, *, original: bool = False) -> tuple[dict, dict]:
+        """The original model's outputs on these inputs, by onnxruntime (float32)."""
+        assert self.files is not None
+        return run_original(self.files, self.inputs, self.outputs, inputs), {}
+
+    def verification_notes(self, drawn: dict[str, np.ndarray], seed: int) -> dict[str, str]:
+        """Integer inputs that index a table (an embedding's ids) drawn uniform over its rows,
+        other integers 0 or 1 (masks, token types); floats stay standard normal."""
+        rng = np.random.default_rng(seed)
+        notes = {}
+        for var, io in zip(self.program.main.inputs, self.inputs, strict=True):
+            if var.tensor.dtype.is_float:
+                continue
+            high = io.id_range or 2
+            drawn[io.name] = rng.integers(0, high, var.tensor.shape).astype(var.tensor.dtype.numpy)
+            notes[io.name] = f"uniform integers in [0, {high})" + (
+                " (the rows of the table it indexes)" if io.id_range else ""
+            )
+        return notes
+
+    def verify(self, check: Callable[[ProgramBuild], dict[str, Any]]) -> dict[str, Any]:
+        """The program against onnxruntime running the original model (`exact`), each input and
+        output also under its name in the model."""
+        report = check(self)
+        report["method"] = (
+            "the program executed with fp16 storage semantics (every op rounded to its declared "
+            f"dtype, weights read back from weight.bin) against onnxruntime "
+            f"{onnxruntime_version()} (CPU, float32) running the original model on the same inputs"
+        )
+        report["tolerance"] = (
+            "each output's: the sum of its primitives' error bounds along its longest path"
+        )
+        for io in (*self.inputs, *self.outputs):
+            section = report["inputs" if io in self.inputs else "outputs"]
+            if io.name in section:
+                section[io.name] = {"onnx_name": io.onnx_name, **section[io.name]}
+        return report
+
+    def describe(self) -> dict[str, Any]:
+        """kernel.json's `onnx` section: the model and the names the program gives its I/O."""
+        return {
+            "onnx": {
+                **self.about,
+                "inputs": {io.onnx_name: io.name for io in self.inputs},
+                "outputs": {io.onnx_name: io.name for io in self.outputs},
+            }
+        }

@@ -1,0 +1,224 @@
+"""Lowerings of ONNX's elementwise ops and activations onto the IR's primitives.
+
+Each handler takes the lowering and the node and returns the node's output values; its last op is
+named `node.out[i]`, the name the program gives that output. Identities used (exact in real
+arithmetic, so the program's meaning is the op's): leaky_relu(x) = max(x, αx) for 0 ≤ α ≤ 1;
+prelu(x) = relu(x) + s·min(x, 0); hard_sigmoid(x) = min(max(αx + β, 0), 1); min over axes =
+−max(−x); softsign(x) = x / (1 + |x|).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from app.errors import RequestError
+from app.mil import Var
+from app.onnx.lowering import Handler, Lowering, Node, Value, Waits
+
+_BINARY = {"Add": "add", "Sub": "sub", "Mul": "mul", "Div": "real_div"}
+_UNARY = {
+    "Relu": "relu",
+    "Sigmoid": "sigmoid",
+    "Tanh": "tanh",
+    "Exp": "exp",
+    "Sqrt": "sqrt",
+    "Abs": "abs",
+}
+
+
+def binary(ctx: Lowering, node: Node) -> list[Value]:
+    x, y = node.input(0), node.input(1)
+    if node.op_type == "Div" and _is_int(x) and _is_int(y):
+        raise RequestError(
+            node.field, f"Div node {node.label!r}: integer division of program values"
+        )
+    return [ctx.op(_BINARY[node.op_type], node.out[0], x=x, y=y)]
+
+
+def _is_int(value: Value | None) -> bool:
+    if isinstance(value, Var):
+        return value.tensor.dtype.is_int
+    return value is not None and value.dtype.kind in "iu"
+
+
+def unary(ctx: Lowering, node: Node) -> list[Value]:
+    return [ctx.op(_UNARY[node.op_type], node.out[0], x=node.var(0))]
+
+
+def _scalar(x: Var, value: float) -> np.ndarray:
+    """A scalar constant of x's kind (float or int)."""
+    return np.array(value, np.int32 if x.tensor.dtype.is_int else np.float32)
+
+
+def neg(ctx: Lowering, node: Node) -> list[Value]:
+    x = node.var(0)
+    return [ctx.op("mul", node.out[0], x=x, y=_scalar(x, -1))]
+
+
+def reciprocal(ctx: Lowering, node: Node) -> list[Value]:
+    return [ctx.op("real_div", node.out[0], x=np.array(1.0, np.float32), y=node.var(0))]
+
+
+def variadic(ctx: Lowering, node: Node) -> list[Value]:
+    """Max, Min, Sum, Mean of any number of inputs: pairwise."""
+    op = {"Max": "maximum", "Min": "minimum", "Sum": "add", "Mean": "add"}[node.op_type]
+    values = [v for v in node.inputs if v is not None]
+    if len(values) == 1 and node.op_type != "Mean":
+        return [values[0]]
+    acc = values[0]
+    last = len(values) - 1 if node.op_type != "Mean" else len(values)
+    for i, value in enumerate(values[1:], start=1):
+        acc = ctx.op(op, node.out[0] if i == last else None, x=acc, y=value)
+    if node.op_type == "Mean":
+        acc = ctx.op("mul", node.out[0], x=acc, y=np.array(1.0 / len(values), np.float32))
+    return [acc]
+
+
+def pow_(ctx: Lowering, node: Node) -> list[Value]:
+    x = node.var(0)
+    exponent = node.known(1, "exponent", waits="pow (an exponent computed from the data)")
+    assert exponent is not None
+    if exponent.size != 1:
+        raise Waits("pow (an exponent of several values)")
+    e = float(exponent.reshape(-1)[0])
+    out = node.out[0]
+    if e == 1:
+        return [x]
+    if e == 2:
+        return [ctx.op("square", out, x=x)]
+    if e == 3:
+        return [ctx.op("mul", out, x=ctx.op("square", x=x), y=x)]
+    if e == 0.5:
+        return [ctx.op("sqrt", out, x=x)]
+    if e == -0.5:
+        return [ctx.op("rsqrt", out, x=x)]
+    if e == -1:
+        return [ctx.op("real_div", out, x=np.array(1.0, np.float32), y=x)]
+    raise Waits(f"pow (exponent {e:g})")
+
+
+def softmax(ctx: Lowering, node: Node) -> list[Value]:
+    return [ctx.op("softmax", node.out[0], x=node.var(0), axis=int(node.attr("axis", -1)))]
+
+
+def gelu(ctx: Lowering, node: Node) -> list[Value]:
+    approximate = node.attr("approximate", b"none")
+    approximate = approximate.decode() if isinstance(approximate, bytes) else approximate
+    mode = {"none": "EXACT", "tanh": "TANH_APPROXIMATION"}.get(approximate)
+    if mode is None:
+        raise RequestError(node.field, f"Gelu node {node.label!r}: approximate {approximate!r}")
+    return [ctx.op("gelu", node.out[0], x=node.var(0), mode=mode)]
+
+
+def leaky_relu(ctx: Lowering, node: Node) -> list[Value]:
+    x, alpha = node.var(0), float(node.attr("alpha", 0.01))
+    if not 0 <= alpha <= 1:
+        raise Waits(f"leaky_relu (alpha {alpha:g} outside [0, 1])")
+    scaled = ctx.op("mul", x=x, y=np.array(alpha, np.float32))
+    return [ctx.op("maximum", node.out[0], x=x, y=scaled)]
+
+
+def prelu(ctx: Lowering, node: Node) -> list[Value]:
+    x = node.var(0)
+    slope = node.known(1, "slope", waits="prelu (a slope computed from the data)")
+    negative = ctx.op("minimum", x=x, y=np.array(0.0, np.float32))
+    scaled = ctx.op("mul", x=negative, y=slope)
+    return [ctx.op("add", node.out[0], x=ctx.op("relu", x=x), y=scaled)]
+
+
+def _hard_sigmoid(ctx: Lowering, x: Var, alpha: float, beta: float, out: str | None) -> Var:
+    linear = ctx.op(
+        "add", x=ctx.op("mul", x=x, y=np.array(alpha, np.float32)), y=np.array(beta, np.float32)
+    )
+    low = ctx.op("maximum", x=linear, y=np.array(0.0, np.float32))
+    return ctx.op("minimum", out, x=low, y=np.array(1.0, np.float32))
+
+
+def hard_sigmoid(ctx: Lowering, node: Node) -> list[Value]:
+    alpha, beta = float(node.attr("alpha", 0.2)), float(node.attr("beta", 0.5))
+    return [_hard_sigmoid(ctx, node.var(0), alpha, beta, node.out[0])]
+
+
+def hard_swish(ctx: Lowering, node: Node) -> list[Value]:
+    x = node.var(0)
+    return [ctx.op("mul", node.out[0], x=x, y=_hard_sigmoid(ctx, x, 1 / 6, 0.5, None))]
+
+
+def clip(ctx: Lowering, node: Node) -> list[Value]:
+    x = node.var(0)
+    low = node.known(1, "min", waits="clip (bounds computed from the data)")
+    high = node.known(2, "max", waits="clip (bounds computed from the data)")
+    steps = [("maximum", low), ("minimum", high)]
+    steps = [(op, bound) for op, bound in steps if bound is not None]
+    if not steps:
+        return [x]
+    for i, (op, bound) in enumerate(steps):
+        x = ctx.op(
+            op,
+            node.out[0] if i == len(steps) - 1 else None,
+            x=x,
+            y=bound.astype(x.tensor.dtype.numpy),
+        )
+    return [x]
+
+
+def softsign(ctx: Lowering, node: Node) -> list[Value]:
+    x = node.var(0)
+    denominator = ctx.op("add", x=ctx.op("abs", x=x), y=np.array(1.0, np.float32))
+    return [ctx.op("real_div", node.out[0], x=x, y=denominator)]
+
+
+def identity(ctx: Lowering, node: Node) -> list[Value]:
+    return [node.input(0)]  # type: ignore[list-item]
+
+
+def cast(ctx: Lowering, node: Node) -> list[Value]:
+    """Floats are fp16 and integers int32 in the program: a cast between two floats or two
+    integers changes nothing there."""
+    from onnx import TensorProto
+
+    x = node.var(0)
+    to = int(node.attr("to"))
+    floats = (TensorProto.FLOAT, TensorProto.FLOAT16, TensorProto.DOUBLE, TensorProto.BFLOAT16)
+    ints = (
+        TensorProto.INT64,
+        TensorProto.INT32,
+        TensorProto.INT16,
+        TensorProto.INT8,
+        TensorProto.UINT8,
+    )
+    dtype = (
+        "fp16"
+        if to in floats
+        else "int32"
+        if to in ints
+        else "bool"
+        if to == TensorProto.BOOL
+        else None
+    )
+    if dtype is None:
+        raise RequestError(node.field, f"Cast node {node.label!r}: to type {to} is not supported")
+    if x.tensor.dtype.value == dtype:
+        return [x]
+    return [ctx.op("cast", node.out[0], x=x, dtype=dtype)]
+
+
+HANDLERS: dict[str, Handler] = {
+    **dict.fromkeys(_BINARY, binary),
+    **dict.fromkeys(_UNARY, unary),
+    "Neg": neg,
+    "Reciprocal": reciprocal,
+    **dict.fromkeys(("Max", "Min", "Sum", "Mean"), variadic),
+    "Pow": pow_,
+    "Softmax": softmax,
+    "Gelu": gelu,
+    "LeakyRelu": leaky_relu,
+    "PRelu": prelu,
+    "HardSigmoid": hard_sigmoid,
+    "HardSwish": hard_swish,
+    "Clip": clip,
+    "Softsign": softsign,
+    "Identity": identity,
+    "Dropout": identity,
+    "Cast": cast,
+}
