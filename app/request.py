@@ -352,7 +352,8 @@ class KernelRequest:
         match self.kind:
             case RequestKind.ONNX:
                 # onnx and onnxruntime are an extra: imported by those who import a model
-                from app.onnx import ReadLimits, onnx_program
+                from app.onnx.importer import onnx_program
+                from app.onnx.reader import ReadLimits
 
                 assert isinstance(self.params, OnnxParams)
                 paths = {}

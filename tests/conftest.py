@@ -42,6 +42,16 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+def hide_packages(monkeypatch: pytest.MonkeyPatch, **distributions: str) -> None:
+    """Processes this test starts behave as if these optional packages (module=distribution)
+    were not installed: tests/without_packages/sitecustomize.py, put first on PYTHONPATH."""
+    hidden = str(REPO / "tests" / "without_packages")
+    monkeypatch.setenv(
+        "PYTHONPATH", os.pathsep.join(filter(None, [hidden, os.environ.get("PYTHONPATH")]))
+    )
+    monkeypatch.setenv("HIDDEN_PACKAGES", ",".join(f"{m}={d}" for m, d in distributions.items()))
+
+
 @contextmanager
 def uvicorn_server(
     data_dir: Path,

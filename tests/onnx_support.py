@@ -16,7 +16,9 @@ import onnx
 from onnx import TensorProto, helper, numpy_helper
 
 from app.language.targets import get_target
-from app.onnx import ModelFiles, OnnxBuild, import_onnx
+from app.onnx.build import OnnxBuild
+from app.onnx.files import ModelFiles
+from app.onnx.importer import import_onnx
 from app.reference.verify import verify_build
 from app.request import OnnxParams
 

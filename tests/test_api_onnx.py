@@ -8,8 +8,10 @@ import io
 import json
 import zipfile
 
+import httpx
 import onnx
 import pytest
+from conftest import hide_packages, uvicorn_server
 from hostile_support import hostile_server
 from http_support import assert_problem
 from onnx_hostile import HOSTILE
@@ -182,3 +184,26 @@ def test_the_cli_builds_on_a_server_with_the_same_summary(live, tmp_path, capsys
     summary = json.loads(capsys.readouterr().out)
     assert code == 0 and summary["server"] == live.url
     assert summary["verification"]["passed"] and summary["preflight_counts"]["error"] == 0
+
+
+@pytest.mark.slow
+def test_without_the_onnx_extra_the_service_serves_the_rest_and_answers_503(tmp_path, monkeypatch):
+    """onnx and onnxruntime are an extra: a service installed without them starts, builds
+    kernels, and refuses an ONNX import naming what to install."""
+    hide_packages(monkeypatch, onnx="onnx", onnxruntime="onnxruntime")
+    path = _mlp(tmp_path, external=False)
+    with uvicorn_server(tmp_path / "data") as base, httpx.Client(base_url=base, timeout=60) as c:
+        kernel = c.post(
+            "/v1/kernels",
+            json={"op": "identity", "channels": 8, "spatial": 4, "format": "mil"},
+        )
+        assert kernel.status_code == 200, kernel.text
+        spec = {"shapes": {"x": [1, 8, 32]}, "format": "mil"}
+        answer = c.post(
+            "/v1/onnx",
+            files={"spec": (None, json.dumps(spec)), "mlp.onnx": ("mlp.onnx", path.read_bytes())},
+        )
+        problem = assert_problem(answer, 503, "onnx")
+        assert "ane-kernel-service[onnx]" in problem["detail"], problem
+    left = [p for p in (tmp_path / "data" / "work").rglob("*") if p.is_file()]
+    assert not left, f"nothing half-written: {left}"

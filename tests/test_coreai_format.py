@@ -5,17 +5,15 @@ reference executor; a runtime that aborts at exit or fails; and a service withou
 import hashlib
 import io
 import json
-import os
 import shlex
 import subprocess
 import sys
 import zipfile
-from pathlib import Path
 
 import httpx
 import numpy as np
 import pytest
-from conftest import REPO, uvicorn_server
+from conftest import REPO, hide_packages, uvicorn_server
 from http_support import assert_problem
 
 pytest.importorskip("coreai.authoring", reason="needs the coreai extra (coreai-core)")
@@ -199,10 +197,7 @@ def test_the_service_serves_aimodel_over_http(client):
 def test_without_coreai_core_the_service_starts_serves_other_formats_and_answers_503(
     tmp_path, monkeypatch
 ):
-    hidden = str(Path(__file__).parent / "without_coreai")
-    monkeypatch.setenv(
-        "PYTHONPATH", os.pathsep.join(filter(None, [hidden, os.environ.get("PYTHONPATH")]))
-    )
+    hide_packages(monkeypatch, coreai="coreai-core")
     with uvicorn_server(tmp_path / "data") as base, httpx.Client(base_url=base, timeout=60) as c:
         body = {"op": "conv", **CONV, "weights": WEIGHTS}
         assert c.get("/v1/info").json()["formats"] == ["mlpackage", "mil", "mlmodelc"]

@@ -13,7 +13,8 @@ from onnx_support import verify_onnx
 
 from app.errors import RequestError
 from app.language.targets import get_target
-from app.onnx import ModelFiles, import_onnx
+from app.onnx.files import ModelFiles
+from app.onnx.importer import import_onnx
 from app.preflight import preflight
 from app.request import OnnxParams
 

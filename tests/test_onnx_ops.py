@@ -340,7 +340,8 @@ def test_the_gelu_pattern_becomes_one_gelu(tmp_path):
     from onnx_support import save
 
     from app.language.targets import get_target
-    from app.onnx import ModelFiles, import_onnx
+    from app.onnx.files import ModelFiles
+    from app.onnx.importer import import_onnx
     from app.request import OnnxParams
 
     for case in PATTERNS:
@@ -365,7 +366,8 @@ def test_model_local_functions_are_inlined(tmp_path):
     from onnx_support import model_of, verify_onnx
 
     from app.language.targets import get_target
-    from app.onnx import ModelFiles, import_onnx
+    from app.onnx.files import ModelFiles
+    from app.onnx.importer import import_onnx
     from app.request import OnnxParams
 
     body = [op("Relu", ["a"], ["r"]), op("Neg", ["r"], ["b"])]

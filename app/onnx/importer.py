@@ -11,13 +11,15 @@ unknown is refused naming the input, the axis and its symbolic name.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import onnx
 from onnx import TensorProto
 
 from app.errors import RequestError
 from app.language.targets import Target
-from app.mil import Builder, DType, MILBuildError, Var
+from app.mil import Builder, DType, MILBuildError, Var, get_target
 from app.mil.ceilings import Ceilings
 from app.onnx.build import OnnxBuild, OnnxIO
 from app.onnx.files import ModelFiles
@@ -207,3 +209,20 @@ def _output(lowering: Lowering, onnx_name: str, name: str, to_fp32: bool, inputs
         return value
     # the output is another value unchanged (an Identity of a computed value): one op names it
     return b.op("reshape", name, x=value, shape=list(value.tensor.shape))  # type: ignore[return-value]
+
+
+def onnx_program(
+    params: OnnxParams,
+    paths: dict[str, Path],
+    *,
+    target: str,
+    name: str,
+    ceilings: Ceilings = Ceilings(),
+    limits: ReadLimits = ReadLimits(),
+) -> OnnxBuild:
+    """The program of an ONNX request (the request's one entry here): its files, each a file on
+    this machine by the name it was given under, the model among them."""
+    files = ModelFiles.of_uploads(params.model, paths)
+    return import_onnx(
+        params, files, target=get_target(target), name=name, ceilings=ceilings, limits=limits
+    )

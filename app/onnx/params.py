@@ -5,13 +5,13 @@ whether this installation can import ONNX at all. Imports nothing of onnx itself
 from __future__ import annotations
 
 import re
-from importlib.util import find_spec
 from typing import Annotated, Literal
 
 from pydantic import Field, field_validator
 
 from app.errors import ErrorKind, RequestError
 from app.kernels import OpParams
+from app.toolchain import onnx_importer
 
 ONNX_OP = "onnx"
 ONNX_FILE_PATTERN = r"^[^/\\\x00]+(/[^/\\\x00]+)*$"  # and no part hidden: file_problem
@@ -62,7 +62,8 @@ def file_problem(name: str) -> str | None:
 def require_onnx() -> None:
     """ONNX imports need the `onnx` extra (onnx reads the model and evaluates its constant
     subgraphs, onnxruntime is what verification compares with): refused, naming it, without."""
-    missing = [p for p in ("onnx", "onnxruntime") if find_spec(p) is None]
+    installed = onnx_importer()
+    missing = [p for p in ("onnx", "onnxruntime") if installed[p] is None]
     if missing:
         raise RequestError(
             "onnx",
