@@ -7,7 +7,7 @@ import numpy as np
 from app.mil.args import Args
 from app.mil.call import Call
 from app.mil.ops import sources as src
-from app.mil.ops.common import FLOAT_T, UNARY, U, X, same, sigmoid, softmax, unary
+from app.mil.ops.common import FLOAT_T, UNARY, U, X, erf, same, sigmoid, softmax, unary
 from app.mil.ops.record import (
     INT,
     STR,
@@ -34,23 +34,13 @@ def _gelu_type(call: Call) -> list[TensorType]:
     return same(call)
 
 
-def _erf(x: np.ndarray) -> np.ndarray:
-    """erf by Abramowitz & Stegun 7.1.26 (absolute error below 1.5e-7: a thousand times finer
-    than an fp16 step near 1), as NumPy has none and SciPy is not a dependency."""
-    t = 1 / (1 + 0.3275911 * np.abs(x))
-    poly = t * (
-        0.254829592 + t * (-0.284496736 + t * (1.421413741 + t * (-1.453152027 + t * 1.061405429)))
-    )
-    return np.sign(x) * (1 - poly * np.exp(-x * x))
-
-
 def _gelu(a: Args) -> np.ndarray:
     x, mode = a.f32("x"), a.const("mode", "EXACT")
     if mode == "TANH_APPROXIMATION":
         return 0.5 * x * (1 + np.tanh(np.sqrt(2 / np.pi) * (x + 0.044715 * x**3)))
     if mode == "SIGMOID_APPROXIMATION":
         return x * sigmoid(1.702 * x)
-    return 0.5 * x * (1 + _erf(x / np.sqrt(2)))
+    return 0.5 * x * (1 + erf(x / np.sqrt(2)))
 
 
 def _softmax_type(call: Call) -> list[TensorType]:

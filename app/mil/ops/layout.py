@@ -4,6 +4,8 @@ fp16 error (coremltools `tensor_transformation.py`, `tensor_operation.py`)."""
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
+from typing import Any
 
 import numpy as np
 
@@ -112,6 +114,14 @@ def _split_type(call: Call) -> list[TensorType]:
     for shape, size in zip(shapes, sizes, strict=True):
         shape[axis] = size
     return [TensorType(x.dtype, tuple(shape)) for shape in shapes]
+
+
+def _split_count(params: Mapping[str, Any]) -> int | None:
+    sizes = params.get("split_sizes")
+    count = len(sizes) if isinstance(sizes, list) else params.get("num_splits") or 1
+    if not isinstance(count, int) or isinstance(count, bool) or not 1 <= count <= MAX_SPLITS:
+        return None  # the op's own check refuses the count, naming its argument
+    return count
 
 
 def _split(a: Args) -> list[np.ndarray]:
@@ -334,6 +344,7 @@ RECORDS: tuple[OpRecord, ...] = (
         Form(_x(num_splits=_OPTIONAL_INT, split_sizes=_OPTIONAL_INT, axis=_CONST_INT), _split_type),
         meaning=_split,
         traits=MOVES,
+        outputs=_split_count,
         graph=GraphUse(
             "cut along `axis` into `num_splits` or `split_sizes` outputs: node.0, node.1, …", 0.0
         ),

@@ -1,0 +1,189 @@
+"""One small graph per use of each primitive the graph passes and the ONNX importer read: what
+tests/test_primitives.py builds, verifies, round-trips, checks against coremltools' own value
+inference and runs on Apple's Core AI runtime.
+
+A case is a graph request (inputs, nodes, outputs) with its weights as NumPy arrays, the node
+whose op it tries (`node`, the last one unless said), and what checks apply: `coremltools` when
+coremltools' op definition computes a value (its `value_inference`) the result is compared with,
+`coreai` unless the form has no Core AI translation (it is then refused by name).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+SHAPE = [2, 3, 4, 6]  # [N, C, H, W]
+RNG = np.random.default_rng(7)
+
+
+@dataclass(frozen=True)
+class Case:
+    id: str
+    graph: dict[str, Any]
+    weights: dict[str, np.ndarray] = field(default_factory=dict)
+    coremltools: bool = True  # coremltools' definition computes a value to compare with
+    coreai: bool = True  # has a Core AI translation
+
+    @property
+    def op(self) -> str:
+        return self.graph["nodes"][-1]["op"].removeprefix("mil.")
+
+
+def _normal(*shape: int, scale: float = 1.0) -> np.ndarray:
+    return (scale * RNG.standard_normal(shape)).astype(np.float32)
+
+
+def case(
+    id: str,
+    op: str,
+    params: dict | None = None,
+    inputs: dict | None = None,
+    *,
+    before: list[dict] | None = None,
+    graph_inputs: dict | None = None,
+    weights: dict[str, np.ndarray] | None = None,
+    outputs: dict | None = None,
+    **flags: bool,
+) -> Case:
+    """A graph whose last node (`id`) applies `op`, after the nodes `before`; a weight named
+    without a node is the last node's."""
+    node = {"id": id, "op": op, "params": params or {}, "inputs": inputs or {"x": "a"}}
+    graph = {
+        "inputs": graph_inputs or {"a": {"shape": SHAPE}},
+        "nodes": [*(before or []), node],
+        "outputs": outputs or {"y": id},
+    }
+    named = {k if "." in k else f"{id}.{k}": v for k, v in (weights or {}).items()}
+    return Case(id, graph, named, **flags)
+
+
+def _abs(id: str = "m") -> dict:
+    return {"id": id, "op": "abs", "inputs": {"x": "a"}}
+
+
+A_B = {"a": {"shape": SHAPE}, "b": {"shape": [1, 3, 1, 6]}}
+INTS = {"i": {"shape": [2, 5], "dtype": "int32"}}
+_COMPARE = {"x": "a", "y": "b"}
+
+
+def _compare(id: str, op: str) -> Case:
+    return case(id, op, inputs=_COMPARE, graph_inputs=A_B)
+
+
+def _logical(id: str, op: str) -> Case:
+    before = [
+        {"id": "gt", "op": "greater", "inputs": _COMPARE},
+        {"id": "lt", "op": "less", "inputs": {"x": "a", "y": "half"}},
+    ]
+    return case(
+        id,
+        op,
+        inputs={"x": "gt", "y": "lt"},
+        before=[{"id": "half", "op": "abs", "inputs": {"x": "b"}}, *before],
+        graph_inputs=A_B,
+    )
+
+
+def _scale(values) -> np.ndarray:
+    return np.asarray(values, np.float32)
+
+
+ELEMENTWISE = [
+    case(
+        "pw",
+        "pow",
+        inputs={"x": "m"},
+        before=[_abs()],
+        weights={"y": _scale([0.5, 2.0, 3.0]).reshape(1, 3, 1, 1)},
+    ),
+    case("ef", "erf"),
+    case("lg", "log", {"epsilon": 1e-3}, {"x": "m"}, before=[_abs()]),
+    case("iv", "inverse", inputs={"x": "m"}, before=[_abs()]),
+    case("sn", "sin"),
+    case("cs", "cos"),
+    case("fl", "floor"),
+    case("cl", "ceil"),
+    case("rd", "round"),
+    case("sg", "sign"),
+    case("cp", "clip", {"alpha": -0.5, "beta": 0.7}),
+    case(
+        "eq",
+        "equal",
+        inputs={"x": "ra", "y": "rb"},
+        before=[
+            {"id": "ra", "op": "round", "inputs": {"x": "a"}},
+            {"id": "rb", "op": "round", "inputs": {"x": "b"}},
+        ],
+        graph_inputs=A_B,
+    ),
+    _compare("ne", "not_equal"),
+    _compare("gt_", "greater"),
+    _compare("ge", "greater_equal"),
+    _compare("lt_", "less"),
+    _compare("le", "less_equal"),
+    _logical("la", "logical_and"),
+    _logical("lo", "logical_or"),
+    _logical("lx", "logical_xor"),
+    case(
+        "ln",
+        "logical_not",
+        inputs={"x": "gt"},
+        before=[{"id": "gt", "op": "greater", "inputs": _COMPARE}],
+        graph_inputs=A_B,
+    ),
+    case(
+        "se",
+        "select",
+        inputs={"cond": "gt", "a": "a", "b": "b"},
+        before=[{"id": "gt", "op": "greater", "inputs": _COMPARE}],
+        graph_inputs=A_B,
+    ),
+    case(
+        "dq",
+        "dequantize",
+        {"scale": 0.05},
+        {"input": "q"},
+        before=[
+            {
+                "id": "q",
+                "op": "quantize",
+                "params": {"output_dtype": "int8", "scale": 0.05},
+                "inputs": {"input": "a"},
+            }
+        ],
+        coremltools=False,  # coremltools computes no dequantize; a quantize is checked below
+    ),
+    case(
+        "dqa",
+        "dequantize",
+        {"axis": 1},
+        {"input": "q"},
+        before=[
+            {
+                "id": "q",
+                "op": "quantize",
+                "params": {"output_dtype": "uint8", "axis": 1},
+                "inputs": {"input": "a"},
+            }
+        ],
+        weights={
+            "scale": _scale([0.05, 0.1, 0.02]),
+            "zero_point": np.array([1, 0, 128], np.uint8),
+            "q.scale": _scale([0.05, 0.1, 0.02]),
+            "q.zero_point": np.array([1, 0, 128], np.uint8),
+        },
+        coremltools=False,
+    ),
+    case(
+        "qa",
+        "quantize",
+        {"output_dtype": "uint8", "axis": 1},
+        {"input": "a"},
+        weights={"scale": _scale([0.05, 0.1, 0.02]), "zero_point": np.array([1, 0, 128], np.uint8)},
+    ),
+]
+
+CASES: list[Case] = [*ELEMENTWISE]
