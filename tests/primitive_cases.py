@@ -186,4 +186,87 @@ ELEMENTWISE = [
     ),
 ]
 
-CASES: list[Case] = [*ELEMENTWISE]
+ACTIVATION = [
+    case("lr", "leaky_relu", {"alpha": 0.1}),
+    case("pr", "prelu", weights={"alpha": _scale([0.1, -0.2, 0.3])}),
+    case("el", "elu", {"alpha": 1.5}),
+    case(
+        "sp", "softplus", inputs={"x": "s"}, before=[{"id": "s", "op": "exp", "inputs": {"x": "a"}}]
+    ),
+    case("sh", "sigmoid_hard", {"alpha": 0.2, "beta": 0.5}),
+]
+
+NORMALIZATION = [
+    case(
+        "lnm",
+        "layer_norm",
+        {"axes": [-1], "epsilon": 1e-5},
+        weights={"gamma": _normal(6), "beta": _normal(6)},
+    ),
+    case("lnd", "layer_norm", {"axes": [1, 3]}),
+    case(
+        "inm", "instance_norm", weights={"gamma": _normal(3), "beta": _normal(3)}, coremltools=False
+    ),
+    case(
+        "bnm",
+        "batch_norm",
+        weights={
+            "mean": _normal(3),
+            "variance": _scale([0.5, 1.0, 2.0]),
+            "gamma": _normal(3),
+            "beta": _normal(3),
+        },
+        coremltools=False,
+    ),
+]
+
+REDUCTION = [
+    case("rmn", "reduce_min", {"axes": [1, 3]}),
+    case("rpd", "reduce_prod", {"axes": [1]}),
+    case("amx", "reduce_argmax", {"axis": 2}),
+    case("amn", "reduce_argmin", {"axis": -1, "keep_dims": True}),
+    case("csm", "cumsum", {"axis": 2}),
+    # coremltools' cumsum computes no exclusive sum (np.zeros(shape, data): a TypeError)
+    case("csr", "cumsum", {"axis": -1, "exclusive": True, "reverse": True}, coremltools=False),
+    case("tpk", "topk", {"k": 2, "axis": 2}, outputs={"values": "tpk.0", "indices": "tpk.1"}),
+    case("tpa", "topk", {"k": 3, "ascending": True, "return_indices": False}),
+    case(
+        "mxp",
+        "max_pool",
+        {"kernel_sizes": [2, 2], "strides": [2, 2], "pad_type": "valid"},
+        coremltools=False,
+    ),
+    case(
+        "mxc",
+        "max_pool",
+        {
+            "kernel_sizes": [3, 3],
+            "strides": [2, 2],
+            "pad_type": "custom",
+            "pad": [1, 1, 1, 1],
+            "ceil_mode": True,
+        },
+        coremltools=False,
+    ),
+    case(
+        "avs",
+        "avg_pool",
+        {"kernel_sizes": [3, 2], "strides": [1, 2], "pad_type": "same"},
+        coremltools=False,
+    ),
+    case(
+        "ave",
+        "avg_pool",
+        {
+            "kernel_sizes": [3, 3],
+            "strides": [2, 2],
+            "pad_type": "custom",
+            "pad": [1, 1, 1, 1],
+            "exclude_padding_from_average": True,
+            "ceil_mode": True,
+        },
+        coremltools=False,
+    ),
+]
+
+CASES: list[Case] = [*ELEMENTWISE, *ACTIVATION, *NORMALIZATION, *REDUCTION]

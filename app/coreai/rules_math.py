@@ -1,5 +1,5 @@
 """Rules for the elementwise primitives beyond app/coreai/rules.py: unary math, comparisons and
-logic, and activation quantization.
+logic, the parametric activations and activation quantization.
 
 Core AI has `greater` but no `less`: x < y is greater(y, x), and x >= y is not greater(y, x)
 (the same but for NaN, which the ANE does not propagate anyway). It has no floor, ceil or sign:
@@ -105,6 +105,46 @@ def _select(step: Step) -> list:
     return [where(step.value("cond"), step.value("a"), step.value("b"))]
 
 
+# -- activations -----------------------------------------------------------------------------
+def _leaky(step: Step, slope) -> list:
+    """x where x >= 0, else slope · x; `slope` a scalar or a broadcastable constant."""
+    x, like = step.value("x"), step.type("x")
+    negative = ca().broadcasting_greater(scalar(step, 0, like), x)
+    return [ca().broadcasting_where(negative, ca().broadcasting_mul(x, slope), x)]
+
+
+def _leaky_relu(step: Step) -> list:
+    return _leaky(step, scalar(step, step.const("alpha"), step.type("x")))
+
+
+def _prelu(step: Step) -> list:
+    like = step.type("x")
+    alpha = np.asarray(step.const("alpha")).reshape(-1, *[1] * (like.rank - 2))
+    return _leaky(step, step.make(alpha, like))
+
+
+def _elu(step: Step) -> list:
+    x, like = step.value("x"), step.type("x")
+    below = ca().broadcasting_sub(ca().exp(x), scalar(step, 1, like))
+    below = ca().broadcasting_mul(below, scalar(step, step.const("alpha"), like))
+    return [ca().broadcasting_where(ca().broadcasting_greater(x, scalar(step, 0, like)), x, below)]
+
+
+def _softplus(step: Step) -> list:
+    """max(x, 0) + ln(1 + e^-|x|): e^x itself overflows fp16 beyond x = 11."""
+    x, like = step.value("x"), step.type("x")
+    tail = ca().exp(_negated(step, ca().abs_(x)))
+    tail = ca().log(ca().broadcasting_add(tail, scalar(step, 1, like)))
+    return [ca().add(ca().broadcasting_maximum(x, scalar(step, 0, like)), tail)]
+
+
+def _sigmoid_hard(step: Step) -> list:
+    x, like = step.value("x"), step.type("x")
+    scaled = ca().broadcasting_mul(x, scalar(step, step.const("alpha"), like))
+    shifted = ca().broadcasting_add(scaled, scalar(step, step.const("beta"), like))
+    return [_clip_to(step, shifted, 0, 1)]
+
+
 # -- activation quantization -----------------------------------------------------------------
 def _quantization(step: Step, integer, real):
     """(scale, offset1, offset2, axis) in Core AI's terms: offset1 the zero point (of the
@@ -154,6 +194,11 @@ RULES: dict[str, Rule] = {
     "logical_xor": _logical("xor_", "broadcasting_xor"),
     "logical_not": lambda step: [ca().not_(step.value("x"))],
     "select": _select,
+    "leaky_relu": _leaky_relu,
+    "prelu": _prelu,
+    "elu": _elu,
+    "softplus": _softplus,
+    "sigmoid_hard": _sigmoid_hard,
     "quantize": _quantize,
     "dequantize": _dequantize,
 }
