@@ -269,4 +269,50 @@ REDUCTION = [
     ),
 ]
 
-CASES: list[Case] = [*ELEMENTWISE, *ACTIVATION, *NORMALIZATION, *REDUCTION]
+LINEAR = [
+    case(
+        "ctc",
+        "conv_transpose",
+        {"strides": [2, 2], "pad_type": "custom", "pad": [1, 0, 0, 1]},
+        weights={"weight": _normal(3, 2, 3, 3, scale=0.3)},
+        coremltools=False,
+    ),
+    case(
+        "cts",
+        "conv_transpose",
+        {"strides": [2, 1], "pad_type": "same"},
+        weights={"weight": _normal(3, 4, 2, 2, scale=0.3), "bias": _normal(4)},
+        coremltools=False,
+    ),
+    case(
+        "ctg",
+        "conv_transpose",
+        {"strides": [2, 2], "output_shape": [2, 3, 10, 14], "groups": 3},
+        weights={"weight": _normal(3, 1, 3, 2, scale=0.3)},
+        coremltools=False,
+    ),
+    case(
+        "lin",
+        "linear",
+        graph_inputs={"a": {"shape": [2, 4, 6]}},
+        weights={"weight": _normal(5, 6, scale=0.4), "bias": _normal(5)},
+    ),
+    case(
+        "es4",
+        "einsum",
+        {"equation": "nchw,nwhu->nchu"},
+        {"values": ["a", "bt"]},
+        before=[
+            {"id": "bt", "op": "transpose", "params": {"perm": [0, 3, 2, 1]}, "inputs": {"x": "a"}}
+        ],
+    ),
+    case(
+        "es3",
+        "einsum",
+        {"equation": "abc,cbd->abd"},
+        {"values": ["a", "b"]},
+        graph_inputs={"a": {"shape": [3, 4, 5]}, "b": {"shape": [5, 1, 2]}},
+    ),
+]
+
+CASES: list[Case] = [*ELEMENTWISE, *ACTIVATION, *NORMALIZATION, *REDUCTION, *LINEAR]

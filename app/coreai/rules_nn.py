@@ -1,19 +1,23 @@
-"""Rules for the normalizations, pools, arg-reductions and scans.
+"""Rules for the normalizations, pools, linears, arg-reductions and scans.
 
 Core AI has no normalization op: layer_norm and instance_norm are spelt with reduce_mean (which
 keeps the reduced axes) and rsqrt, batch_norm as one multiply and one add by constants folded
 here. Pools are 2-D only, and pad nothing: the padding (and ceil mode's overhang) is a `pad`
-before them, an average a window sum divided by each window's own count.
+before them, an average a window sum divided by each window's own count. A conv_transpose is
+the full transposed convolution, cut to the output window by a slice (and a pad where the
+window reaches past it), so that no padding convention of Core AI's is relied on.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from app.coreai.rules import Rule
-from app.coreai.spelling import ca, cast_to, reshape, scalar
+from app.coreai.rules import Rule, rows_through_conv
+from app.coreai.spelling import ca, cast_to, reshape, scalar, transpose
 from app.coreai.step import NoCoreAIForm, Step
 from app.mil import DType, TensorType
+from app.mil.call import Call
+from app.mil.ops.conv import transpose_geometry
 from app.mil.ops.pool import pool_plan
 from app.mil.ops.windows import WindowError
 
@@ -117,6 +121,76 @@ def _avg_pool(step: Step) -> list:
     return [ca().broadcasting_divide(total, divisor)]
 
 
+# -- products --------------------------------------------------------------------------------
+def _plus_bias(step: Step, y, shape):
+    """y + bias (in x's dtype, reshaped to `shape`) when the op has one."""
+    if not step.has("bias"):
+        return y
+    like, bias = step.type("x"), step.value("bias")
+    if step.type("bias").dtype != like.dtype:
+        bias = cast_to(bias, like)
+    return ca().broadcasting_add(y, reshape(step, bias, shape))
+
+
+def _conv_transpose(step: Step) -> list:
+    like, w_type = step.type("x"), step.type("weight")
+    if like.rank != 4:
+        raise NoCoreAIForm(f"conv_transpose of a rank {like.rank} input (only 2-D)")
+    strides, dilations, before, out = transpose_geometry(Call("", "", step.op.inputs))
+    weight = step.value("weight")
+    if w_type.dtype != like.dtype:
+        weight = cast_to(weight, like)
+    zeros = step.indices([0, 0], "uint32")
+    full = ca().conv_transpose2d(
+        step.value("x"),
+        weight,
+        step.indices(strides, "uint32"),
+        zeros,
+        step.indices(dilations, "uint32"),
+        zeros,
+        np.array(step.const("groups", 1), np.uint32),
+    )
+    sizes = [
+        (s - 1) * st + d * (k - 1) + 1
+        for s, st, d, k in zip(like.shape[2:], strides, dilations, w_type.shape[2:], strict=True)
+    ]
+    channels = step.out[0].shape[1]
+    ends = [min(b + o, f) for b, o, f in zip(before, out, sizes, strict=True)]
+    cut = ca().slice_(
+        full,
+        step.indices([0, 0, *before]),
+        step.indices([like.shape[0], channels, *ends]),
+        step.indices([1, 1, 1, 1]),
+    )
+    short = [o - (e - b) for o, e, b in zip(out, ends, before, strict=True)]
+    if any(short):
+        pads = [0, 0, 0, 0, *(v for s in short for v in (0, s))]
+        cut = ca().pad(cut, step.indices(pads, "uint32"), scalar(step, 0, like))
+    return [_plus_bias(step, cut, (1, channels, 1, 1))]
+
+
+def _linear(step: Step) -> list:
+    """x @ weightᵀ as matmul writes one with a weight: a 1×1 convolution (the weight is a
+    const or a constexpr output: the op's check holds it to that)."""
+    like, out = step.type("x"), step.out[0]
+    k = like.shape[-1]
+    y = rows_through_conv(step, step.value("x"), k, "weight", False, like, out.shape)
+    return [_plus_bias(step, y, step.type("bias").shape if step.has("bias") else ())]
+
+
+def _einsum(step: Step) -> list:
+    """Both forms contract the last axis of the first with axis -3 of the second over the
+    batch axes (B and) H: swap axes -3 and -2, multiply, swap back."""
+    x_type, y_type = (v.tensor for v in step.op.inputs["values"])  # type: ignore[union-attr]
+    x, y = step.values("values")
+    rank = x_type.rank
+    swap = [*range(rank - 3), rank - 2, rank - 3, rank - 1]
+    same = x_type.shape[:-3] + x_type.shape[-2:-1] == y_type.shape[:-3] + y_type.shape[-2:-1]
+    matmul = ca().batch_matmul if same else ca().broadcasting_batch_matmul
+    product = matmul(transpose(step, x, swap), transpose(step, y, swap))
+    return [transpose(step, product, swap)]
+
+
 # -- arg-reductions, scans, top-k ------------------------------------------------------------
 def _arg(negate: bool) -> Rule:
     def rule(step: Step) -> list:
@@ -165,6 +239,9 @@ RULES: dict[str, Rule] = {
     "batch_norm": _batch_norm,
     "max_pool": _max_pool,
     "avg_pool": _avg_pool,
+    "conv_transpose": _conv_transpose,
+    "linear": _linear,
+    "einsum": _einsum,
     "reduce_argmax": _arg(negate=False),
     "reduce_argmin": _arg(negate=True),
     "cumsum": _cumsum,

@@ -17,6 +17,7 @@ from app.mil.ir import Input
 from app.mil.ops import (
     activation,
     constexpr,
+    conv,
     elementwise,
     layout,
     linear,
@@ -51,6 +52,7 @@ RECORDS: tuple[OpRecord, ...] = (
     *reduction.RECORDS,
     *pool.RECORDS,
     *normalization.RECORDS,
+    *conv.RECORDS,
     *linear.RECORDS,
     *layout.RECORDS,
     *state.RECORDS,
