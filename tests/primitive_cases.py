@@ -315,4 +315,144 @@ LINEAR = [
     ),
 ]
 
-CASES: list[Case] = [*ELEMENTWISE, *ACTIVATION, *NORMALIZATION, *REDUCTION, *LINEAR]
+_INDICES = np.array([[1, 0, 3], [2, 2, 1]], np.int32)
+LAYOUT = [
+    case("stk", "stack", {"axis": 2}, {"values": ["a", "a", "a"]}),
+    case(
+        "idn",
+        "mil.identity",
+        inputs={"x": "r"},
+        before=[{"id": "r", "op": "relu", "inputs": {"x": "a"}}],
+    ),
+    case("gth", "gather", {"axis": 2}, weights={"indices": _INDICES}),
+    case(
+        "gtn",
+        "gather",
+        {"axis": 1},
+        {"x": "a", "indices": "i"},
+        graph_inputs={"a": {"shape": [2, 9, 3]}, "i": {"shape": [4], "dtype": "int32"}},
+        coremltools=False,
+    ),
+    case(
+        "gtb",
+        "gather",
+        {"axis": 3, "batch_dims": 1},
+        weights={"indices": np.array([[5, 0], [1, 1]], np.int32)},
+        coreai=False,
+    ),
+    case(
+        "gaa",
+        "gather_along_axis",
+        {"axis": 2},
+        weights={"indices": RNG.integers(0, 4, (2, 3, 3, 6)).astype(np.int32)},
+    ),
+    case(
+        "gnd",
+        "gather_nd",
+        weights={"indices": np.array([[0, 1], [1, 2], [1, 0]], np.int32)},
+        coremltools=False,
+    ),
+    case(
+        "gnb",
+        "gather_nd",
+        {"batch_dims": 1},
+        weights={"indices": np.array([[[2], [0]], [[1], [1]]], np.int32)},
+        coremltools=False,
+        coreai=False,
+    ),
+    case(
+        "sca",
+        "scatter_along_axis",
+        {"axis": 2, "mode": "add"},
+        {"data": "a", "updates": "u"},
+        before=[
+            {
+                "id": "u",
+                "op": "slice_by_size",
+                "params": {"begin": [0, 0, 0, 0], "size": [2, 3, 3, 6]},
+                "inputs": {"x": "a"},
+            }
+        ],
+        weights={"indices": RNG.integers(0, 4, (2, 3, 3, 6)).astype(np.int32)},
+        coremltools=False,  # coremltools computes every mode as "update"
+    ),
+    case(
+        "scu",
+        "scatter_along_axis",
+        {"axis": 1, "mode": "update"},
+        {"data": "a", "updates": "u"},
+        before=[
+            {
+                "id": "u",
+                "op": "slice_by_size",
+                "params": {"begin": [0, 0, 0, 0], "size": [2, 1, 4, 6]},
+                "inputs": {"x": "a"},
+            }
+        ],
+        weights={"indices": np.full((2, 1, 4, 6), 2, np.int32)},
+    ),
+    case(
+        "oh",
+        "one_hot",
+        {"one_hot_vector_size": 4, "axis": 1, "on_value": 2.0, "off_value": -1.0},
+        {"indices": "i"},
+        graph_inputs=INTS,
+        outputs={"y": "oh"},
+        coremltools=False,
+    ),
+    case(
+        "ohi",
+        "one_hot",
+        {"one_hot_vector_size": 3},
+        {"indices": "i"},
+        graph_inputs=INTS,
+        coremltools=False,
+    ),
+    case("bdp", "band_part", {"lower": 1, "upper": 0}),
+    case("pdc", "pad", {"pad": [1, 2, 0, 3], "constant_val": 0.5}),
+    case("pdr", "pad", {"pad": [1, 2, 3, 1], "mode": "reflect"}),
+    case("pde", "pad", {"pad": [0, 2], "mode": "replicate"}),
+    case(
+        "pxs",
+        "pixel_shuffle",
+        {"upscale_factor": 2},
+        inputs={"x": "t"},
+        before=[{"id": "t", "op": "tile", "params": {"reps": [1, 4, 1, 1]}, "inputs": {"x": "a"}}],
+        coremltools=False,
+    ),
+    case(
+        "d2s",
+        "depth_to_space",
+        {"block_size": 2},
+        inputs={"x": "t"},
+        before=[{"id": "t", "op": "tile", "params": {"reps": [1, 4, 1, 1]}, "inputs": {"x": "a"}}],
+        coremltools=False,
+    ),
+    case("s2d", "space_to_depth", {"block_size": 2}, coremltools=False),
+    case(
+        "b2s",
+        "batch_to_space",
+        {"block_shape": [2, 1], "crops": [[1, 0], [0, 2]]},
+        coremltools=False,
+    ),
+    case(
+        "unn",
+        "upsample_nearest_neighbor",
+        {"scale_factor_height": 2, "scale_factor_width": 3},
+        coremltools=False,
+    ),
+    case(
+        "ubl",
+        "upsample_bilinear",
+        {"scale_factor_height": 2, "scale_factor_width": 2},
+        coremltools=False,
+    ),
+    case(
+        "ubh",
+        "upsample_bilinear",
+        {"scale_factor_height": 1.5, "scale_factor_width": 2.0, "align_corners": False},
+        coremltools=False,
+    ),
+]
+
+CASES: list[Case] = [*ELEMENTWISE, *ACTIVATION, *NORMALIZATION, *REDUCTION, *LINEAR, *LAYOUT]

@@ -184,3 +184,68 @@ def test_the_graphs_doc_lists_every_primitive_with_its_facts():
         ]
         expected.append("| " + " | ".join(cells) + " |")
     assert documented == expected
+
+
+# -- graph hooks and bad input ---------------------------------------------------------------
+def _one_node(op: str, params: dict, shape=(2, 3, 4, 6), **inputs) -> dict:
+    """One node reading `a` [2, 3, 4, 6] (fp16) and, when it names it, `i` [1, 2] (int32)."""
+    graph_inputs = {"a": {"shape": list(shape)}}
+    if "i" in inputs.values():
+        graph_inputs["i"] = {"shape": [1, 2], "dtype": "int32"}
+    return {
+        "inputs": graph_inputs,
+        "nodes": [{"id": "n", "op": op, "params": params, "inputs": inputs or {"x": "a"}}],
+        "outputs": {"y": "n"},
+    }
+
+
+X = {"x": "a"}
+REFUSED = [
+    ("clip", {"alpha": 1.0, "beta": 0.5}, X, "alpha", "smaller than beta"),
+    ("prelu", {"alpha": [0.1, 0.2]}, X, "alpha", "one value per channel"),
+    ("einsum", {"equation": "nchw,nhwu->nchu"}, {"values": ["a", "a"]}, "equation", "two forms"),
+    ("pad", {"pad": [0, 6], "mode": "reflect"}, X, "pad", "reflect pads at most 5"),
+    ("gather", {"batch_dims": 1}, {"x": "a", "indices": "i"}, "batch_dims", "not shared"),
+    ("topk", {"k": 7}, X, "k", "is not in [1, 6]"),
+    ("upsample_bilinear", {"half_pixel_centers": True}, X, "half_pixel_centers", "align"),
+    ("depth_to_space", {"block_size": 2}, X, "block_size", "divides 3"),
+    ("layer_norm", {"axes": [-1], "gamma": [1.0, 2.0]}, X, "gamma", "normalized shape [6]"),
+    ("quantize", {"output_dtype": "int16", "scale": 0.1}, {"input": "a"}, "output_dtype", "int8"),
+]
+
+
+@pytest.mark.parametrize(
+    ("op", "params", "inputs", "arg", "message"), REFUSED, ids=[r[0] for r in REFUSED]
+)
+def test_a_bad_application_is_refused_naming_the_node_and_argument(
+    op, params, inputs, arg, message
+):
+    from app.errors import RequestError
+
+    with pytest.raises(RequestError) as raised:
+        build_graph(GraphParams.model_validate(_one_node(op, params, **inputs)))
+    assert raised.value.field == "nodes[0]"
+    assert f"argument {arg!r}" in raised.value.message and message in raised.value.message
+
+
+def test_integer_weights_are_int32_and_refused_beyond_its_range():
+    from app.errors import RequestError
+
+    body = _one_node("gather", {"axis": 3})
+    indices = np.array([5, 0, 2], np.int64)  # what NumPy makes of Python ints
+    build = build_graph(GraphParams.model_validate(body), {"n.indices": indices})
+    (gather,) = [op for op in build.program.main.operations if op.type == "gather"]
+    assert gather.inputs["indices"].tensor.dtype.value == "int32"  # type: ignore[union-attr]
+    with pytest.raises(RequestError) as raised:
+        build_graph(GraphParams.model_validate(body), {"n.indices": indices + 2**40})
+    assert raised.value.field == "nodes[0].weights.indices" and "int32" in raised.value.message
+
+
+def test_the_ops_listing_names_every_primitive_and_which_constants_take_weights():
+    from app.catalog_info import primitive_catalog
+
+    listed = {p["name"]: p for p in primitive_catalog()}
+    assert {c.op for c in CASES} <= {name.removeprefix("mil.") for name in listed}
+    gamma = listed["layer_norm"]["arguments"]["gamma"]
+    assert gamma["in"] == "params" and gamma["weights"] is True
+    assert "weights" not in listed["pad"]["arguments"]["mode"]

@@ -19,6 +19,7 @@ from app.mil.ops import (
     constexpr,
     conv,
     elementwise,
+    indexing,
     layout,
     linear,
     logic,
@@ -26,6 +27,8 @@ from app.mil.ops import (
     pool,
     quantization,
     reduction,
+    slices,
+    spatial,
     state,
 )
 from app.mil.ops.check import check
@@ -55,6 +58,9 @@ RECORDS: tuple[OpRecord, ...] = (
     *conv.RECORDS,
     *linear.RECORDS,
     *layout.RECORDS,
+    *slices.RECORDS,
+    *indexing.RECORDS,
+    *spatial.RECORDS,
     *state.RECORDS,
     *constexpr.RECORDS,
 )
