@@ -17,7 +17,7 @@ from primitive_cases import CASES, Case
 from app.artifacts import build_program, prepare, zip_bytes
 from app.graphs.build import build_graph
 from app.graphs.spec import GraphParams
-from app.mil import emit_text, ops, parse_text
+from app.mil import Var, emit_text, ops, parse_text
 from app.mil.args import Args
 from app.reference import Executor
 from app.reference.executor import random_inputs
@@ -235,7 +235,8 @@ def test_integer_weights_are_int32_and_refused_beyond_its_range():
     indices = np.array([5, 0, 2], np.int64)  # what NumPy makes of Python ints
     build = build_graph(GraphParams.model_validate(body), {"n.indices": indices})
     (gather,) = [op for op in build.program.main.operations if op.type == "gather"]
-    assert gather.inputs["indices"].tensor.dtype.value == "int32"  # type: ignore[union-attr]
+    indices_const = gather.inputs["indices"]
+    assert isinstance(indices_const, Var) and indices_const.tensor.dtype.value == "int32"
     with pytest.raises(RequestError) as raised:
         build_graph(GraphParams.model_validate(body), {"n.indices": indices + 2**40})
     assert raised.value.field == "nodes[0].weights.indices" and "int32" in raised.value.message
@@ -249,3 +250,22 @@ def test_the_ops_listing_names_every_primitive_and_which_constants_take_weights(
     gamma = listed["layer_norm"]["arguments"]["gamma"]
     assert gamma["in"] == "params" and gamma["weights"] is True
     assert "weights" not in listed["pad"]["arguments"]["mode"]
+
+
+COSTS = {  # multiply-adds twice for the products; per output element and window for the rest
+    "lin": 2 * (2 * 4 * 5) * 6,  # x [2, 4, 6] · weight [5, 6]ᵀ
+    "ctc": 2 * (2 * 3 * 4 * 6) * (2 * 3 * 3),  # each input element into C_out/groups · K taps
+    "es3": 2 * (3 * 4 * 2) * 5,  # [3, 4, 5] by [5, 1, 2] -> [3, 4, 2]
+    "mxp": (2 * 3 * 2 * 3) * 4,  # a 2×2 window per output
+    "lnm": 5 * (2 * 3 * 4 * 6),  # mean, centre, square, mean, scale
+    "bnm": 2 * (2 * 3 * 4 * 6),  # one scale, one shift (the constants folded)
+}
+
+
+@pytest.mark.parametrize("case", [c for c in CASES if c.id in COSTS], ids=lambda c: c.id)
+def test_the_estimate_counts_each_primitive_s_work(case):
+    from app.estimates.work import op_flops
+
+    build = build_graph(GraphParams.model_validate(case.graph), case.weights)
+    (op,) = [op for op in build.program.main.operations if op.name == case.id]
+    assert op_flops(op) == COSTS[case.id]

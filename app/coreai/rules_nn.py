@@ -181,7 +181,9 @@ def _linear(step: Step) -> list:
 def _einsum(step: Step) -> list:
     """Both forms contract the last axis of the first with axis -3 of the second over the
     batch axes (B and) H: swap axes -3 and -2, multiply, swap back."""
-    x_type, y_type = (v.tensor for v in step.op.inputs["values"])  # type: ignore[union-attr]
+    values = step.op.inputs["values"]
+    assert isinstance(values, tuple)
+    x_type, y_type = (v.tensor for v in values)
     x, y = step.values("values")
     rank = x_type.rank
     swap = [*range(rank - 3), rank - 2, rank - 3, rank - 1]

@@ -26,7 +26,7 @@ def transpose(step: Step, value, perm: Sequence[int]) -> object:
     return ca().transpose(value, step.indices(list(perm), "uint32"))
 
 
-def scalar(step: Step, value: float, like: TensorType | str) -> object:
+def scalar(step: Step, value: float | np.generic | np.ndarray, like: TensorType | str) -> object:
     """A 0-d constant of `like`'s dtype, for the broadcasting ops."""
     return step.make(np.array(value), like)
 

@@ -5,6 +5,7 @@ multiply-adds twice: conv `2 · out · (C_in / groups · kernel)`, conv_transpos
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import numpy as np
 
@@ -25,7 +26,7 @@ from app.mil.ops.record import (
     Trait,
     output_flops,
 )
-from app.mil.ops.windows import WindowError, spatial_args
+from app.mil.ops.windows import WindowError, spatial_args, windows
 from app.mil.types import TensorType
 
 F = Family.LINEAR
@@ -187,23 +188,21 @@ def _conv_transpose(a: Args) -> np.ndarray:
     y = np.zeros((n, groups, c_out_g, *full))
     xg = x.reshape(n, groups, c_in // groups, -1)
     wg = w.reshape(groups, c_in // groups, c_out_g, *kernel)
-    for k in np.ndindex(*kernel):
-        # [g, o, c] @ [n, g, c, positions] -> [n, g, o, positions]
-        taps = np.matmul(np.swapaxes(wg[(..., *k)], 1, 2), xg).reshape(n, groups, c_out_g, *sizes)
-        index = tuple(
-            slice(
-                k[i] * dilations[i],
-                k[i] * dilations[i] + (sizes[i] - 1) * strides[i] + 1,
-                strides[i],
-            )
-            for i in range(len(sizes))
-        )
-        y[(..., *index)] += taps
+    for k, view in windows(y, kernel, strides, sizes, dilations):
+        # the taps of offset k: [g, o, c] @ [n, g, c, positions] -> [n, g, o, positions]
+        key: tuple[Any, ...] = (..., *k)
+        view += np.matmul(np.swapaxes(wg[key], 1, 2), xg).reshape(view.shape)
     y = y.reshape(n, groups * c_out_g, *full)
     cut = np.zeros((n, groups * c_out_g, *out))
-    source = tuple(slice(b, min(b + o, f)) for b, o, f in zip(before, out, full, strict=True))
-    target = tuple(slice(0, min(o, f - b)) for b, o, f in zip(before, out, full, strict=True))
-    cut[(..., *target)] = y[(..., *source)]
+    source: tuple[Any, ...] = (
+        ...,
+        *(slice(b, min(b + o, f)) for b, o, f in zip(before, out, full, strict=True)),
+    )
+    target: tuple[Any, ...] = (
+        ...,
+        *(slice(0, min(o, f - b)) for b, o, f in zip(before, out, full, strict=True)),
+    )
+    cut[target] = y[source]
     if a.has("bias"):
         cut += a.f64("bias").reshape(-1, *([1] * len(sizes)))
     return cut

@@ -144,7 +144,7 @@ def _scatter(a: Args) -> np.ndarray:
     several updates to one element the last in index order stays."""
     out = np.array(a["data"], dtype=np.result_type(a["data"], a["updates"]))
     axis = int(a.const("axis", 0)) % out.ndim
-    where = list(np.indices(a["indices"].shape))
+    where: list[np.ndarray] = list(np.indices(a["indices"].shape))
     where[axis] = indices(a["indices"], out.shape[axis])
     _SCATTER_MODES[a.const("mode", "add")](out, tuple(where), a["updates"])
     return out

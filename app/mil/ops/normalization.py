@@ -9,6 +9,7 @@ import numpy as np
 
 from app.mil.args import Args
 from app.mil.call import Call
+from app.mil.ir import Operation
 from app.mil.ops import sources as src
 from app.mil.ops.common import FLOAT_TU, U, swept
 from app.mil.ops.record import (
@@ -21,6 +22,7 @@ from app.mil.ops.record import (
     GraphUse,
     OpRecord,
     Seen,
+    output_flops,
 )
 from app.mil.types import TensorType
 
@@ -98,6 +100,16 @@ def _batch_norm(a: Args) -> np.ndarray:
     return y * _per_channel(a, "gamma", x, 1.0) + _per_channel(a, "beta", x, 0.0)
 
 
+def _computed_flops(op: Operation) -> int:
+    """mean, centre, square, mean of the squares, scale: five operations per element."""
+    return 5 * output_flops(op)
+
+
+def _constant_flops(op: Operation) -> int:
+    """A scale and a shift per element (the constants folded)."""
+    return 2 * output_flops(op)
+
+
 RECORDS: tuple[OpRecord, ...] = (
     OpRecord(
         "layer_norm",
@@ -114,6 +126,7 @@ RECORDS: tuple[OpRecord, ...] = (
             FLOAT_TU,
         ),
         meaning=_layer_norm,
+        flops=_computed_flops,
         graph=GraphUse(
             "(x - mean) / √(variance + epsilon) · gamma + beta over `axes` (all unless given; "
             "gamma and beta of the normalized shape; epsilon 1e-5)",
@@ -137,6 +150,7 @@ RECORDS: tuple[OpRecord, ...] = (
             FLOAT_TU,
         ),
         meaning=_instance_norm,
+        flops=_computed_flops,
         graph=GraphUse(
             "layer_norm over the spatial axes of [N, C, *D] (rank 3 or 4), gamma and beta [C]",
             8 * U,
@@ -160,6 +174,7 @@ RECORDS: tuple[OpRecord, ...] = (
             FLOAT_TU,
         ),
         meaning=_batch_norm,
+        flops=_constant_flops,
         graph=GraphUse(
             "(x - mean) / √(variance + epsilon) · gamma + beta per channel of [N, C, *D] "
             "(rank 3 to 5; mean, variance, gamma, beta [C])",

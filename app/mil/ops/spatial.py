@@ -10,6 +10,7 @@ channel first (PyTorch's, ONNX's CRD).
 from __future__ import annotations
 
 import math
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -61,7 +62,7 @@ def _pad(a: Args) -> np.ndarray:
     widths = [(0, 0)] * (x.ndim - len(pad) // 2) + [
         (pad[2 * i], pad[2 * i + 1]) for i in range(len(pad) // 2)
     ]
-    mode = _PAD_MODES[a.const("mode", "constant")]
+    mode: Any = _PAD_MODES[a.const("mode", "constant")]  # one of NumPy's mode names
     if mode == "constant":
         return np.pad(x, widths, constant_values=a.const("constant_val", 0.0))
     return np.pad(x, widths, mode=mode)
@@ -192,7 +193,14 @@ def bilinear_matrix(size: int, out: int, align_corners: bool, half_pixel: bool) 
     return weights
 
 
-def bilinear_grids(a: Args | Call, shape: tuple[int, ...]) -> tuple[np.ndarray, np.ndarray]:
+class ReadsConsts(Protocol):
+    """What reads an application's const arguments: a type rule's Call, the executor's Args, a
+    Core AI rule's Step."""
+
+    def const(self, arg: str, default: Any = None) -> Any: ...
+
+
+def bilinear_grids(a: ReadsConsts, shape: tuple[int, ...]) -> tuple[np.ndarray, np.ndarray]:
     """The row and column weight matrices of an upsample_bilinear application."""
     align = bool(a.const("align_corners", True))
     half = bool(a.const("half_pixel_centers", not align))

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterator, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -105,4 +106,5 @@ def windows(
             slice(k[i] * dil[i], k[i] * dil[i] + (out[i] - 1) * strides[i] + 1, strides[i])
             for i in range(n)
         )
-        yield k, padded[(..., *index)]
+        key: tuple[Any, ...] = (..., *index)
+        yield k, padded[key]
