@@ -8,6 +8,7 @@ refused naming the node."""
 from __future__ import annotations
 
 import io
+import json
 import zipfile
 
 import numpy as np
@@ -269,3 +270,34 @@ def test_the_estimate_counts_each_primitive_s_work(case):
     build = build_graph(GraphParams.model_validate(case.graph), case.weights)
     (op,) = [op for op in build.program.main.operations if op.name == case.id]
     assert op_flops(op) == COSTS[case.id]
+
+
+def test_a_graph_of_new_primitives_over_http(client):
+    """The service as users call it: gamma and beta inline (JSON lists), topk's two outputs
+    named by the graph, a bool-valued comparison feeding select; verified."""
+    body = {
+        "inputs": {"x": {"shape": [1, 4, 8]}},
+        "nodes": [
+            {
+                "id": "norm",
+                "op": "layer_norm",
+                "params": {"axes": [-1]},
+                "inputs": {"x": "x"},
+                "weights": {"gamma": [1.5] * 8, "beta": [0.25] * 8},
+            },
+            {"id": "act", "op": "gelu", "inputs": {"x": "norm"}},
+            {"id": "top", "op": "topk", "params": {"k": 3}, "inputs": {"x": "act"}},
+            {"id": "pos", "op": "greater", "inputs": {"x": "norm", "y": "act"}},
+            {"id": "pick", "op": "select", "inputs": {"cond": "pos", "a": "norm", "b": "act"}},
+        ],
+        "outputs": {"values": "top.0", "indices": "top.1", "picked": "pick"},
+        "format": "mil",
+        "verify": True,
+    }
+    answer = client.post("/v1/graphs", json=body)
+    assert answer.status_code == 200, answer.text
+    with zipfile.ZipFile(io.BytesIO(answer.content)) as zf:
+        report = json.loads(zf.read("verification.json"))
+        text = zf.read("model.mil").decode()
+    assert report["passed"] and set(report["outputs"]) == {"values", "indices", "picked"}
+    assert " = layer_norm(" in text and " = topk(" in text and " = select(" in text
