@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 from primitive_cases import CASES, Case
 
-from app.artifacts import build_program, prepare, zip_bytes
+from app.artifacts import prepare, zip_bytes
 from app.graphs.build import build_graph
 from app.graphs.spec import GraphParams
 from app.mil import Var, emit_text, ops, parse_text
@@ -132,7 +132,7 @@ def test_the_primitives_run_on_apples_core_ai_runtime_within_their_bounds():
     from app.reference.apple import apple_report
 
     graph, weights = _merged([c for c in CASES if c.coreai])
-    build = build_program(KernelRequest.create(graph=graph, weights=weights), random_seed=0)
+    build = KernelRequest.create(graph=graph, weights=weights).build(random_seed=0)
     report = apple_report(build)
     failed = {
         name: check
@@ -148,7 +148,7 @@ def test_forms_without_a_core_ai_translation_are_refused_naming_the_node(case):
     pytest.importorskip("coreai.authoring", reason="needs the coreai extra (coreai-core)")
     from app.coreai.translate import TranslationError, translate
 
-    build = build_program(_request(case), random_seed=0)
+    build = _request(case).build(random_seed=0)
     with pytest.raises(TranslationError) as raised:
         translate(build.program)
     assert raised.value.found.op.name == case.id and "batch_dims" in str(raised.value)
