@@ -5,19 +5,27 @@ existing file at the destination is left as it was.
 A process also knows which temp files it is writing (`in_flight`), so that a stop signal can
 remove them before the process ends (`remove_in_flight_on_stop`): a build worker stopped with its
 process group would otherwise leave half a zip behind. What a hard kill leaves, the stores'
-start-up sweep removes, knowing the writer from the name (app/tempnames.py).
+start-up sweep removes, knowing the writer from the name (app/tempnames.py). Scratch directories
+(`scratch_dir`: a kit build's held weights, a compile's bundle) are named, tracked and swept the
+same way.
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 import signal
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import BinaryIO
 
-from app.tempnames import temp_name
+from app.tempnames import owner_gone, temp_name
+
+# What a scratch directory in the system's temp directory is called before its owner's name: the
+# service's own there, so a sweep of it touches nothing else.
+SYSTEM_SCRATCH_STEM = "ane"
 
 
 class Stopping(RuntimeError):
@@ -49,7 +57,7 @@ def remove_in_flight() -> None:
     global _stopping
     _stopping = True
     for path in list(_in_flight):
-        discard(path)
+        remove(path)
 
 
 def _remove_and_die(signum: int, frame: object) -> None:
@@ -71,6 +79,46 @@ def discard(path: Path) -> None:
     be removed (a read-only filesystem) must not hide the error being handled."""
     with contextlib.suppress(OSError):
         path.unlink(missing_ok=True)
+
+
+def remove(path: Path) -> None:
+    """Remove a temp file or a scratch directory with all it holds, if it is there; for cleanup
+    (errors are not raised, as for `discard`)."""
+    if path.is_dir() and not path.is_symlink():
+        shutil.rmtree(path, ignore_errors=True)
+    else:
+        discard(path)
+
+
+@contextlib.contextmanager
+def scratch_dir(suffix: str, parent: Path | None = None) -> Iterator[Path]:
+    """A fresh directory in `parent` named for this process (app/tempnames.py), removed with all
+    it holds when the block ends, or by a stop signal (`remove_in_flight`); a hard kill leaves
+    it to the next sweep of `parent`. Without a `parent`, the system's temp directory, where the
+    scratch of this host's ended processes is swept first (`sweep_system_scratch`)."""
+    if parent is None:
+        parent = Path(tempfile.gettempdir())
+        sweep_system_scratch(parent)
+        path = parent / temp_name(suffix, stem=SYSTEM_SCRATCH_STEM)
+    else:
+        path = parent / temp_name(suffix)
+    with in_flight(path):
+        path.mkdir(parents=True)
+        try:
+            yield path
+        finally:
+            remove(path)
+
+
+def sweep_system_scratch(parent: Path) -> int:
+    """Remove the service's scratch in `parent` (a temp directory shared with other programs)
+    whose writer on this host has ended; how many. Anything not named by `scratch_dir` is left."""
+    removed = 0
+    for entry in parent.glob(f"{SYSTEM_SCRATCH_STEM}~*"):
+        if owner_gone(entry.name):
+            remove(entry)
+            removed += 1
+    return removed
 
 
 def temp_beside(path: Path) -> Path:

@@ -13,11 +13,12 @@ from functools import cached_property
 from pathlib import Path
 from typing import Literal
 
-from pydantic import Field, field_validator
+from pydantic import Field, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from app.devices import DEFAULT_PROGRAM_WEIGHT_BYTES
 from app.sizes import (
+    DEFAULT_JSON_BYTES,
     DEFAULT_PROGRAM_BYTES,
     DEFAULT_PROGRAM_ELEMENTS,
     DEFAULT_TENSOR_BYTES,
@@ -60,14 +61,37 @@ class Settings(BaseSettings):
         description="uploaded weights and checkpoint files (LRU by bytes): as large as "
         "ANE_MAX_CHECKPOINT_BYTES, so a checkpoint the kits admit can be held whole",
     )
-    max_json_bytes: int = Field(MiB, ge=1024, description="a JSON body or `spec` part")
+    max_json_bytes: int = Field(
+        DEFAULT_JSON_BYTES,
+        ge=1024,
+        description="a JSON body or `spec` part, and every JSON file a user hands in (config.json, "
+        "generation_config.json, a shard index, kit.json, a device-check report, a rows file)",
+    )
     max_weight_bytes: int = Field(1 * GiB, ge=1, description="one uploaded weight tensor")
     max_body_bytes: int = Field(2 * GiB, ge=1, description="a whole multipart or raw body")
     max_upload_bytes: int = Field(
-        64 * GiB, ge=1, description="one file uploaded in parts (/v1/blobs/uploads)"
+        DEFAULT_CHECKPOINT_BYTES,
+        ge=1,
+        description="one file uploaded in parts (/v1/blobs/uploads): at most ANE_BLOB_MAX_BYTES, "
+        "which must be able to keep it",
     )
     upload_part_bytes: int = Field(
         64 * MiB, ge=1, description="the most one part of a resumable upload may hold"
+    )
+    max_uploads_in_progress: int = Field(
+        16, ge=1, description="resumable uploads one API key may have started and not finished"
+    )
+    max_upload_reserved_bytes: int = Field(
+        DEFAULT_CHECKPOINT_BYTES,
+        ge=1,
+        description="the declared bytes of one API key's uploads in progress, together: a start "
+        "over it is refused before anything is written or evicted (default: ANE_BLOB_MAX_BYTES)",
+    )
+    upload_part_timeout_s: float = Field(
+        60,
+        gt=0,
+        description="the longest wait for the next bytes of a part: a sender silent for longer "
+        "has its part dropped, so the upload is free for the resumed part",
     )
     max_checkpoint_bytes: int = Field(
         DEFAULT_CHECKPOINT_BYTES,
@@ -76,6 +100,12 @@ class Settings(BaseSettings):
         "bf16 is 16 GB)",
     )
     max_artifact_bytes: int = Field(4 * GiB, ge=1, description="weights one artifact may hold")
+    max_verify_bytes: int = Field(
+        4 * GiB,
+        ge=1,
+        description="memory a model kit's verification may take, estimated from its shapes "
+        "before the build starts (attention heads x prefill x context): over it, refused",
+    )
     min_free_bytes: int = Field(
         256 * MiB,
         ge=0,
@@ -176,6 +206,31 @@ class Settings(BaseSettings):
         relative link would point beside the link, not under the directory the process started
         in. `make run`'s default `data` is relative."""
         return value.expanduser().absolute()
+
+    @model_validator(mode="after")
+    def _uploads_fit_the_blob_store(self) -> Settings:
+        """A file the blob store could not keep would evict every other blob and then itself:
+        upload limits left at their defaults follow ANE_BLOB_MAX_BYTES (down, and for the
+        quota up too); one set above it is refused at start-up, naming both."""
+        given = self.model_fields_set
+        for name in ("max_upload_bytes", "max_weight_bytes"):
+            if getattr(self, name) <= self.blob_max_bytes:
+                continue
+            if name in given:
+                raise ValueError(
+                    f"ANE_{name.upper()}={getattr(self, name)} is over ANE_BLOB_MAX_BYTES="
+                    f"{self.blob_max_bytes}: the blob store could not keep such a file"
+                )
+            setattr(self, name, self.blob_max_bytes)
+        if "max_upload_reserved_bytes" not in given:
+            self.max_upload_reserved_bytes = max(self.blob_max_bytes, self.max_upload_bytes)
+        if self.max_upload_bytes > self.max_upload_reserved_bytes:
+            raise ValueError(
+                f"ANE_MAX_UPLOAD_BYTES={self.max_upload_bytes} is over "
+                f"ANE_MAX_UPLOAD_RESERVED_BYTES={self.max_upload_reserved_bytes}: a file of "
+                "the largest size could never be started"
+            )
+        return self
 
     @cached_property
     def api_key_set(self) -> frozenset[str]:

@@ -33,10 +33,15 @@ def server_pid(port: int) -> int:
     raise LookupError(f"no uvicorn child listening on {port}")
 
 
-def rss_bytes(pid: int) -> int:
+def rss_bytes(pid: int, field: str = "VmRSS") -> int:
     status = Path(f"/proc/{pid}/status").read_text()
-    line = next(line for line in status.splitlines() if line.startswith("VmRSS:"))
+    line = next(line for line in status.splitlines() if line.startswith(f"{field}:"))
     return int(line.split()[1]) * 1024
+
+
+def peak_rss_bytes(pid: int) -> int:
+    """The most resident memory the process has had (VmHWM): what a passing spike cost."""
+    return rss_bytes(pid, "VmHWM")
 
 
 def data_files(data_dir: Path) -> set[Path]:

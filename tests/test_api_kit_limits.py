@@ -126,3 +126,4 @@ def test_a_kit_larger_than_the_kernel_cache_is_built_and_kept(tmp_path):
     assert limits["kit_timeout_base_s"] == settings.kit_timeout_base_s
     assert limits["kit_timeout_s_per_gb"] == settings.kit_timeout_s_per_gb
     assert limits["job_timeout_s"] == settings.job_timeout_s
+    assert limits["max_verify_bytes"] == settings.max_verify_bytes

@@ -211,7 +211,7 @@ WHISPER_TINY = {
             "config.hidden_size",
             "missing",
         ),
-        ({**QWEN3_0_6B, "vocab_size": "big"}, {}, "config.vocab_size", "positive integer"),
+        ({**QWEN3_0_6B, "vocab_size": "big"}, {}, "config.vocab_size", "valid integer"),
         ({**QWEN3_0_6B, "hidden_act": "gelu"}, {}, "config.hidden_act", "not supported"),
         (QWEN3_0_6B, {"device": "m9"}, "device", "a18-pro"),
         (QWEN3_0_6B, {"quantize": {"mode": "palettize", "nbits": 5}}, "quantize.nbits", ""),

@@ -2,7 +2,7 @@
 
 | threshold | where | crossed by |
 |---|---|---|
-| 1 MiB: a kit's stored zip entry read back mapped | `app/kits/kitzip.MAPPED_BYTES` | tests/test_kits_real_size.py, tests/test_make_run.py (a 1.19 MB model.mil) |
+| 1 MiB: a kit's stored zip entry read back mapped | `app/packaging/zipread.MAPPED_BYTES` | tests/test_kits_real_size.py, tests/test_make_run.py (a 1.19 MB model.mil) |
 | 1 MiB: an artifact kept in memory for cache hits | `app/cache/hot.SMALL_ARTIFACT_BYTES` | `test_an_artifact_over_the_hot_cache_size_is_served_from_its_file` |
 | 8 MiB: a weight file written (and compared) in chunks | `app/blob/writer.DEFAULT_CHUNK_BYTES` | `test_weights_over_one_chunk_are_written_and_told_apart_whole` |
 | 16 MiB: a zip built in memory, past it through a file | `app/artifacts._IN_MEMORY_BYTES` | `test_a_kernel_over_the_in_memory_size_zips_through_a_file_to_the_same_bytes` |
@@ -30,8 +30,8 @@ from app import artifacts
 from app.blob import BlobReader
 from app.blob.writer import DEFAULT_CHUNK_BYTES, BlobWriter
 from app.cache.hot import SMALL_ARTIFACT_BYTES
-from app.kits.kitzip import MappedZip
 from app.packaging import zipwriter
+from app.packaging.zipread import CheckedZip
 from app.packaging.zipwriter import Entry, write_zip
 from app.request import KernelRequest
 from app.service import messages
@@ -126,7 +126,7 @@ def test_a_zip64_entry_reads_back_everywhere(tmp_path, monkeypatch):
 
     assert local_extra("big.bin")[:2] == b"\x01\x00"  # the zip64 extended information field
     assert local_extra("small.bin") == b""
-    files = MappedZip(path)
+    files = CheckedZip(path)
     assert bytes(files["big.bin"]) == big and bytes(files["small.bin"]) == small
 
 

@@ -1,5 +1,9 @@
 """Optional API keys: `Authorization: Bearer <key>` against ANE_API_KEYS (off when empty).
 
+The key a request was let in with is its owner (`owner_of`): a resumable upload belongs to the
+key that started it (app/uploads/resumable.py). The owner is the key's sha256, so no key is ever
+written to disk; with keys off every request has the same owner, "".
+
 One rule says which paths need a key, for the check and for the OpenAPI document alike: every
 path under /v1/ except /v1/info; probes, metrics and the docs stay open. The check is an ASGI
 middleware rather than a FastAPI dependency: resolving a dependency on every request cost more
@@ -9,6 +13,7 @@ than the check itself. The document declares the bearer scheme only when keys ar
 
 from __future__ import annotations
 
+import hashlib
 import hmac
 
 from starlette.types import ASGIApp, Receive, Scope, Send
@@ -19,6 +24,12 @@ SCHEME = "bearer"
 PROTECTED_PREFIX = "/v1/"
 OPEN_PATHS = frozenset({"/v1/info"})
 _CHALLENGE = {"WWW-Authenticate": 'Bearer realm="ane-kernels"'}
+_OWNER = "api_key_owner"  # where the middleware leaves the owner, in the request's scope state
+
+
+def owner_of(scope: Scope) -> str:
+    """Who is asking: the sha256 of the request's API key, or "" when keys are off."""
+    return scope.get("state", {}).get(_OWNER, "")
 
 
 def protected(path: str) -> bool:
@@ -39,6 +50,7 @@ class ApiKeyMiddleware:
         await self.app(scope, receive, send)
 
     def _refusal(self, scope: Scope) -> Problem | None:
+        """Why the request may not pass, or None: then its owner is in its scope."""
         header = next((v for k, v in scope["headers"] if k == b"authorization"), b"")
         scheme, _, token = header.decode("latin-1").partition(" ")
         if scheme.lower() != "bearer" or not token.strip():
@@ -54,6 +66,7 @@ class ApiKeyMiddleware:
             return Problem(
                 401, "the API key is not valid", title="Unauthorized", headers=_CHALLENGE
             )
+        scope.setdefault("state", {})[_OWNER] = hashlib.sha256(given).hexdigest()
         return None
 
 

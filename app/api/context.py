@@ -11,7 +11,7 @@ from pathlib import Path
 
 from fastapi import Request
 
-from app.cache.faults import BLOB_STORE, storage_errors
+from app.cache.faults import BLOB_STORE, free_bytes, same_filesystem, storage_errors
 from app.cache.store import ContentStore
 from app.jobs.engine import JobEngine
 from app.observability.metrics import Metrics
@@ -20,7 +20,7 @@ from app.service.pool import BuildPool
 from app.settings import Settings
 from app.storage import make_room, volume_problems
 from app.uploads.blobstore import BlobStore
-from app.uploads.resumable import Uploads
+from app.uploads.resumable import UploadLimits, Uploads
 
 
 @dataclass
@@ -62,10 +62,25 @@ class Services:
     def spool_path(self) -> Path:
         return self.blobs.new_spool_path()
 
+    def spare_bytes(self) -> int:
+        """What the blob store's volume could still take: its free bytes, and those evicting
+        every cached artifact on it would free. Blocking (a statvfs)."""
+        directory = self.blobs.store.tmp_dir
+        evictable = self.cache.total_bytes if same_filesystem(self.cache.root, directory) else 0
+        return free_bytes(directory) + evictable
+
     @functools.cached_property
     def uploads(self) -> Uploads:
         """Resumable uploads of whole files, beside the blob store (/v1/blobs/uploads)."""
-        return Uploads(self.blobs, self.settings.upload_part_bytes, self.settings.max_upload_bytes)
+        s = self.settings
+        limits = UploadLimits(
+            part_bytes=s.upload_part_bytes,
+            max_bytes=s.max_upload_bytes,
+            max_count=s.max_uploads_in_progress,
+            max_reserved=s.max_upload_reserved_bytes,
+            part_timeout_s=s.upload_part_timeout_s,
+        )
+        return Uploads(self.blobs, limits, self.spare_bytes)
 
 
 def services_of(request: Request) -> Services:

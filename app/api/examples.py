@@ -29,10 +29,11 @@ EXAMPLE_CHECKPOINT: dict[str, tuple[str, int]] = {
 }
 EXAMPLE_FILES = {name: f"sha256:{digest}" for name, (digest, _) in EXAMPLE_CHECKPOINT.items()}
 EXAMPLE_HIDDEN = 32  # the example checkpoint's hidden_size
-EXAMPLE_KIT_OPTIONS: dict[str, Any] = {"format": "mil", "context": 16, "prefill": 4}
+# An .mlpackage kit: a device check runs Core ML programs, and refuses a mil kit (docs/kits.md)
+EXAMPLE_KIT_OPTIONS: dict[str, Any] = {"format": "mlpackage", "context": 16, "prefill": 4}
 # The kit example's job id: the digest of its files' digests and options (ModelRequest.key);
 # the device-check example names it.
-EXAMPLE_KIT = "de89107c9eae7f41b348ee6f896d4a0cd98513d1bb1aa5979881adcbb48496b1"
+EXAMPLE_KIT = "e931a87a5e7ab455ed95557e3bb45b707fbe5f121cce1fdad817ee884def07ca"
 
 # Qwen3-0.6B's config.json, the keys the planner reads (huggingface.co/Qwen/Qwen3-0.6B)
 QWEN3_0_6B = {

@@ -31,6 +31,8 @@ _DESCRIPTIONS = {
     422: "Validation failed; `field` names the input at fault",
     503: "Compiler unavailable, the build backlog full or the job broker unreachable (see "
     "Retry-After), or a data directory not writable (the problem names it)",
+    504: "Timed out: an upload part whose sender fell silent for ANE_UPLOAD_PART_TIMEOUT_S is "
+    "dropped (resume from `received`)",
     507: "The data volume is full: the problem names the store, its directory and the bytes "
     "it needed",
 }

@@ -18,13 +18,17 @@ from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, Response
 from pydantic import ValidationError
 from starlette.exceptions import HTTPException
+from starlette.requests import ClientDisconnect
 
 from app.errors import ErrorKind, FieldError
 
 MEDIA_TYPE = "application/problem+json"
+# The client went away before its body arrived: nobody reads an answer, and it is not the
+# service's failure. Logged and counted under nginx's status for it, "client closed request".
+CLIENT_CLOSED = 499
 log = logging.getLogger("ane.service")
 
 KIND_STATUS: dict[ErrorKind, int] = {
@@ -178,6 +182,10 @@ def install_handlers(app: FastAPI) -> None:
     @app.exception_handler(ValidationError)
     async def _validation(request: Request, exc: ValidationError) -> JSONResponse:
         return problem_response(from_validation_errors(exc.errors()), request)
+
+    @app.exception_handler(ClientDisconnect)
+    async def _gone(request: Request, exc: ClientDisconnect) -> Response:
+        return Response(status_code=CLIENT_CLOSED)
 
     @app.exception_handler(HTTPException)
     async def _http(request: Request, exc: HTTPException) -> JSONResponse:

@@ -27,7 +27,7 @@ from typing import Any
 
 from app.cache.faults import free_bytes, same_filesystem
 from app.digest import file_digest
-from app.files import discard, in_flight
+from app.files import discard, in_flight, remove
 from app.tempnames import owner_gone, temp_name
 
 log = logging.getLogger("ane.cache")
@@ -185,14 +185,7 @@ class ContentStore:
         temp file may be another process's upload or publish in progress, so only those whose
         writer has ended are removed (`_abandoned`); a data file without its sidecar only once
         untouched for `STALE_AFTER_S`."""
-        abandoned = [t for t in self.tmp_dir.iterdir() if t.is_file() and _abandoned(t)]
-        for temp in abandoned:
-            discard(temp)
-        if abandoned:
-            log.info(
-                "removed abandoned temp files",
-                extra={"store": str(self.root), "files": len(abandoned)},
-            )
+        self.sweep_tmp()
         found = []
         for meta_path in self.root.glob("??/*.json"):
             key = meta_path.stem
@@ -212,6 +205,21 @@ class ContentStore:
         for orphan in self.root.glob(f"??/*{self.suffix}"):
             if orphan.name.removesuffix(self.suffix) not in self._lru and _is_stale(orphan):
                 orphan.unlink(missing_ok=True)
+
+    def sweep_tmp(self) -> int:
+        """Remove the temp files and scratch directories in tmp_dir nobody will finish
+        (`_abandoned`: their writer on this host has ended, or, when it cannot be asked, they
+        have not been touched for STALE_AFTER_S); how many. At start-up, and when a job whose
+        worker died is tried again or given up."""
+        abandoned = [t for t in self.tmp_dir.iterdir() if _abandoned(t)]
+        for temp in abandoned:
+            remove(temp)
+        if abandoned:
+            log.info(
+                "removed abandoned temp files",
+                extra={"store": str(self.root), "files": len(abandoned)},
+            )
+        return len(abandoned)
 
     # -- reading -------------------------------------------------------------------------------
     def verified(self, key: str) -> StoredEntry | None:

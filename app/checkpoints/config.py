@@ -7,15 +7,23 @@ biases (on q, k, v, never on o: its config has no `attention_bias`), Qwen3's per
 (`qk_norm`), and a multimodal config's `text_config`. What the ops cannot compute is refused
 naming the key: another RoPE type, MLP biases, sliding-window attention wider than nothing. Every
 fault is a RequestError whose field is `config.<key>`.
+
+A config is checked key by key before any of it is used (`check_config`), whether read from a
+file (app/jsonfile.py: bounded, strict JSON) or given in a request body: every key the service
+reads has its JSON type (strict: `"32"` is not an integer) and a range; other keys pass as they
+are. The same holds for generation_config.json and a shard index (app/checkpoints/files.py).
 """
 
 from __future__ import annotations
 
-import json
-from pathlib import Path
-from typing import Any
+import os
+from typing import Annotated, Any
+
+from pydantic import BaseModel, ConfigDict, Field
 
 from app.errors import RequestError
+from app.jsonfile import JsonLimits, read_json, validate
+from app.settings import Settings
 
 # model_type -> the class name transformers gives its causal LM: the decoder-only families the
 # kits build and the planner plans (other configs are planned when they spell the same keys)
@@ -51,14 +59,85 @@ ROPE_SCALING_KEYS = (
 )
 
 
-def read_config(path: str | Path) -> dict[str, Any]:
-    try:
-        config = json.loads(Path(path).read_text())
-    except (OSError, ValueError) as exc:
-        raise RequestError("config", f"{path}: cannot read a config.json: {exc}") from None
-    if not isinstance(config, dict):
-        raise RequestError("config", f"{path}: a config.json holds a JSON object")
+# Far above any released model: a size past them is a typo or an attack, and would make the
+# arithmetic of a plan or a kit needlessly large.
+MAX_DIM = 1 << 24
+MAX_LAYERS = 4096
+MAX_POSITIONS = (1 << 31) - 1  # int32: every length a program takes
+Dim = Annotated[int, Field(ge=1, le=MAX_DIM)]
+Positions = Annotated[int, Field(ge=1, le=MAX_POSITIONS)]
+Positive = Annotated[float, Field(gt=0)]
+# -1 stands for "none" in some configs (pad_token_id of Llama 2)
+TokenId = Annotated[int, Field(ge=-1, le=MAX_DIM)]
+TokenIds = TokenId | Annotated[list[TokenId], Field(max_length=64)]
+Name = Annotated[str, Field(max_length=256)]
+
+
+class RopeFile(BaseModel):
+    """`rope_scaling` / `rope_parameters`: the keys read (app/checkpoints/config.py, _rope)."""
+
+    model_config = ConfigDict(extra="allow")
+
+    rope_type: Name | None = None
+    type: Name | None = None
+    rope_theta: Positive | None = None
+    factor: Positive | None = None
+    low_freq_factor: Positive | None = None
+    high_freq_factor: Positive | None = None
+    original_max_position_embeddings: Positions | None = None
+
+
+class SpecialTokens(BaseModel):
+    """The token ids a kit records (kit.json `special_tokens`)."""
+
+    model_config = ConfigDict(extra="allow")
+
+    bos_token_id: TokenIds | None = None
+    eos_token_id: TokenIds | None = None
+    pad_token_id: TokenIds | None = None
+
+
+class ConfigFile(SpecialTokens):
+    """config.json as the service reads it: each key it uses, typed and bounded."""
+
+    model_type: Name | None = None
+    architectures: Annotated[list[Name], Field(max_length=64)] | None = None
+    hidden_size: Dim | None = None
+    intermediate_size: Dim | None = None
+    num_attention_heads: Dim | None = None
+    num_key_value_heads: Dim | None = None
+    head_dim: Dim | None = None
+    num_hidden_layers: Annotated[int, Field(ge=1, le=MAX_LAYERS)] | None = None
+    vocab_size: Dim | None = None
+    max_position_embeddings: Positions | None = None
+    rms_norm_eps: Annotated[float, Field(gt=0, lt=1)] | None = None
+    rope_theta: Positive | None = None
+    rope_scaling: RopeFile | None = None
+    rope_parameters: RopeFile | None = None
+    hidden_act: Name | None = None
+    attention_bias: bool | None = None
+    mlp_bias: bool | None = None
+    tie_word_embeddings: bool | None = None
+    sliding_window: Annotated[int, Field(ge=0, le=MAX_POSITIONS)] | None = None
+    use_sliding_window: bool | None = None
+    text_config: ConfigFile | None = None
+
+
+def json_limits() -> JsonLimits:
+    """The limits a JSON file a user hands in is read with (ANE_MAX_JSON_BYTES)."""
+    return JsonLimits(Settings().max_json_bytes)
+
+
+def check_config(config: Any, file: str = "config") -> dict[str, Any]:
+    """`config` (a config.json's object), every key the service reads checked; refused naming
+    `config.<key>` and `file`."""
+    validate(config, ConfigFile, file, field="config")
     return config
+
+
+def read_config(path: str | os.PathLike) -> dict[str, Any]:
+    """A config.json file, bounded and checked (`check_config`)."""
+    return check_config(read_json(path, str(path), json_limits(), "config"), str(path))
 
 
 def text_config(config: dict[str, Any]) -> dict[str, Any]:

@@ -8,17 +8,45 @@ checkpoint is opened, so a truncated or inconsistent file is refused before anyt
 
 from __future__ import annotations
 
-import json
 import math
 import mmap
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Annotated
+
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
 from app import safetensors_header
+from app.checkpoints.config import json_limits
 from app.errors import RequestError
+from app.jsonfile import JsonLimits, read_model
 
 INDEX_NAME = "model.safetensors.index.json"
 SINGLE_NAME = "model.safetensors"
+NAME_BYTES = 255  # the longest file name Linux and macOS take (NAME_MAX)
+
+
+def file_name(name: str) -> str:
+    """`name` if it is one file's own name: no folder, not hidden, no NUL or control character,
+    at most NAME_BYTES bytes of UTF-8; else ValueError saying why."""
+    if not name or "/" in name or "\\" in name or name.startswith("."):
+        raise ValueError("a file's own name: no folders, not hidden")
+    if any(ord(c) < 32 or ord(c) == 127 for c in name):
+        raise ValueError("a file name holds no NUL or control characters")
+    if len(name.encode("utf-8", "surrogatepass")) > NAME_BYTES:
+        raise ValueError(f"a file name is at most {NAME_BYTES} bytes")
+    return name
+
+
+class ShardIndex(BaseModel):
+    """model.safetensors.index.json: which shard beside it holds each tensor."""
+
+    model_config = ConfigDict(extra="allow")
+
+    weight_map: Annotated[
+        dict[str, Annotated[str, AfterValidator(file_name)]],
+        Field(max_length=safetensors_header.MAX_TENSORS),
+    ]
 
 
 @dataclass(frozen=True)
@@ -110,17 +138,12 @@ def open_checkpoint(path: str | Path) -> dict[str, Tensor]:
     return read_header(path)
 
 
-def _sharded(index: Path) -> dict[str, Tensor]:
-    try:
-        weight_map = json.loads(index.read_text())["weight_map"]
-        if not isinstance(weight_map, dict):
-            raise ValueError("weight_map is not an object")
-    except (OSError, ValueError, KeyError, TypeError) as exc:
-        raise _bad(index, f"not a safetensors index (weight_map): {exc}") from None
+def _sharded(index: Path, limits: JsonLimits | None = None) -> dict[str, Tensor]:
+    limits = limits or json_limits()
+    weight_map = read_model(index, ShardIndex, str(index), field="checkpoint", limits=limits)
+    weight_map = weight_map.weight_map
     tensors: dict[str, Tensor] = {}
     for shard in sorted(set(weight_map.values())):
-        if not isinstance(shard, str) or Path(shard).name != shard:
-            raise _bad(index, f"shard {shard!r} must be a file name beside the index")
         found = read_header(index.parent / shard)
         tensors |= {n: t for n, t in found.items() if weight_map.get(n) == shard}
     missing = sorted(set(weight_map) - set(tensors))

@@ -6,14 +6,15 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from app.checkpoints.config import read_config
+from app.checkpoints.config import json_limits, read_config
 from app.cli.common import CLIError
 from app.devices import CHIPS
-from app.devices.calibration import measured_row, predict
-from app.devices.measured import MEASURED_ROWS, NotACalibrationRow, add_row, row_from_report
+from app.devices.calibration import check_plausible
+from app.devices.measured import MEASURED_ROWS, add_row, read_rows, row_from_report
 from app.devices.model import PATHS
 from app.devices.render import chips_summary, products_table
 from app.errors import FieldError
+from app.jsonfile import read_json
 from app.planner import DEFAULT_CONTEXT, DEFAULT_PREFILL, make_plan
 
 
@@ -90,19 +91,18 @@ def add_commands(sub) -> None:
 
 def cmd_calibrate(args) -> int:
     try:
-        report = json.loads(args.report.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise CLIError(f"{args.report}: not a readable JSON file ({exc})") from None
-    if isinstance(report, dict) and isinstance(report.get("device_check"), dict):
-        report = report["device_check"]  # a job's JSON
+        report = read_json(args.report, str(args.report), json_limits(), "report")
+        if isinstance(report, dict) and isinstance(report.get("device_check"), dict):
+            report = report["device_check"]  # a job's JSON
+        row = row_from_report(report, str(args.report))
+        # what the estimate said before this row was part of its fit: how far off it was; a
+        # speed it could not be off by is refused
+        predicted = check_plausible(row)
+        held = read_rows(args.rows)
+    except FieldError as exc:  # each names its file, or is about the report
+        raise CLIError(str(exc)) from None
     try:
-        row = row_from_report(report)
-    except NotACalibrationRow as exc:
-        raise CLIError(f"{args.report}: {exc}") from None
-    # what the estimate said before this row was part of its fit: how far off it was
-    predicted = predict(measured_row(row))
-    try:
-        added = add_row(row, args.rows)
+        added = add_row(row, args.rows, held)
     except OSError as exc:
         raise CLIError(
             f"{args.rows}: cannot write the measured rows ({exc}); name a writable file with --rows"

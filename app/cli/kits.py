@@ -10,6 +10,7 @@ from pathlib import Path
 from app.cli.common import EXIT_FAILED, CLIError
 from app.cli.summary import BuildSummary, emit
 from app.errors import FieldError
+from app.files import remove_in_flight_on_stop
 from app.formats import KIT_FORMATS
 from app.kits import Kit, KitOptions, build_kit
 
@@ -31,6 +32,7 @@ def cmd_model(args) -> int:
         kv=args.kv,
         verify=args.verify,
     )
+    remove_in_flight_on_stop()  # SIGTERM or Ctrl-C: the half-written kit and its scratch go too
     tty = sys.stderr.isatty()
     progress = (
         (lambda line: print(f"\r\033[K{line}", end="", file=sys.stderr, flush=True))
@@ -130,8 +132,8 @@ def cmd_generate(args) -> int:
         kit = Kit.open(args.kit)
         tokenizer = _tokenizer(kit) if args.prompt_ids is None else None
         prompt = _ids(args.prompt_ids) if tokenizer is None else tokenizer.encode(args.prompt).ids
-        stop = kit.meta["special_tokens"].get("eos_token_id", [])
-        stop = stop if isinstance(stop, list) else [stop]
+        stop = kit.manifest.special_tokens.eos_token_id
+        stop = stop if isinstance(stop, list) else [] if stop is None else [stop]
         tokens, logits = kit.generate(prompt, args.max_new_tokens, stop)
     except FieldError as exc:
         raise CLIError(str(exc)) from None

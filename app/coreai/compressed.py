@@ -14,13 +14,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from app.coreai.spelling import ca as _ca
 from app.coreai.step import NoCoreAIForm, Step
-
-
-def _ca():
-    import coreai.authoring as authoring
-
-    return authoring
 
 
 def _plain(step: Step, arg: str) -> np.ndarray:

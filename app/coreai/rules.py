@@ -19,24 +19,14 @@ from collections.abc import Callable
 
 import numpy as np
 
+from app.coreai.spelling import ca as _ca
+from app.coreai.spelling import cast_to
+from app.coreai.spelling import reshape as _reshape
+from app.coreai.spelling import transpose as _transpose
 from app.coreai.step import NoCoreAIForm, Step, is_weight
 from app.mil import TensorType
 
 Rule = Callable[[Step], list]
-
-
-def _ca():
-    import coreai.authoring as authoring
-
-    return authoring
-
-
-def _reshape(step: Step, value, shape) -> object:
-    return _ca().reshape(value, step.indices(list(shape), "int32"))
-
-
-def _transpose(step: Step, value, perm) -> object:
-    return _ca().transpose(value, step.indices(list(perm), "uint32"))
 
 
 # -- elementwise ------------------------------------------------------------------------------
@@ -213,7 +203,7 @@ def _conv(step: Step) -> list:
         raise NoCoreAIForm(f"conv of a rank {x_type.rank} input (only 2-D convolutions)")
     x, weight = step.value("x"), step.value("weight")
     if w_type.dtype != x_type.dtype:
-        weight = _cast_to(weight, x_type)
+        weight = cast_to(weight, x_type)
     pad_type = step.const("pad_type", "valid")
     strides = step.const("strides", [1, 1])
     dilations = step.const("dilations", [1, 1])
@@ -233,15 +223,9 @@ def _conv(step: Step) -> list:
     if step.has("bias"):
         bias = step.value("bias")
         if step.type("bias").dtype != x_type.dtype:
-            bias = _cast_to(bias, x_type)
+            bias = cast_to(bias, x_type)
         out = _ca().broadcasting_add(out, _reshape(step, bias, (1, w_type.shape[0], 1, 1)))
     return [out]
-
-
-def _cast_to(value, like: TensorType):
-    from app.coreai.dtypes import coreai_dtype, dtype_name
-
-    return _ca().cast(value, coreai_dtype(dtype_name(like.dtype)))
 
 
 def _weight_as_conv(step: Step, arg: str, transpose: bool, dtype: TensorType):
@@ -256,7 +240,20 @@ def _weight_as_conv(step: Step, arg: str, transpose: bool, dtype: TensorType):
         value = _transpose(step, value, [1, 0])
     rows, cols = step.type(arg).shape[::-1] if transpose else step.type(arg).shape
     value = _reshape(step, value, (rows, cols, 1, 1))
-    return value if step.type(arg).dtype == dtype.dtype else _cast_to(value, dtype)
+    return value if step.type(arg).dtype == dtype.dtype else cast_to(value, dtype)
+
+
+def rows_through_conv(
+    step: Step, x, k: int, weight: str, stored_in_out: bool, like: TensorType, shape
+) -> object:
+    """x @ W for a weight argument W, as one 1×1 convolution: the rows of x (K wide), side by
+    side, are what it runs over. `stored_in_out`: the weight is stored [K, out]."""
+    rows = math.prod(shape[:-1])
+    columns = _transpose(step, _reshape(step, x, (rows, k)), [1, 0])
+    w = _weight_as_conv(step, weight, stored_in_out, like)
+    conv = _ca().conv2d(_reshape(step, columns, (1, k, 1, rows)), w, [1, 1], [1, 1], 1)
+    flat = _transpose(step, _reshape(step, conv, (shape[-1], rows)), [1, 0])
+    return _reshape(step, flat, shape)
 
 
 def _matmul(step: Step) -> list:
@@ -274,15 +271,10 @@ def _matmul(step: Step) -> list:
     if is_weight(step.var("y")) and y_type.rank == 2:
         # x @ W: the rows of x, side by side, are what the convolution runs over
         k = y_type.shape[1] if ty else y_type.shape[0]
-        rows = math.prod(out.shape[:-1])
         x = step.value("x")
         if tx:
             x = _transpose(step, x, [*range(x_type.rank - 2), x_type.rank - 1, x_type.rank - 2])
-        columns = _transpose(step, _reshape(step, x, (rows, k)), [1, 0])
-        w = _weight_as_conv(step, "y", not ty, x_type)
-        conv = _ca().conv2d(_reshape(step, columns, (1, k, 1, rows)), w, [1, 1], [1, 1], 1)
-        flat = _transpose(step, _reshape(step, conv, (out.shape[-1], rows)), [1, 0])
-        return [_reshape(step, flat, out.shape)]
+        return [rows_through_conv(step, x, k, "y", not ty, x_type, out.shape)]
     x, y = step.value("x"), step.value("y")
     if tx:
         x = _transpose(step, x, [*range(x_type.rank - 2), x_type.rank - 1, x_type.rank - 2])
@@ -322,7 +314,8 @@ RULES: dict[str, Rule] = {
     "rsqrt": _rsqrt,
     "gelu": _gelu,
     "cast": _cast,
-    **{f"reduce_{k}": _reduction(k) for k in ("max", "mean", "sum", "l2_norm")},
+    **{f"reduce_{k}": _reduction(k) for k in ("max", "mean", "sum", "l2_norm", "min")},
+    "reduce_prod": _reduction("product"),
     "softmax": _softmax,
     "reshape": _to_output_shape,
     "expand_dims": _to_output_shape,

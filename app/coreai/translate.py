@@ -13,14 +13,20 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from app.coreai import compressed
+from app.coreai import compressed, rules_math, rules_nn, rules_tensor
 from app.coreai.dtypes import coreai_dtype, dtype_name, has_dtype
 from app.coreai.rules import RULES as _OP_RULES
 from app.coreai.step import NoCoreAIForm, Step
 from app.coreai.weights import Constants
 from app.mil import Function, Operation, Program, StateType, Var
 
-RULES = {**_OP_RULES, **compressed.RULES}
+RULES = {
+    **_OP_RULES,
+    **rules_math.RULES,
+    **rules_nn.RULES,
+    **rules_tensor.RULES,
+    **compressed.RULES,
+}
 STATE_OPS = ("read_state", "write_state")
 _CONST_ONLY_DTYPES = ("string",)  # op arguments read while translating, never values
 

@@ -33,8 +33,14 @@ from app.devices.llm import (
     palettized,
     prefill_works,
 )
-from app.devices.measured import SOURCE, MeasuredRow, precision_named, read_rows
-from app.devices.model import COMPUTE, MEMORY, PATHS, Efficiency, Work, unfitted_split
+from app.devices.measured import (
+    SOURCE,
+    MeasuredRow,
+    NotACalibrationRow,
+    precision_named,
+    read_rows,
+)
+from app.devices.model import COMPUTE, MEMORY, PATHS, RANGE, Efficiency, Work, unfitted_split
 from app.devices.table import CHIPS_BY_NAME, Chip
 
 MIN_GENERATION_ROWS = 2  # rows a (path, generation) group needs before it gets its own efficiency
@@ -591,6 +597,42 @@ def predict(row: Row) -> float:
     """What the current fit predicts for `row`, in the row's own metric."""
     obs = observe(row)
     return row.value_from_seconds(_seconds(obs, fitted().efficiency(row.path, obs.generation)))
+
+
+# A measurement the calibration takes must be one the model could be off by through its
+# efficiencies alone. No faster than the chip itself allows: its peak and its bandwidth at full
+# efficiency (nothing runs faster), with the model's own range on top (RANGE: the chip's numbers
+# and the work counted are not exact). No slower than a tenth of the fitted prediction: the
+# included rows' worst leave-one-out miss is 1.27x (docs/calibration.md), so a run ten times
+# slower is not a calibration error but another run (a CPU fallback, a unit slip, another
+# device), and a fit that took it would move every estimate of the path for it.
+SLOWEST_FACTOR = 10.0
+
+
+def plausible_range(row: Row) -> tuple[float, float]:
+    """The measurements of `row` the calibration takes, in its metric: (low, high)."""
+    obs = observe(row)
+    fastest = _seconds(obs, Efficiency(1.0, 1.0)) / RANGE
+    slowest = _seconds(obs, fitted().efficiency(row.path, obs.generation)) * SLOWEST_FACTOR
+    values = (row.value_from_seconds(fastest), row.value_from_seconds(slowest))
+    return min(values), max(values)
+
+
+def check_plausible(row: MeasuredRow) -> float:
+    """What the estimate predicts for a measured row; refused when its speed is outside
+    `plausible_range`, naming the range and why."""
+    as_row = measured_row(row)
+    low, high = plausible_range(as_row)
+    measured = row.decode_tokens_per_s
+    if not low <= measured <= high:
+        raise NotACalibrationRow(
+            "calibration_row.decode_tokens_per_s",
+            f"{measured:.4g} tok/s is outside {low:.4g}-{high:.4g}, what the estimate model takes "
+            f"for {row.model} on {row.device}: from a tenth of its prediction ({predict(as_row):.4g}) "
+            f"up to the chip's own peak and bandwidth at full efficiency (x{RANGE}); a speed "
+            "outside it is another run (a CPU fallback, a unit slip), not a calibration",
+        )
+    return predict(as_row)
 
 
 @cache

@@ -61,6 +61,16 @@ def palettized(bits: int) -> Precision:
     return Precision("palettize", bits)
 
 
+# The look-up table sizes a palettized weight can have: 2^bits entries, as coremltools'
+# OpPalettizerConfig takes them (app/quantize reads its table from here).
+PALETTE_BITS = (1, 2, 3, 4, 6, 8)
+# Every precision the estimate models, by name: what a plan, a kit's report or a measured row
+# may name.
+PRECISIONS: dict[str, Precision] = {
+    p.name: p for p in (FP16, INT8, *(palettized(bits) for bits in PALETTE_BITS))
+}
+
+
 @dataclass(frozen=True)
 class DecoderShape:
     layers: int

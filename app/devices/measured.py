@@ -7,33 +7,45 @@ The rows live in `measured_rows.json` beside this module, one JSON object per ro
 stored precision, the context — and where it came from: the device, the runtime that measured
 it, the kit's digest. A stand-in's report is refused (its times are a Linux machine's, not a
 device's), as is a precision the estimate has no term for.
+
+The report and the rows file are files a user hands in: read through the bounded JSON reader
+(app/jsonfile.py) into these models, strictly (a speed is a finite positive number, a
+precision one of the estimate's own), every fault naming the file and the key. Whether a speed
+is plausible for the kit is the calibration's to say (app/devices/calibration.py, `plausible`).
 """
 
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, RootModel, field_validator
 
-from app.devices.llm import FP16, INT8, DecoderShape, Precision, palettized
+from app.devices.llm import PRECISIONS, DecoderShape, Precision
 from app.devices.table import CHIPS_BY_NAME
+from app.errors import FieldError
+from app.jsonfile import JsonLimits, read_json, validate
 
 MEASURED_ROWS = Path(__file__).with_name("measured_rows.json")
 SOURCE = "device-check"  # its row in app/devices/sources.py
 
 
+MAX_DIM = 1 << 24  # the planner's bound on any size of a config (app/checkpoints/config.py)
+Dim = Annotated[int, Field(ge=1, le=MAX_DIM)]
+
+
 class MeasuredShape(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    layers: int = Field(ge=1)
-    hidden: int = Field(ge=1)
-    intermediate: int = Field(ge=1)
-    heads: int = Field(ge=1)
-    kv_heads: int = Field(ge=1)
-    head_dim: int = Field(ge=1)
-    vocab: int = Field(ge=1)
+    layers: Annotated[int, Field(ge=1, le=4096)]
+    hidden: Dim
+    intermediate: Dim
+    heads: Dim
+    kv_heads: Dim
+    head_dim: Dim
+    vocab: Dim
     tied: bool = True
     mlp_matrices: int = Field(3, ge=2, le=3)
 
@@ -46,15 +58,15 @@ class MeasuredRow(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    id: str = Field(min_length=1)
+    id: str = Field(min_length=1, max_length=256)
     device: str
-    model: str
+    model: str = Field(max_length=256)
     shape: MeasuredShape
     precision: str  # a Precision name: "fp16", "int8", "<bits>-bit palettized"
-    context: int = Field(ge=1)
-    runtime: str
-    decode_tokens_per_s: float = Field(gt=0)
-    kit: str  # sha256 of the kit's kit.json
+    context: int = Field(ge=1, le=1 << 17)
+    runtime: str = Field(max_length=256)
+    decode_tokens_per_s: float = Field(gt=0, allow_inf_nan=False)
+    kit: str = Field(pattern=r"^[0-9a-f]{64}$")  # sha256 of the kit's kit.json
 
     @field_validator("device")
     @classmethod
@@ -71,61 +83,87 @@ class MeasuredRow(BaseModel):
 
 
 def precision_named(name: str) -> Precision:
-    """The Precision whose `name` this is; the estimate models fp16, int8 and palettized."""
-    if name in (FP16.name, INT8.name):
-        return FP16 if name == FP16.name else INT8
-    bits, _, rest = name.partition("-bit ")
-    if rest == "palettized" and bits.isdigit():
-        return palettized(int(bits))
-    raise ValueError(f"{name!r}: the estimate models fp16, int8 and <bits>-bit palettized weights")
+    """The Precision whose `name` this is: one the estimate models (fp16, int8, palettized with
+    a table coremltools writes: 1, 2, 3, 4, 6 or 8 bits)."""
+    found = PRECISIONS.get(name)
+    if found is None:
+        raise ValueError(
+            f"{name!r} is not one of the precisions the estimate models: {', '.join(PRECISIONS)}"
+        )
+    return found
 
 
-class NotACalibrationRow(ValueError):
-    """A report that cannot become a measured row; the message names the field at fault."""
-
-    def __init__(self, field: str, message: str):
-        super().__init__(f"{field}: {message}")
-        self.field, self.message = field, message
+class MeasuredRows(RootModel[Annotated[list[MeasuredRow], Field(max_length=1 << 14)]]):
+    """A rows file: the measured rows, in the order they were added."""
 
 
-def row_from_report(report: dict[str, Any]) -> MeasuredRow:
+class ReportRow(BaseModel):
+    """What a report's `calibration_row` says of who measured it (the rest is a MeasuredRow)."""
+
+    model_config = ConfigDict(extra="allow")
+
+    measured: bool = False
+    runtime: str = "a stand-in"
+    device: str = Field("", max_length=64)
+    kit: str = Field("", max_length=64)
+
+
+class DeviceCheckReport(BaseModel):
+    """A device-check report, as a job's `device_check` holds it: the keys calibration reads."""
+
+    model_config = ConfigDict(extra="allow")
+
+    stand_in: bool | None = None
+    calibration_row: ReportRow
+
+
+class NotACalibrationRow(FieldError):
+    """A report that cannot become a measured row; its field names the key at fault."""
+
+
+def row_from_report(report: Any, file: str = "the report") -> MeasuredRow:
     """A device-check report's measured row (`report["calibration_row"]`), checked."""
     if not isinstance(report, dict) or not isinstance(report.get("calibration_row"), dict):
         raise NotACalibrationRow(
             "calibration_row",
-            "not a device-check report (a job's `device_check`, or the report itself)",
+            f"{file}: not a device-check report (a job's `device_check`, or the report itself)",
         )
-    row = report["calibration_row"]
-    if report.get("stand_in") or not row.get("measured"):
+    checked = validate(report, DeviceCheckReport, file, field="report")
+    row = checked.calibration_row
+    if checked.stand_in or not row.measured:
         raise NotACalibrationRow(
             "stand_in",
-            f"measured by {row.get('runtime', 'a stand-in')}, "
-            "not by Core ML on the device: its times are not a device's",
+            f"{file}: measured by {row.runtime}, not by Core ML on the device: its times are not "
+            "a device's",
         )
-    fields = {k: row.get(k) for k in MeasuredRow.model_fields if k != "id"}
-    try:
-        return MeasuredRow(id=f"{SOURCE}-{row.get('device')}-{str(row.get('kit'))[:12]}", **fields)
-    except ValidationError as exc:
-        first = exc.errors()[0]
-        where = ".".join(str(p) for p in first["loc"])
-        raise NotACalibrationRow(f"calibration_row.{where}", first["msg"]) from None
+    fields = {k: report["calibration_row"].get(k) for k in MeasuredRow.model_fields if k != "id"}
+    row_id = f"{SOURCE}-{row.device}-{row.kit[:12]}"
+    return validate({"id": row_id, **fields}, MeasuredRow, file, field="calibration_row")
 
 
-def read_rows(path: Path = MEASURED_ROWS) -> tuple[MeasuredRow, ...]:
-    if not path.exists():
+def read_rows(path: str | os.PathLike = MEASURED_ROWS) -> tuple[MeasuredRow, ...]:
+    """A rows file's rows (none when there is no file), bounded and checked."""
+    if not os.path.exists(path):
         return ()
-    return tuple(MeasuredRow(**row) for row in json.loads(path.read_text(encoding="utf-8")))
+    raw = read_json(path, str(path), JsonLimits(), "rows")
+    return tuple(validate(raw, MeasuredRows, str(path), "rows").root)
 
 
-def add_row(row: MeasuredRow, path: Path = MEASURED_ROWS) -> bool:
-    """Append `row` (replacing one of the same id: the same kit measured again on the device);
-    False when an identical row is there already."""
-    held = read_rows(path)
+def add_row(
+    row: MeasuredRow,
+    path: str | os.PathLike = MEASURED_ROWS,
+    held: tuple[MeasuredRow, ...] | None = None,
+) -> bool:
+    """Append `row` (replacing one of the same id: the same kit measured again on the device)
+    to the rows `held` there (default: read now); False when an identical row is there already.
+    The file stays strict JSON."""
+    held = read_rows(path) if held is None else held
     if row in held:
         return False
     rows = [r for r in held if r.id != row.id] + [row]
-    text = json.dumps([r.model_dump(mode="json") for r in rows], indent=2) + "\n"
+    text = json.dumps([r.model_dump(mode="json") for r in rows], indent=2, allow_nan=False)
+    path = Path(path)
     tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(text, encoding="utf-8")
+    tmp.write_text(text + "\n", encoding="utf-8")
     tmp.replace(path)
     return True

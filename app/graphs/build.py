@@ -32,7 +32,6 @@ from app.kernels.weight_check import check_values, prepare_weights, random_weigh
 from app.language.targets import DEFAULT_TARGET
 from app.mil import DType, MILBuildError, OpsetError, Target, Var
 from app.mil.ceilings import CeilingError, Ceilings
-from app.mil.ops.layout import MAX_SPLITS
 
 Value = Var | tuple[Var, ...]
 
@@ -213,20 +212,27 @@ class _Builder:
                 raise RequestError(f"{where}.params.{arg}", f"not an argument of {op.name}{hint}")
         keys, consts = {}, {}
         for w, given in self._weights_of(node).items():
-            if w not in tensors or w in args:
-                why = "it is an input too" if w in args else f"not a tensor argument of {op.name}"
+            if w not in op.weight_args or w in args or w in node.params:
+                why = (
+                    "it is an input too"
+                    if w in args
+                    else "it is a param too"
+                    if w in node.params
+                    else f"not a tensor argument of {op.name}"
+                )
                 raise RequestError(f"{where}.weights.{w}", why)
             array = _weight(f"{where}.weights.{w}", given)
             consts[w], keys[w] = array, self._keep(node, w, array)
         params = {k: v for k, v in node.params.items() if v is not None}
-        result = self.b.op(op.name, node.id, out=self._out_names(node), **args, **consts, **params)
+        out = self._out_names(node, op)
+        result = self.b.op(op.name, node.id, out=out, **args, **consts, **params)
         if result is None:
             raise RequestError(where, f"{op.name} has no output to use")
         self.values[node.id] = result
         produced = result if isinstance(result, tuple) else (result,)
         return BuiltNode(index, node, op, None, _names(args), tuple(v.name for v in produced), keys)
 
-    def _out_names(self, node: GraphNode) -> list[str] | None:
+    def _out_names(self, node: GraphNode, op: Primitive) -> list[str] | None:
         """The names of a primitive's outputs when the graph exports them, else the default."""
         if node.id in self.exported:
             return [self.exported[node.id]]
@@ -235,12 +241,9 @@ class _Builder:
             for ref, name in self.exported.items()
             if producer(ref) == node.id and "." in ref
         }
-        if not picks:
+        count = op.record.output_count(node.params) if picks else None
+        if count is None:
             return None
-        sizes = node.params.get("split_sizes")
-        count = len(sizes) if isinstance(sizes, list) else node.params.get("num_splits") or 1
-        if not isinstance(count, int) or isinstance(count, bool) or not 1 <= count <= MAX_SPLITS:
-            return None  # the op's own check refuses the count, naming its argument
         return [picks.get(str(i), f"{node.id}_{i}") for i in range(count)]
 
 
@@ -262,13 +265,19 @@ def _names(args: Mapping[str, Value]) -> dict[str, str | tuple[str, ...]]:
 
 def _weight(field: str, given: np.ndarray) -> np.ndarray:
     """A primitive's constant argument: numbers, finite, floats within the fp16 range (a float
-    constant takes the dtype of its partner tensor, fp16 on the ANE)."""
+    constant takes the dtype of its partner tensor, fp16 on the ANE), 64-bit integers (what
+    JSON lists give) as int32 within its range."""
     array = np.asarray(given)
     if array.dtype.kind not in "fiub" or array.dtype.itemsize > 8:
         raise RequestError(field, f"dtype {array.dtype} is not a number type")
     if array.dtype.kind == "f":
         array = array.astype(np.float32, copy=False)
         check_values(field, array, DType.FP16)
+    elif array.dtype.kind in "iu" and array.dtype.itemsize == 8:
+        low, high = DType.INT32.int_range
+        if array.size and (int(array.min()) < low or int(array.max()) > high):
+            raise RequestError(field, f"integers beyond int32 [{low}, {high}]")
+        array = array.astype(np.int32)
     return np.ascontiguousarray(array)
 
 

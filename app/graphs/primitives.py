@@ -16,6 +16,7 @@ from app.errors import RequestError
 from app.kernels import CATALOG, CatalogOp
 from app.mil import ops
 from app.mil.ops import Form, OpRecord
+from app.mil.types import DType
 
 PREFIX = "mil."
 
@@ -57,6 +58,17 @@ class Primitive:
     @property
     def param_args(self) -> list[str]:
         return [a for a, spec in self.form.args.items() if spec.const]
+
+    @property
+    def weight_args(self) -> list[str]:
+        """What a node's `weights` may give: its tensor arguments, and the const ones that hold
+        numbers (layer_norm's gamma, linear's weight, quantize's int8 zero point), which
+        params may give as JSON too."""
+        return [
+            a
+            for a, spec in self.form.args.items()
+            if not spec.const or DType.STRING not in self.form.allowed(spec)
+        ]
 
 
 def primitives() -> list[Primitive]:
@@ -100,6 +112,7 @@ def describe() -> list[dict[str, Any]]:
                 "in": "params" if spec.const else "inputs",
                 "required": not spec.optional,
                 "dtypes": sorted(d.value for d in form.allowed(spec)),
+                **({"weights": True} if spec.const and arg in p.weight_args else {}),
                 **({"list": True} if spec.variadic else {}),
             }
             for arg, spec in form.args.items()

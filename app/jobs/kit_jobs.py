@@ -164,5 +164,7 @@ async def check_on_device(
             f"no kit {request.kit!r} in the artifact cache: name a "
             "succeeded POST /v1/models job (build it again if it was evicted)",
         )
-    report = await run_build(run_device_check, request, entry.path, runtime, alone=True)
+    report = await run_build(
+        run_device_check, request, entry.path, runtime, store.tmp_dir, alone=True
+    )
     return {"device_check": report}

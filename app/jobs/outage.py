@@ -71,7 +71,14 @@ class BrokerLink:
 
     async def ride_out(self, exc: BaseException) -> None:
         """Return once the broker answers again (at once if it does now: a dead pooled
-        connection after a broker restart is not an outage). Raises `exc` when stopping."""
+        connection after a broker restart is not an outage). Raises `exc` when stopping.
+
+        A stopping worker raises at once, whether the broker answers or not: redis-py turns the
+        cancellation of a call in flight (arq's SIGTERM cancels the poll loop) into a
+        ConnectionError, and answering that with a successful ping would poll on, picking up
+        the jobs the signal just handed back."""
+        if self.stopping:
+            raise exc
         if self.down_since is None:
             if await self._answers():
                 return

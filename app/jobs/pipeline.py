@@ -49,6 +49,7 @@ async def fail(rt: Runtime, job_id: str, run: int, error: JobError) -> bool:
 async def give_up(
     rt: Runtime, job_id: str, run: int, attempts: int, last: str | None, kind: str = "gave_up"
 ) -> None:
+    await asyncio.to_thread(rt.store.sweep_tmp)  # what its dead workers left half-written
     why = f"last error: {last}" if last else "its worker stopped before finishing each time"
     message = f"gave up after {attempts} attempts (ANE_JOB_MAX_TRIES); {why}"
     await fail(rt, job_id, run, JobError(kind=kind, message=message))
@@ -68,6 +69,8 @@ async def run_job(rt: Runtime, job_id: str, run: int, attempt: int) -> JobState 
     if attempt > rt.settings.job_max_tries:
         await give_up(rt, job_id, run, attempt - 1, job.last_error)
         return JobState.failed
+    if attempt > 1:  # a worker that died on an earlier attempt may have left a partial kit
+        await asyncio.to_thread(rt.store.sweep_tmp)
     started = await rt.records.update(
         job_id,
         live(

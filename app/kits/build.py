@@ -9,6 +9,7 @@ values), leaves nothing behind.
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import math
 import tempfile
@@ -26,7 +27,7 @@ from app import planner
 from app.artifacts import Limits, Prepared, prepare, weight_bytes
 from app.errors import RequestError
 from app.estimates import device_or_error
-from app.files import atomic_file
+from app.files import atomic_file, scratch_dir
 from app.formats import KIT_FORMATS
 from app.kernels.decoder_stack import layer_bytes
 from app.kernels.rope import tables
@@ -45,10 +46,11 @@ from app.kits.programs import (
 )
 from app.kits.reference import WholeModel
 from app.kits.runner import read_zip
+from app.kits.verify import check_verify_memory
 from app.packaging import Entry, write_zip
 from app.packaging.layout import VERIFICATION_JSON
 from app.preflight import findings_to_json
-from app.quantize import QuantizeConfigError, parse_config
+from app.quantize import QuantizeConfigError, check_target, parse_config
 from app.settings import Settings
 
 Progress = Callable[[str], None]
@@ -98,6 +100,21 @@ def quantize_parts(quantize: Mapping[str, Any] | None) -> tuple[Any, Any]:
     return quantize, None
 
 
+def kit_lengths(
+    model: Model, options: KitOptions, max_verify_bytes: int | None = None
+) -> tuple[int, int]:
+    """(context, prefill) of a kit of `model`: the options', or the defaults; checked against
+    each other, the model's positions and, when verifying, the verification's memory (at most
+    `max_verify_bytes`, default ANE_MAX_VERIFY_BYTES)."""
+    context, prefill = _lengths(model, options)
+    model.check_context(context)
+    if options.verify:
+        heads = model.stack_params(0, 1, seq_len=1).heads
+        limit = Settings().max_verify_bytes if max_verify_bytes is None else max_verify_bytes
+        check_verify_memory(heads, context, prefill, limit)
+    return context, prefill
+
+
 def _lengths(model: Model, options: KitOptions) -> tuple[int, int]:
     limit = model.max_positions or DEFAULT_CONTEXT
     context = options.context or min(DEFAULT_CONTEXT, limit)
@@ -142,8 +159,9 @@ def _check_quantize(quantize: Mapping[str, Any] | None) -> None:
     for part, config in (("layers", layers_q), ("head", head_q)):
         if config is None:
             continue
-        try:
-            parse_config(config, f"quantize.{part}" if split else "quantize")
+        field = f"quantize.{part}" if split else "quantize"
+        try:  # and one the kit's target takes (quantize.head "x" was a 500 at the API)
+            check_target(parse_config(config, field), TARGET, field)
         except QuantizeConfigError as exc:
             raise RequestError(exc.field, exc.message) from None
 
@@ -234,6 +252,7 @@ class _Writing:
     prefill: int
     kit: KitZip
     held: HeldWeights | None
+    scratch: Path | None = None  # where scratch directories go (None: the system's temp dir)
     described: dict[str, dict[str, Any]] = field(default_factory=dict)
     done: int = 0
 
@@ -260,34 +279,42 @@ class _Writing:
             "preflight": findings_to_json(prepared.findings),
             **describe,
         }
-        with program_entries(build, self.options.format, self.options.mlmodelc_profile) as entries:
+        with program_entries(
+            build, self.options.format, self.options.mlmodelc_profile, self.scratch
+        ) as entries:
             for e in sorted(entries, key=lambda e: e.path):
                 self.kit.add(Entry(e.path, e.data, e.stream, e.size, compress=_compressed(e.path)))
 
 
 def write_kit_zip(
-    checkpoint: str | Path, options: KitOptions, f: BinaryIO, progress: Progress | None = None
+    checkpoint: str | Path,
+    options: KitOptions,
+    f: BinaryIO,
+    progress: Progress | None = None,
+    scratch: Path | None = None,
 ) -> tuple[dict, dict | None, float]:
     """Build the kit into `f` (a file opened for writing and reading, at its start), one
     program at a time: each is built, its files written into the zip and let go before the
     next. The zip's entries go in path order (as every deterministic zip of the project), so the
     programs are built in the order of their paths; kit.json, which holds every file's digest,
     is written once every file before it is, and the few small files after it are held until
-    then. kit.json, the verification report and the build's seconds."""
+    then. Scratch directories (the weights held for verifying, a compile's bundle) go under
+    `scratch`, a service's temp area (default: the system's temp directory; app/files.py,
+    `scratch_dir`). kit.json, the verification report and the build's seconds."""
     started = time.perf_counter()
     say = progress or (lambda message: None)
     _check_options(options)
     model = open_model(checkpoint)
-    context, prefill = _lengths(model, options)
-    model.check_context(context)
+    context, prefill = kit_lengths(model, options)
     layers_q, head_q = quantize_parts(options.quantize)
     base = model.stack_params(0, 1, seq_len=1)
     plan = _plan(model, options, layer_bytes(base), layers_q, context, prefill)
     norm = model.final_norm()
     eps = float(model.decoder.get("rms_norm_eps", 1e-6))
-    with tempfile.TemporaryDirectory(prefix="kit-held-") as held_dir, KitZip(f) as kit:
-        held = HeldWeights(Path(held_dir)) if options.verify else None
-        writing = _Writing(model, options, plan, context, prefill, kit, held)
+    held_dir = scratch_dir(".held", scratch) if options.verify else contextlib.nullcontext()
+    with held_dir as folder, KitZip(f) as kit:
+        held = HeldWeights(folder) if folder is not None else None
+        writing = _Writing(model, options, plan, context, prefill, kit, held, scratch)
 
         def decoder(k: int, layers: range) -> None:
             name = f"decoder_{k}"
@@ -511,11 +538,13 @@ def build_kit(
     output: str | Path,
     options: KitOptions = KitOptions(),
     progress: Progress | None = None,
+    scratch: Path | None = None,
 ) -> KitResult:
-    """Build the kit and write it to `output` atomically: nothing is left there on error."""
+    """Build the kit and write it to `output` atomically: nothing is left there on error.
+    `scratch`: as for `write_kit_zip`."""
     output = Path(output)
     with atomic_file(output, readable=True) as f:
-        meta, verification, seconds = write_kit_zip(checkpoint, options, f, progress)
+        meta, verification, seconds = write_kit_zip(checkpoint, options, f, progress, scratch)
     return KitResult(output, meta, output.stat().st_size, seconds, verification)
 
 

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import hashlib
 import statistics
-import tempfile
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict
@@ -27,6 +26,7 @@ import numpy as np
 
 from app.compile.placement import COMPUTE_UNITS, placement_report, unavailable_reason
 from app.errors import ErrorKind, RequestError
+from app.files import scratch_dir
 from app.kits.build import quantize_parts
 from app.kits.manifest import KIT_JSON
 from app.kits.runner import Kit, reference_functions
@@ -81,11 +81,6 @@ class CoreMLRuntime:
                 f"Core ML cannot run here: {reason}",
                 kind=ErrorKind.UNAVAILABLE,
                 title="Core ML unavailable",
-            )
-        if kit.meta["format"] == "mil":
-            raise RequestError(
-                "kit.format",
-                "a mil kit has no Core ML programs; build it with format mlpackage or mlmodelc",
             )
         self.root, self.models, self.state = root, {}, kit.meta["kv"] == "state"
         self.compiled: dict[str, Path] = {}
@@ -144,14 +139,20 @@ def device_check(
     device: str,
     prompt: Sequence[int] | None = None,
     max_new_tokens: int = DEFAULT_NEW_TOKENS,
+    scratch: Path | None = None,
 ) -> dict[str, Any]:
-    """The report of one kit on one device (see the module's docstring)."""
+    """The report of one kit on one device (see the module's docstring); the kit is unpacked for
+    Core ML in a scratch directory under `scratch` (app/files.py, `scratch_dir`)."""
     kit = Kit(files, lazy=True)  # a many-GB kit's programs are loaded when run
+    if kit.meta["format"] == "mil":  # refused whatever runs the check, as docs/kits.md says
+        raise RequestError(
+            "kit.format",
+            "a mil kit has no Core ML programs; build it with format mlpackage or mlmodelc",
+        )
     prompt = list(prompt) if prompt is not None else default_prompt(kit.embeddings.shape[0], 6)
     max_new_tokens = max(1, min(max_new_tokens, kit.context + 1 - len(prompt)))
     expected, expected_logits = kit.generate(prompt, max_new_tokens)
-    with tempfile.TemporaryDirectory(prefix="kit-device-check-") as tmp:
-        root = Path(tmp)
+    with scratch_dir(".check", scratch) as root:
         for name, data in files.items():
             (root / name).parent.mkdir(parents=True, exist_ok=True)
             (root / name).write_bytes(data)

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from app.checkpoints.files import file_name
 from app.digest import file_digest, hex_of, spelled
 from app.errors import FieldError, RequestError
 from app.estimates import device_or_error
@@ -31,20 +32,14 @@ DEVICE_CHECK_TOKENS = 8
 
 
 def _file_name(name: Any) -> str:
-    if (
-        not isinstance(name, str)
-        or not name
-        or "/" in name
-        or "\\" in name
-        or name.startswith(".")
-        or len(name) > 255
-    ):
+    try:
+        return file_name(name) if isinstance(name, str) else file_name("")
+    except ValueError as exc:
+        shown = name if isinstance(name, str) and len(name) <= 64 else repr(name)[:64] + "..."
         raise RequestError(
-            f"files.{name}",
-            "a checkpoint file's own name (no folders, not "
-            "hidden), e.g. model.safetensors or config.json",
-        )
-    return name
+            f"files.{shown}",
+            f"{exc}: a checkpoint file's own name, e.g. model.safetensors or config.json",
+        ) from None
 
 
 @dataclass(frozen=True)
@@ -169,8 +164,8 @@ def build_kit_zip(request: ModelRequest, folder: Path, out: Path, progress_file:
         with open(progress_file, "a", encoding="utf-8") as f:
             f.write(line + "\n")
 
-    with as_uploaded(folder):
-        result = build_kit(folder, out, request.kit_options(), say)
+    with as_uploaded(folder):  # scratch beside the zip: the artifact cache's temp area
+        result = build_kit(folder, out, request.kit_options(), say, scratch=out.parent)
     passed = None if result.verification is None else result.verification["passed"]
     return {"digest": file_digest(out), "size": out.stat().st_size, "verified": passed}
 
@@ -235,18 +230,21 @@ class DeviceCheckRequest:
         )
 
 
-def run_device_check(request: DeviceCheckRequest, kit_zip: Path, runtime: str) -> dict:
+def run_device_check(
+    request: DeviceCheckRequest, kit_zip: Path, runtime: str, scratch: Path | None = None
+) -> dict:
     """The device check of the kit in `kit_zip` with Core ML (`runtime` "coreml") or its labelled
-    stand-in ("stand-in"). Runs in a build worker process."""
+    stand-in ("stand-in"), its scratch under `scratch`. Runs in a build worker process."""
     from app.kits.device_check import CoreMLRuntime, StandInRuntime, device_check
-    from app.kits.kitzip import MappedZip
+    from app.kits.runner import open_zip
 
     chosen = StandInRuntime if runtime == "stand-in" else CoreMLRuntime
     prompt = list(request.prompt) if request.prompt else None
     return device_check(
-        MappedZip(kit_zip),
+        open_zip(kit_zip),
         chosen,
         device=request.device,
         prompt=prompt,
         max_new_tokens=request.max_new_tokens,
+        scratch=scratch,
     )

@@ -18,9 +18,9 @@ import zlib
 from collections.abc import Iterator, Mapping
 from typing import BinaryIO
 
+from app.packaging.zipread import MAPPED_BYTES
 from app.packaging.zipwriter import Entry, ZipStream
 
-MAPPED_BYTES = 1 << 20  # stored entries from this size on are read back mapped, not copied
 _LOCAL_HEADER = 30  # bytes before a local header's name and extra field (APPNOTE 4.3.7)
 
 
@@ -98,32 +98,6 @@ def read_entry(fd: int, info: zipfile.ZipInfo) -> bytes | memoryview:
     base = start - start % mmap.ALLOCATIONGRANULARITY
     mapped = mmap.mmap(fd, start - base + info.file_size, access=mmap.ACCESS_READ, offset=base)
     return memoryview(mapped)[start - base :]
-
-
-class MappedZip(Mapping[str, bytes]):
-    """A finished kit zip's files by path, each read when asked for (large stored ones mapped,
-    so a many-GB kit is opened without reading it into memory)."""
-
-    def __init__(self, path: str | os.PathLike):
-        self._file = open(path, "rb")  # noqa: SIM115 - open as long as the kit is
-        try:
-            with zipfile.ZipFile(self._file) as zf:
-                self._infos = {i.filename: i for i in zf.infolist() if not i.is_dir()}
-        except zipfile.BadZipFile:
-            self._file.close()
-            raise
-
-    def __getitem__(self, path: str) -> bytes:
-        return read_entry(self._file.fileno(), self._infos[path])  # type: ignore[return-value]
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self._infos)
-
-    def __len__(self) -> int:
-        return len(self._infos)
-
-    def __del__(self) -> None:
-        self._file.close()
 
 
 class _Written(Mapping[str, bytes]):

@@ -19,15 +19,15 @@ limit the API derived (docs/kits.md, "Limits").
 from __future__ import annotations
 
 import math
-import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
 from pydantic import BaseModel, Field
 
 from app.errors import ErrorKind, RequestError
+from app.files import scratch_dir
 from app.kernels.decoder_stack import layer_bytes
-from app.kits.build import KitOptions, quantize_parts
+from app.kits.build import KitOptions, kit_lengths, quantize_parts
 from app.kits.job import ModelRequest, as_uploaded, checkpoint_folder
 from app.kits.model import Model, open_model
 from app.planner.shape import precision_of
@@ -102,7 +102,9 @@ def kit_bytes(model: Model, options: KitOptions) -> int:
 
 def limits_of(model: Model, options: KitOptions, settings: Settings) -> KitLimits:
     """The limits of a kit of `model`; refused (413, naming the setting) when the checkpoint is
-    over ANE_MAX_CHECKPOINT_BYTES or the kit over ANE_KIT_CACHE_MAX_BYTES."""
+    over ANE_MAX_CHECKPOINT_BYTES, the kit over ANE_KIT_CACHE_MAX_BYTES or its verification
+    over ANE_MAX_VERIFY_BYTES; and (422) a context the model does not take."""
+    kit_lengths(model, options, settings.max_verify_bytes)
     checkpoint = sum(t.nbytes for t in model.tensors.values())
     if checkpoint > settings.max_checkpoint_bytes:
         raise RequestError(
@@ -141,7 +143,7 @@ def kit_limits(
 ) -> KitLimits:
     """The request's limits from its blobs (`path_of`: a digest's stored file), laid out as a
     checkpoint folder of links that only the headers are read from. Blocking."""
-    with tempfile.TemporaryDirectory(prefix="ane-kit-limits-") as scratch:
-        folder = checkpoint_folder(request, Path(scratch) / "checkpoint", path_of)
+    with scratch_dir(".limits", settings.cache_dir / "tmp") as scratch:
+        folder = checkpoint_folder(request, scratch / "checkpoint", path_of)
         with as_uploaded(folder):
             return limits_of(open_model(folder), request.kit_options(), settings)

@@ -9,18 +9,25 @@ naming the file, tensor or config key, and saying what would work.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from app.checkpoints.config import CAUSAL_LMS, check_window, params_from_config, read_config
+from app.checkpoints.config import (
+    CAUSAL_LMS,
+    SpecialTokens,
+    check_window,
+    json_limits,
+    params_from_config,
+    read_config,
+)
 from app.checkpoints.files import INDEX_NAME, SINGLE_NAME, Tensor, open_checkpoint
 from app.checkpoints.load import convert_all, layer_prefix, locate
 from app.errors import RequestError
+from app.jsonfile import read_model
 from app.kernels.decoder_stack import DecoderStackParams
 
 ARCHITECTURES = CAUSAL_LMS  # model_type -> the class name transformers gives its causal LM
@@ -46,6 +53,7 @@ class Model:
     tied: bool
     tensors: dict[str, Tensor]
     prefix: str  # what precedes `layers.<i>.` in the tensor names (`model.`)
+    generation: dict[str, Any] = field(default_factory=dict)  # generation_config.json, checked
 
     @property
     def hidden_size(self) -> int:
@@ -171,22 +179,24 @@ class Model:
     def special_tokens(self) -> dict[str, Any]:
         """bos/eos/pad ids from config.json, then generation_config.json over them."""
         found = {k: self.config.get(k) for k in ("bos_token_id", "eos_token_id", "pad_token_id")}
-        generation = _json_file(self.folder / "generation_config.json")
-        found |= {k: generation[k] for k in found if generation.get(k) is not None}
+        found |= {k: self.generation[k] for k in found if self.generation.get(k) is not None}
         return {k: v for k, v in found.items() if v is not None}
 
     def tokenizer_files(self) -> list[Path]:
         return [self.folder / n for n in TOKENIZER_FILES if (self.folder / n).is_file()]
 
 
-def _json_file(path: Path) -> dict[str, Any]:
+def _generation_config(folder: Path) -> dict[str, Any]:
+    """generation_config.json's token ids, checked (bounded, strict), or {} without one."""
+    path = folder / "generation_config.json"
     if not path.is_file():
         return {}
-    try:
-        value = json.loads(path.read_text())
-    except (OSError, ValueError) as exc:
-        raise RequestError("checkpoint", f"{path}: not JSON: {exc}") from None
-    return value if isinstance(value, dict) else {}
+    read = read_model(
+        path, SpecialTokens, str(path), field="generation_config", limits=json_limits()
+    )
+    return read.model_dump(
+        exclude_none=True, include={"bos_token_id", "eos_token_id", "pad_token_id"}
+    )
 
 
 def architecture(config: Mapping[str, Any], where: Path) -> str:
@@ -261,6 +271,9 @@ def open_model(folder: str | Path) -> Model:
     vocab = _integer(config, "vocab_size", config_path)
     tensors = open_checkpoint(_weights_file(folder))
     tied = bool(config.get("tie_word_embeddings", False))
-    model = Model(folder, config, decoder, layers, vocab, tied, tensors, layer_prefix(tensors))
+    generation = _generation_config(folder)
+    model = Model(
+        folder, config, decoder, layers, vocab, tied, tensors, layer_prefix(tensors), generation
+    )
     model.check_tensors()
     return model

@@ -13,7 +13,6 @@ budget, preflighted as every program is), and their files in the kit's format.
 from __future__ import annotations
 
 import contextlib
-import tempfile
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -22,6 +21,7 @@ from typing import Any, BinaryIO
 import numpy as np
 
 from app.catalog_build import build_functions
+from app.files import scratch_dir
 from app.graphs.build import build_graph
 from app.graphs.spec import GraphParams
 from app.graphs.split import Chain
@@ -139,14 +139,15 @@ def program_path(name: str, fmt: str) -> str:
 
 @contextlib.contextmanager
 def program_entries(
-    build: ProgramBuild, fmt: str, profile: str | None = None
+    build: ProgramBuild, fmt: str, profile: str | None = None, scratch: Path | None = None
 ) -> Iterator[list[Entry]]:
     """The program's files in the kit, for the block: small ones as bytes, the weights as a
-    stream (from the program's consts, or from the compiled bundle on disk), so that writing
-    them copies nothing whole into memory."""
+    stream (from the program's consts, or from the compiled bundle on disk, compiled in a
+    scratch directory under `scratch`: see app/files.py), so that writing them copies nothing
+    whole into memory."""
     if fmt == "mlmodelc":
-        with tempfile.TemporaryDirectory(prefix="kit-") as tmp:
-            yield _compiled(build, profile, Path(tmp))
+        with scratch_dir(".compile", scratch) as tmp:
+            yield _compiled(build, profile, tmp)
         return
     prefix = f"{build.name}/" if fmt == "mil" else ""
     yield list(program_files(build, fmt, prefix=prefix).entries)

@@ -14,24 +14,29 @@
 4. decode: that token through every decoder program (`decode` function, one token), the head,
    and so on.
 
-Every file's sha256 is checked against kit.json when the kit is opened.
+A kit is a file a user hands in, checked before any of it is used: its zip by the checked
+reader (app/packaging/zipread.py), its kit.json by the bounded JSON reader into `KitManifest`
+(app/kits/manifest.py), and every member of the zip against kit.json's `files`: each listed
+with its sha256 (checked when the kit is opened), none missing from the zip, none in the zip but
+not listed. Every fault is a KitError naming the file and the key (`ane-kernels generate` exits
+2 with it).
 """
 
 from __future__ import annotations
 
 import gc
 import hashlib
-import json
-import zipfile
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, BinaryIO
 
 import numpy as np
 
+from app.checkpoints.config import json_limits
 from app.errors import RequestError
-from app.kits.kitzip import MappedZip
-from app.kits.manifest import KIT_JSON, READABLE_KIT_VERSIONS
+from app.jsonfile import read_json, validate
+from app.kits.manifest import KIT_JSON, READABLE_KIT_VERSIONS, KitManifest
+from app.packaging.zipread import CheckedZip, ZipFault
 from app.reference import Executor
 from app.reference.load import ArtifactError, open_files
 
@@ -47,13 +52,35 @@ class KitError(RequestError):
         super().__init__("kit", message, title="Unusable kit")
 
 
+def open_zip(path: str | Path | BinaryIO) -> CheckedZip:
+    """A kit zip (a path, or a file open for reading) through the checked reader."""
+    try:
+        return CheckedZip(path, field="kit")
+    except ZipFault as exc:
+        raise KitError(f"cannot read the kit zip: {exc.message}") from None
+
+
 def read_zip(path: str | Path | BinaryIO) -> dict[str, bytes]:
     """Every file of a kit zip (a path, or a file open for reading), in memory."""
-    try:
-        with zipfile.ZipFile(path) as zf:
-            return {n: zf.read(n) for n in zf.namelist() if not n.endswith("/")}
-    except (OSError, zipfile.BadZipFile) as exc:
-        raise KitError(f"{path}: cannot read the kit zip: {exc}") from None
+    files = open_zip(path)
+    return {name: files.read(name) for name in files}
+
+
+def read_manifest(files: Mapping[str, Any]) -> tuple[dict[str, Any], KitManifest]:
+    """The kit's kit.json, bounded (ANE_MAX_JSON_BYTES, before it is inflated) and checked:
+    as written, and as the model that checked it."""
+    if KIT_JSON not in files:
+        raise KitError(f"no {KIT_JSON} in the zip: not a model kit (ane-kernels model)")
+    limits = json_limits()
+    data = (
+        files.read(KIT_JSON, limits.max_bytes) if isinstance(files, CheckedZip) else files[KIT_JSON]
+    )
+    meta = read_json(data, KIT_JSON, limits, "kit")
+    version = meta.get("kit_version") if isinstance(meta, dict) else None
+    if version not in READABLE_KIT_VERSIONS:  # a kit of another version is told so first
+        readable = " and ".join(map(str, READABLE_KIT_VERSIONS))
+        raise KitError(f"kit_version {version!r}; this runner reads {readable}")
+    return meta, validate(meta, KitManifest, KIT_JSON, "kit")
 
 
 # What runs one function of one program: (program name, function or None for a program's
@@ -122,35 +149,32 @@ class Kit:
         self._being_written = being_written
         self._lazy = lazy or being_written
         self._programs: dict[str, Any] = {}  # least recently used first
-        if KIT_JSON not in files:
-            raise KitError(f"no {KIT_JSON} in the zip: not a model kit (ane-kernels model)")
+        meta, manifest = read_manifest(files)
+        self.manifest = manifest
         try:
-            meta = json.loads(files[KIT_JSON])
-        except ValueError as exc:
-            raise KitError(f"{KIT_JSON} is not JSON: {exc}") from None
-        if not isinstance(meta, dict) or meta.get("kit_version") not in READABLE_KIT_VERSIONS:
-            version = meta.get("kit_version") if isinstance(meta, dict) else None
-            readable = " and ".join(map(str, READABLE_KIT_VERSIONS))
-            raise KitError(f"kit_version {version!r}; this runner reads {readable}")
-        try:
-            self._load(files, meta)
-        except KeyError as exc:
-            version = meta["kit_version"]
-            raise KitError(f"{KIT_JSON} lacks {exc}, which kit_version {version} has") from None
+            self._load(files, meta, manifest)
         except ArtifactError as exc:
             raise KitError(f"a program cannot be read back: {exc}") from None
 
-    def _load(self, files: Mapping[str, bytes], meta: dict[str, Any]) -> None:
-        for path, digest in meta["files"].items():
+    def _load(
+        self, files: Mapping[str, bytes], meta: dict[str, Any], manifest: KitManifest
+    ) -> None:
+        listed = manifest.files
+        unlisted = sorted(set(files) - set(listed) - {KIT_JSON})
+        if unlisted:
+            raise KitError(f"{unlisted[0]} is in the zip but not in kit.json's files")
+        for path, digest in listed.items():
             if path not in files:
                 raise KitError(f"{path} (listed in kit.json) is not in the kit")
             if not self._being_written and hashlib.sha256(files[path]).hexdigest() != digest:
                 raise KitError(f"{path}: its sha256 differs from kit.json's")
         self.meta = meta
-        emb = meta["embeddings"]
-        self.embeddings = np.frombuffer(files[emb["path"]], "<f2").reshape(emb["shape"])
-        rope = meta["rope"]
-        self.rope = np.frombuffer(files[rope["path"]], "<f2").reshape(rope["shape"])
+        self.embeddings = _table(files, manifest.embeddings.path, manifest.embeddings.shape)
+        self.rope = _table(files, manifest.rope.path, manifest.rope.shape)
+        for program in manifest.programs:
+            root = program.path.rstrip("/") + "/"
+            if not any(name.startswith(root) for name in files):
+                raise KitError(f"program {program.name}: no file under {root} in the kit")
         self._by_name = {p["name"]: p for p in meta["programs"]}
         self._hold_bytes = max(
             [HOLD_FLOOR_BYTES, *(p.get("weight_bytes", 0) for p in meta["programs"])]
@@ -198,11 +222,7 @@ class Kit:
     def open(cls, path: str | Path) -> Kit:
         """A kit zip on disk, read as it is used: its files mapped (not read into memory), every
         digest checked, its programs loaded when run."""
-        try:
-            files = MappedZip(path)
-        except (OSError, zipfile.BadZipFile) as exc:
-            raise KitError(f"{path}: cannot read the kit zip: {exc}") from None
-        return cls(files, lazy=True)
+        return cls(open_zip(path), lazy=True)
 
     @property
     def context(self) -> int:
@@ -215,6 +235,18 @@ class Kit:
         self, prompt: Sequence[int], max_new_tokens: int, stop: Sequence[int] = ()
     ) -> tuple[list[int], list[np.ndarray]]:
         return self.session().generate(prompt, max_new_tokens, stop)
+
+
+def _table(files: Mapping[str, Any], path: str, shape: list[int]) -> np.ndarray:
+    """A fp16 table of the kit, its size checked against the shape kit.json gives."""
+    if path not in files:
+        raise KitError(f"{path} (named in kit.json) is not in the kit")
+    data = files[path]
+    if len(data) != 2 * int(np.prod(shape)):
+        raise KitError(
+            f"{path}: {len(data)} bytes, not the {2 * int(np.prod(shape))} of fp16 {shape}"
+        )
+    return np.frombuffer(data, "<f2").reshape(shape)
 
 
 def _load_program(files: Mapping[str, bytes], meta: Mapping[str, Any], in_place: bool):

@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from app.errors import RequestError
+from app.errors import ErrorKind, RequestError
 from app.kits.reference import WholeModel
 from app.kits.runner import Kit
 
@@ -26,6 +26,39 @@ from app.kits.runner import Kit
 LOGITS_TOLERANCE = 2e-2
 DEFAULT_PROMPT_TOKENS = 8
 DEFAULT_NEW_TOKENS = 4
+# What verifying costs in memory is the kit's prefill program run by the reference executor: its
+# attention scores, heads x prefill x context, and their temporaries, whatever the prompt (the
+# chunk is padded to `prefill`). Measured with `/usr/bin/time` over build_kit(..., verify=True)
+# on test models (2-8 heads, context 2,048-4,096, prefill 256-1,024, 2-4 layers, hidden 32-256):
+# 37-43 bytes per score above the unverified build's peak, independent of layers and hidden;
+# 48 is taken, so the estimate errs on the large side. (A 120 KB checkpoint at context 16,384,
+# prefill 4,096 and 4 heads: 12.9 GB, refused under the 4 GiB default.)
+VERIFY_BYTES_PER_SCORE = 48
+VERIFY_SETTING = "ANE_MAX_VERIFY_BYTES"
+
+
+def verify_bytes(heads: int, context: int, prefill: int) -> int:
+    """The memory verifying a kit of these shapes takes, estimated (VERIFY_BYTES_PER_SCORE)."""
+    return VERIFY_BYTES_PER_SCORE * heads * prefill * context
+
+
+def check_verify_memory(heads: int, context: int, prefill: int, limit: int) -> int:
+    """The estimate, or a refusal naming the limit and what to lower."""
+    needed = verify_bytes(heads, context, prefill)
+    if needed > limit:
+        raise RequestError(
+            "verify",
+            f"verifying a kit of {heads} attention heads, context {context} and prefill "
+            f"{prefill} takes about {needed} bytes of memory (the prefill program's attention "
+            f"scores), over {VERIFY_SETTING}={limit}: verify with a smaller context or prefill, "
+            "or raise the setting",
+            kind=ErrorKind.TOO_LARGE,
+            title="Verification too large",
+            limit=limit,
+            setting=VERIFY_SETTING,
+            verify_bytes_estimate=needed,
+        )
+    return needed
 
 
 def _num(value: float) -> float:

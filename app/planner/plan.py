@@ -28,7 +28,7 @@ from app.devices.llm import (
     prefill_works,
 )
 from app.devices.model import RANGE, chain_seconds, roofline
-from app.errors import RequestError
+from app.errors import ErrorKind, RequestError
 from app.estimates import device_or_error, path_or_error
 from app.planner.shape import precision_of, shape_from_config
 from app.preflight import PATHS as REPORT_PATHS
@@ -40,6 +40,13 @@ DEFAULT_PREFILL = 512
 # measurement (FluidInference/mobius #77, docs/calibration.md).
 PREFILL_CHUNK = 128
 # Tried in order when a plan does not fit: the lightest compression that fits is named.
+# What one plan may model, checked before any of it is computed: a plan lists every program and
+# models one dispatch per layer program per prefill chunk, so a small config of absurd sizes
+# (4,096 layers, every size 2^24: 266,240 programs, 25 MB of answer, 48 s) is refused up front.
+# A 405B-class model (126 layers, a 4.2 GB head) on an iPhone's 1 GiB envelope with a prompt of
+# 131,072 tokens needs 130 programs and 129,028 dispatches.
+MAX_PROGRAMS = 4096
+MAX_DISPATCHES = 1 << 17
 CANDIDATES: tuple[dict[str, Any], ...] = (
     {"mode": "linear", "dtype": "int8", "granularity": "per_channel"},
     {"mode": "palettize", "nbits": 6},
@@ -281,10 +288,44 @@ def make_plan(
             "prefill", f"a prompt of {prefill} tokens does not fit a context of {context}"
         )
     shape = shape_from_config(config)
-    plan = _plan(shape, chip, path, precision_of(quantize), quantize, context, prefill)
+    precision = precision_of(quantize)
+    _check_cost(group_layers(shape, precision, chip), prefill)
+    plan = _plan(shape, chip, path, precision, quantize, context, prefill)
     if plan.fits:
         return plan
     return Plan(**{**vars(plan), "fits_with": _lightest_fit(plan)})
+
+
+def _check_cost(grouping: Grouping, prefill: int) -> None:
+    """Refuse a plan over MAX_PROGRAMS programs or MAX_DISPATCHES modelled dispatches, naming
+    what makes it so, before any of it is computed (lighter candidates only need fewer)."""
+    layers, head = len(grouping.layer_groups), grouping.head_programs
+    if head > MAX_PROGRAMS:
+        raise RequestError(
+            "config.vocab_size",
+            f"the head (vocab_size x hidden_size) would need {head:,} programs, over the "
+            f"planner's limit of {MAX_PROGRAMS:,}",
+            kind=ErrorKind.TOO_LARGE,
+            limit=MAX_PROGRAMS,
+        )
+    if layers + head > MAX_PROGRAMS:
+        raise RequestError(
+            "config.num_hidden_layers",
+            f"the plan would need {layers + head:,} programs ({layers:,} of layers, {head:,} of "
+            f"the head), over the planner's limit of {MAX_PROGRAMS:,}",
+            kind=ErrorKind.TOO_LARGE,
+            limit=MAX_PROGRAMS,
+        )
+    chunks = -(-prefill // PREFILL_CHUNK)
+    if layers * chunks > MAX_DISPATCHES:
+        raise RequestError(
+            "prefill",
+            f"a prompt of {prefill:,} tokens is {chunks:,} chunks of {PREFILL_CHUNK} through "
+            f"{layers:,} layer programs: {layers * chunks:,} dispatches, over the planner's "
+            f"limit of {MAX_DISPATCHES:,}; plan a shorter prompt",
+            kind=ErrorKind.TOO_LARGE,
+            limit=MAX_DISPATCHES,
+        )
 
 
 def _reported_failing(candidate: Mapping[str, Any], chip: Chip, path: str) -> bool:

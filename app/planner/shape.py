@@ -11,7 +11,13 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from app.checkpoints.config import CAUSAL_LMS, not_a_decoder, params_from_config, text_config
+from app.checkpoints.config import (
+    CAUSAL_LMS,
+    check_config,
+    not_a_decoder,
+    params_from_config,
+    text_config,
+)
 from app.devices.llm import FP16, INT8, DecoderShape, Precision, palettized
 from app.errors import RequestError
 from app.language.targets import DEFAULT_TARGET
@@ -43,6 +49,7 @@ def _positive_int(config: Mapping[str, Any], key: str, default: int | None = Non
 def shape_from_config(config: Mapping[str, Any]) -> DecoderShape:
     if not isinstance(config, Mapping):
         raise RequestError("config", "a config.json holds a JSON object")
+    check_config(dict(config))  # every key read, typed and bounded, named when it is not
     if config.get("is_encoder_decoder"):
         raise not_a_decoder(dict(config))
     try:

@@ -17,9 +17,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import MISSING, dataclass, fields
 from typing import Any
 
+from app.devices.llm import PALETTE_BITS
 from app.language.targets import Target, get_target
 
-PALETTE_BITS = (1, 2, 3, 4, 6, 8)
 # The iOS16 constexpr_lut_to_dense (ios17 programs) takes 2, 4, 16, 64 or 256 LUT entries.
 PALETTE_BITS_IOS17 = (1, 2, 4, 6, 8)
 LINEAR_DTYPES = ("int8", "uint8", "int4", "uint4")

@@ -10,6 +10,7 @@ from typing import Annotated
 
 from fastapi import APIRouter, Body, Depends, Path, Query, Request, Response
 
+from app.api.auth import owner_of
 from app.api.context import Services, services
 from app.api.examples import UPLOAD_EXAMPLES
 from app.api.intake import MULTIPART, media_type, unsupported_media
@@ -146,7 +147,7 @@ def _store(
             )
         tensor = sniff(path, "file", raw_dtype=dtype, raw_shape=shape)
         tensor = with_digest(tensor, hasher.result() if hasher is not None else None)
-        existed = tensor.digest in svc.blobs
+        existed = svc.blobs.has_tensor(tensor.digest)
         tensor = svc.blobs.put(tensor)
         return existed, _info(tensor)
     except BaseException:
@@ -216,18 +217,17 @@ def _upload(state: UploadState, blob: dict | None = None) -> Upload:
 )
 async def start_upload(
     body: Annotated[UploadStart, Body(openapi_examples=UPLOAD_EXAMPLES)],
+    request: Request,
     response: Response,
     svc: Services = Depends(services),
 ) -> Upload:
-    state = await asyncio.to_thread(svc.uploads.start, body.digest, body.bytes)
+    # A declaration evicts nothing: over the key's quota, or more than the volume could hold
+    # with every cached artifact gone, it is refused here; the parts make room as they come.
+    owner = owner_of(request.scope)
+    state = await asyncio.to_thread(svc.uploads.start, body.digest, body.bytes, owner)
     if state.stored:
         response.status_code = 200
         return _upload(state, describe_file(await asyncio.to_thread(svc.blobs.file, state.digest)))
-    try:
-        await svc.room_for_upload(body.bytes, svc.settings.max_upload_bytes)
-    except BaseException:
-        await asyncio.to_thread(svc.uploads.discard, state.id)
-        raise
     return _upload(state)
 
 
@@ -238,8 +238,10 @@ async def start_upload(
     response_model_exclude_none=True,
     responses=problems(401, 404, 422),
 )
-async def upload_state(upload_id: UploadId, svc: Services = Depends(services)) -> Upload:
-    return _upload(await asyncio.to_thread(svc.uploads.state, upload_id))
+async def upload_state(
+    upload_id: UploadId, request: Request, svc: Services = Depends(services)
+) -> Upload:
+    return _upload(await asyncio.to_thread(svc.uploads.state, upload_id, owner_of(request.scope)))
 
 
 @router.put(
@@ -247,7 +249,7 @@ async def upload_state(upload_id: UploadId, svc: Services = Depends(services)) -
     summary="Send one part, starting at the bytes received so far",
     response_model=Upload,
     response_model_exclude_none=True,
-    responses=problems(400, 401, 404, 409, 413, 422, 507),
+    responses=problems(400, 401, 404, 409, 413, 422, 504, 507),
     openapi_extra={
         "requestBody": {
             "content": {
@@ -263,10 +265,11 @@ async def upload_part(
     offset: Annotated[int, Query(ge=0, description="where the part starts: `received`")],
     svc: Services = Depends(services),
 ) -> Upload:
-    length = declared_length(request)
-    async with svc.uploads.locks[upload_id]:
+    owner, length = owner_of(request.scope), declared_length(request)
+    async with svc.uploads.locked(upload_id, owner):
+        await svc.room_for_upload(length, svc.settings.upload_part_bytes)
         with svc.upload_faults(length):
-            state = await svc.uploads.write_part(upload_id, offset, length, request.stream())
+            state = await svc.uploads.write_part(upload_id, offset, length, request.stream(), owner)
     return _upload(state)
 
 
@@ -277,9 +280,26 @@ async def upload_part(
     response_model_exclude_none=True,
     responses=problems(401, 404, 409, 422, 507),
 )
-async def finish_upload(upload_id: UploadId, svc: Services = Depends(services)) -> Upload:
-    async with svc.uploads.locks[upload_id]:
+async def finish_upload(
+    upload_id: UploadId, request: Request, svc: Services = Depends(services)
+) -> Upload:
+    owner = owner_of(request.scope)
+    async with svc.uploads.locked(upload_id, owner):
         with svc.upload_faults(None):
-            state, blob = await asyncio.to_thread(svc.uploads.finish, upload_id)
-    svc.uploads.locks.pop(upload_id, None)
+            state, blob = await asyncio.to_thread(svc.uploads.finish, upload_id, owner)
     return _upload(state, blob)
+
+
+@router.delete(
+    "/blobs/uploads/{upload_id}",
+    summary="Drop an upload in progress and the bytes it holds",
+    status_code=204,
+    responses={204: {"description": "Dropped"}, **problems(401, 404, 422)},
+)
+async def delete_upload(
+    upload_id: UploadId, request: Request, svc: Services = Depends(services)
+) -> Response:
+    owner = owner_of(request.scope)
+    async with svc.uploads.locked(upload_id, owner):
+        await asyncio.to_thread(svc.uploads.delete, upload_id, owner)
+    return Response(status_code=204)

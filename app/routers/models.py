@@ -73,4 +73,10 @@ async def submit_device_check(
             kind=ErrorKind.NOT_FOUND,
             title="Unknown kit",
         )
+    if entry.meta.get("format") == "mil":  # whatever runs the check: the docs promise it
+        raise RequestError(
+            "kit",
+            f"kit {request.kit!r} is of format mil: it has no Core ML programs to check; build "
+            "it with format mlpackage or mlmodelc",
+        )
     return (await svc.jobs.submit(request)).public()

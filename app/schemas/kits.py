@@ -11,7 +11,7 @@ from app.schemas.plans import MAX_CONTEXT
 
 
 class ModelJob(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", strict=True)
 
     files: dict[str, str] = Field(
         description="the checkpoint folder's files by name, each the digest of a blob uploaded "
@@ -28,7 +28,7 @@ class ModelJob(BaseModel):
 
 
 class DeviceCheck(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", strict=True)
 
     kit: str = Field(
         max_length=64, description="the id of the POST /v1/models job whose kit to check"

@@ -12,7 +12,7 @@ MAX_CONTEXT = 1 << 17
 
 
 class PlanRequest(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", strict=True)
 
     config: dict[str, Any] = Field(description="the model's config.json, as a JSON object")
     device: str = Field(description="a device name, e.g. m4 or a18-pro (GET /v1/devices)")

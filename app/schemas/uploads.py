@@ -9,7 +9,7 @@ from app.schemas.wire import BlobInfo
 
 
 class UploadStart(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", strict=True)
 
     digest: str = Field(pattern=DIGEST_PATTERN, description="sha256 of the whole file's bytes")
     bytes: int = Field(ge=0, description="the file's size")

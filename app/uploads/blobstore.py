@@ -9,6 +9,12 @@ A safetensors file of several tensors (a checkpoint, or a shard of one) is store
 digest of the file. A weight names one of its tensors as `sha256:<file digest>#<tensor name>`:
 that tensor is converted to fp16 (app/checkpoints: F16, BF16, F32; overflow refused) and stored
 as a blob of its own, which is what the build maps and what identifies the weight in cache keys.
+
+Tensors and whole files share the digest space: the same bytes may be posted as a raw tensor
+and uploaded as a file (a config.json, say), in either order. They are two entries of the one
+store, a tensor under the digest's hex and a file under `<hex>-file`, so neither shadows the
+other. (A file stored before files had keys of their own is still found under the bare hex,
+until a tensor of the same bytes takes the key.)
 """
 
 from __future__ import annotations
@@ -29,6 +35,12 @@ from app.tensor_files import TensorFile, sniff, with_digest
 
 CHECKPOINT = "safetensors"  # a stored file of many tensors, not one tensor
 FILE = "file"  # any other whole file (a checkpoint's config or tokenizer), by its bytes' digest
+_WHOLE = (CHECKPOINT, FILE)
+_FILE_KEY = "-file"  # what a whole file's key adds to its digest's hex
+
+
+def _is_file(entry: StoredEntry | None) -> bool:
+    return entry is not None and entry.meta.get("source") in _WHOLE
 
 
 class BlobStore:
@@ -40,8 +52,13 @@ class BlobStore:
         return self.store.temp_path()
 
     def __contains__(self, digest: str) -> bool:
+        """Whether a tensor or a whole file of this digest is stored (no file is read)."""
         hex_ = hex_of(digest)
-        return hex_ is not None and hex_ in self.store
+        return hex_ is not None and (hex_ in self.store or hex_ + _FILE_KEY in self.store)
+
+    def has_tensor(self, digest: str) -> bool:
+        """Whether a tensor of this digest is stored (checked: blocking)."""
+        return self.get(digest) is not None
 
     def put(self, tensor: TensorFile) -> TensorFile:
         """Publish a sniffed upload (its file must be in the store's tmp dir). Blocking: the
@@ -56,7 +73,7 @@ class BlobStore:
         key = hex_of(tensor.digest)
         assert key is not None
         existing = self.store.get(key)
-        if existing is not None:
+        if existing is not None and not _is_file(existing):  # a file of old takes no tensor's key
             tensor.path.unlink(missing_ok=True)
             return _tensor(existing)
         entry = self.store.publish(
@@ -78,19 +95,16 @@ class BlobStore:
         checkpoint file: see `checkpoint`). Blocking."""
         hex_ = hex_of(digest)
         entry = self.store.get(hex_) if hex_ else None
-        if entry is None or entry.meta.get("source") in (CHECKPOINT, FILE):
-            return None
-        return _tensor(entry)
+        return None if entry is None or _is_file(entry) else _tensor(entry)
 
     # -- checkpoint files -----------------------------------------------------------------------
     def put_checkpoint(self, path: Path, tensors: int) -> tuple[str, int, bool]:
         """Publish an uploaded safetensors file of several tensors, whole; (digest, size,
         whether it was stored already). Blocking: the digest is a pass over the file."""
         digest = file_digest(path)
-        key = hex_of(digest)
-        assert key is not None
+        key = _file_key(digest)
         size = path.stat().st_size
-        if self.store.get(key) is not None:
+        if self.file(digest) is not None:
             path.unlink(missing_ok=True)
             return digest, size, True
         meta = {
@@ -107,8 +121,7 @@ class BlobStore:
         """Publish a whole uploaded file whose digest is known (checked by the caller): a
         safetensors file as a checkpoint (its header checked), anything else as a plain file.
         Its description, as GET /v1/blobs/{digest} gives it. Blocking."""
-        key = hex_of(digest)
-        assert key is not None
+        key = _file_key(digest)
         meta: dict = {"digest": digest, "dtype": FILE, "shape": [], "source": FILE}
         if looks_like_safetensors(path):
             try:
@@ -117,7 +130,7 @@ class BlobStore:
                 discard(path)
                 raise
             meta |= {"dtype": CHECKPOINT, "source": CHECKPOINT, "tensors": tensors}
-        if self.store.get(key) is None:
+        if self.file(digest) is None:
             with storage_errors(BLOB_STORE, self.store.root, path.stat().st_size):
                 self.store.publish(key, path, meta)
         else:
@@ -129,10 +142,13 @@ class BlobStore:
     def file(self, digest: str) -> StoredEntry | None:
         """A stored whole file (a checkpoint, or a plain file), checked once, or None. Blocking."""
         hex_ = hex_of(digest)
-        entry = self.store.get(hex_) if hex_ else None
-        return (
-            entry if entry is not None and entry.meta.get("source") in (CHECKPOINT, FILE) else None
-        )
+        if hex_ is None:
+            return None
+        entry = self.store.get(hex_ + _FILE_KEY)
+        if entry is None:
+            legacy = self.store.get(hex_)
+            entry = legacy if _is_file(legacy) else None
+        return entry
 
     def file_path(self, digest: str) -> Path | None:
         """Where a stored whole file is (see `file`), or None. Blocking."""
@@ -141,8 +157,7 @@ class BlobStore:
 
     def checkpoint(self, digest: str) -> StoredEntry | None:
         """A stored checkpoint file (its digest checked once), or None. Blocking."""
-        hex_ = hex_of(digest)
-        entry = self.store.get(hex_) if hex_ else None
+        entry = self.file(digest)
         return entry if entry is not None and entry.meta.get("source") == CHECKPOINT else None
 
     def checkpoint_tensor(self, field: str, digest: str, name: str) -> TensorFile:
@@ -203,7 +218,7 @@ class BlobStore:
 
     def _keep(self, weight: WeightRef) -> WeightRef:
         if weight.inline is not None:
-            if weight.digest not in self:
+            if not self.has_tensor(weight.digest):
                 self._put_array(weight.inline, weight.digest)
             return weight  # the record keeps its values too: a worker needs no file for them
         if not weight.spooled or weight.file is None:
@@ -246,6 +261,12 @@ class BlobStore:
                 ref = WeightRef(ref.digest, ref.dtype, ref.shape, file=tensor)
             located[name] = ref
         return request.with_weights(located)
+
+
+def _file_key(digest: str) -> str:
+    hex_ = hex_of(digest)
+    assert hex_ is not None
+    return hex_ + _FILE_KEY
 
 
 def _file_tensor(entry: StoredEntry, digest: str) -> TensorFile:

@@ -6,7 +6,8 @@ Apple's histogram spelling. The builder, both emitters and the parser, the refer
 graphs, the preflight, the estimate and the .mlmodelc writer read the records through the
 functions below, at call time (never a copy made at import), so `RECORDS` is the one list.
 
-Adding a primitive is adding its record to its family's module (docs/architecture.md).
+Adding a primitive is adding its record to a module of its family (docs/architecture.md); each
+module holds one family's records (`F`) and a family may span modules (elementwise and logic).
 """
 
 from __future__ import annotations
@@ -16,11 +17,18 @@ from app.mil.ir import Input
 from app.mil.ops import (
     activation,
     constexpr,
+    conv,
     elementwise,
+    indexing,
     layout,
     linear,
+    logic,
     normalization,
+    pool,
+    quantization,
     reduction,
+    slices,
+    spatial,
     state,
 )
 from app.mil.ops.check import check
@@ -41,11 +49,18 @@ from app.mil.types import TensorType
 
 RECORDS: tuple[OpRecord, ...] = (
     *elementwise.RECORDS,
+    *logic.RECORDS,
+    *quantization.RECORDS,
     *activation.RECORDS,
     *reduction.RECORDS,
+    *pool.RECORDS,
     *normalization.RECORDS,
+    *conv.RECORDS,
     *linear.RECORDS,
     *layout.RECORDS,
+    *slices.RECORDS,
+    *indexing.RECORDS,
+    *spatial.RECORDS,
     *state.RECORDS,
     *constexpr.RECORDS,
 )

@@ -7,7 +7,20 @@ import numpy as np
 from app.mil.args import Args
 from app.mil.call import Call
 from app.mil.ops import sources as src
-from app.mil.ops.common import FLOAT_T, UNARY, U, X, same, sigmoid, softmax, unary
+from app.mil.ops.common import (
+    FLOAT_T,
+    FLOAT_TU,
+    UNARY,
+    U,
+    X,
+    erf,
+    known,
+    same,
+    sigmoid,
+    softmax,
+    swept,
+    unary,
+)
 from app.mil.ops.record import (
     INT,
     STR,
@@ -34,23 +47,13 @@ def _gelu_type(call: Call) -> list[TensorType]:
     return same(call)
 
 
-def _erf(x: np.ndarray) -> np.ndarray:
-    """erf by Abramowitz & Stegun 7.1.26 (absolute error below 1.5e-7: a thousand times finer
-    than an fp16 step near 1), as NumPy has none and SciPy is not a dependency."""
-    t = 1 / (1 + 0.3275911 * np.abs(x))
-    poly = t * (
-        0.254829592 + t * (-0.284496736 + t * (1.421413741 + t * (-1.453152027 + t * 1.061405429)))
-    )
-    return np.sign(x) * (1 - poly * np.exp(-x * x))
-
-
 def _gelu(a: Args) -> np.ndarray:
     x, mode = a.f32("x"), a.const("mode", "EXACT")
     if mode == "TANH_APPROXIMATION":
         return 0.5 * x * (1 + np.tanh(np.sqrt(2 / np.pi) * (x + 0.044715 * x**3)))
     if mode == "SIGMOID_APPROXIMATION":
         return x * sigmoid(1.702 * x)
-    return 0.5 * x * (1 + _erf(x / np.sqrt(2)))
+    return 0.5 * x * (1 + erf(x / np.sqrt(2)))
 
 
 def _softmax_type(call: Call) -> list[TensorType]:
@@ -58,7 +61,35 @@ def _softmax_type(call: Call) -> list[TensorType]:
     return same(call)
 
 
+def _leaky(x: np.ndarray, alpha) -> np.ndarray:
+    return np.where(x >= 0, x, x * alpha)
+
+
+def _prelu_type(call: Call) -> list[TensorType]:
+    x, alpha = call.type("x"), call.type("alpha")
+    if x.rank not in (3, 4, 5):
+        raise call.fail("x", f"needs rank 3, 4 or 5, got {x}")
+    if alpha.shape != (x.shape[1],):
+        raise call.fail("alpha", f"needs one value per channel: [{x.shape[1]}], got {alpha}")
+    values = known(call, "alpha")
+    if x.rank != 4 and values is not None and np.any(values != values.flat[0]):
+        raise call.fail("alpha", f"a rank {x.rank} input takes one alpha for all channels")
+    return same(call)
+
+
+def _prelu(a: Args) -> np.ndarray:
+    x = a.f32("x")
+    alpha = np.asarray(a.const("alpha")).reshape(-1, *[1] * (x.ndim - 2))
+    return _leaky(x, alpha)
+
+
+def _elu(a: Args) -> np.ndarray:
+    x = a.f32("x")
+    return np.where(x > 0, x, a.const("alpha") * np.expm1(np.minimum(x, 0)))
+
+
 _X_FORM = Form(X, same, FLOAT_T)
+_ALPHA = Arg("U", const=True)  # iOS17: the parameters have a float dtype of their own
 
 RECORDS: tuple[OpRecord, ...] = (
     OpRecord(
@@ -69,6 +100,7 @@ RECORDS: tuple[OpRecord, ...] = (
         traits=NONLINEAR,
         graph=GraphUse("1 / (1 + exp(-x))", 4 * U),
         histogram={16: Seen(16, src.SILERO_INT8), 17: Seen(16, src.PARAKEET_ENCODER)},
+        ane=swept(0.00384),
     ),
     OpRecord(
         "silu",
@@ -78,6 +110,7 @@ RECORDS: tuple[OpRecord, ...] = (
         traits=NONLINEAR,
         graph=GraphUse("x · sigmoid(x)", 4 * U),
         histogram={17: Seen(16, src.PARAKEET_ENCODER)},
+        ane=swept(0.00997),
     ),
     OpRecord(
         "relu",
@@ -91,6 +124,7 @@ RECORDS: tuple[OpRecord, ...] = (
             17: Seen(16, src.PARAKEET_ENCODER),
             18: Seen(18, src.MULTIFUNCTION_3600),
         },
+        ane=swept(0.0),
     ),
     OpRecord(
         "tanh",
@@ -100,6 +134,7 @@ RECORDS: tuple[OpRecord, ...] = (
         traits=NONLINEAR,
         graph=GraphUse("tanh(x)", 4 * U),
         histogram={17: Seen(17, src.PUBLISHED)},
+        ane=swept(0.00126),
     ),
     OpRecord(
         "gelu",
@@ -124,8 +159,49 @@ RECORDS: tuple[OpRecord, ...] = (
         graph=GraphUse("softmax along `axis`", 4 * U),
         histogram={16: Seen(16, src.ISSUE_25), 17: Seen(16, src.PARAKEET_ENCODER)},
     ),
-    # -- known from other programs: never built here --------------------------------------------
-    OpRecord("elu", F, traits=frozenset({Trait.NONLINEAR})),
-    OpRecord("leaky_relu", F, traits=frozenset({Trait.NONLINEAR})),
-    OpRecord("softplus", F, traits=frozenset({Trait.NONLINEAR})),
+    OpRecord(
+        "leaky_relu",
+        F,
+        Form({"x": Arg("T"), "alpha": _ALPHA}, same, FLOAT_TU),
+        meaning=lambda a: _leaky(a.f32("x"), a.const("alpha")),
+        traits=NONLINEAR,
+        graph=GraphUse("x where x >= 0, else alpha · x", 2 * U),
+        ane=swept(1e-05),
+    ),
+    OpRecord(
+        "prelu",
+        F,
+        Form({"x": Arg("T"), "alpha": _ALPHA}, _prelu_type, FLOAT_TU),
+        meaning=_prelu,
+        traits=NONLINEAR,
+        graph=GraphUse("leaky_relu with one alpha per channel (axis 1); rank 3 to 5", 2 * U),
+        ane=swept(),
+    ),
+    OpRecord(
+        "elu",
+        F,
+        Form({"x": Arg("T"), "alpha": _ALPHA}, same, FLOAT_TU),
+        meaning=_elu,
+        traits=NONLINEAR,
+        graph=GraphUse("x where x > 0, else alpha · (e^x - 1)", 4 * U),
+        ane=swept(0.00506),
+    ),
+    OpRecord(
+        "softplus",
+        F,
+        _X_FORM,
+        meaning=unary(lambda x: np.logaddexp(0, x)),  # ln(1 + e^x) without overflow
+        traits=NONLINEAR,
+        graph=GraphUse("ln(1 + e^x)", 4 * U),
+        ane=swept(0.00078),
+    ),
+    OpRecord(
+        "sigmoid_hard",
+        F,
+        Form({"x": Arg("T"), "alpha": _ALPHA, "beta": Arg("U", const=True)}, same, FLOAT_TU),
+        meaning=lambda a: np.clip(a.f32("x") * a.const("alpha") + a.const("beta"), 0, 1),
+        traits=NONLINEAR,
+        graph=GraphUse("min(max(alpha · x + beta, 0), 1)", 4 * U),
+        ane=swept(0.00026),
+    ),
 )

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from app.language.targets import Target
 from app.mil.call import Call
-from app.mil.ir import Input, MILBuildError, OpsetError
+from app.mil.ir import Input, MILBuildError, OpsetError, Var
 from app.mil.ops.record import Arg, Form, OpRecord
 from app.mil.types import DType, StateType, TensorType
 
@@ -50,7 +50,7 @@ def _check_arg(
     for var in value if isinstance(value, tuple) else (value,):
         if spec.state != isinstance(var.type, StateType):
             raise call.fail(arg, f"expects a {'state' if spec.state else 'tensor'}, got {var.type}")
-        if spec.const and (var.op is None or var.op.type != "const"):
+        if spec.const and not _fixed(var):
             raise call.fail(arg, f"must be a const, got {var.name!r}")
         dtype = var.tensor.dtype
         if isinstance(spec.dtypes, str) and bound.setdefault(spec.dtypes, dtype) != dtype:
@@ -59,3 +59,15 @@ def _check_arg(
         if dtype not in allowed:
             names = ", ".join(sorted(d.value for d in allowed))
             raise call.fail(arg, f"dtype {dtype.value} is not allowed (expected {names})")
+
+
+def _fixed(var: Var) -> bool:
+    """A value known when the program is built: a const, or (as coremltools takes it for a
+    const argument) a float tensor a constexpr op decompresses, such as a compressed linear
+    weight. Type rules read the values of integer, bool and string consts only, which no
+    constexpr op makes."""
+    if var.op is None:
+        return False
+    if var.op.type == "const":
+        return True
+    return var.op.type.startswith("constexpr_") and var.tensor.dtype.is_float

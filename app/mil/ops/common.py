@@ -18,19 +18,62 @@ import numpy as np
 
 from app.mil.args import Args
 from app.mil.call import Call
-from app.mil.ops.record import Arg, Trait, traits
+from app.mil.ir import Operation, Var
+from app.mil.ops import sources as src
+from app.mil.ops.record import (
+    ANY_TENSOR,
+    BOOL,
+    INT,
+    AneFacts,
+    AneStatus,
+    Arg,
+    Trait,
+    ran_on_ane,
+    traits,
+)
 from app.mil.types import FLOATS, NUMERIC, TensorType
 
 U = 2.0**-11  # fp16 unit roundoff
 
 FLOAT_T = {"T": FLOATS}
+FLOAT_TU = {"T": FLOATS, "U": FLOATS}  # iOS17: a const parameter of a dtype of its own
 NUMERIC_T = {"T": NUMERIC}
 X = {"x": Arg("T")}
 XY = {"x": Arg("T"), "y": Arg("T")}
 
+CONST_INT = Arg(INT, const=True)
+OPTIONAL_INT = Arg(INT, optional=True, const=True)
+OPTIONAL_BOOL = Arg(BOOL, optional=True, const=True)
+
+
+def any_x(**args: Arg) -> dict[str, Arg]:
+    """An `x` of any tensor dtype, and `args`."""
+    return {"x": Arg(ANY_TENSOR), **args}
+
+
 UNARY = traits(Trait.ELEMENTWISE, Trait.UNARY)
 BINARY = traits(Trait.ELEMENTWISE, Trait.BINARY)
 MOVES = traits(Trait.DATA_MOVEMENT)
+
+
+def swept(relerr: float | None = None) -> AneFacts:
+    """Supported, as ANEForge's sweep found it: compiled alone for the ANE and run, compared
+    with NumPy (`relerr`) or only run (None)."""
+    compared = "not compared" if relerr is None else f"relative error {relerr:g} against NumPy"
+    return ran_on_ane(
+        f"ANEForge's sweep compiles it alone for the ANE and runs it ({compared})",
+        src.ANEFORGE_SWEEP,
+    )
+
+
+def not_on_ane(instead: str) -> AneFacts:
+    """Unsupported, as ANEForge's sweep found it: the ANE compile of the op alone fails."""
+    return AneFacts(
+        AneStatus.UNSUPPORTED,
+        f"ANEForge's sweep finds it not implemented on the ANE backend (the compile fails); "
+        f"{instead}",
+        src.ANEFORGE_SWEEP,
+    )
 
 
 def broadcast(a: tuple[int, ...], b: tuple[int, ...], call: Call) -> tuple[int, ...]:
@@ -42,6 +85,21 @@ def broadcast(a: tuple[int, ...], b: tuple[int, ...], call: Call) -> tuple[int, 
             raise call.fail("y", f"shapes {list(a)} and {list(b)} do not broadcast")
         out.append(max(da, db))
     return tuple(reversed(out))
+
+
+def operand(op: Operation, arg: str) -> Var:
+    """A (single) tensor argument of a built op."""
+    var = op.inputs[arg]
+    assert isinstance(var, Var)
+    return var
+
+
+def known(call: Call, arg: str) -> np.ndarray | None:
+    """A const argument's values; None when a constexpr op makes them (at load time)."""
+    var = call.inputs.get(arg)
+    if not isinstance(var, Var) or var.op is None or var.op.value is None:
+        return None
+    return np.asarray(var.op.value.stored())
 
 
 def elementwise(call: Call) -> list[TensorType]:
@@ -63,6 +121,16 @@ def unary(fn: Callable) -> Callable[[Args], np.ndarray]:
 
 def sigmoid(x: np.ndarray) -> np.ndarray:
     return 0.5 * (1 + np.tanh(0.5 * x))  # no overflow for large |x|, unlike 1 / (1 + exp(-x))
+
+
+def erf(x: np.ndarray) -> np.ndarray:
+    """erf by Abramowitz & Stegun 7.1.26 (absolute error below 1.5e-7: a thousand times finer
+    than an fp16 step near 1), as NumPy has none and SciPy is not a dependency."""
+    t = 1 / (1 + 0.3275911 * np.abs(x))
+    poly = t * (
+        0.254829592 + t * (-0.284496736 + t * (1.421413741 + t * (-1.453152027 + t * 1.061405429)))
+    )
+    return np.sign(x) * (1 - poly * np.exp(-x * x))
 
 
 def softmax(x: np.ndarray, axis: int) -> np.ndarray:

@@ -11,6 +11,7 @@ from app.mil.ops import sources as src
 from app.mil.ops.common import (
     BINARY,
     FLOAT_T,
+    FLOAT_TU,
     NUMERIC_T,
     UNARY,
     XY,
@@ -18,7 +19,9 @@ from app.mil.ops.common import (
     X,
     binary,
     elementwise,
+    erf,
     same,
+    swept,
     unary,
 )
 from app.mil.ops.record import (
@@ -39,6 +42,11 @@ from app.mil.types import DType, TensorType
 F = Family.ELEMENTWISE
 NONLINEAR = UNARY | {Trait.NONLINEAR}
 _BINARY_FORM = Form(XY, elementwise, NUMERIC_T)
+_FLOAT_X = Form(X, same, FLOAT_T)
+# iOS17's log and inverse: epsilon of a float dtype of its own ("U")
+_EPSILON_FORM = Form(
+    {"x": Arg("T"), "epsilon": Arg("U", optional=True, const=True)}, same, FLOAT_TU
+)
 
 
 def _real_div(a: Args) -> np.ndarray:
@@ -46,6 +54,30 @@ def _real_div(a: Args) -> np.ndarray:
     if x.dtype.kind == "i":  # integer real_div: true division, truncated when stored as int32
         return np.true_divide(x, y)
     return x / y
+
+
+def _pow(a: Args) -> np.ndarray:
+    """x^y. Integer operands are raised in floats (NumPy refuses a negative integer exponent)
+    and truncated when stored as int32; a negative base with a fractional exponent is NaN."""
+    x, y = a.f32("x"), a.f32("y")
+    if x.dtype.kind == "i":
+        return np.power(x.astype(np.float64), y)
+    return np.power(x, y)
+
+
+def _log(a: Args) -> np.ndarray:
+    return np.log(a.f32("x") + a.const("epsilon", 1e-45))
+
+
+def _inverse(a: Args) -> np.ndarray:
+    return 1 / (a.f32("x") + a.const("epsilon", 1e-4))
+
+
+def _clip_type(call: Call) -> list[TensorType]:
+    alpha, beta = call.const("alpha"), call.const("beta")
+    if not alpha < beta:  # iOS17 checks it strictly
+        raise call.fail("alpha", f"alpha ({alpha}) must be smaller than beta ({beta})")
+    return same(call)
 
 
 def _rsqrt(a: Args) -> np.ndarray:
@@ -80,6 +112,7 @@ RECORDS: tuple[OpRecord, ...] = (
         traits=BINARY | {Trait.COMMUTATIVE, Trait.ASSOCIATIVE},
         graph=GraphUse("x + y (broadcast)", 2 * U),
         histogram={16: Seen(16, src.SILERO_INT8), 17: Seen(17, src.PARAKEET_ENCODER)},
+        ane=swept(0.00033),
     ),
     OpRecord(
         "sub",
@@ -89,6 +122,7 @@ RECORDS: tuple[OpRecord, ...] = (
         traits=BINARY,
         graph=GraphUse("x - y (broadcast)", 2 * U),
         histogram={16: Seen(16, src.ISSUE_25), 17: Seen(17, src.PARAKEET_ENCODER)},
+        ane=swept(0.0003),
     ),
     OpRecord(
         "mul",
@@ -98,6 +132,7 @@ RECORDS: tuple[OpRecord, ...] = (
         traits=BINARY | {Trait.COMMUTATIVE, Trait.ASSOCIATIVE, Trait.COMPOUNDING},
         graph=GraphUse("x * y (broadcast)", 2 * U),
         histogram={16: Seen(16, src.ADD_MODEL), 17: Seen(17, src.PARAKEET_ENCODER)},
+        ane=swept(0.00017),
     ),
     OpRecord(
         "real_div",
@@ -107,6 +142,7 @@ RECORDS: tuple[OpRecord, ...] = (
         traits=BINARY | {Trait.COMPOUNDING},
         graph=GraphUse("x / y (broadcast)", 2 * U),
         histogram={17: Seen(17, src.PUBLISHED)},
+        ane=swept(0.00017),
     ),
     OpRecord(
         "maximum",
@@ -116,6 +152,7 @@ RECORDS: tuple[OpRecord, ...] = (
         traits=BINARY | {Trait.COMMUTATIVE, Trait.ASSOCIATIVE},
         graph=GraphUse("max(x, y) (broadcast)", 0.0),
         histogram={17: Seen(17, src.GATHER_3520)},
+        ane=swept(0.0),
     ),
     OpRecord(
         "minimum",
@@ -125,6 +162,7 @@ RECORDS: tuple[OpRecord, ...] = (
         traits=BINARY | {Trait.COMMUTATIVE, Trait.ASSOCIATIVE},
         graph=GraphUse("min(x, y) (broadcast)", 0.0),
         histogram={17: Seen(17, src.GATHER_3520)},
+        ane=swept(0.0),
     ),
     OpRecord(
         "abs",
@@ -134,6 +172,7 @@ RECORDS: tuple[OpRecord, ...] = (
         traits=UNARY | {Trait.IDEMPOTENT},
         graph=GraphUse("|x|", 0.0),
         histogram={17: Seen(17, src.PUBLISHED)},
+        ane=swept(0.0),
     ),
     OpRecord(
         "square",
@@ -142,6 +181,7 @@ RECORDS: tuple[OpRecord, ...] = (
         meaning=unary(np.square),
         traits=UNARY,
         graph=GraphUse("x²", 2 * U),
+        ane=swept(8e-05),
     ),
     OpRecord(
         "sqrt",
@@ -151,6 +191,7 @@ RECORDS: tuple[OpRecord, ...] = (
         traits=NONLINEAR,
         graph=GraphUse("√x", 4 * U),
         histogram={16: Seen(16, src.SILERO_INT8), 17: Seen(17, src.PUBLISHED)},
+        ane=swept(0.00043),
     ),
     OpRecord(
         "rsqrt",
@@ -173,6 +214,7 @@ RECORDS: tuple[OpRecord, ...] = (
         meaning=unary(np.exp),
         traits=NONLINEAR,
         graph=GraphUse("e^x", 4 * U),
+        ane=swept(0.00047),
     ),
     OpRecord(
         "cast",
@@ -183,33 +225,116 @@ RECORDS: tuple[OpRecord, ...] = (
         graph=GraphUse("to `dtype` (fp16, fp32, int32, bool)", 2 * U),
         histogram={16: Seen(16, src.SILERO_INT8), 17: Seen(17, src.PARAKEET_ENCODER)},
     ),
-    # -- known from other programs: never built here --------------------------------------------
     OpRecord(
         "pow",
         F,
-        traits=BINARY | {Trait.NONLINEAR},
+        Form(XY, elementwise, NUMERIC_T),
+        meaning=_pow,
+        traits=BINARY | {Trait.NONLINEAR, Trait.COMPOUNDING},
+        graph=GraphUse("x^y (broadcast; an exponent above 1 amplifies x's error)", 4 * U),
+        ane=swept(0.00018),
         histogram={16: Seen(16, src.SILERO_INT8), 17: Seen(17, src.PARAKEET_PREPROCESSOR)},
+    ),
+    OpRecord(
+        "erf",
+        F,
+        _FLOAT_X,
+        meaning=unary(erf),
+        traits=NONLINEAR,
+        graph=GraphUse("erf(x)", 4 * U),
+        ane=swept(0.0007),
     ),
     OpRecord(
         "log",
         F,
-        traits=frozenset({Trait.NONLINEAR, Trait.NEEDS_EPSILON}),
+        _EPSILON_FORM,
+        meaning=_log,
+        traits=NONLINEAR | {Trait.NEEDS_EPSILON},
+        graph=GraphUse("ln(x + epsilon) (epsilon 1e-45 unless given)", 4 * U),
+        ane=swept(0.0008),
         histogram={17: Seen(17, src.PARAKEET_PREPROCESSOR)},
     ),
-    OpRecord("inverse", F, traits=frozenset({Trait.NONLINEAR, Trait.NEEDS_EPSILON})),
-    OpRecord("erf", F, traits=frozenset({Trait.NONLINEAR})),
     OpRecord(
-        "clip", F, histogram={16: Seen(16, src.SILERO_INT8), 17: Seen(17, src.PARAKEET_ENCODER)}
+        "inverse",
+        F,
+        _EPSILON_FORM,
+        meaning=_inverse,
+        traits=NONLINEAR | {Trait.NEEDS_EPSILON, Trait.COMPOUNDING},
+        graph=GraphUse("1 / (x + epsilon) (epsilon 1e-4 unless given)", 2 * U),
+        ane=swept(0.00028),
     ),
-    OpRecord("floor", F, histogram={17: Seen(17, src.PARAKEET_ENCODER)}),
+    OpRecord(
+        "sin",
+        F,
+        _FLOAT_X,
+        meaning=unary(np.sin),
+        traits=NONLINEAR,
+        graph=GraphUse("sin(x)", 4 * U),
+        ane=swept(0.0005),
+        histogram={17: Seen(17, src.PUBLISHED)},
+    ),
+    OpRecord(
+        "cos",
+        F,
+        _FLOAT_X,
+        meaning=unary(np.cos),
+        traits=NONLINEAR,
+        graph=GraphUse("cos(x)", 4 * U),
+        ane=swept(0.00056),
+    ),
+    # Rounding ops add no error of their own; on a computed input a step can flip.
+    OpRecord(
+        "floor",
+        F,
+        _FLOAT_X,
+        meaning=unary(np.floor),
+        traits=UNARY | {Trait.IDEMPOTENT},
+        graph=GraphUse("⌊x⌋", 0.0),
+        ane=swept(0.0),
+        histogram={17: Seen(17, src.PARAKEET_ENCODER)},
+    ),
+    OpRecord(
+        "ceil",
+        F,
+        _FLOAT_X,
+        meaning=unary(np.ceil),
+        traits=UNARY | {Trait.IDEMPOTENT},
+        graph=GraphUse("⌈x⌉", 0.0),
+        ane=swept(0.0),
+    ),
+    OpRecord(
+        "round",
+        F,
+        _FLOAT_X,
+        meaning=unary(np.round),  # halves to even: MIL rounds 0.5 to 0, as ONNX and NumPy do
+        traits=UNARY | {Trait.IDEMPOTENT},
+        graph=GraphUse("x to the nearest integer, halves to even", 0.0),
+        ane=swept(0.0),
+    ),
+    OpRecord(
+        "sign",
+        F,
+        Form(X, same, NUMERIC_T),
+        meaning=unary(np.sign),
+        traits=UNARY | {Trait.IDEMPOTENT},
+        graph=GraphUse("-1, 0 or 1 by the sign of x", 0.0),
+        ane=swept(0.0),
+    ),
+    OpRecord(
+        "clip",
+        F,
+        Form(
+            {"x": Arg("T"), "alpha": Arg("T", const=True), "beta": Arg("T", const=True)},
+            _clip_type,
+            FLOAT_T,
+        ),
+        meaning=lambda a: np.minimum(np.maximum(a.f32("x"), a.const("alpha")), a.const("beta")),
+        traits=UNARY | {Trait.IDEMPOTENT},
+        graph=GraphUse("min(max(x, alpha), beta); alpha < beta", 0.0),
+        ane=swept(0.0),
+        histogram={16: Seen(16, src.SILERO_INT8), 17: Seen(17, src.PARAKEET_ENCODER)},
+    ),
+    # -- known from other programs: never built here --------------------------------------------
     OpRecord("floor_div", F, histogram={17: Seen(17, src.PARAKEET_PREPROCESSOR)}),
-    OpRecord("sin", F, histogram={17: Seen(17, src.PUBLISHED)}),
     OpRecord("atan", F, histogram={17: Seen(17, src.PUBLISHED)}),
-    OpRecord("equal", F, histogram={17: Seen(17, src.PUBLISHED)}),
-    OpRecord("greater", F, histogram={17: Seen(17, src.PUBLISHED)}),
-    OpRecord("greater_equal", F, histogram={17: Seen(17, src.PARAKEET_ENCODER)}),
-    OpRecord("less", F, histogram={17: Seen(17, src.PARAKEET_ENCODER)}),
-    OpRecord("logical_and", F, histogram={17: Seen(17, src.PARAKEET_ENCODER)}),
-    OpRecord("logical_not", F, histogram={17: Seen(17, src.PARAKEET_ENCODER)}),
-    OpRecord("select", F, histogram={17: Seen(src.BASE, src.PARAKEET_ENCODER)}),
 )

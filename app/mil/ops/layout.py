@@ -4,17 +4,17 @@ fp16 error (coremltools `tensor_transformation.py`, `tensor_operation.py`)."""
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
+from typing import Any
 
 import numpy as np
 
 from app.mil.args import Args
 from app.mil.call import Call
 from app.mil.ops import sources as src
-from app.mil.ops.common import MOVES
+from app.mil.ops.common import CONST_INT, MOVES, OPTIONAL_BOOL, OPTIONAL_INT, any_x, swept
 from app.mil.ops.record import (
     ANY_TENSOR,
-    BOOL,
-    INT,
     AneFacts,
     AneStatus,
     Arg,
@@ -114,6 +114,14 @@ def _split_type(call: Call) -> list[TensorType]:
     return [TensorType(x.dtype, tuple(shape)) for shape in shapes]
 
 
+def _split_count(params: Mapping[str, Any]) -> int | None:
+    sizes = params.get("split_sizes")
+    count = len(sizes) if isinstance(sizes, list) else params.get("num_splits") or 1
+    if not isinstance(count, int) or isinstance(count, bool) or not 1 <= count <= MAX_SPLITS:
+        return None  # the op's own check refuses the count, naming its argument
+    return count
+
+
 def _split(a: Args) -> list[np.ndarray]:
     x = a["x"]
     axis = int(a.const("axis")) % x.ndim
@@ -152,138 +160,49 @@ def _squeeze(a: Args) -> np.ndarray:
     return np.squeeze(x, None if axes is None else tuple(ax % x.ndim for ax in axes))
 
 
-def _slice_by_size_type(call: Call) -> list[TensorType]:
-    x = call.type("x")
-    begin, size = call.const("begin"), call.const("size")
-    if len(begin) != x.rank or len(size) != x.rank:
-        raise call.fail("begin", f"begin and size need {x.rank} entries")
-    shape = []
-    for d, b, s in zip(x.shape, begin, size, strict=True):
-        b = b % d if -d <= b < 0 else b
-        s = d - b if s == -1 else s
-        if not (0 <= b < d and s >= 1 and b + s <= d):
-            raise call.fail("size", f"slice [{b}, {b + s}) is outside a dimension of {d}")
-        shape.append(s)
-    return [TensorType(x.dtype, tuple(shape))]
+def _stack_type(call: Call) -> list[TensorType]:
+    values = call.types("values")
+    first = values[0]
+    if any(v != first for v in values[1:]):
+        raise call.fail("values", f"needs tensors of one type, got {', '.join(map(str, values))}")
+    axis = call.const("axis")
+    if not -first.rank - 1 <= axis <= first.rank:
+        raise call.fail("axis", f"axis {axis} is out of range for rank {first.rank + 1}")
+    shape = list(first.shape)
+    shape.insert(axis % (first.rank + 1), len(values))
+    return [TensorType(first.dtype, tuple(shape))]
 
-
-def _slice_by_size(a: Args) -> np.ndarray:
-    x = a["x"]
-    index = []
-    for d, b, s in zip(x.shape, a.const("begin"), a.const("size"), strict=True):
-        b = b % d if b < 0 else b
-        index.append(slice(b, d if s == -1 else b + s))
-    return x[tuple(index)]
-
-
-_MASKS = ("begin_mask", "end_mask", "squeeze_mask")
-
-
-def _slice_by_index_type(call: Call) -> list[TensorType]:
-    x = call.type("x")
-    begin, end = call.const("begin"), call.const("end")
-    stride = call.const("stride", [1] * x.rank)
-    masks = {m: call.const(m, [False] * x.rank) for m in _MASKS}
-    if any(len(v) != x.rank for v in (begin, end, stride, *masks.values())):
-        raise call.fail("begin", f"begin, end, stride and masks need {x.rank} entries")
-    shape = []
-    for i, d in enumerate(x.shape):
-        if stride[i] == 0:
-            raise call.fail("stride", "a stride of 0")
-        if masks["squeeze_mask"][i]:
-            if not -d <= begin[i] < d:
-                raise call.fail("begin", f"index {begin[i]} is outside a dimension of {d}")
-            continue
-        b = None if masks["begin_mask"][i] else begin[i]
-        e = None if masks["end_mask"][i] else end[i]
-        n = len(range(*slice(b, e, stride[i]).indices(d)))
-        if n < 1:
-            raise call.fail("end", f"slice [{b}:{e}:{stride[i]}] of a dimension of {d} is empty")
-        shape.append(n)
-    if not shape:
-        raise call.fail("squeeze_mask", "squeezes every dimension away")
-    return [TensorType(x.dtype, tuple(shape))]
-
-
-def _slice_by_index(a: Args) -> np.ndarray:
-    x = a["x"]
-    rank = x.ndim
-    begin, end = a.const("begin"), a.const("end")
-    stride = a.const("stride", [1] * rank)
-    begin_mask, end_mask, squeeze = (a.const(m, [False] * rank) for m in _MASKS)
-    index: list[int | slice] = []
-    for i in range(rank):
-        if squeeze[i]:
-            index.append(begin[i])
-            continue
-        b = None if begin_mask[i] else begin[i]
-        e = None if end_mask[i] else end[i]
-        index.append(slice(b, e, stride[i]))
-    return x[tuple(index)]
-
-
-def _slice_update_type(call: Call) -> list[TensorType]:
-    """x with update written into x[begin:end:stride]; begin and end may be runtime values (a
-    KV cache written at the current length), so only ranks and dtypes are checked here."""
-    x, update = call.type("x"), call.type("update")
-    for arg in ("begin", "end"):
-        if call.type(arg).shape != (x.rank,):
-            raise call.fail(arg, f"needs one index per axis of x: shape [{x.rank}]")
-    if update.rank != x.rank or any(u > d for u, d in zip(update.shape, x.shape, strict=True)):
-        raise call.fail("update", f"{update} does not fit into {x}")
-    return [x]
-
-
-def _slice_update(a: Args) -> np.ndarray:
-    x = np.array(a["x"])
-    begin, end = a.const("begin"), a.const("end")
-    stride = a.const("stride", [1] * x.ndim)
-    index = tuple(slice(b, e, s) for b, e, s in zip(begin, end, stride, strict=True))
-    region = x[index]
-    if region.shape != a["update"].shape:
-        raise ValueError(
-            f"slice_update: x[{begin}:{end}] is {list(region.shape)}, the update "
-            f"{list(a['update'].shape)}"
-        )
-    x[index] = a["update"]
-    return x
-
-
-def _x(**args: Arg) -> dict[str, Arg]:
-    return {"x": Arg(ANY_TENSOR), **args}
-
-
-_CONST_INT = Arg(INT, const=True)
-_OPTIONAL_INT = Arg(INT, optional=True, const=True)
-_OPTIONAL_BOOL = Arg(BOOL, optional=True, const=True)
 
 RECORDS: tuple[OpRecord, ...] = (
     OpRecord(
         "transpose",
         F,
-        Form(_x(perm=_CONST_INT), _transpose_type),
+        Form(any_x(perm=CONST_INT), _transpose_type),
         meaning=lambda a: np.transpose(a["x"], a.const("perm")),
         traits=MOVES,
         graph=GraphUse("permute axes by `perm`", 0.0),
         histogram={16: Seen(src.BASE, src.SILERO_INT8), 17: Seen(17, src.PARAKEET_ENCODER)},
+        ane=swept(0.0),
     ),
     OpRecord(
         "reshape",
         F,
-        Form(_x(shape=_CONST_INT), _reshape_type),
+        Form(any_x(shape=CONST_INT), _reshape_type),
         meaning=lambda a: a["x"].reshape(a.const("shape")),
         traits=RESHAPES,
         graph=GraphUse("reshape to `shape`", 0.0),
         histogram={17: Seen(17, src.PARAKEET_ENCODER)},
+        ane=swept(0.0),
     ),
     OpRecord(
         "tile",
         F,
-        Form(_x(reps=_CONST_INT), _tile_type),
+        Form(any_x(reps=CONST_INT), _tile_type),
         meaning=lambda a: np.tile(a["x"], a.const("reps")),
         traits=MOVES,
         graph=GraphUse("repeat `reps` times per axis", 0.0),
         histogram={17: Seen(src.BASE, src.PARAKEET_ENCODER)},
+        ane=swept(0.0),
     ),
     OpRecord(
         "concat",
@@ -291,8 +210,8 @@ RECORDS: tuple[OpRecord, ...] = (
         Form(
             {
                 "values": Arg(ANY_TENSOR, variadic=True),
-                "axis": _CONST_INT,
-                "interleave": _OPTIONAL_BOOL,
+                "axis": CONST_INT,
+                "interleave": OPTIONAL_BOOL,
             },
             _concat_type,
         ),
@@ -300,103 +219,68 @@ RECORDS: tuple[OpRecord, ...] = (
         traits=MOVES,
         graph=GraphUse("join `values` along `axis` (a list of references)", 0.0),
         histogram={17: Seen(17, src.PARAKEET_ENCODER)},
-    ),
-    OpRecord(
-        "slice_by_size",
-        F,
-        Form(_x(begin=_CONST_INT, size=_CONST_INT), _slice_by_size_type),
-        meaning=_slice_by_size,
-        traits=MOVES,
-        graph=GraphUse("x[begin : begin + size] per axis", 0.0),
-    ),
-    OpRecord(
-        "slice_by_index",
-        F,
-        Form(
-            _x(
-                begin=_CONST_INT,
-                end=_CONST_INT,
-                stride=_OPTIONAL_INT,
-                begin_mask=_OPTIONAL_BOOL,
-                end_mask=_OPTIONAL_BOOL,
-                squeeze_mask=_OPTIONAL_BOOL,
-            ),
-            _slice_by_index_type,
-        ),
-        meaning=_slice_by_index,
-        traits=MOVES,
-        graph=GraphUse("x[begin:end:stride] per axis, with masks", 0.0),
-        histogram={16: Seen(src.BASE, src.SILERO_INT8), 17: Seen(17, src.PARAKEET_ENCODER)},
+        ane=swept(0.0),
     ),
     OpRecord(
         "split",
         F,
-        Form(_x(num_splits=_OPTIONAL_INT, split_sizes=_OPTIONAL_INT, axis=_CONST_INT), _split_type),
+        Form(any_x(num_splits=OPTIONAL_INT, split_sizes=OPTIONAL_INT, axis=CONST_INT), _split_type),
         meaning=_split,
         traits=MOVES,
+        outputs=_split_count,
         graph=GraphUse(
             "cut along `axis` into `num_splits` or `split_sizes` outputs: node.0, node.1, …", 0.0
         ),
         histogram={17: Seen(src.BASE, src.PARAKEET_ENCODER)},
+        ane=swept(0.0),
     ),
     OpRecord(
         "expand_dims",
         F,
-        Form(_x(axes=_CONST_INT), _expand_dims_type),
+        Form(any_x(axes=CONST_INT), _expand_dims_type),
         meaning=_expand_dims,
         traits=RESHAPES,
         graph=GraphUse("insert axes of size 1", 0.0),
         histogram={16: Seen(src.BASE, src.SILERO_INT8), 17: Seen(17, src.PARAKEET_ENCODER)},
+        ane=swept(0.0),
     ),
     OpRecord(
         "squeeze",
         F,
-        Form(_x(axes=_OPTIONAL_INT), _squeeze_type),
+        Form(any_x(axes=OPTIONAL_INT), _squeeze_type),
         meaning=_squeeze,
         traits=RESHAPES,
         graph=GraphUse("remove axes of size 1", 0.0),
         histogram={16: Seen(src.BASE, src.SILERO_INT8), 17: Seen(17, src.PARAKEET_DECODER)},
+        ane=swept(0.0),
     ),
     OpRecord(
-        "slice_update",
+        "stack",
         F,
-        Form(
-            {
-                "x": Arg("T"),
-                "update": Arg("T"),
-                "begin": Arg(INT),
-                "end": Arg(INT),
-                "stride": _OPTIONAL_INT,
-            },
-            _slice_update_type,
-            {"T": ANY_TENSOR},
-        ),
-        since="ios18",
-        meaning=_slice_update,
+        Form({"values": Arg(ANY_TENSOR, variadic=True), "axis": CONST_INT}, _stack_type),
+        meaning=lambda a: np.stack(a.many("values"), axis=int(a.const("axis"))),
         traits=MOVES,
+        graph=GraphUse("join equal-shaped `values` along a new `axis` (a list of references)", 0.0),
+        ane=swept(0.0),
+        histogram={17: Seen(src.BASE, src.PARAKEET_ENCODER)},
+    ),
+    OpRecord(
+        "identity",
+        F,
+        Form(any_x(), lambda call: [call.type("x")]),
+        meaning=lambda a: a["x"],
+        traits=RESHAPES,
+        graph=GraphUse("x unchanged (noop_elimination removes it)", 0.0),
+        ane=AneFacts(
+            AneStatus.REPORTED_FAILING,
+            "ANEForge's sweep finds a program of one identity failing the ANE compile "
+            "(compile-walled); the pass pipeline removes identities",
+            src.ANEFORGE_SWEEP,
+        ),
+        histogram={17: Seen(src.BASE, src.PARAKEET_PREPROCESSOR)},
     ),
     # -- known from other programs: never built here --------------------------------------------
-    OpRecord(
-        "gather",
-        F,
-        ane=AneFacts(
-            AneStatus.UNSUPPORTED,
-            "not implemented on the ANE backend; index on the CPU, or use a one-hot matmul",
-            f"{src.MIL_E}; {src.ANEFORGE_CAPABILITIES}",
-        ),
-        histogram={17: Seen(17, src.PARAKEET_DECODER)},
-    ),
-    OpRecord("gather_along_axis", F, histogram={17: Seen(17, src.PARAKEET_JOINT)}),
-    OpRecord(
-        "pad",
-        F,
-        histogram={16: Seen(src.BASE, src.SILERO_INT8), 17: Seen(src.BASE, src.PARAKEET_ENCODER)},
-    ),
-    OpRecord("stack", F, histogram={17: Seen(src.BASE, src.PARAKEET_ENCODER)}),
     OpRecord("range_1d", F, histogram={17: Seen(src.BASE, src.PARAKEET_PREPROCESSOR)}),
-    OpRecord("identity", F, histogram={17: Seen(src.BASE, src.PARAKEET_PREPROCESSOR)}),
     OpRecord("shape", F, histogram={17: Seen(src.BASE, src.PARAKEET_PREPROCESSOR)}),
     OpRecord("fill_like", F, histogram={17: Seen(16, src.PUBLISHED)}),
-    OpRecord("upsample_bilinear", F, histogram={17: Seen(16, src.PUBLISHED)}),
-    OpRecord("upsample_nearest_neighbor", F, histogram={17: Seen(src.BASE, src.PUBLISHED)}),
 )

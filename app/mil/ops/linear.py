@@ -1,10 +1,8 @@
-"""Matrix products and convolution, and attention built on them (coremltools `conv.py`,
-`linear.py`, iOS18 `transformers.py`). Their cost counts multiply-adds twice: conv
-`2 · out · (C_in / groups · kernel)`, matmul and linear `2 · out · K`."""
+"""Matrix products, and attention built on them (coremltools `linear.py`, iOS18
+`transformers.py`; convolutions are app/mil/ops/conv.py). Their cost counts multiply-adds twice:
+matmul, linear and einsum `2 · out · K`."""
 
 from __future__ import annotations
-
-import math
 
 import numpy as np
 
@@ -12,10 +10,9 @@ from app.mil.args import Args
 from app.mil.call import Call
 from app.mil.ir import Operation, Var
 from app.mil.ops import sources as src
-from app.mil.ops.common import FLOAT_T, NUMERIC_T, U, broadcast, softmax
+from app.mil.ops.common import FLOAT_T, NUMERIC_T, U, broadcast, operand, softmax, swept
 from app.mil.ops.record import (
     BOOL,
-    INT,
     STR,
     Arg,
     Family,
@@ -26,101 +23,10 @@ from app.mil.ops.record import (
     Trait,
     output_flops,
 )
-from app.mil.types import FLOATS, TensorType
+from app.mil.types import FLOATS, NUMERIC, TensorType
 
 F = Family.LINEAR
 PRODUCT = frozenset({Trait.COMPOUNDING})
-
-
-def _conv_type(call: Call) -> list[TensorType]:
-    x, w = call.type("x"), call.type("weight")
-    n_spatial = x.rank - 2
-    if n_spatial not in (1, 2, 3) or w.rank != x.rank:
-        raise call.fail("weight", f"rank {w.rank} weight for a rank {x.rank} input")
-    groups = call.const("groups", 1)
-    if groups < 1 or x.shape[1] % groups or w.shape[0] % groups:
-        raise call.fail("groups", f"{groups} groups do not divide the channels")
-    if x.shape[1] // groups != w.shape[1]:
-        raise call.fail(
-            "weight", f"C_in / groups = {x.shape[1]}/{groups} != weight[1] ({w.shape[1]})"
-        )
-    if call.has("bias") and call.type("bias").shape != (w.shape[0],):
-        raise call.fail("bias", f"shape {list(call.type('bias').shape)} != [{w.shape[0]}]")
-    strides = call.const("strides", [1] * n_spatial)
-    dilations = call.const("dilations", [1] * n_spatial)
-    pad_type = call.const("pad_type", "valid")
-    pad = (
-        call.const("pad", [0] * (2 * n_spatial)) if pad_type == "custom" else [0] * (2 * n_spatial)
-    )
-    if pad_type not in ("valid", "custom", "same"):
-        raise call.fail("pad_type", f"{pad_type!r} is not valid, custom or same")
-    if len(strides) != n_spatial or len(dilations) != n_spatial or len(pad) != 2 * n_spatial:
-        raise call.fail("strides", "strides/dilations/pad lengths do not match the spatial rank")
-    if min(strides) < 1 or min(dilations) < 1 or min(pad, default=0) < 0:
-        raise call.fail("strides", "strides and dilations must be >= 1 and pads >= 0")
-    spatial = []
-    for i, size in enumerate(x.shape[2:]):
-        if pad_type == "same":
-            spatial.append(-(-size // strides[i]))
-            continue
-        k = dilations[i] * (w.shape[2 + i] - 1) + 1
-        out = (size + pad[2 * i] + pad[2 * i + 1] - k) // strides[i] + 1
-        if out < 1:
-            raise call.fail("weight", f"kernel {k} is larger than the padded input {size}")
-        spatial.append(out)
-    return [TensorType(x.dtype, (x.shape[0], w.shape[0], *spatial))]
-
-
-def _conv(a: Args) -> np.ndarray:
-    x, w = a.f64("x"), a.f64("weight")
-    n = x.ndim - 2
-    strides = a.const("strides", [1] * n)
-    dil = a.const("dilations", [1] * n)
-    groups = a.const("groups", 1)
-    kernel = w.shape[2:]
-    pad_type = a.const("pad_type", "valid")
-    if pad_type == "custom":
-        pad = a.const("pad", [0] * (2 * n))
-        pads = [(pad[2 * i], pad[2 * i + 1]) for i in range(n)]
-    elif pad_type == "same":  # coremltools: total padding split with the extra element after
-        pads = []
-        for i, size in enumerate(x.shape[2:]):
-            out = -(-size // strides[i])
-            total = max((out - 1) * strides[i] + dil[i] * (kernel[i] - 1) + 1 - size, 0)
-            pads.append((total // 2, total - total // 2))
-    else:
-        pads = [(0, 0)] * n
-    x = np.pad(x, [(0, 0), (0, 0), *pads])
-    out_shape = [
-        (x.shape[2 + i] - dil[i] * (kernel[i] - 1) - 1) // strides[i] + 1 for i in range(n)
-    ]
-    cin, cout = w.shape[1], w.shape[0]
-    xg = x.reshape(x.shape[0], groups, cin, *x.shape[2:])
-    wg = w.reshape(groups, cout // groups, cin, *kernel)
-    y = np.zeros((x.shape[0], groups, cout // groups, *out_shape))
-    for k in np.ndindex(*kernel):
-        window = tuple(
-            slice(k[i] * dil[i], k[i] * dil[i] + (out_shape[i] - 1) * strides[i] + 1, strides[i])
-            for i in range(n)
-        )
-        patch = xg[(slice(None), slice(None), slice(None), *window)]
-        # [g, o, c] @ [n, g, c, positions]: a BLAS product (einsum would loop in NumPy)
-        flat = patch.reshape(*patch.shape[:3], -1)
-        y += np.matmul(wg[(..., *k)], flat).reshape(y.shape)
-    y = y.reshape(x.shape[0], cout, *out_shape)
-    if a.has("bias"):
-        y += a.f64("bias").reshape(cout, *([1] * n))
-    return y
-
-
-def _weight(op: Operation) -> Var:
-    weight = op.inputs["weight"]
-    assert isinstance(weight, Var)
-    return weight
-
-
-def _conv_flops(op: Operation) -> int:
-    return 2 * output_flops(op) * math.prod(_weight(op).tensor.shape[1:])
 
 
 def _matmul_type(call: Call) -> list[TensorType]:
@@ -163,7 +69,73 @@ def _matmul_flops(op: Operation) -> int:
 
 
 def _linear_flops(op: Operation) -> int:
-    return 2 * output_flops(op) * _weight(op).tensor.shape[-1]
+    return 2 * output_flops(op) * operand(op, "weight").tensor.shape[-1]
+
+
+def _linear_type(call: Call) -> list[TensorType]:
+    x, w = call.type("x"), call.type("weight")
+    if not 1 <= x.rank <= 3:
+        raise call.fail("x", f"needs rank 1 to 3, got {x}")
+    if w.rank != 2 or w.shape[1] != x.shape[-1]:
+        raise call.fail("weight", f"needs [D_out, {x.shape[-1]}], got {w}")
+    if call.has("bias") and call.type("bias").shape != (w.shape[0],):
+        raise call.fail("bias", f"needs [{w.shape[0]}], got {call.type('bias')}")
+    return [TensorType(x.dtype, (*x.shape[:-1], w.shape[0]))]
+
+
+def _linear(a: Args) -> np.ndarray:
+    y = np.matmul(a.f64("x"), a.f64("weight").T)
+    return y + a.f64("bias") if a.has("bias") else y
+
+
+# The two equations coremltools' einsum takes, as letters numbered by first appearance:
+# "nchw,nwhu->nchu" (rank 4) and "chw,whr->chr" (rank 3), any letters.
+_EINSUM_FORMS = {
+    4: ([0, 1, 2, 3], [0, 3, 2, 4], [0, 1, 2, 4]),
+    3: ([0, 1, 2], [2, 1, 3], [0, 1, 3]),
+}
+
+
+def _einsum_terms(equation: str) -> tuple[list[int], ...]:
+    inputs, _, output = equation.replace(" ", "").partition("->")
+    numbers: dict[str, int] = {}
+    terms = [*inputs.split(","), output]
+    return tuple([numbers.setdefault(c, len(numbers)) for c in term] for term in terms)
+
+
+def _einsum_type(call: Call) -> list[TensorType]:
+    values = call.types("values")
+    if len(values) != 2:
+        raise call.fail("values", f"takes two tensors, got {len(values)}")
+    x, y = values
+    if x.rank != y.rank or x.rank not in _EINSUM_FORMS:
+        raise call.fail("values", f"needs two tensors of rank 3 or 4, got {x} and {y}")
+    if _einsum_terms(call.const("equation")) != _EINSUM_FORMS[x.rank]:
+        raise call.fail(
+            "equation",
+            f"{call.const('equation')!r} is not one of coremltools' two forms: "
+            "nchw,nwhu->nchu and chw,whr->chr (any letters)",
+        )
+    if x.shape[-1] != y.shape[-3]:
+        raise call.fail("values", f"contracted sizes differ: {x.shape[-1]} and {y.shape[-3]}")
+    shape = [*x.shape[:-1], y.shape[-1]]
+    for axis in (-2, -4)[: x.rank - 2]:  # H (and B) broadcast
+        shape[axis] = broadcast((x.shape[axis],), (y.shape[axis],), call)[0]
+    return [TensorType(x.dtype, tuple(shape))]
+
+
+def _einsum(a: Args) -> np.ndarray:
+    x, y = (np.asarray(v, np.float64) for v in a.many("values"))
+    shape = np.broadcast_shapes(x.shape[:-3] + x.shape[-2:-1], y.shape[:-3] + y.shape[-2:-1])
+    x = np.broadcast_to(x, (*shape[:-1], x.shape[-3], shape[-1], x.shape[-1]))
+    y = np.broadcast_to(y, (*shape[:-1], y.shape[-3], shape[-1], y.shape[-1]))
+    return np.einsum(a.const("equation"), x, y)
+
+
+def _einsum_flops(op: Operation) -> int:
+    values = op.inputs["values"]
+    assert isinstance(values, tuple)
+    return 2 * output_flops(op) * values[0].tensor.shape[-1]
 
 
 def _sdpa_type(call: Call) -> list[TensorType]:
@@ -190,16 +162,6 @@ def _sdpa(a: Args) -> np.ndarray:
     return np.matmul(softmax(scores, -1), v)
 
 
-_CONV_ARGS = {
-    "x": Arg("T"),
-    "weight": Arg("U"),
-    "bias": Arg("U", optional=True),
-    "strides": Arg(INT, optional=True, const=True),
-    "pad_type": Arg(STR, optional=True, const=True),
-    "pad": Arg(INT, optional=True, const=True),
-    "dilations": Arg(INT, optional=True, const=True),
-    "groups": Arg(INT, optional=True, const=True),
-}
 _MATMUL_ARGS = {
     "x": Arg("T"),
     "y": Arg("T"),
@@ -215,16 +177,6 @@ _SDPA_ARGS = {
 
 RECORDS: tuple[OpRecord, ...] = (
     OpRecord(
-        "conv",
-        F,
-        Form(_CONV_ARGS, _conv_type, {"T": FLOATS, "U": FLOATS}),
-        meaning=_conv,
-        traits=PRODUCT,
-        graph=GraphUse("convolution (MIL's own arguments)", 4 * U),
-        flops=_conv_flops,
-        histogram={16: Seen(16, src.SILERO_INT8), 17: Seen(17, src.PARAKEET_ENCODER)},
-    ),
-    OpRecord(
         "matmul",
         F,
         Form(_MATMUL_ARGS, _matmul_type, NUMERIC_T),
@@ -233,6 +185,7 @@ RECORDS: tuple[OpRecord, ...] = (
         graph=GraphUse("x · y, batched (transpose_x, transpose_y)", 4 * U),
         flops=_matmul_flops,
         histogram={17: Seen(17, src.PARAKEET_ENCODER)},
+        ane=swept(0.0003),
     ),
     OpRecord(
         "scaled_dot_product_attention",
@@ -244,10 +197,47 @@ RECORDS: tuple[OpRecord, ...] = (
             "softmax(query·keyᵀ/√E)·value (ios18; the ANE ignores attn_mask: see the preflight)",
             10 * U,
         ),
+        ane=swept(0.00027),
+    ),
+    OpRecord(
+        "linear",
+        F,
+        Form(
+            {
+                "x": Arg("T"),
+                "weight": Arg("U", const=True),
+                "bias": Arg("U", optional=True, const=True),
+            },
+            _linear_type,
+            {"T": NUMERIC, "U": NUMERIC},
+        ),
+        meaning=_linear,
+        traits=PRODUCT,
+        graph=GraphUse("x · weightᵀ + bias, weight [D_out, D_in]; x of rank 1 to 3", 4 * U),
+        ane=swept(0.0003),
+        flops=_linear_flops,
+        histogram={17: Seen(17, src.PARAKEET_ENCODER)},
+    ),
+    OpRecord(
+        "einsum",
+        F,
+        Form(
+            {"values": Arg("T", variadic=True), "equation": Arg(STR, const=True)},
+            _einsum_type,
+            FLOAT_T,
+        ),
+        meaning=_einsum,
+        traits=PRODUCT,
+        graph=GraphUse(
+            "a product over the contracted axis: nchw,nwhu->nchu or chw,whr->chr (B and H "
+            "broadcast)",
+            4 * U,
+        ),
+        ane=swept(0.0002),
+        flops=_einsum_flops,
+        histogram={16: Seen(16, src.PUBLISHED)},
     ),
     # -- known from other programs: never built here --------------------------------------------
-    OpRecord("linear", F, flops=_linear_flops, histogram={17: Seen(17, src.PARAKEET_ENCODER)}),
-    OpRecord("einsum", F, histogram={16: Seen(16, src.PUBLISHED)}),
     OpRecord(
         "lstm", F, histogram={16: Seen(16, src.SILERO_INT8), 17: Seen(17, src.PARAKEET_DECODER)}
     ),

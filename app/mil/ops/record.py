@@ -18,7 +18,7 @@ import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Literal, NamedTuple
+from typing import Any, Literal, NamedTuple
 
 import numpy as np
 
@@ -34,6 +34,9 @@ STR = frozenset({DType.STRING})
 ANY_TENSOR = frozenset({DType.FP16, DType.FP32, DType.INT32, DType.BOOL})
 
 InferRule = Callable[[Call], list[TensorType]]
+# How many outputs an application gives, from its const arguments as plain values (a graph
+# node's params); None when they do not say (the op's own check then refuses them).
+OutputCount = Callable[[Mapping[str, Any]], int | None]
 Meaning = Callable[[Args], np.ndarray | list[np.ndarray] | tuple[np.ndarray, ...] | None]
 Cost = Callable[[Operation], int]
 
@@ -73,7 +76,7 @@ class Trait(StrEnum):
 
 
 class AneStatus(StrEnum):
-    SUPPORTED = "supported"  # no report says the ANE fails it
+    SUPPORTED = "supported"  # no report says the ANE fails it (`AneFacts.reported`: one ran it)
     UNSUPPORTED = "unsupported"  # the ANE backend does not implement it (an error)
     REPORTED_FAILING = "reported failing"  # one project reports it failing, none working
     DISPUTED = "disputed"  # one project lists it missing while another runs it
@@ -81,12 +84,27 @@ class AneStatus(StrEnum):
 
 @dataclass(frozen=True)
 class AneFacts:
+    """What is reported of an op on the ANE. A supported op may carry the report that ran it
+    (reason and source); one without is supported only in that nobody reported it failing."""
+
     status: AneStatus = AneStatus.SUPPORTED
     reason: str = ""  # what was reported and what to write instead
     source: str = ""  # where it was reported (app.mil.ops.sources)
 
+    @property
+    def reported(self) -> str:
+        """The status as docs show it: "no report" for a supported op nobody reported on."""
+        if self.status is AneStatus.SUPPORTED and not self.source:
+            return "no report"
+        return self.status.value
+
 
 SUPPORTED = AneFacts()
+
+
+def ran_on_ane(reason: str, source: str) -> AneFacts:
+    """Supported, with the report that compiled and ran it on the ANE."""
+    return AneFacts(AneStatus.SUPPORTED, reason, source)
 
 
 @dataclass(frozen=True)
@@ -179,6 +197,7 @@ class OpRecord:
     # Apple's histogram: program opset (iOS version) -> the op version it showed there
     histogram: Mapping[int, Seen] = field(default_factory=dict)
     decompresses: Decompression | None = None  # constexpr ops
+    outputs: OutputCount | None = None  # None: one output whatever the arguments
 
     def form_in(self, target: Target) -> Form | None:
         """The declaration in a target's opset (an earlier form where one applies)."""
@@ -195,6 +214,9 @@ class OpRecord:
 
     def has(self, *traits: Trait) -> bool:
         return all(t in self.traits for t in traits)
+
+    def output_count(self, params: Mapping[str, Any]) -> int | None:
+        return 1 if self.outputs is None else self.outputs(params)
 
 
 def traits(*names: Trait) -> frozenset[Trait]:

@@ -5,6 +5,15 @@ and the Apple-compiled bundles an op name was seen in."""
 MIL_E = "mil-text-and-blob.md §(e)"
 FUSED_24 = "fused-quantized-mlmodelc.md §2.4"
 ANEFORGE_CAPABILITIES = "sbryngelson/ANEForge aneforge/_capabilities.py"
+# ANEForge's sweep of the MIL vocabulary: each op alone in a program, compiled for the ANE only
+# (e5rt, device mask 0x4) on one M5, run, and compared with NumPy. Its classes: reachable+correct
+# (the relative error is given), reachable (ran; not compared), not-implemented-on-ANE and
+# compile-walled (the compile failed).
+ANEFORGE_SWEEP = "sbryngelson/ANEForge aneforge/full_mil_vocabulary_sweep.json@067717ab"
+# ane-guide ch. 17 via ane-anchors-2026-11.md §2e: limits of ops Core ML runs on the ANE
+ANE_GUIDE = "ane-anchors-2026-11.md §2e (ane-guide.readthedocs.io ch. 17)"
+# Core ML placement in exported detection models (RF-DETR, Depth Anything, ANEForge's ONNX)
+DETECTION = "ane-anchors-2026-11-27.md §4 (detection / segmentation / depth)"
 
 # -- Apple's histogram names (metadata.json `mlProgramOperationTypeHistogram`) --------------------
 # The goldens are ../shared/goldens (tests/fixtures/goldens holds the same silero-vad, add_model
