@@ -49,7 +49,7 @@ BEFORE_PASSES = {
 # The fixtures hold transformers' freshly initialized weights: every Linear and LayerNorm bias
 # is zeros and every LayerNorm scale ones, so noop_elimination removes each add of a bias and
 # each mul by a scale (a trained model's are not, and stay); the rest is left as imported, the
-# fusions it would need (linear, layer_norm) waiting on their primitives.
+# fusions it would need (to linear, to layer_norm) coming with their passes.
 DEFAULT_OPS = {
     "vit": (106, 82, {"add": 19, "mul": 5}),
     "whisper_encoder": (103, 83, {"add": 15, "mul": 5}),

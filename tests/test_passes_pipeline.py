@@ -439,6 +439,25 @@ def test_the_default_pipeline_over_the_catalogs_examples():
     assert {"topological_reorder", "add_fp16_cast", "cast_optimization"} <= seen
 
 
+@pytest.mark.parametrize("fmt", ["mlpackage", "mil"])
+def test_every_primitive_case_builds_and_verifies_under_the_default_pipeline(fmt):
+    """tests/primitive_cases.py: one small graph per use of each primitive. The default pipeline
+    runs over each (nothing left out for the Core ML formats; gelu left spelt out for mil) and
+    the program still verifies against the graph's float64 meaning: no pass writes an argument
+    in a dtype the op does not take (upsample_bilinear's fp32 scale factors stay fp32)."""
+    from tests.primitive_cases import CASES
+
+    changed = set()
+    for case in CASES:
+        request = KernelRequest.create(
+            graph=case.graph, weights=case.weights or None, name=case.id, format=fmt, verify=True
+        )
+        prepared = artifacts.prepare(request)
+        assert prepared.verified, (case.id, prepared.verification)
+        changed |= {c.graph_pass for c in prepared.build.passes.changes}
+    assert {"add_fp16_cast", "noop_elimination"} <= changed  # the pipeline did run
+
+
 def test_docs_passes_lists_all_54_by_the_seeds_groups_with_what_is_implemented():
     from pathlib import Path
 

@@ -18,7 +18,7 @@ from app.mil import ops
 from app.mil.args import Args
 from app.mil.ir import Input, Operation
 from app.mil.ops import AneStatus, Family, OpRecord, Trait
-from app.mil.types import TensorType
+from app.mil.types import DType, TensorType
 
 
 @dataclass(frozen=True)
@@ -123,6 +123,14 @@ def output_types(
 ) -> list[TensorType]:
     """The op's output types, checked as the builder checks them (raises MILBuildError)."""
     return ops.infer(op_type, name, inputs, target)
+
+
+def takes_fp16(op_type: str, arg: str, target: Target) -> bool:
+    """Whether argument `arg` of `op_type` may be fp16 in the target's opset (a scale factor or
+    an epsilon some ops declare fp32 only stays fp32)."""
+    form = ops.lookup(op_type, target)
+    spec = None if form is None else form.args.get(arg)
+    return spec is not None and DType.FP16 in form.allowed(spec)  # type: ignore[union-attr]
 
 
 def reported_failing() -> frozenset[str]:

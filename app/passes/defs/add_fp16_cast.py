@@ -7,7 +7,10 @@ at the function's edges remain.
 The ANE computes in fp16 only (the preflight's compute_dtype rule, from ANEForge); coremltools
 does the same for every ML program by default (compute_precision FLOAT16). An op with an fp32
 constant beyond fp16's range (65504) keeps computing in fp32, as in coremltools; so do casts,
-state ops, constexpr ops and the op types named in `skip_ops_by_type`."""
+state ops, constexpr ops and the op types named in `skip_ops_by_type`. An argument the op's
+record declares without fp16 (upsample_bilinear's scale factors: fp32 or int32) stays as it is,
+as coremltools leaves a parameter whose type domain has no fp16 (coremltools 9.0,
+mil/passes/defs/quantization.py, `should_cast_parameter`)."""
 
 from __future__ import annotations
 
@@ -45,12 +48,17 @@ def run(edit: Editor, options: Options) -> None:
             continue
         if facts.is_constexpr(op.type):
             continue
-        wide_inputs = [v for value in op.inputs.values() for v in _vars(value) if _fp32(v)]
+        halving = {a for a in op.inputs if facts.takes_fp16(op.type, a, edit.target)}
+        wide_inputs = [
+            v for a, value in op.inputs.items() if a in halving for v in _vars(value) if _fp32(v)
+        ]
         if not wide_inputs or not all(_fits_fp16(v) for v in wide_inputs if const_op(v)):
             continue
         args = {}
         for arg, value in op.inputs.items():
-            if isinstance(value, tuple):
+            if arg not in halving:
+                args[arg] = value
+            elif isinstance(value, tuple):
                 args[arg] = tuple(_half(edit, v, op, halves) for v in value)
             else:
                 args[arg] = _half(edit, value, op, halves)
