@@ -11,6 +11,9 @@ class Format:
     name: str
     description: str
     compiled: bool  # written by a compiler backend (a job), not by packaging alone
+    # Loaded by runtimes that drive the ANE directly, without Core ML: the ops the preflight
+    # reports failing there are kept spelled out by the default graph passes (docs/passes.md).
+    ane_direct: bool = False
 
     @property
     def extension(self) -> str:
@@ -22,7 +25,12 @@ FORMATS: dict[str, Format] = {
     f.name: f
     for f in (
         Format("mlpackage", "zipped .mlpackage (Core ML model package)", compiled=False),
-        Format("mil", "model.mil + weights/weight.bin (what ANE-direct runtimes load)", False),
+        Format(
+            "mil",
+            "model.mil + weights/weight.bin (what ANE-direct runtimes load)",
+            compiled=False,
+            ane_direct=True,
+        ),
         Format("mlmodelc", "compiled .mlmodelc (needs a compiler backend)", compiled=True),
         Format("aimodel", "Core AI .aimodel (needs the coreai extra: coreai-core)", False),
     )

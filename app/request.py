@@ -7,9 +7,9 @@ in one package, or a graph of ops and primitives in one program. `KernelRequest.
 one way to make one: every edge calls it, and it refuses a mix of kinds (a graph with
 `functions`, say) naming the field. A request holds the validated params, the weights (each
 identified by digest, dtype and shape, with its values inline, in a file on this machine, or only
-in the shared blob store), the format and target, the model name and whether to verify. Its JSON
-form is what a job record stores and what the jobs API shows (weights by digest, inline values
-left out).
+in the shared blob store), the format and target, the model name, whether to verify and, for a
+graph or an ONNX import, its graph passes (app/passes). Its JSON form is what a job record stores and what the
+jobs API shows (weights by digest, inline values left out).
 """
 
 from __future__ import annotations
@@ -44,6 +44,7 @@ from app.mil import DEFAULT_TARGET, TARGETS
 from app.mil.ceilings import Ceilings
 from app.names import name_problem
 from app.onnx.params import ONNX_OP, OnnxParams, file_problem, require_onnx
+from app.passes import DEFAULT_CHOICE, NO_PASSES, PassChoice, Pipeline, parse_passes, resolve
 from app.quantize import QuantizeConfig, config_json
 from app.settings import PROGRAM_WEIGHT_BUDGET_SETTING
 from app.tensor_files import TensorFile
@@ -160,6 +161,9 @@ class KernelRequest:
     # Format aimodel compiled ahead of time for these chips of the device table (one .aimodelc
     # each, by `xcrun coreai-build` on a macOS worker); None: the .aimodel alone.
     architectures: tuple[str, ...] | None = None
+    # Kinds GRAPH and ONNX: the graph passes its program goes through (app/passes; "default" unless the
+    # request says otherwise). None for the other kinds: a catalog kernel is built as written.
+    passes: PassChoice | None = None
 
     @classmethod
     def create(
@@ -181,6 +185,7 @@ class KernelRequest:
         max_quantization_error: float | None = None,
         placement: bool = False,
         architectures: Sequence[str] | None = None,
+        passes: Any = None,
     ) -> KernelRequest:
         """The one checked constructor. `op` (with `params`, and `functions` for a package of
         several) or `graph` says what is built; every option is checked before any weight is
@@ -205,6 +210,7 @@ class KernelRequest:
         if preflight not in PREFLIGHT_MODES:
             raise RequestError("preflight", f"one of {', '.join(PREFLIGHT_MODES)}")
         config = _quantization(op, kind, checked, target, quantize, max_quantization_error)
+        choice = _passes(kind, passes)
         _check_placement(format, placement)
         chips = None if architectures is None else _device_compile(format, architectures)
         if functions is not None:
@@ -230,6 +236,7 @@ class KernelRequest:
             placement,
             functions,
             chips,
+            choice,
         )
 
     # -- what follows from the request -------------------------------------------------------------
@@ -273,6 +280,15 @@ class KernelRequest:
         return tuple(get_op(self.op).weights(self.params))
 
     @cached_property
+    def pipeline(self) -> Pipeline | None:
+        """The graph passes the program goes through; None when none run. For a format loaded by
+        ANE-direct runtimes the default pipeline leaves out the passes that would write an op
+        the preflight reports failing there (gelu, layer_norm); "fuse-all" does not."""
+        if self.passes is None or self.passes.runs_nothing:
+            return None
+        return resolve(self.passes, ane_direct=self.artifact_format.ane_direct)
+
+    @cached_property
     def params_json(self) -> dict[str, Any]:
         return self.params.model_dump(mode="json")
 
@@ -289,8 +305,9 @@ class KernelRequest:
     @cached_property
     def _key_doc(self) -> dict[str, Any]:
         """What the key hashes. Verification, a strict preflight, quantization, placement,
-        functions and architectures enter only when set, so keys without them stay as they were
-        (a strict request must not be answered from a lenient one's cache)."""
+        functions, architectures and a graph's or an import's passes (unless "none") enter only when set, so
+        keys without them stay as they were (a strict request must not be answered from a
+        lenient one's cache)."""
         doc: dict[str, Any] = {
             "v": KEY_VERSION,
             "op": self.op,
@@ -320,6 +337,8 @@ class KernelRequest:
             doc["coreai"] = coreai_version()
         if self.kind is RequestKind.ONNX:
             doc["onnx"] = onnx_importer()
+        if self.pipeline is not None:  # "none" keeps the key a request had before passes
+            doc["passes"] = self.pipeline.key_json()
         return doc
 
     @property
@@ -347,7 +366,16 @@ class KernelRequest:
         """The request's program: a catalog kernel's, a package of functions', a graph's or an
         ONNX model's, missing weights drawn from `random_seed` when given; held to `ceilings` (a
         package of functions to the defaults: its parts are catalog kernels of bounded params).
-        An ONNX model whose weights exceed `weight_budget` is refused before they are read."""
+        An ONNX model whose weights exceed `weight_budget` is refused before they are read.
+        A graph's and an import's program then go through the request's graph passes: the one
+        place a request's program meets them (a split graph's parts, app/graphs/split.py, go
+        through the same pipeline)."""
+        built = self._as_built(random_seed, ceilings, weight_budget)
+        return built.through(self.pipeline)
+
+    def _as_built(
+        self, random_seed: int | None, ceilings: Ceilings, weight_budget: int | None
+    ) -> ProgramBuild:
         options = {"target": self.target, "name": self.name, "random_seed": random_seed}
         match self.kind:
             case RequestKind.ONNX:
@@ -448,6 +476,7 @@ class KernelRequest:
             "placement": self.placement,
             "functions": self._functions_json,
             "architectures": None if self.architectures is None else list(self.architectures),
+            "passes": None if self.passes is None else self.passes.to_json(),
             "weights": {n: w.to_json(values=values) for n, w in self.weights.items()},
         }
 
@@ -474,6 +503,8 @@ class KernelRequest:
             max_quantization_error=data.get("max_quantization_error"),
             placement=bool(data.get("placement", False)),
             architectures=data.get("architectures"),
+            # a graph or an import recorded before passes existed was built as written
+            passes=data.get("passes", NO_PASSES.to_json()) if graph or onnx else None,
         )
 
 
@@ -592,6 +623,16 @@ def _quantization(
     config = read_quantize(quantize, "quantize")
     check_quantize(op, get_op(op).weights(params), config, target)
     return config
+
+
+def _passes(kind: RequestKind, passes: Any) -> PassChoice | None:
+    """A graph's or an ONNX import's passes ("default" when not given); a catalog kernel takes
+    none (its program is written by hand)."""
+    if kind not in (RequestKind.GRAPH, RequestKind.ONNX):
+        if passes is not None:
+            raise RequestError("passes", "graph passes run on graph and ONNX requests")
+        return None
+    return DEFAULT_CHOICE if passes is None else parse_passes(passes)
 
 
 def _check_placement(format: str, placement: bool) -> None:

@@ -11,6 +11,7 @@ SUITES = [
     "bench.bench_core",
     "bench.bench_blob",
     "bench.bench_graphs",
+    "bench.bench_passes",
     "bench.bench_coreai",
     "bench.bench_checkpoint",
     "bench.bench_kit_scale",

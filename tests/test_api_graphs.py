@@ -225,15 +225,16 @@ def test_strict_preflight_refuses_an_error_naming_the_node(client):
     assert problem["preflight"]["rule"] == "sdpa.attn-mask" and "mask" in problem["detail"]
 
 
-def _chain_of_convs(digest: str, count: int) -> dict:
-    """x -> conv -> conv -> ..., each a 1024×1024 conv with the same uploaded weight."""
+def _chain_of_convs(digests: list[str], count: int) -> dict:
+    """x -> conv -> conv -> ..., 1024×1024 convs with the uploaded weights in turn (distinct
+    ones: the default passes keep one const of a weight used twice, which then counts once)."""
     nodes = [
         {
             "id": f"c{i}",
             "op": "conv",
             "params": {"out_channels": 1024},
             "inputs": {"x": f"c{i - 1}" if i else "x"},
-            "weights": {"weight": digest},
+            "weights": {"weight": digests[i % len(digests)]},
         }
         for i in range(count)
     ]
@@ -244,20 +245,29 @@ def _chain_of_convs(digest: str, count: int) -> dict:
     }
 
 
+def _eye_weights(client, count: int) -> list[str]:
+    """`count` distinct 1024×1024 fp16 weights (2 MiB each), uploaded: their digests."""
+    return [
+        client.post(
+            "/v1/blobs",
+            files={"file": ("w.npy", npy_bytes((np.eye(1024) * (0.5 + i / 8)).astype(np.float16)))},
+        ).json()["digest"]
+        for i in range(count)
+    ]
+
+
 def test_a_graph_over_the_program_budget_names_the_limit(client):
-    w = (np.eye(1024) * 0.5).astype(np.float16)  # 2 MiB a use; five uses are over 8 MiB
-    digest = client.post("/v1/blobs", files={"file": ("w.npy", npy_bytes(w))}).json()["digest"]
-    assert client.post("/v1/graphs", json=_chain_of_convs(digest, 4)).status_code == 200
+    digests = _eye_weights(client, 5)  # 2 MiB each; five are over 8 MiB
+    assert client.post("/v1/graphs", json=_chain_of_convs(digests, 4)).status_code == 200
     problem = assert_problem(
-        client.post("/v1/graphs", json=_chain_of_convs(digest, 5)), 422, "split"
+        client.post("/v1/graphs", json=_chain_of_convs(digests, 5)), 422, "split"
     )
     assert problem["limit"] == 8 << 20 and "split: true" in problem["detail"]
 
 
 def test_split_true_gives_a_chain_of_programs_within_the_budget(client, tmp_path):
-    w = (np.eye(1024) * 0.5).astype(np.float16)
-    digest = client.post("/v1/blobs", files={"file": ("w.npy", npy_bytes(w))}).json()["digest"]
-    body = {**_chain_of_convs(digest, 5), "split": True, "verify": True, "name": "deep"}
+    body = {**_chain_of_convs(_eye_weights(client, 5), 5), "split": True, "verify": True}
+    body["name"] = "deep"
     answer = client.post("/v1/graphs", json=body)
     assert answer.status_code == 200, answer.text
     with zipfile.ZipFile(io.BytesIO(answer.content)) as zf:

@@ -4,6 +4,7 @@ each a 4xx problem+json naming the file, node or tensor, nothing half-written, t
 
 from __future__ import annotations
 
+import hashlib
 import io
 import json
 import zipfile
@@ -16,8 +17,10 @@ from hostile_support import hostile_server
 from http_support import assert_problem
 from onnx_hostile import HOSTILE
 from onnx_support import Case, model_of, op, rng_array
+from test_passes_onnx import BEFORE_PASSES
 
 from app.client import Client
+from app.digest import file_digest
 
 FIXTURES = __import__("pathlib").Path(__file__).resolve().parent / "fixtures" / "onnx"
 
@@ -119,6 +122,30 @@ def test_hostile_files_over_http(live, tmp_path, name):
     live.alive()
 
 
+@pytest.mark.slow
+def test_an_import_takes_passes_over_http_and_through_the_client(live):
+    vit = FIXTURES / "vit.onnx"
+    with Client(live.url) as c:
+        plain = c.compile_onnx(vit, format="mil", name="golden", passes="none")
+        fused = c.compile_onnx(vit, format="mil", name="golden", verify=True)
+    assert hashlib.sha256(plain).hexdigest() == BEFORE_PASSES["vit", "mil"][1]
+    report = json.loads(_zip(fused).read("kernel.json"))["passes"]
+    assert report["pipeline"] == "default" and report["ops_after"] < report["ops_before"]
+    assert json.loads(_zip(fused).read("verification.json"))["passed"]
+    body = {"files": {"vit.onnx": file_digest(vit)}, "format": "mil", "name": "golden"}
+    assert_problem(
+        live.client.post("/v1/onnx", json={**body, "passes": ["nope"]}), 422, "passes[0]"
+    )
+    spec = {"format": "mil", "name": "golden", "passes": "none"}
+    answer = live.client.post(
+        "/v1/onnx",
+        files={"spec": (None, json.dumps(spec)), "vit.onnx": ("vit.onnx", vit.read_bytes())},
+    )
+    assert answer.status_code == 200, answer.text
+    assert hashlib.sha256(answer.content).hexdigest() == BEFORE_PASSES["vit", "mil"][1]
+
+
+@pytest.mark.slow  # a farm build in a subprocess
 def test_a_farm_manifest_onnx_entry_builds_the_clis_bytes_and_reruns_up_to_date(live, tmp_path):
     import shutil
     import subprocess
@@ -128,7 +155,10 @@ def test_a_farm_manifest_onnx_entry_builds_the_clis_bytes_and_reruns_up_to_date(
 
     shutil.copy(FIXTURES / "vit.onnx", tmp_path / "vit.onnx")
     manifest = tmp_path / "farm.toml"
-    manifest.write_text('[kernels.vit]\nonnx = "vit.onnx"\nformat = "mil"\n')
+    manifest.write_text(
+        '[kernels.vit]\nonnx = "vit.onnx"\nformat = "mil"\n'
+        '[kernels.golden]\nonnx = "vit.onnx"\nformat = "mil"\npasses = "none"\n'
+    )
     args = [
         sys.executable,
         "-m",
@@ -161,6 +191,9 @@ def test_a_farm_manifest_onnx_entry_builds_the_clis_bytes_and_reruns_up_to_date(
         == 0
     )
     assert (tmp_path / "out" / "vit.mil.zip").read_bytes() == local.read_bytes()
+    # an entry's passes reach the service: "none" builds the import as written
+    as_written = (tmp_path / "out" / "golden.mil.zip").read_bytes()
+    assert hashlib.sha256(as_written).hexdigest() == BEFORE_PASSES["vit", "mil"][1]
     again = subprocess.run([*args, "--json"], capture_output=True, text=True, timeout=300)
     assert again.returncode == 0 and "up to date" in again.stdout, again.stdout
 

@@ -105,15 +105,21 @@ def test_nodes_listed_out_of_order_are_built_after_what_they_read():
     assert named == ["gate", "act", "up", "h", "down"]
 
 
-def test_identical_weights_are_stored_once():
+@pytest.mark.parametrize("passes", ["none", "default"])
+def test_identical_weights_are_stored_once(passes):
+    """As built, two consts share one blob; the default passes (const_deduplication) keep one
+    const, which both convs read."""
     same = dict(FFN_WEIGHTS, **{"up.weight": FFN_WEIGHTS["gate.weight"]})
-    zf = _zip(FFN, same, "mil")
+    zf = _zip(FFN, same, "mil", passes=passes)
     weight_bin = zf.read("weights/weight.bin")
     blob_count = int.from_bytes(weight_bin[4:8], "little")
     assert blob_count == 2
     text = zf.read("model.mil").decode()
     parsed = parse_text(text, weight_bin)
-    assert parsed.offsets["gate_weight"] == parsed.offsets["up_weight"]
+    if passes == "none":
+        assert parsed.offsets["gate_weight"] == parsed.offsets["up_weight"]
+    else:
+        assert "up_weight" not in parsed.offsets and text.count("gate_weight") == 3
 
 
 def _node(graph, index, **changes):

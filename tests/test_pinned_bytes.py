@@ -94,12 +94,22 @@ SPLIT_GRAPH = {
 }
 
 
-def split_graph(tmp_path: Path) -> tuple[str, str]:
+def split_graph(tmp_path: Path, passes: str = "none") -> tuple[str, str]:
+    """Graph passes "none": the key and bytes a graph had before passes existed."""
     weights = _weights(4, **{"norm.weight": (16,), "a.weight": (8, 8), "b.weight": (8, 8)})
-    request = KernelRequest.create(graph=SPLIT_GRAPH, weights=weights, format="mil", name="m")
+    request = KernelRequest.create(
+        graph=SPLIT_GRAPH, weights=weights, format="mil", name="m", passes=passes
+    )
     prepared = prepare(request, Limits(max_program_weight_bytes=170))
     assert prepared.chain is not None and len(prepared.chain.parts) == 2
     return request.key, _sha(zip_bytes(prepared))
+
+
+def split_graph_default(tmp_path: Path) -> tuple[str, str]:
+    """The default graph passes, each part of the chain through them: a pass that changes what a
+    program becomes changes these bytes, and must bump the passes' VERSION (app/passes), which
+    changes the key."""
+    return split_graph(tmp_path, "default")
 
 
 def decoder_functions(tmp_path: Path) -> tuple[str, str]:
@@ -134,6 +144,7 @@ CASES: dict[str, Callable[[Path], tuple[str, str]]] = {
     "rmsnorm-mil": rmsnorm_mil,
     "sdpa-aimodel": sdpa_aimodel,
     "split-graph": split_graph,
+    "split-graph-default": split_graph_default,
     "decoder_layer-functions": decoder_functions,
     "palettized-conv": palettized_conv,
     "checkpoint-op": checkpoint_op,
@@ -160,6 +171,11 @@ PINNED: dict[str, tuple[str, str]] = {
     "split-graph": (
         "bf0d5dfcc990f834495239cbebc5c288af8a159d2b644b566fa98bfc0ce504ac",
         "f65b5540e45b537b6c0609d27fb02efc84cc3e1b82d547d2ba50af37b2cc4353",
+    ),
+    # pinned when graph passes came: the default pipeline's VERSION 1
+    "split-graph-default": (
+        "440d15a46694384f017cd001b3ef68b42daf8742e7ffa83204d6a20d1139811a",
+        "88ce0bfe3e735055d83393c4246fbee68a1f7c94964ea7eae6acfee092bf1a5e",
     ),
     "decoder_layer-functions": (
         "ddc6af4ef876b0c1b9d692f1a66c00432f8e255cb85a5956ff8ae77c9a0be7b8",

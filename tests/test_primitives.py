@@ -27,8 +27,10 @@ from app.request import KernelRequest
 
 
 def _request(case: Case, **options) -> KernelRequest:
+    """The case as written: graph passes "none" (tests/test_passes_pipeline.py builds every case
+    under the default pipeline too)."""
     return KernelRequest.create(
-        graph=case.graph, weights=case.weights or None, name=case.id, **options
+        graph=case.graph, weights=case.weights or None, name=case.id, passes="none", **options
     )
 
 

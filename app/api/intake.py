@@ -283,7 +283,7 @@ def _checked(wire: BaseModel, bypass: bool) -> KernelRequest:
     options = {k: getattr(wire, k) for k in RequestOptions.model_fields}
     options["bypass_cache"] = bypass or options["bypass_cache"]
     if isinstance(wire, GraphRequest):
-        return KernelRequest.create(graph=wire.graph(), **options)
+        return KernelRequest.create(graph=wire.graph(), passes=wire.passes, **options)
     return KernelRequest.create(
         wire.op,
         params_of(wire),

@@ -161,6 +161,7 @@ def cmd_compile_graph(args) -> int:
     args.format = args.format or body.get("format") or PACKAGED[0]
     args.target = args.target or body.get("target") or DEFAULT_TARGET
     args.verify = args.verify or bool(body.get("verify"))
+    args.passes = body.get("passes") if args.passes is None else passes_arg(args.passes)
     weights = load_weights_arg(args.weights)
     if args.server:
         if args.random_weights is not None:
@@ -176,11 +177,33 @@ def cmd_compile_graph(args) -> int:
             name=args.name or body.get("name"),
             verify=args.verify,
             preflight=body.get("preflight", "warn"),
+            passes=args.passes,
         )
         prepared = artifacts.prepare(request, local_limits(), random_seed=args.random_weights)
     except FieldError as exc:
         raise CLIError(str(exc)) from None
     return write_and_summarize(prepared, args)
+
+
+def passes_arg(text: str):
+    """--passes: a pipeline or pass name, names joined by commas (run in that order), or the
+    JSON a request's `passes` takes (a list, or an object with options)."""
+    if text.lstrip().startswith(("[", "{")):
+        try:
+            return json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise CLIError(f"--passes is not valid JSON: {exc}") from None
+    names = [n.strip() for n in text.split(",")]
+    return names if len(names) > 1 else names[0]
+
+
+def add_passes_argument(cmd, default: str) -> None:
+    cmd.add_argument(
+        "--passes",
+        metavar="PIPELINE",
+        help="graph passes (docs/passes.md): default, none, fuse-all, a pass, passes joined by "
+        f"commas, or the request's JSON (default: {default})",
+    )
 
 
 def _graph_file(path: str) -> dict:
@@ -347,6 +370,7 @@ def add_commands(sub) -> None:
         action="store_true",
         help="add verification.json (also when the file says verify: true)",
     )
+    add_passes_argument(graph, "the file's passes, else default")
     graph.add_argument("--server", help="build on this service instead of locally")
     graph.add_argument("--api-key", help="the service's API key (default: $ANE_API_KEY)")
     graph.add_argument("--json", action="store_true", help="the build summary as one JSON object")

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from app import artifacts
 from app.cli.common import CLIError
-from app.cli.local import local_limits, write_and_summarize
+from app.cli.local import add_passes_argument, local_limits, passes_arg, write_and_summarize
 from app.cli.remote import guarded
 from app.cli.summary import emit, summary_of_zip
 from app.errors import FieldError
@@ -44,8 +44,9 @@ def cmd_onnx(args) -> int:
     model = Path(args.model)
     options = {"shapes": shapes_arg(args.shape), "io_dtype": args.io_dtype}
     name = args.name or default_name(model)
+    passes = None if args.passes is None else passes_arg(args.passes)
     if args.server:
-        return guarded(lambda a: _remote(a, model, options, name))(args)
+        return guarded(lambda a: _remote(a, model, options, name, passes))(args)
     from app.onnx.reader import local_files
 
     try:
@@ -60,6 +61,7 @@ def cmd_onnx(args) -> int:
             verify=args.verify,
             quantize=_quantize(args.quantize),
             preflight=args.preflight,
+            passes=passes,
         )
         prepared = artifacts.prepare(request, local_limits())
     except FieldError as exc:
@@ -75,7 +77,7 @@ def _quantize(text: str | None) -> dict | None:
     return _json_object(text, "--quantize")
 
 
-def _remote(args, model: Path, options: dict, name: str | None) -> int:
+def _remote(args, model: Path, options: dict, name: str | None, passes) -> int:
     from app.client import Client
 
     with Client(args.server, api_key=args.api_key) as c:
@@ -86,6 +88,7 @@ def _remote(args, model: Path, options: dict, name: str | None) -> int:
             target=args.target,
             name=name,
             verify=args.verify,
+            passes=passes,
             save_to=args.output,
         )
     emit(summary_of_zip(path, server=args.server), args.json)
@@ -114,6 +117,7 @@ def add_commands(sub) -> None:
     )
     cmd.add_argument("--quantize", metavar="JSON", help="not supported for ONNX imports yet")
     cmd.add_argument("--preflight", choices=("warn", "strict"), default="warn")
+    add_passes_argument(cmd, "default")
     cmd.add_argument("--server", help="build on this service instead of locally")
     cmd.add_argument("--api-key", help="the service's API key (default: $ANE_API_KEY)")
     cmd.add_argument("--json", action="store_true", help="the build summary as one JSON object")

@@ -109,6 +109,7 @@ def compile_graph_remote(args, body: dict, weights: dict) -> int:
                 target=args.target,
                 name=args.name or body.get("name"),
                 verify=args.verify,
+                passes=args.passes,
                 save_to=args.output,
             )
         except ValueError as exc:  # a weight not named <node>.<weight>

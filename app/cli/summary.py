@@ -30,6 +30,7 @@ class BuildSummary:
     quantization: dict[str, Any] | None = None  # {"passed", "max_rel_error", "limit"}
     estimate: str | None = None
     server: str | None = None
+    passes: str | None = None  # one line: what the graph passes did (kernel.json's passes)
 
     def counts(self) -> dict[str, int]:
         return {s: sum(f["severity"] == s for f in self.preflight or ()) for s in _SEVERITIES}
@@ -61,7 +62,29 @@ def summary_of_zip(
         quantization=quantization,
         estimate=estimate,
         server=server,
+        passes=passes_line(kernel.get("passes")),
     )
+
+
+def passes_line(report: dict[str, Any] | None) -> str | None:
+    """`passes default: 14 ops -> 6 (fuse_conv_bias -3, divide_to_multiply -1+1, ...)`: the
+    ops before and after, and each pass that changed something with the ops it removed and
+    added (the same pass run twice counted once)."""
+    if not report:
+        return None
+    net: dict[str, list[int]] = {}
+    for change in report.get("changes", []):
+        counts = net.setdefault(change["pass"], [0, 0])
+        counts[0] += sum(len(v) for v in change.get("removed", {}).values())
+        counts[1] += sum(len(v) for v in change.get("added", {}).values())
+    pipeline = report.get("pipeline")
+    named = pipeline if isinstance(pipeline, str) else "custom"
+    done = ", ".join(
+        f"{name} -{r}" + (f"+{a}" if a else "") if r or a else f"{name} reordered"
+        for name, (r, a) in net.items()
+    )
+    line = f"passes {named}: {report.get('ops_before')} ops -> {report.get('ops_after')}"
+    return f"{line} ({done})" if done else f"{line} (nothing to change)"
 
 
 def _read_reports(path: Path) -> tuple[dict[str, Any], dict[str, Any] | None]:
@@ -114,6 +137,8 @@ def _quantization(report: dict[str, Any]) -> dict[str, Any] | None:
 def render(summary: BuildSummary) -> str:
     where = f" from {summary.server}" if summary.server else ""
     lines = [f"wrote {summary.path} ({summary.size} bytes){where}", *summary.details]
+    if summary.passes:
+        lines.append(summary.passes)
     if summary.preflight is not None:
         counts = summary.counts()
         lines.append("preflight: " + " ".join(f"{s}={counts[s]}" for s in _SEVERITIES))

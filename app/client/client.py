@@ -163,18 +163,20 @@ class _API(abc.ABC):
         name: str | None = None,
         verify: bool = False,
         bypass_cache: bool = False,
+        passes: str | list[str] | dict[str, Any] | None = None,
         save_to: str | os.PathLike | None = None,
     ):
         """A graph's zip (one program): `graph` holds inputs, nodes and outputs, and may hold
-        the request's own options (format, target, verify, ...: the POST /v1/graphs body), which
-        the arguments given here override; `weights` maps `<node>.<weight>` to arrays (uploaded
-        unless the service has them)."""
+        the request's own options (format, target, verify, passes, ...: the POST /v1/graphs
+        body), which the arguments given here override; `weights` maps `<node>.<weight>` to
+        arrays (uploaded unless the service has them)."""
         options = {
             "format": format,
             "target": target,
             "name": name,
             "verify": verify or None,
             "bypass_cache": bypass_cache or None,
+            "passes": passes,
         }
         path = Path(save_to) if save_to is not None else None
         return self._drive(flows.compile_graph(graph, weights, path, self.poll_interval, **options))
@@ -189,6 +191,7 @@ class _API(abc.ABC):
         name: str | None = None,
         verify: bool = False,
         architectures: Sequence[str] | None = None,
+        passes: str | list[str] | dict[str, Any] | None = None,
     ):
         """Queue a graph's build job; returns a Job (AsyncJob for the async client)."""
         options = {
@@ -197,6 +200,7 @@ class _API(abc.ABC):
             "name": name,
             "verify": verify or None,
             "architectures": _listed(architectures),
+            "passes": passes,
         }
         return self._drive(self._submit_graph_flow(graph, weights, options))
 
@@ -234,11 +238,13 @@ class _API(abc.ABC):
         verify: bool = False,
         preflight: str | None = None,
         bypass_cache: bool = False,
+        passes: str | list[str] | dict[str, Any] | None = None,
         save_to: str | os.PathLike | None = None,
     ):
         """An ONNX model imported into one program by the service (POST /v1/onnx): the model
         file and the external-data files it names are uploaded unless the service has them;
-        `shapes` fixes dynamic input axes ({"input_ids": [1, 128]}). The zip's bytes, or
+        `shapes` fixes dynamic input axes ({"input_ids": [1, 128]}); `passes` chooses the graph
+        passes (docs/passes.md; the service's default when not given). The zip's bytes, or
         written to `save_to` (returning that path). Needs the `onnx` package here (to read
         which files the model names)."""
         options = {
@@ -250,6 +256,7 @@ class _API(abc.ABC):
             "verify": verify or None,
             "preflight": preflight,
             "bypass_cache": bypass_cache or None,
+            "passes": passes,
         }
         path = Path(save_to) if save_to is not None else None
         return self._drive(flows.compile_onnx(Path(model), path, self.poll_interval, **options))

@@ -96,6 +96,7 @@ async def build(
                         await client.compile_onnx(
                             kernel.onnx,
                             **kernel.onnx_options,
+                            passes=kernel.passes,
                             format=kernel.format,
                             target=kernel.target,
                             name=kernel.name,

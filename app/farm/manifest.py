@@ -24,6 +24,7 @@
     [kernels.vit]
     onnx = "models/vit.onnx"                         # an ONNX model (its external data beside it)
     shapes = { pixel_values = [1, 3, 224, 224] }     # its dynamic axes fixed; io_dtype = "fp32"
+    passes = "default"                               # its graph passes (docs/passes.md)
 
     [kernels.qwen3]
     model = "Qwen3-0.6B"                             # a checkpoint folder: a model kit
@@ -95,6 +96,9 @@ class KernelEntry(BaseModel):
     onnx: str | None = Field(None, description="an ONNX model file: the entry is its import")
     shapes: dict[str, list[int]] | None = Field(None, description="an ONNX entry's --shape")
     io_dtype: Literal["fp16", "fp32"] | None = Field(None, description="an ONNX entry's --io-dtype")
+    passes: str | list[str] | dict[str, Any] | None = Field(
+        None, description="an ONNX entry's --passes (a graph entry's are in its graph file)"
+    )
     context: int | None = Field(None, description="a model kit's --context")
     prefill: int | None = Field(None, description="a model kit's --prefill")
     device: str | None = Field(None, description="a model kit's --device")
@@ -110,8 +114,12 @@ class KernelEntry(BaseModel):
             "kv": self.kv,
             "verify": self.verify,
         }
-        if (self.shapes is not None or self.io_dtype is not None) and self.onnx is None:
-            raise ValueError('shapes and io_dtype are options of an onnx entry (onnx = "<model>")')
+        onnx_only = (self.shapes, self.io_dtype, self.passes)
+        if any(v is not None for v in onnx_only) and self.onnx is None:
+            raise ValueError(
+                'shapes, io_dtype and passes are options of an onnx entry (onnx = "<model>"); '
+                "a graph entry's passes are in its graph file"
+            )
         if self.onnx is not None:
             if (
                 self.op
@@ -123,7 +131,7 @@ class KernelEntry(BaseModel):
             ):
                 raise ValueError(
                     "an onnx entry names a model file and its options (shapes, io_dtype, "
-                    "format, target), not op, graph, model, params, weights or checkpoint"
+                    "passes, format, target), not op, graph, model, params, weights or checkpoint"
                 )
             return self
         if self.model is not None:
@@ -245,6 +253,7 @@ class Kernel:
         self.target = entry.target or defaults.target
         self.architectures = None
         self.onnx_options = {"shapes": entry.shapes or {}, "io_dtype": entry.io_dtype or "fp16"}
+        self.passes = entry.passes
         try:
             files = {n: WeightRef.of_file(p) for n, p in local_files(self.onnx).items()}
             self._onnx_request = KernelRequest.create(
@@ -253,6 +262,7 @@ class Kernel:
                 format=self.format,
                 target=self.target,
                 name=self.name,
+                passes=self.passes,
             )
         except FieldError as exc:
             raise ManifestError(f"{where}.{exc.field}: {exc.message}") from None
@@ -281,9 +291,8 @@ class Kernel:
                 KernelRequest.create(self.op, self.params, quantize=self.quantize, **options)
             else:
                 where += ".graph"  # faults are named by their path in the graph file
-                KernelRequest.create(
-                    graph=GraphRequest.model_validate(self.graph).graph(), **options
-                )
+                wire = GraphRequest.model_validate(self.graph)
+                KernelRequest.create(graph=wire.graph(), passes=wire.passes, **options)
         except ValidationError as exc:
             err = exc.errors()[0]
             raise ManifestError(f"{where}.{field_of(err['loc'])}: {err['msg']}") from None
@@ -296,9 +305,11 @@ class Kernel:
         if self.model is not None:
             return {"model": self.digests, "options": self.kit_options, "format": self.format}
         if self.onnx is not None:
+            passes = {} if self.passes is None else {"passes": self.passes}  # locks before stay
             return {
                 "onnx": self.digests,
                 **self.onnx_options,
+                **passes,
                 "format": self.format,
                 "target": self.target,
             }

@@ -62,7 +62,7 @@ class Chain:
 def node_weight_bytes(build: GraphBuild) -> dict[int, int]:
     """Weight bytes (as stored in weight.bin) each node brings, by node index."""
     out: dict[int, int] = {}
-    for op in build.program.blob_consts():
+    for op in build.built_program.blob_consts():
         assert op.value is not None and not isinstance(op.value.data, str)
         where = build.where(op.name)
         index = int(where.removeprefix("nodes[").removesuffix("]"))
@@ -136,7 +136,9 @@ def split(build: GraphBuild, budget: int, weights: dict, target, name: str) -> C
         )
         keys = {key for n in group for key in n.weights.values()}
         part_weights = {key: weights[key] for key in keys if key in weights}
-        parts.append(build_graph(part_graph, part_weights, target=target, name=f"{name}_{k}"))
+        part = build_graph(part_graph, part_weights, target=target, name=f"{name}_{k}")
+        # each part through the pipeline the whole went through (the request's)
+        parts.append(part.through(build.passes.pipeline if build.passes is not None else None))
         links.append(read)
     final = {
         output: Link(home[var.name], output)
@@ -173,7 +175,7 @@ def _ref_of(var: str, node: BuiltNode) -> str:
 
 
 def _var_types(build: GraphBuild) -> dict[str, Any]:
-    fn = build.program.main
+    fn = build.built_program.main
     types = {v.name: v.tensor for v in fn.inputs}
     for op in fn.operations:
         for v in op.outputs:

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Hashable, Mapping
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass, field, replace
+from typing import Any, Self
 
 import numpy as np
 import orjson
@@ -38,6 +38,7 @@ from app.kernels.compressed import (
 from app.kernels.op import Arrays, CatalogOp, const_name
 from app.kernels.params import OpParams
 from app.mil import Function, Program, Target, Var
+from app.passes import PassReport, Pipeline, run_pipeline
 
 _MODULES = (
     conv,
@@ -71,6 +72,23 @@ class ProgramBuild(ABC):
     program: Program
     weights: dict[str, np.ndarray]  # as given (validated, canonical shapes)
     quantized: Mapping[str, QuantizedWeight] = field(default_factory=dict)  # by weight key
+    # After graph passes (app/passes): what they did, and the program as built before them
+    # (its ops and consts are the ones the request's nodes and weights name). None: none ran.
+    passes: PassReport | None = None
+    as_built: Program | None = None
+
+    @property
+    def built_program(self) -> Program:
+        """The program as built from the request, before any pass rewrote it."""
+        return self.as_built if self.as_built is not None else self.program
+
+    def through(self, pipeline: Pipeline | None) -> Self:
+        """This build with its program through the graph passes `pipeline` (app/passes), the
+        program as built kept beside it; itself when none run."""
+        if pipeline is None:
+            return self
+        program, report = run_pipeline(self.program, pipeline)
+        return replace(self, program=program, passes=report, as_built=self.program)
 
     @property
     def program_weights(self) -> dict[str, np.ndarray]:

@@ -118,10 +118,15 @@ def describe_build(
     extra: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """kernel.json for a built program."""
-    ops = {op.name: op for op in build.program.main.operations}
+    # a weight's const as the program holds it; one a pass folded into another (a scale into
+    # a conv's weight) as it was built (the passes section says what became of it)
+    ops = {op.name: op for op in build.built_program.main.operations}
+    ops |= {op.name: op for op in build.program.main.operations}
     stored = {
         key: ops[build.const_name(key)].outputs[0].tensor.dtype.value for key in build.weights
     }
+    if build.passes is not None:
+        extra = {**(extra or {}), "passes": build.passes.to_json()}
     return describe(
         op=build.op_name,
         params=build.params.model_dump(mode="json"),

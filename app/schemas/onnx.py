@@ -8,7 +8,7 @@ from typing import Annotated, Literal
 from pydantic import Field
 
 from app.digest import DIGEST_PATTERN
-from app.schemas.wire import RequestOptions
+from app.schemas.wire import Passes, RequestOptions
 
 Digest = Annotated[str, Field(pattern=DIGEST_PATTERN)]
 
@@ -32,6 +32,7 @@ class OnnxBody(RequestOptions):
     io_dtype: Literal["fp16", "fp32"] = Field(
         "fp16", description="float inputs' and outputs' dtype"
     )
+    passes: Passes = None
 
 
 class OnnxSpec(OnnxBody):

@@ -34,6 +34,17 @@ WeightDigest = Annotated[
         "safetensors file of many tensors (a checkpoint), `sha256:<hex>#<tensor name>`",
     ),
 ]
+# A graph's or an ONNX import's `passes` (app/passes), checked by the request.
+Passes = Annotated[
+    str | list[str] | dict[str, Any] | None,
+    Field(
+        description='the graph passes the program goes through (docs/passes.md): "default" '
+        '(when not given), "none" (the program as written), "fuse-all", one pass by name, a '
+        'list of pass names in order, or {"pipeline": ..., "options": {<pass>: {<option>: '
+        "value}}}",
+        examples=["default", "none", ["const_elimination", "dead_code_elimination"]],
+    ),
+]
 NUMPY_DTYPES = ("float16", "float32", "float64", "int8", "int16", "int32", "uint8", "uint16")
 RawDType = Literal["float16", "float32", "float64", "int8", "int16", "int32", "uint8", "uint16"]
 
@@ -155,6 +166,7 @@ class GraphRequest(RequestOptions):
         False,
         description="cut a graph whose weights exceed the program budget into a chain of programs",
     )
+    passes: Passes = None
 
     def graph(self) -> GraphParams:
         """The graph without its weights (they travel by digest), checked for structure."""

@@ -1,0 +1,1 @@
+"""One module per graph pass, named as the seed names it; app/passes/catalogue.py lists them."""

@@ -1,0 +1,46 @@
+"""const_deduplication: a const holding the same values (dtype, shape, bytes) as an earlier one
+is replaced by it, as is a constexpr op of the same type reading the same inputs. Small consts
+(under `const_threshold` elements: op arguments such as axes) stay as they are, as in
+coremltools, where they are written inline anyway."""
+
+from __future__ import annotations
+
+from app.mil.ir import Var
+from app.passes import facts
+from app.passes.edit import Editor
+from app.passes.graph_pass import AtLeast, GraphPass, Option, Options
+from app.passes.patterns import const_op, value_key
+
+
+def _input_key(var: Var) -> tuple:
+    return value_key(var) if const_op(var) is not None else ("var", id(var))
+
+
+def run(edit: Editor, options: Options) -> None:
+    threshold = options["const_threshold"]
+    first: dict[tuple, list[Var]] = {}
+    for op in edit.ops():
+        if op.type == "const":
+            if op.value is None or op.value.type.size < threshold:
+                continue
+            key = value_key(op.output)
+        elif facts.is_constexpr(op.type):
+            key = (op.type, *sorted((arg, _input_key(v)) for arg, v in op.inputs.items()))  # type: ignore[arg-type]
+        else:
+            continue
+        kept = first.setdefault(key, op.outputs)
+        if kept is not op.outputs:
+            edit.merge_into(op, kept)
+
+
+PASS = GraphPass(
+    "const_deduplication",
+    "cleanup",
+    "keeps one const of each value, and one constexpr op of each type and inputs",
+    run,
+    {
+        "const_threshold": Option(
+            100, AtLeast(0), "consts with fewer elements than this are left as they are"
+        )
+    },
+)

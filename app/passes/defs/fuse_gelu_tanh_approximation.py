@@ -1,0 +1,122 @@
+"""fuse_gelu_tanh_approximation: 0.5·x·(1 + tanh(√(2/π)·(x + 0.044715·x³))) spelt out op by op
+becomes gelu(x, mode=TANH_APPROXIMATION).
+
+The product of x, 0.5 and (1 + tanh(...)) may be grouped any way (the seed's two patterns, and
+x·(...) then ·0.5), every mul and add with its operands in either order; x³ is x·x·x or
+x·square(x) in any grouping (pow(x, 3) once `pow` is a primitive). Every intermediate must be
+read by the pattern alone, and each constant must be the one meant within fp16 rounding."""
+
+from __future__ import annotations
+
+import math
+
+from app.mil.ir import Operation, Var
+from app.passes.edit import Editor
+from app.passes.graph_pass import GraphPass, Options
+from app.passes.patterns import close, scalar
+
+_SQRT_2_OVER_PI = math.sqrt(2 / math.pi)
+_CUBIC = 0.044715
+
+
+class _Pattern:
+    """One match being tried: the ops taken so far, each read by the pattern alone."""
+
+    def __init__(self, edit: Editor):
+        self.edit, self.ops = edit, []
+
+    def take(self, var: Var, op_type: str, reader: Operation) -> Operation | None:
+        op = var.op
+        if op is None or op.type != op_type or self.edit.sole_reader(var) is not reader:
+            return None
+        self.ops.append(op)
+        return op
+
+    def factors(self, var: Var, reader: Operation, squares: bool = False) -> list[Var]:
+        """The leaves of the product tree at `var` (muls, and squares counted twice when
+        `squares`, read by the tree alone)."""
+        for op_type in ("mul", "square") if squares else ("mul",):
+            op = self.take(var, op_type, reader)
+            if op is not None:
+                if op_type == "square":
+                    return [op.inputs["x"]] * 2  # type: ignore[list-item]
+                return self.factors(op.inputs["x"], op, squares) + self.factors(
+                    op.inputs["y"], op, squares
+                )  # type: ignore[arg-type]
+        return [var]
+
+    def other(self, op: Operation | None, constant: float) -> Var | None:
+        """For a binary op with the scalar `constant` as one operand: the other one."""
+        if op is None:
+            return None
+        x, y = op.inputs["x"], op.inputs["y"]
+        if close(scalar(y), constant):  # type: ignore[arg-type]
+            return x  # type: ignore[return-value]
+        return y if close(scalar(x), constant) else None  # type: ignore[arg-type, return-value]
+
+    def tanh_of(self, var: Var, reader: Operation) -> Var | None:
+        """For var = 1 + tanh(√(2/π)·(x + 0.044715·x³)): x."""
+        t = self.other(self.take(var, "add", reader), 1.0)
+        tanh = None if t is None else self.take(t, "tanh", var.op)  # type: ignore[arg-type]
+        if tanh is None:
+            return None
+        inner = self.other(self.take(tanh.inputs["x"], "mul", tanh), _SQRT_2_OVER_PI)  # type: ignore[arg-type]
+        total = None if inner is None else self.take(inner, "add", tanh.inputs["x"].op)  # type: ignore[union-attr]
+        if total is None:
+            return None
+        for x, term in (
+            (total.inputs["x"], total.inputs["y"]),
+            (total.inputs["y"], total.inputs["x"]),
+        ):
+            mul = term.op  # type: ignore[union-attr]
+            cube = self.other(mul if mul is not None and mul.type == "mul" else None, _CUBIC)
+            if cube is None or self.edit.sole_reader(term) is not total:  # type: ignore[arg-type]
+                continue
+            taken = len(self.ops)
+            self.ops.append(mul)  # type: ignore[arg-type]
+            if [v is x for v in self.factors(cube, mul, squares=True)] == [True] * 3:  # type: ignore[arg-type]
+                return x  # type: ignore[return-value]
+            del self.ops[taken:]
+        return None
+
+
+def _match(edit: Editor, op: Operation) -> tuple[Var, list[Operation]] | None:
+    """For the final mul of the pattern: x and the pattern's ops."""
+    pattern = _Pattern(edit)
+    leaves = pattern.factors(op.inputs["x"], op) + pattern.factors(op.inputs["y"], op)  # type: ignore[arg-type]
+    halves = [v for v in leaves if close(scalar(v), 0.5)]
+    if len(leaves) != 3 or len(halves) != 1:
+        return None
+    rest = [v for v in leaves if v is not halves[0]]
+    for x, bracket in (rest, rest[::-1]):
+        trial = _Pattern(edit)
+        trial.ops = list(pattern.ops)
+        reader = next(o for o in [op, *pattern.ops] if bracket in o.inputs.values())
+        if trial.tanh_of(bracket, reader) is x:
+            return x, [op, *trial.ops]
+    return None
+
+
+def run(edit: Editor, options: Options) -> None:
+    for op in edit.ops("mul"):
+        if edit.removed(op):
+            continue
+        found = _match(edit, op)
+        out = op.outputs[0]
+        if found is None or found[0].type != out.type:
+            continue
+        x, ops = found
+        mode = edit.const(f"{op.name}_mode", "TANH_APPROXIMATION", out.tensor.dtype, op)
+        new = edit.op("gelu", op.name, {"x": x, "mode": mode}, op, out=[out.name])
+        edit.replace(out, new.outputs[0])
+        edit.drop(*ops)
+
+
+PASS = GraphPass(
+    "fuse_gelu_tanh_approximation",
+    "optimize_activation",
+    "the tanh approximation of GELU spelt out becomes gelu(mode=TANH_APPROXIMATION)",
+    run,
+    creates=frozenset({"gelu"}),
+    needs=frozenset({"tanh"}),
+)

@@ -1,0 +1,327 @@
+"""Rewriting one function of a program: who reads each value, fresh names, new ops and consts,
+replacing a value everywhere, removing ops; the order is settled once, at `commit`.
+
+A pass works on an `Editor` over a copy of the program (`copy_program`), so the program as built
+stays as it was: verification composes the graph's meaning from it. Readers of each value are
+kept up to date by every edit, so a pass sees the graph it has made so far; new ops are placed
+just before the op named as their anchor, and removed ops dropped, at `commit` (after each pass,
+or within one that walks the result again).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable, Iterator
+
+import numpy as np
+
+from app.language.targets import Target
+from app.mil.ir import ConstValue, Function, Input, Operation, Program, Var
+from app.mil.types import DType, TensorType
+from app.passes import facts
+
+
+def _vars(value: Input) -> tuple[Var, ...]:
+    return value if isinstance(value, tuple) else (value,)
+
+
+class Editor:
+    """One function being rewritten, by one pass after another (the runner resets `changed`,
+    which says whether the pass changed anything). Passes edit through it only (reordering
+    `fn.operations` aside), so that who reads what stays true from pass to pass."""
+
+    def __init__(self, fn: Function, target: Target):
+        self.fn, self.target = fn, target
+        self.changed = False
+        self._readers: dict[Var, list[Operation]] = {}  # ops reading each value (per argument)
+        self._removed: set[Operation] = set()  # kept after commit: ops() may still list them
+        self._dirty = False  # edits not yet written into the order
+        self._before: dict[Operation, list[Operation]] = {}  # anchor -> new ops placed before it
+        self._outputs = set(fn.outputs)
+        self._inputs = set(fn.inputs)
+        # holders of each name (ops and values): a removed op's names are free again
+        self._names: Counter[str] = Counter(v.name for v in fn.inputs)
+        self._types: Counter[str] = Counter()  # ops of each type in the function
+        for op in fn.operations:
+            self._hold(op, 1)
+            self._read(op)
+
+    # -- reading -------------------------------------------------------------------------------
+    def ops(self, *types: str) -> Iterator[Operation]:
+        """The ops in their order when the walk begins (of the given types), skipping those
+        removed since; ops made meanwhile are not in it (until `commit`)."""
+        for op in list(self.fn.operations):
+            if op not in self._removed and (not types or op.type in types):
+                yield op
+
+    def readers(self, var: Var) -> list[Operation]:
+        """The ops reading `var`, each once, in the order they started reading it."""
+        return list(dict.fromkeys(self._readers.get(var, ())))
+
+    def is_output(self, var: Var) -> bool:
+        return var in self._outputs
+
+    def is_input(self, var: Var) -> bool:
+        return var in self._inputs
+
+    def sole_reader(self, var: Var) -> Operation | None:
+        """The one op reading `var` when nothing else does (no other op, not a function output):
+        the condition for folding the op that makes `var` into that reader."""
+        readers = self.readers(var)
+        if len(readers) != 1 or self.is_output(var):
+            return None
+        return readers[0]
+
+    def used(self, var: Var) -> bool:
+        return bool(self._readers.get(var)) or self.is_output(var)
+
+    def removed(self, op: Operation) -> bool:
+        return op in self._removed
+
+    # -- names ---------------------------------------------------------------------------------
+    def fresh(self, base: str) -> str:
+        """A name no op or value of the function holds (base, base_1, base_2, ...); it is taken
+        when an op is made with it."""
+        name, i = base, 0
+        while self._names[name] > 0:
+            i += 1
+            name = f"{base}_{i}"
+        return name
+
+    # -- making --------------------------------------------------------------------------------
+    def const(
+        self,
+        name: str,
+        value: np.ndarray | str,
+        dtype: DType,
+        before: Operation,
+        *,
+        fresh: bool = True,
+    ) -> Var:
+        """A new const holding `value` rounded once to `dtype` (a string: a string const),
+        placed before `before`; named `name`, made unique unless `fresh` is False (the name of
+        the op it replaces)."""
+        op = Operation("const", self.fresh(name) if fresh else name, {}, [])
+        if isinstance(value, str):
+            op.value = ConstValue(value, TensorType(DType.STRING, ()))
+        else:
+            array = np.asarray(value).astype(dtype.numpy)
+            op.value = ConstValue(array, TensorType(dtype, tuple(array.shape)))
+        op.outputs.append(Var(op.name, op.value.type, op))
+        self._hold(op, 1)
+        self._place(op, before)
+        return op.output
+
+    def op(
+        self,
+        op_type: str,
+        name: str,
+        inputs: dict[str, Input],
+        before: Operation,
+        out: list[str] | None = None,
+    ) -> Operation:
+        """A new op placed before `before`, its outputs typed by the op's own inference and named
+        `out` (by default the op's name, `<name>_<i>` for several). `name` may be the name of an
+        op this one replaces."""
+        types = facts.output_types(op_type, name, inputs, self.target)
+        if out is None:
+            out = [name] if len(types) == 1 else [f"{name}_{i}" for i in range(len(types))]
+        op = Operation(op_type, name, dict(inputs), [])
+        op.outputs = [Var(n, t, op) for n, t in zip(out, types, strict=True)]
+        self._hold(op, 1)
+        self._place(op, before)
+        self._read(op)
+        return op
+
+    def _place(self, op: Operation, before: Operation) -> None:
+        self._before.setdefault(before, []).append(op)
+        self.changed = self._dirty = True
+
+    # -- changing ------------------------------------------------------------------------------
+    def can_replace(self, old: Var, new: Var) -> bool:
+        """Whether every reader of `old` may read `new` instead. A function output keeps its name:
+        `new` takes it, so it must be made by an op here (not a function input, not a const) and
+        not be an output already."""
+        if not self.is_output(old):
+            return True
+        return (
+            new.op is not None
+            and new.op.type != "const"
+            and not self.is_input(new)
+            and not self.is_output(new)
+        )
+
+    def replace(self, old: Var, new: Var) -> bool:
+        """Every reader of `old` reads `new` (and `new` takes `old`'s place among the outputs, with
+        its name); False, changing nothing, when that is not allowed (`can_replace`)."""
+        if old is new:
+            return True
+        if not self.can_replace(old, new):
+            return False
+        for op in self.readers(old):
+            for arg, value in op.inputs.items():
+                if isinstance(value, tuple):
+                    if any(v is old for v in value):
+                        op.inputs[arg] = tuple(new if v is old else v for v in value)
+                elif value is old:
+                    op.inputs[arg] = new
+        moved = self._readers.pop(old, [])
+        self._readers.setdefault(new, []).extend(moved)
+        if self.is_output(old):
+            assert new.op is not None
+            if new.op.name == new.name and len(new.op.outputs) == 1:
+                self.rename(new.op, old.name)
+            self.rename(new, old.name)
+            self.fn.outputs = [new if v is old else v for v in self.fn.outputs]
+            self._outputs.discard(old)
+            self._outputs.add(new)
+        self.changed = True
+        return True
+
+    def set_input(self, op: Operation, arg: str, value: Input) -> None:
+        """Rewire one argument of `op`."""
+        self._unread(op, arg)
+        op.inputs[arg] = value
+        for v in _vars(value):
+            self._readers.setdefault(v, []).append(op)
+        self.changed = True
+
+    def remove(self, *ops: Operation) -> None:
+        """Drop ops (their outputs must be unused by then, or be used only by ops removed too)."""
+        for op in ops:
+            if op in self._removed:
+                continue
+            self._removed.add(op)
+            self._hold(op, -1)
+            for arg in list(op.inputs):
+                self._unread(op, arg)
+        self.changed = self._dirty = True
+
+    def remove_if_unused(self, *ops: Operation) -> None:
+        """Drop those of `ops` (in order) whose outputs nothing reads: the leftovers of a fusion."""
+        for op in ops:
+            if not facts.is_stateful(op.type) and not any(self.used(v) for v in op.outputs):
+                self.remove(op)
+
+    def has(self, types: frozenset[str]) -> bool:
+        """Whether the function holds an op of one of these types."""
+        return any(self._types[t] > 0 for t in types)
+
+    # -- the usual rewrites -----------------------------------------------------------------------
+    def swap(self, old: Operation, op_type: str, inputs: dict[str, Input]) -> Operation:
+        """A new op in `old`'s place: its name, its outputs' names and their readers; `old` is
+        dropped (with the consts only it read)."""
+        new = self.op(op_type, old.name, inputs, old, out=[v.name for v in old.outputs])
+        for before, after in zip(old.outputs, new.outputs, strict=True):
+            self.replace(before, after)
+        self.drop(old)
+        return new
+
+    def merge_into(self, op: Operation, kept: list[Var]) -> bool:
+        """`op` computes what `kept` holds already: its readers read `kept`, and it is dropped;
+        False, changing nothing, when an output of it cannot be replaced (`can_replace`)."""
+        pairs = list(zip(op.outputs, kept, strict=True))
+        if not all(self.can_replace(old, new) for old, new in pairs):
+            return False
+        for old, new in pairs:
+            self.replace(old, new)
+        self.drop(op)
+        return True
+
+    def drop(self, *ops: Operation) -> None:
+        """Remove ops a rewrite replaced, then the consts only they read."""
+        self.remove(*ops)
+        for op in ops:
+            self.remove_if_unused(
+                *(
+                    v.op
+                    for value in op.inputs.values()
+                    for v in _vars(value)
+                    if v.op is not None and v.op.type == "const"
+                )
+            )
+
+    def repeat(self, sweep: Callable[[Editor], bool]) -> None:
+        """Run `sweep` until it changes nothing (a fusion can expose the next one)."""
+        while sweep(self):
+            self.commit()
+
+    def _hold(self, op: Operation, count: int) -> None:
+        self._types[op.type] += count
+        self._names[op.name] += count
+        for v in op.outputs:
+            self._names[v.name] += count
+
+    def rename(self, thing: Operation | Var, name: str) -> None:
+        """Give an op or a value another name (the caller keeps names unique)."""
+        self._names[thing.name] -= 1
+        self._names[name] += 1
+        thing.name = name
+        self.changed = True
+
+    def _read(self, op: Operation) -> None:
+        for value in op.inputs.values():
+            for v in _vars(value):
+                self._readers.setdefault(v, []).append(op)
+
+    def _unread(self, op: Operation, arg: str) -> None:
+        value = op.inputs.get(arg)
+        if value is None:
+            return
+        for v in _vars(value):
+            readers = self._readers.get(v, [])
+            if op in readers:
+                readers.remove(op)
+
+    # -- settling ------------------------------------------------------------------------------
+    def commit(self) -> None:
+        """Write the order: new ops just before their anchors (an anchor removed meanwhile still
+        places them), removed ops gone."""
+        if not self._dirty:
+            return
+        order: list[Operation] = []
+
+        def place(op: Operation) -> None:
+            for new in self._before.pop(op, ()):
+                place(new)
+            if op not in self._removed:
+                order.append(op)
+
+        for op in self.fn.operations:
+            place(op)
+        assert not self._before, "a new op anchored to an op outside the function"
+        self.fn.operations = order
+        self._dirty = False
+
+
+def copy_program(program: Program) -> Program:
+    """The program with every op and value its own (const values shared: they are never
+    changed in place)."""
+    return Program(
+        program.target,
+        {name: copy_function(fn) for name, fn in program.functions.items()},
+        program.default,
+    )
+
+
+def copy_function(fn: Function) -> Function:
+    mapped: dict[int, Var] = {}
+
+    def new_var(v: Var, op: Operation | None) -> Var:
+        copy = Var(v.name, v.type, op)
+        mapped[id(v)] = copy
+        return copy
+
+    inputs = [new_var(v, None) for v in fn.inputs]
+    ops = []
+    for op in fn.operations:
+        args: dict[str, Input] = {
+            arg: tuple(mapped[id(v)] for v in value)
+            if isinstance(value, tuple)
+            else mapped[id(value)]
+            for arg, value in op.inputs.items()
+        }
+        copy = Operation(op.type, op.name, args, [], op.value)
+        copy.outputs = [new_var(v, copy) for v in op.outputs]
+        ops.append(copy)
+    return Function(fn.name, inputs, ops, [mapped[id(v)] for v in fn.outputs])

@@ -1,0 +1,140 @@
+"""What the passes know about an op type, read in one place: its record (app/mil/ops).
+
+Every pass asks here (never a list of op names of its own): the record's traits say which ops
+compute element by element, which have an effect, which decompress; its float64 meaning computes
+an op from its inputs' values; its declaration infers output types; its ANE facts say which ops a
+runtime reports failing. A primitive added as a record is known to every pass from that alone.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+import numpy as np
+
+from app.language.targets import Target
+from app.mil import ops
+from app.mil.args import Args
+from app.mil.ir import Input, Operation
+from app.mil.ops import AneStatus, Family, OpRecord, Trait
+from app.mil.types import DType, TensorType
+
+
+@dataclass(frozen=True)
+class _Kinds:
+    """The op types of each kind the passes ask about, read from one list of records."""
+
+    unary: frozenset[str]
+    binary: frozenset[str]
+    moves_data: frozenset[str]
+    reductions: frozenset[str]
+    stateful: frozenset[str]
+    constexpr: frozenset[str]
+    meaningful: frozenset[str]
+
+    @classmethod
+    def of(cls, records: tuple[OpRecord, ...]) -> _Kinds:
+        def having(*traits: Trait) -> frozenset[str]:
+            return frozenset(r.name for r in records if r.has(*traits))
+
+        def of_family(family: Family) -> frozenset[str]:
+            return frozenset(r.name for r in records if r.family is family)
+
+        return cls(
+            unary=having(Trait.ELEMENTWISE, Trait.UNARY),
+            binary=having(Trait.ELEMENTWISE, Trait.BINARY),
+            moves_data=having(Trait.DATA_MOVEMENT),
+            reductions=of_family(Family.REDUCTION),
+            stateful=of_family(Family.STATE),
+            constexpr=of_family(Family.CONSTEXPR),
+            meaningful=frozenset(r.name for r in records if r.meaning is not None),
+        )
+
+
+# The passes ask these questions for every op of a program, so the answers are read once per list
+# of records (the records read one by one cost ~1 µs an answer, a quarter of the default
+# pipeline's time on a program with nothing to change: bench/bench_passes.py); a list that is
+# another one (a test's extension of it) is read again.
+_read: tuple[tuple[OpRecord, ...], _Kinds | None] = ((), None)
+
+
+def _kinds() -> _Kinds:
+    global _read
+    records = ops.records()
+    listed, kinds = _read
+    if kinds is None or listed is not records:
+        kinds = _Kinds.of(records)
+        _read = (records, kinds)
+    return kinds
+
+
+def is_unary(op_type: str) -> bool:
+    """y = f(x) element by element, the output shaped as x (const arguments such as rsqrt's
+    epsilon or cast's dtype aside): a layout change before the op may move after it."""
+    return op_type in _kinds().unary
+
+
+def is_binary(op_type: str) -> bool:
+    """z = f(x, y) element by element with NumPy broadcasting."""
+    return op_type in _kinds().binary
+
+
+def moves_data(op_type: str) -> bool:
+    """No arithmetic: every output element is an input element (reshapes, transposes, slices)."""
+    return op_type in _kinds().moves_data
+
+
+def is_reduction(op_type: str) -> bool:
+    """A reduction over axes (its `axes` or `axis`; with keep_dims, the rank stays)."""
+    return op_type in _kinds().reductions
+
+
+def is_stateful(op_type: str) -> bool:
+    """Ops whose effect is not (only) their outputs: never removed, folded, merged or moved."""
+    return op_type in _kinds().stateful
+
+
+def is_constexpr(op_type: str) -> bool:
+    """Decompressed when the model loads: a constant, but one whose compressed form is the point."""
+    return op_type in _kinds().constexpr
+
+
+def has_meaning(op_type: str) -> bool:
+    """Whether the op's value can be computed here (and so folded when its inputs are consts)."""
+    kinds = _kinds()
+    return (
+        op_type in kinds.meaningful
+        and op_type not in kinds.stateful
+        and op_type not in kinds.constexpr
+    )
+
+
+def meaning(op: Operation, values: Mapping[str, np.ndarray | str]) -> list[np.ndarray]:
+    """The op's outputs in float64 from its inputs' values (by var name), unrounded: the caller
+    stores each in its output's dtype."""
+    result = ops.meaning(op.type)(Args(op, dict(values), {}, exact=True))  # type: ignore[arg-type]
+    parts = list(result) if isinstance(result, list | tuple) else [result]
+    return [np.asarray(p) for p in parts]
+
+
+def output_types(
+    op_type: str, name: str, inputs: dict[str, Input], target: Target
+) -> list[TensorType]:
+    """The op's output types, checked as the builder checks them (raises MILBuildError)."""
+    return ops.infer(op_type, name, inputs, target)
+
+
+def takes_fp16(op_type: str, arg: str, target: Target) -> bool:
+    """Whether argument `arg` of `op_type` may be fp16 in the target's opset (a scale factor or
+    an epsilon some ops declare fp32 only stays fp32)."""
+    form = ops.lookup(op_type, target)
+    spec = None if form is None else form.args.get(arg)
+    return spec is not None and DType.FP16 in form.allowed(spec)  # type: ignore[union-attr]
+
+
+def reported_failing() -> frozenset[str]:
+    """The ops whose records report them failing on the ANE (AneFacts: one project reports it,
+    none reports it working): the preflight warns of each (app/preflight/checks_ops.py), and
+    the default pipeline for ANE-direct runtimes writes none where the program had none."""
+    return frozenset(r.name for r in ops.records() if r.ane.status is AneStatus.REPORTED_FAILING)

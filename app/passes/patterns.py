@@ -1,0 +1,93 @@
+"""Small questions the passes ask of a value: is it a constant, which one, is it a number, how
+does it broadcast against an op's output."""
+
+from __future__ import annotations
+
+import hashlib
+
+import numpy as np
+
+from app.mil.ir import Operation, Var
+
+# fp16's unit roundoff: a constant written in fp16 is within this relative distance of the number
+# meant (0.044715 is stored as 0.04471), so two constants this close are taken as the same.
+FP16_CLOSE = 2.0**-10
+
+
+def const_op(var: Var) -> Operation | None:
+    """The plain `const` op that makes `var` (not a constexpr: its compressed form is the point)."""
+    op = var.op
+    return op if op is not None and op.type == "const" and op.value is not None else None
+
+
+def stored(var: Var) -> np.ndarray | str | None:
+    """A const's value as the program holds it (in its declared dtype)."""
+    op = const_op(var)
+    return None if op is None else op.value.stored()  # type: ignore[union-attr]
+
+
+def wide(var: Var) -> np.ndarray | None:
+    """A numeric const's value as given, in float64 for floats: a float weight given in fp32 and
+    stored in fp16 is folded from its given values, rounded once when the result is stored."""
+    op = const_op(var)
+    if op is None or isinstance(op.value.data, str):  # type: ignore[union-attr]
+        return None
+    t = var.tensor
+    data = np.asarray(op.value.data).reshape(t.shape)  # type: ignore[union-attr]
+    return data.astype(np.float64) if t.dtype.is_float else data
+
+
+def scalar(var: Var) -> float | None:
+    """The one number a float const holds in every element (a scalar, or a tensor of equal
+    elements), else None."""
+    value = wide(var)
+    if value is None or not var.tensor.dtype.is_float or value.size == 0:
+        return None
+    first = float(value.reshape(-1)[0])
+    return first if np.all(value == first) else None
+
+
+def close(value: float | None, expected: float, tolerance: float = FP16_CLOSE) -> bool:
+    return value is not None and abs(value - expected) <= tolerance * abs(expected)
+
+
+def operands(op: Operation, var: Var) -> Var | None:
+    """For a binary op reading `var` once: its other operand (None when it reads `var` twice or
+    not at all)."""
+    x, y = op.inputs.get("x"), op.inputs.get("y")
+    if x is var and y is not var:
+        return y  # type: ignore[return-value]
+    if y is var and x is not var:
+        return x  # type: ignore[return-value]
+    return None
+
+
+def per_channel(value: np.ndarray, shape: tuple[int, ...], axis: int) -> np.ndarray | None:
+    """The vector along `axis` of a constant broadcast against a tensor of `shape`, when it varies
+    along that axis only and broadcasting it leaves `shape` as it is; else None."""
+    if value.ndim > len(shape):
+        return None
+    padded = value.reshape((1,) * (len(shape) - value.ndim) + value.shape)
+    for i, (d, full) in enumerate(zip(padded.shape, shape, strict=True)):
+        if d != 1 and (i != axis or d != full):
+            return None
+    return np.broadcast_to(padded.reshape(-1), (shape[axis],)).astype(np.float64)
+
+
+def value_key(var: Var) -> tuple:
+    """What identifies a const's value: dtype, shape and the bytes it holds."""
+    value = stored(var)
+    t = var.tensor
+    if isinstance(value, str):
+        return ("const", t.dtype, value)
+    data = np.ascontiguousarray(value)
+    return ("const", t.dtype, t.shape, hashlib.sha256(data.tobytes()).digest())
+
+
+def fits(value: np.ndarray | None, var: Var) -> bool:
+    """Whether `value`, stored in `var`'s dtype, stays finite (a folded weight must not overflow
+    fp16 where the unfolded ops would not have)."""
+    if value is None:
+        return True
+    dtype = var.tensor.dtype
+    return not dtype.is_float or bool(np.isfinite(np.asarray(value).astype(dtype.numpy)).all())

@@ -1,0 +1,832 @@
+"""The seed's before/after examples (../shared/seeds/003, coremltools' catalogue of MIL graph
+passes), each rewritten as a graph request with chosen values: the pass alone gives exactly the
+op types, in order, of the example's after-program, and the program computes what it computed
+before (the reference executor, within the graph's fp16 tolerance), alone and in the default
+pipeline. Beside each example, the cases at its edges that must NOT change: a shared
+intermediate, a broadcast that changes the meaning, an operand that is not a constant, a
+constant, axis or epsilon that differs.
+
+The seed's ops the IR lacks are replaced by ones it has (linear by matmul + add, log by exp,
+pool by a reduce_mean over the spatial axes, pow(x, 3) by x·square(x)); examples a graph request
+cannot hold (a dead node, repeated names) are built on the IR directly."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pytest
+
+from app.mil import Builder, DType
+from app.passes import parse_passes, resolve, run_pipeline
+from app.reference.executor import Executor, random_inputs
+from tests.graph_passes import assert_agrees, build, changed_by, graph, kinds, node, values
+
+X = ([1, 4, 2, 3], "fp16")  # the default input
+C = 4  # its channels
+
+
+@dataclass
+class Case:
+    id: str
+    graph_pass: str
+    body: dict
+    weights: dict
+    after: list[str]  # op types (consts left out) after the pass alone
+    fires: bool = True
+    options: dict[str, Any] = field(default_factory=dict)
+
+
+def _conv(id: str, x: str = "x", cout: int = C) -> tuple[dict, dict]:
+    return node(id, "mil.conv", {"x": x}), {f"{id}.weight": values(cout, C, 1, 1)}
+
+
+def _one(body_nodes, out, weights, **inputs):
+    return graph(body_nodes, {"y": out}, **inputs), weights
+
+
+# -- cleanup ------------------------------------------------------------------------------------
+def _dedup(bias_size: int, same: bool = True) -> tuple[dict, dict]:
+    """The seed's q/k projections: the same weight and bias twice (linear as matmul + add)."""
+    w, b = values(16, bias_size), values(bias_size)
+    nodes = [
+        node("q_proj", "mil.matmul", {"x": "q"}),
+        node("q_embedding", "add", {"x": "q_proj"}),
+        node("k_proj", "mil.matmul", {"x": "k"}),
+        node("k_embedding", "add", {"x": "k_proj"}),
+    ]
+    body = graph(
+        nodes, {"qe": "q_embedding", "ke": "k_embedding"}, q=([8, 16], "fp16"), k=([8, 16], "fp16")
+    )
+    weights = {
+        "q_proj.y": w,
+        "q_embedding.y": b,
+        "k_proj.y": w if same else w + 1,
+        "k_embedding.y": b if same else b + 1,
+    }
+    return body, weights
+
+
+def _folded(constant_input: bool) -> tuple[dict, dict]:
+    """%2 = op(consts) read by %4 = other_op(%2, %3): %2 becomes a const (in fp32: a graph's
+    const with no tensor beside it is stored in fp32)."""
+    first = node("c", "exp", {} if constant_input else {"x": "x"})
+    weights = {"c.x": values(1, C, 1, 1)} if constant_input else {}
+    nodes = [first, node("y", "mul", {"x": "x", "y": "c"})]
+    return graph(nodes, {"out": "y"}, x=([1, C, 2, 3], "fp32")), weights
+
+
+def _reduce_mean(constant: float, *, div: bool = False, shared: bool = False) -> tuple[dict, dict]:
+    nodes = [
+        node("s", "reduce_sum", {"x": "x"}, axes=[1], keep_dims=True),
+        node("m", "real_div" if div else "mul", {"x": "s"}),
+    ]
+    outputs = {"y": "m"}
+    if shared:
+        outputs["total"] = "s"
+    return graph(nodes, outputs), {"m.y": np.array([constant], np.float32)}
+
+
+def _noop(kind: str) -> tuple[dict, dict]:
+    """The seed's reshape to the same shape before an add; and ops that do nothing or almost."""
+    shaped = {
+        "reshape": node("r", "reshape", {"x": "x"}, shape=[1, 4, 2, 3]),
+        "reshape_other": node("r", "reshape", {"x": "x"}, shape=[1, 4, 3, 2]),
+        "add_zero": node("r", "add", {"x": "x"}),
+        "mul_one": node("r", "mul", {"x": "x"}),
+        "add_zero_broadcast": node("r", "add", {"x": "x"}),
+        "add_small": node("r", "add", {"x": "x"}),
+        "transpose_identity": node("r", "transpose", {"x": "x"}, perm=[0, 1, 2, 3]),
+        # which ops hand on their input is read from their meanings: these edges of it
+        "mul_one_left": node("r", "mul", {"y": "x"}),
+        "sub_from_zero": node("r", "sub", {"y": "x"}),
+        "max_lowest": node("r", "maximum", {"x": "x"}),  # leaves all but -inf as they are
+        "sum_one": node("r", "reduce_sum", {"x": "x"}, axes=[0], keep_dims=True),
+        "l2_one": node("r", "reduce_l2_norm", {"x": "x"}, axes=[0], keep_dims=True),  # |x|
+        "concat_one": {
+            "id": "r",
+            "op": "concat",
+            "inputs": {"values": ["x"]},
+            "params": {"axis": 1},
+        },
+    }[kind]
+    constant = {
+        "add_zero": np.zeros((1, C, 1, 1), np.float32),
+        "mul_one": np.ones((1,), np.float32),
+        "add_zero_broadcast": np.zeros((2, C, 2, 3), np.float32),  # broadcasts x to batch 2
+        "add_small": np.full((1,), 1e-3, np.float32),
+        "mul_one_left": np.ones((1,), np.float32),
+        "sub_from_zero": np.zeros((1,), np.float32),
+        "max_lowest": np.full((1,), -65504, np.float32),
+    }.get(kind)
+    operand = "r.x" if kind in ("mul_one_left", "sub_from_zero") else "r.y"
+    weights = {operand: constant} if constant is not None else {}
+    nodes = [shaped, node("y", "add", {"x": "r"})]
+    weights["y.y"] = values(1)
+    return graph(nodes, {"out": "y"}), weights
+
+
+def _redundant(same_constant: bool = True, swapped: bool = False) -> tuple[dict, dict]:
+    """The seed's op2 and op3 of one type reading %1, %0 and a const of the same value."""
+    nodes = [
+        node("op0", "relu", {"x": "x"}),
+        node("op1", "sigmoid", {"x": "x"}),
+        node("op2", "sub", {"x": "op1", "y": "op0"}),
+        node("op3", "sub", {"x": "op0" if swapped else "op1", "y": "op1" if swapped else "op0"}),
+        node("a", "add", {"x": "op2"}),
+        node("b", "add", {"x": "op3"}),
+        node("y", "mul", {"x": "a", "y": "b"}),
+    ]
+    four_and_a_half = np.array([4.5], np.float32)
+    weights = {
+        "a.y": four_and_a_half,
+        "b.y": four_and_a_half if same_constant else four_and_a_half * 2,
+    }
+    return graph(nodes, {"out": "y"}), weights
+
+
+# -- activations ----------------------------------------------------------------------------------
+def _gelu_tanh(pattern: int, cubic: float = 0.044715, shared: bool = False) -> tuple[dict, dict]:
+    """y = x·(0.5·(tanh(√(2/π)·(x + 0.044715·x³)) + 1)) (pattern 1), or (0.5·x)·(...)
+    (pattern 2); x³ as x·square(x)."""
+    nodes = [
+        node("sq", "square", {"x": "x"}),
+        node("cube", "mul", {"x": "x", "y": "sq"}),
+        node("cubic", "mul", {"x": "cube"}),
+        node("inner", "add", {"x": "x", "y": "cubic"}),
+        node("scaled", "mul", {"x": "inner"}),
+        node("t", "tanh", {"x": "scaled"}),
+        node("one_plus", "add", {"x": "t"}),
+    ]
+    if pattern == 1:
+        nodes += [node("half", "mul", {"x": "one_plus"}), node("y", "mul", {"x": "x", "y": "half"})]
+    else:
+        nodes += [node("half", "mul", {"x": "x"}), node("y", "mul", {"x": "half", "y": "one_plus"})]
+    weights = {
+        "cubic.y": np.array([cubic], np.float32),
+        "scaled.y": np.array([math.sqrt(2 / math.pi)], np.float32),
+        "one_plus.y": np.array([1.0], np.float32),
+        "half.y": np.array([0.5], np.float32),
+    }
+    outputs = {"out": "y", **({"tanh": "t"} if shared else {})}
+    return graph(nodes, outputs), weights
+
+
+# -- convolutions ---------------------------------------------------------------------------------
+def _conv_then(
+    op: str, constant: np.ndarray | None, *, transpose: bool = False, shared: bool = False
+):
+    conv, weights = _conv("c")
+    nodes = [conv]
+    source = "c"
+    if transpose:
+        nodes.append(node("t", "transpose", {"x": "c"}, perm=[0, 2, 3, 1]))
+        source = "t"
+    inputs = {"x": source} if constant is not None else {"x": source, "y": "x2"}
+    nodes.append(node("y", op, inputs))
+    outputs = {"out": "y", **({"conv": "c"} if shared else {})}
+    extra = (
+        {"x2": ([1, 2, 3, C] if transpose else [1, C, 2, 3], "fp16")} if constant is None else {}
+    )
+    body = graph(nodes, outputs, x=X, **extra)
+    if constant is not None:
+        weights["y.y"] = constant
+    return body, weights
+
+
+def _quantized_conv_scale() -> tuple[dict, dict]:
+    """A conv node of the catalog with a palettized weight (a constexpr): never folded into."""
+    nodes = [
+        {
+            "id": "c",
+            "op": "conv",
+            "params": {"out_channels": 16},
+            "inputs": {"x": "x"},
+            "quantize": {"mode": "palettize", "nbits": 4},
+        },
+        node("y", "mul", {"x": "c"}),
+    ]
+    body = graph(nodes, {"out": "y"}, x=([1, 16, 1, 8], "fp16"))
+    return body, {"c.weight": values(16, 16), "y.y": values(1, 16, 1, 1)}
+
+
+# -- linear and elementwise --------------------------------------------------------------------
+def _transposed_matmul(perm: list[int], shared: bool = False) -> tuple[dict, dict]:
+    rank = len(perm)
+    shape = [2, 5, 3][:rank] if rank == 3 else [5, 3]
+    nodes = [
+        node("tx", "transpose", {"x": "a"}, perm=perm),
+        node("ty", "transpose", {"x": "b"}, perm=perm),
+        node("y", "mil.matmul", {"x": "tx", "y": "ty"}, transpose_y=True),
+    ]
+    outputs = {"out": "y", **({"ta": "tx"} if shared else {})}
+    return graph(nodes, outputs, a=(shape, "fp16"), b=(shape, "fp16")), {}
+
+
+def _divide(divisor: np.ndarray | None) -> tuple[dict, dict]:
+    nodes = [node("y", "real_div", {"x": "x"} if divisor is not None else {"x": "x", "y": "d"})]
+    extra = {"d": ([1, C, 2, 3], "fp16")} if divisor is None else {}
+    weights = {"y.y": divisor} if divisor is not None else {}
+    return graph(nodes, {"out": "y"}, x=X, **extra), weights
+
+
+# -- repeated ops --------------------------------------------------------------------------------
+def _casts(dtype: str, chain: list[str], then_relu: bool = False) -> tuple[dict, dict]:
+    nodes = [
+        node(f"c{i}", "cast", {"x": f"c{i - 1}" if i else "x"}, dtype=d)
+        for i, d in enumerate(chain)
+    ]
+    if then_relu:
+        nodes.append(node("r", "relu", {"x": nodes[-1]["id"]}))
+    return graph(nodes, {"y": nodes[-1]["id"]}, x=([2, 5], dtype)), {}
+
+
+def _chain(
+    op: str, count: int, shared: bool = False, between: str | None = None, **params
+) -> tuple[dict, dict]:
+    nodes, source = [], "x"
+    for i in range(count):
+        nodes.append(node(f"{op}{i}", op, {"x": source}, **params.get(f"p{i}", params)))
+        source = nodes[-1]["id"]
+        if between and i == 0:
+            nodes.append(node("mid", between, {"x": source}))
+            source = "mid"
+    outputs = {"y": source, **({"first": f"{op}0"} if shared else {})}
+    return graph(nodes, outputs), {}
+
+
+def _transposes(perms: list[list[int]], shared: bool = False) -> tuple[dict, dict]:
+    return _chain(
+        "transpose", len(perms), shared, **{f"p{i}": {"perm": p} for i, p in enumerate(perms)}
+    )
+
+
+def _reshapes(shapes: list[list[int]], shared: bool = False) -> tuple[dict, dict]:
+    return _chain(
+        "reshape", len(shapes), shared, **{f"p{i}": {"shape": s} for i, s in enumerate(shapes)}
+    )
+
+
+def _reduce_transposes(example: int) -> tuple[dict, dict]:
+    if example == 1:  # input -> (an op) -> transpose -> transpose -> out
+        nodes = [
+            node("r", "relu", {"x": "x"}),
+            node("t1", "transpose", {"x": "r"}, perm=[1, 0]),
+            node("t2", "transpose", {"x": "t1"}, perm=[1, 0]),
+        ]
+        return graph(nodes, {"out": "t2"}, x=([6, 5], "fp16")), {}
+    if example == 2:  # transpose -> relu -> transpose back
+        nodes = [
+            node("t1", "transpose", {"x": "x"}, perm=[0, 3, 1, 2]),
+            node("r", "relu", {"x": "t1"}),
+            node("t2", "transpose", {"x": "r"}, perm=[0, 2, 3, 1]),
+        ]
+        return graph(nodes, {"out": "t2"}), {}
+    # 3: transpose -> relu -> pool (out1); -> relu -> log -> transpose back (out2)
+    nodes = [
+        node("t", "transpose", {"x": "x"}, perm=[0, 2, 3, 1]),
+        node("r1", "relu", {"x": "t"}),
+        node("pool", "reduce_mean", {"x": "r1"}, axes=[1, 2], keep_dims=False),
+        node("r2", "relu", {"x": "t"}),
+        node("log", "tanh", {"x": "r2"}),
+        node("back", "transpose", {"x": "log"}, perm=[0, 3, 1, 2]),
+    ]
+    return graph(nodes, {"out1": "pool", "out2": "back"}, x=([10, 2, 3, 5], "fp16")), {}
+
+
+def _fp32_chain(count: int, dtype: str = "fp32") -> tuple[dict, dict]:
+    nodes = [node("r", "relu", {"x": "x"})]
+    if count > 1:
+        nodes.append(node("s", "sigmoid", {"x": "r"}))
+    return graph(nodes, {"y": nodes[-1]["id"]}, x=([2, 5], dtype)), {}
+
+
+def _shuffle(perm: list[int], shared: bool = False) -> tuple[dict, dict]:
+    """The seed's channel shuffle: concat on channels, reshape to (B, n, C, H, W), transpose,
+    reshape back."""
+    nodes = [
+        {"id": "cat", "op": "concat", "inputs": {"values": ["a", "b"]}, "params": {"axis": -3}},
+        node("split", "reshape", {"x": "cat"}, shape=[1, 2, C, 2, 3]),
+        node("t", "transpose", {"x": "split"}, perm=perm),
+        node("y", "reshape", {"x": "t"}, shape=[1, 2 * C, 2, 3]),
+    ]
+    outputs = {"out": "y", **({"cat": "cat"} if shared else {})}
+    return graph(nodes, outputs, a=X, b=X), {}
+
+
+def _case(id, graph_pass, made, after, fires=True, **options) -> Case:
+    body, weights = made
+    return Case(id, graph_pass, body, weights, after, fires, options)
+
+
+CASES = [
+    # cleanup
+    _case("dedup", "const_deduplication", _dedup(128), ["matmul", "add", "matmul", "add"]),
+    _case("dedup-small", "const_deduplication", _dedup(8), ["matmul", "add", "matmul", "add"]),
+    _case(
+        "dedup-differ",
+        "const_deduplication",
+        _dedup(128, same=False),
+        ["matmul", "add"] * 2,
+        fires=False,
+    ),
+    _case("fold", "const_elimination", _folded(True), ["mul"]),
+    _case("fold-input", "const_elimination", _folded(False), ["exp", "mul"], fires=False),
+    _case("reduce-mean", "fuse_reduce_mean", _reduce_mean(1 / C), ["reduce_mean"]),
+    _case("reduce-mean-div", "fuse_reduce_mean", _reduce_mean(C, div=True), ["reduce_mean"]),
+    _case(
+        "reduce-mean-other",
+        "fuse_reduce_mean",
+        _reduce_mean(1 / (C + 1)),
+        ["reduce_sum", "mul"],
+        fires=False,
+    ),
+    _case(
+        "reduce-mean-shared",
+        "fuse_reduce_mean",
+        _reduce_mean(1 / C, shared=True),
+        ["reduce_sum", "mul"],
+        fires=False,
+    ),
+    _case("noop-reshape", "noop_elimination", _noop("reshape"), ["add"]),
+    _case("noop-add-zero", "noop_elimination", _noop("add_zero"), ["add"]),
+    _case("noop-mul-one", "noop_elimination", _noop("mul_one"), ["add"]),
+    _case("noop-transpose", "noop_elimination", _noop("transpose_identity"), ["add"]),
+    _case(
+        "noop-reshape-other",
+        "noop_elimination",
+        _noop("reshape_other"),
+        ["reshape", "add"],
+        fires=False,
+    ),
+    _case(
+        "noop-broadcast",
+        "noop_elimination",
+        _noop("add_zero_broadcast"),
+        ["add", "add"],
+        fires=False,
+    ),
+    _case("noop-small", "noop_elimination", _noop("add_small"), ["add", "add"], fires=False),
+    _case("noop-mul-one-left", "noop_elimination", _noop("mul_one_left"), ["add"]),
+    _case(
+        "noop-zero-minus", "noop_elimination", _noop("sub_from_zero"), ["sub", "add"], fires=False
+    ),
+    _case("noop-max", "noop_elimination", _noop("max_lowest"), ["maximum", "add"], fires=False),
+    _case("noop-sum-of-one", "noop_elimination", _noop("sum_one"), ["add"]),
+    _case(
+        "noop-norm-of-one",
+        "noop_elimination",
+        _noop("l2_one"),
+        ["reduce_l2_norm", "add"],
+        fires=False,
+    ),
+    _case("noop-concat-of-one", "noop_elimination", _noop("concat_one"), ["add"]),
+    _case(
+        "redundant", "remove_redundant_ops", _redundant(), ["relu", "sigmoid", "sub", "add", "mul"]
+    ),
+    _case(
+        "redundant-constant",
+        "remove_redundant_ops",
+        _redundant(same_constant=False),
+        ["relu", "sigmoid", "sub", "add", "add", "mul"],
+    ),
+    _case(
+        "redundant-swapped",
+        "remove_redundant_ops",
+        _redundant(swapped=True),
+        ["relu", "sigmoid", "sub", "sub", "add", "add", "mul"],
+        fires=False,
+    ),
+    # activations
+    _case("gelu-tanh-1", "fuse_gelu_tanh_approximation", _gelu_tanh(1), ["gelu"]),
+    _case("gelu-tanh-2", "fuse_gelu_tanh_approximation", _gelu_tanh(2), ["gelu"]),
+    _case(
+        "gelu-tanh-constant",
+        "fuse_gelu_tanh_approximation",
+        _gelu_tanh(1, cubic=0.04),
+        ["square", "mul", "mul", "add", "mul", "tanh", "add", "mul", "mul"],
+        fires=False,
+    ),
+    _case(
+        "gelu-tanh-shared",
+        "fuse_gelu_tanh_approximation",
+        _gelu_tanh(2, shared=True),
+        ["square", "mul", "mul", "add", "mul", "tanh", "add", "mul", "mul"],
+        fires=False,
+    ),
+    # convolutions
+    _case("conv-bias", "fuse_conv_bias", _conv_then("add", values(1, C, 1, 1)), ["conv"]),
+    _case("conv-bias-sub", "fuse_conv_bias", _conv_then("sub", values(C, 1, 1)), ["conv"]),
+    _case(
+        "conv-bias-transposed",
+        "fuse_conv_bias",
+        _conv_then("add", values(1, 1, C), transpose=True),
+        ["conv", "transpose"],
+    ),
+    _case(
+        "conv-bias-spatial",
+        "fuse_conv_bias",
+        _conv_then("add", values(1, C, 2, 3)),
+        ["conv", "add"],
+        fires=False,
+    ),
+    _case(
+        "conv-bias-shared",
+        "fuse_conv_bias",
+        _conv_then("add", values(1, C, 1, 1), shared=True),
+        ["conv", "add"],
+        fires=False,
+    ),
+    _case(
+        "conv-bias-input", "fuse_conv_bias", _conv_then("add", None), ["conv", "add"], fires=False
+    ),
+    _case("conv-scale", "fuse_conv_scale", _conv_then("mul", values(C, 1, 1, low=0.5)), ["conv"]),
+    _case(
+        "conv-scale-div",
+        "fuse_conv_scale",
+        _conv_then("real_div", values(1, C, 1, 1, low=0.5)),
+        ["conv"],
+    ),
+    _case(
+        "conv-scale-spatial",
+        "fuse_conv_scale",
+        _conv_then("mul", values(1, 1, 2, 3)),
+        ["conv", "mul"],
+        fires=False,
+    ),
+    _case(
+        "conv-scale-input", "fuse_conv_scale", _conv_then("mul", None), ["conv", "mul"], fires=False
+    ),
+    _case(
+        "conv-scale-quantized",
+        "fuse_conv_scale",
+        _quantized_conv_scale(),
+        ["constexpr_lut_to_dense", "conv", "mul"],
+        fires=False,
+    ),
+    # elementwise binary, linear
+    _case("divide", "divide_to_multiply", _divide(values(1, C, 1, 1, low=0.5)), ["mul"]),
+    _case("divide-input", "divide_to_multiply", _divide(None), ["real_div"], fires=False),
+    _case(
+        "divide-zero",
+        "divide_to_multiply",
+        _divide(np.array([0.0, 1, 2, 3], np.float32).reshape(1, C, 1, 1)),
+        ["real_div"],
+        fires=False,
+    ),
+    _case("transpose-matmul", "fuse_transpose_matmul", _transposed_matmul([1, 0]), ["matmul"]),
+    _case(
+        "transpose-matmul-rank3",
+        "fuse_transpose_matmul",
+        _transposed_matmul([1, 0, 2]),
+        ["transpose", "transpose", "matmul"],
+        fires=False,
+    ),
+    _case(
+        "transpose-matmul-shared",
+        "fuse_transpose_matmul",
+        _transposed_matmul([1, 0], shared=True),
+        ["transpose", "matmul"],
+    ),
+    # repeated ops
+    _case("cast-same", "cast_optimization", _casts("fp16", ["fp16"], then_relu=True), ["relu"]),
+    _case("cast-pair", "cast_optimization", _casts("fp16", ["fp32", "int32"]), ["cast"]),
+    _case(
+        "cast-round-trip",
+        "cast_optimization",
+        _casts("fp16", ["fp32", "fp16"], then_relu=True),
+        ["relu"],
+    ),
+    _case(
+        "cast-bool",
+        "cast_optimization",
+        _casts("fp32", ["bool", "fp16"]),
+        ["cast", "cast"],
+        fires=False,
+    ),
+    _case(
+        "cast-int",
+        "cast_optimization",
+        _casts("int32", ["fp16", "fp32"]),
+        ["cast", "cast"],
+        fires=False,
+    ),
+    _case("relus", "merge_consecutive_relus", _chain("relu", 3), ["relu"]),
+    _case(
+        "relus-between",
+        "merge_consecutive_relus",
+        _chain("relu", 2, between="abs"),
+        ["relu", "abs", "relu"],
+        fires=False,
+    ),
+    _case(
+        "reshapes", "merge_consecutive_reshapes", _reshapes([[4, 6], [2, 12], [1, 24]]), ["reshape"]
+    ),
+    _case(
+        "reshapes-shared",
+        "merge_consecutive_reshapes",
+        _reshapes([[4, 6], [2, 12]], shared=True),
+        ["reshape", "reshape"],
+        fires=False,
+    ),
+    _case(
+        "transposes",
+        "merge_consecutive_transposes",
+        _transposes([[0, 2, 1, 3], [3, 1, 2, 0], [0, 1, 3, 2]]),
+        ["transpose"],
+    ),
+    _case(
+        "transposes-shared",
+        "merge_consecutive_transposes",
+        _transposes([[0, 2, 1, 3], [3, 1, 2, 0]], shared=True),
+        ["transpose", "transpose"],
+        fires=False,
+    ),
+    _case("reduce-transposes-1", "reduce_transposes", _reduce_transposes(1), ["relu"]),
+    _case("reduce-transposes-2", "reduce_transposes", _reduce_transposes(2), ["relu"]),
+    _case(
+        "reduce-transposes-3",
+        "reduce_transposes",
+        _reduce_transposes(3),
+        ["relu", "transpose", "reduce_mean", "relu", "tanh"],
+    ),
+    _case(
+        "reduce-transposes-other-axis",
+        "reduce_transposes",
+        _transposes([[0, 3, 1, 2], [0, 3, 1, 2]]),
+        ["transpose", "transpose"],
+        fires=False,
+    ),
+    _case("shuffle", "detect_concat_interleave", _shuffle([0, 2, 1, 3, 4]), ["concat"]),
+    _case(
+        "shuffle-other-perm",
+        "detect_concat_interleave",
+        _shuffle([0, 2, 1, 4, 3]),
+        ["concat", "reshape", "transpose", "reshape"],
+        fires=False,
+    ),
+    _case(
+        "shuffle-shared",
+        "detect_concat_interleave",
+        _shuffle([0, 2, 1, 3, 4], shared=True),
+        ["concat", "reshape", "transpose", "reshape"],
+        fires=False,
+    ),
+    # quantization
+    _case("fp16-cast", "add_fp16_cast", _fp32_chain(1), ["cast", "relu", "cast"]),
+    _case(
+        "fp16-cast-chain",
+        "add_fp16_cast",
+        _fp32_chain(2),
+        ["cast", "relu", "cast", "cast", "sigmoid", "cast"],
+    ),
+    _case(
+        "fp16-cast-fp16", "add_fp16_cast", _fp32_chain(2, "fp16"), ["relu", "sigmoid"], fires=False
+    ),
+    _case(
+        "fp16-cast-skipped",
+        "add_fp16_cast",
+        _fp32_chain(1),
+        ["relu"],
+        fires=False,
+        skip_ops_by_type="relu",
+    ),
+]
+
+
+def _passes(case: Case) -> Any:
+    if not case.options:
+        return [case.graph_pass]
+    return {"pipeline": [case.graph_pass], "options": {case.graph_pass: case.options}}
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
+def test_the_seed_example_and_its_edges(case: Case):
+    built = build(case.body, case.weights, _passes(case))
+    assert kinds(built.program) == case.after
+    assert changed_by(built) == ([case.graph_pass] if case.fires else [])
+    assert_agrees(built)
+    assert_agrees(build(case.body, case.weights, "default"))
+
+
+def test_every_implemented_pass_has_a_seed_case():
+    from app.passes import PASSES
+
+    ir_only = {
+        "dead_code_elimination",
+        "dedup_op_and_var_names",
+        "topological_reorder",
+        "canonicalize_inplace_pattern",
+        "rank0_expand_dims_swap",
+    }
+    assert {c.graph_pass for c in CASES} | ir_only == set(PASSES)
+    assert {c.graph_pass for c in CASES if c.fires} | ir_only == set(PASSES)
+    assert {c.graph_pass for c in CASES if not c.fires} | ir_only == set(PASSES)  # an edge each
+
+
+def test_const_threshold_is_the_seed_option():
+    body, weights = _dedup(8)
+    small = build(
+        body,
+        weights,
+        {
+            "pipeline": "const_deduplication",
+            "options": {"const_deduplication": {"const_threshold": 8}},
+        },
+    )
+    assert (
+        kinds(small.program, consts=True).count("const")
+        == kinds(build(body, weights, "none").program, consts=True).count("const") - 2
+    )
+
+
+def test_skip_const_by_size_leaves_larger_results_computed():
+    body, weights = _folded(True)
+    options = {
+        "pipeline": ["const_elimination"],
+        "options": {"const_elimination": {"skip_const_by_size": 3}},
+    }
+    assert kinds(build(body, weights, options).program) == ["exp", "mul"]
+
+
+# -- examples a graph request cannot hold: built on the IR ------------------------------------------
+def _run(program, *names: str):
+    return run_pipeline(program, resolve(parse_passes(list(names))))
+
+
+def test_dead_code_elimination_the_seed_example():
+    """The seed: a matmul nobody reads, with its two flag consts, goes; the live ops stay."""
+    b = Builder("ios18")
+    x = b.input("x", DType.FP16, (2, 4))
+    w = b.const("const_2", values(4, 2), DType.FP16)
+    bias = b.const("const_3", values(2), DType.FP16)
+    b.op("matmul", "matmul_0", x=x, y=w, transpose_x=False, transpose_y=False)
+    live = b.op("matmul", "live", x=x, y=w)
+    y = b.op("add", "linear_0", x=live, y=bias)
+    program = b.build([y])
+    after, report = _run(program, "dead_code_elimination")
+    assert [(op.type, op.name) for op in after.main.operations] == [
+        ("const", "const_2"),
+        ("const", "const_3"),
+        ("matmul", "live"),
+        ("add", "linear_0"),
+    ]
+    removed = report.changes[0].removed
+    assert sorted(removed) == sorted(
+        [
+            ("matmul", "matmul_0"),
+            ("const", "matmul_0_transpose_x"),
+            ("const", "matmul_0_transpose_y"),
+        ]
+    )
+
+
+def test_dead_code_elimination_keeps_a_state_write():
+    b = Builder("ios18")
+    x = b.input("x", DType.FP16, (1, 4))
+    cache = b.state("cache", DType.FP16, (1, 4))
+    b.op("write_state", "keep", input=cache, data=x)
+    y = b.op("relu", "y", x=x)
+    program = b.build([y])
+    after, report = _run(program, "dead_code_elimination")
+    assert "write_state" in [op.type for op in after.main.operations] and not report.changes
+
+
+def test_dedup_op_and_var_names_the_seed_example():
+    """Two casts named castop: the second becomes castop_1; the output keeps its name."""
+    b = Builder("ios18")
+    x = b.input("x", DType.FP32, (2, 4))
+    first = b.op("cast", "castop", x=x, dtype="fp16")
+    second = b.op("cast", "castop2", x=first, dtype="fp32")
+    y = b.op("square", "square_last", x=second)
+    program = b.build([y])
+    second.op.name = "castop"  # type: ignore[union-attr]  # what an importer may produce
+    second.name = "castop"
+    after, _report = _run(program, "dedup_op_and_var_names")
+    named = [op.name for op in after.main.operations if op.type != "const"]
+    assert named == ["castop", "castop_1", "square_last"]
+    assert [v.name for v in after.main.outputs] == ["square_last"]
+    inputs = random_inputs(program.main, 0)
+    assert np.array_equal(
+        Executor(after).run(inputs).outputs["square_last"],
+        Executor(program).run(inputs).outputs["square_last"],
+    )
+
+
+def _reorder_example():
+    """The seed's program: x cast to fp16, then square/log/relu branches with transposes and
+    casts (log as exp)."""
+    nodes = [
+        node("x0", "cast", {"x": "x"}, dtype="fp16"),
+        node("x1", "square", {"x": "x0"}),
+        node("x1_t", "transpose", {"x": "x1"}, perm=[1, 0]),
+        node("x2", "cast", {"x": "x1_t"}, dtype="fp32"),
+        node("x3", "exp", {"x": "x0"}),
+        node("x3_t", "transpose", {"x": "x3"}, perm=[1, 0]),
+        node("x4", "cast", {"x": "x3_t"}, dtype="fp32"),
+        node("x5", "relu", {"x": "x0"}),
+        node("x6", "cast", {"x": "x5"}, dtype="fp32"),
+        node("x7", "relu", {"x": "x6"}),
+        node("x8", "relu", {"x": "x0"}),
+    ]
+    return graph(nodes, {"y2": "x2", "y4": "x4", "y7": "x7", "y8": "x8"}, x=([2, 4], "fp32"))
+
+
+def test_topological_reorder_the_seed_example():
+    built = build(_reorder_example(), {}, ["topological_reorder"])
+    named = [op.name for op in built.program.main.operations if op.type != "const"]
+    # the seed's final order (x2, x4, x7, x8 are the outputs y2, y4, y7, y8)
+    assert named == ["x0", "x1", "x3", "x5", "x6", "x7", "x8", "x3_t", "x4", "x1_t", "x2"]
+    assert changed_by(built) == ["topological_reorder"]
+    assert built.passes.changes[0].reordered and not built.passes.changes[0].removed
+    assert_agrees(built)
+    assert_agrees(build(_reorder_example(), {}, "default"))
+
+
+def test_topological_reorder_leaves_other_ops_where_they_are():
+    body = graph(
+        [
+            node("a", "relu", {"x": "x"}),
+            node("b", "exp", {"x": "x"}),
+            node("y", "add", {"x": "a", "y": "b"}),
+        ],
+        {"out": "y"},
+    )
+    assert changed_by(build(body, {}, ["topological_reorder"])) == []
+
+
+def test_add_fp16_cast_leaves_an_op_with_a_constant_beyond_fp16():
+    """A graph's weights are held to fp16's range; a program from elsewhere may hold more."""
+    b = Builder("ios18")
+    x = b.input("x", DType.FP32, (2, 5))
+    y = b.op("mul", "y", x=x, y=b.const("big", np.array([1e5], np.float32), DType.FP32))
+    after, report = _run(b.build([y]), "add_fp16_cast")
+    assert [op.type for op in after.main.operations] == ["const", "mul"] and not report.changes
+
+
+def _inplace(read_between: bool):
+    """read_state -> mul -> add, the write of the mul's result listed after the add."""
+    b = Builder("ios18")
+    x = b.input("x", DType.FP16, (1, 4))
+    state = b.state("state", DType.FP16, (1, 4))
+    held = b.op("read_state", "held", input=state)
+    mul = b.op("mul", "mul", x=held, y=x)
+    add = b.op("add", "add", x=mul, y=x)
+    if read_between:
+        add = b.op("add", "again", x=add, y=b.op("read_state", "peek", input=state))
+    b.op("write_state", "update", input=state, data=mul)
+    return b.build([add])
+
+
+def test_canonicalize_inplace_pattern_the_seed_example():
+    after, report = _run(_inplace(False), "canonicalize_inplace_pattern")
+    assert [op.name for op in after.main.operations] == ["held", "mul", "update", "add"]
+    assert report.changes[0].reordered
+    inputs = random_inputs(after.main, 0)
+    for program in (_inplace(False), after):  # the same output and the same state after
+        run = Executor(program)
+        out = run.run(inputs).outputs["add"]
+        assert np.array_equal(out, Executor(_inplace(False)).run(inputs).outputs["add"])
+
+
+def test_canonicalize_inplace_pattern_keeps_a_read_of_the_state_before_the_write():
+    program = _inplace(True)
+    after, report = _run(program, "canonicalize_inplace_pattern")
+    assert not report.changes
+    assert [op.name for op in after.main.operations] == [op.name for op in program.main.operations]
+
+
+def _rank0_program(const_shape: tuple[int, ...] = (), other_reader: bool = True):
+    """The seed's rank-0 sub (a value minus a scalar const) then expand_dims(axes=[0]), its
+    result read by another op too. (A graph's weights are at least rank 1: the IR is built.)"""
+    b = Builder("ios18")
+    x = b.input("x", DType.FP16, (2, 3))
+    total = b.op("reduce_sum", "total", x=x)
+    centred = b.op(
+        "sub", "centred", x=total, y=b.const("half", np.full(const_shape, 0.5), DType.FP16)
+    )
+    outputs = [b.op("expand_dims", "y", x=centred, axes=[0])]
+    if other_reader:
+        outputs.append(b.op("mul", "op2", x=centred, y=total))
+    return b.build(outputs)
+
+
+@pytest.mark.parametrize(
+    ("program", "after"),
+    [
+        (_rank0_program(), ["reduce_sum", "expand_dims", "sub", "squeeze", "mul"]),
+        (_rank0_program(other_reader=False), ["reduce_sum", "expand_dims", "sub"]),
+        (_rank0_program((1,)), ["reduce_sum", "sub", "expand_dims", "mul"]),  # not rank 0
+    ],
+    ids=["seed", "alone", "vector"],
+)
+def test_rank0_expand_dims_swap_the_seed_example(program, after):
+    swapped, report = _run(program, "rank0_expand_dims_swap")
+    assert [op.type for op in swapped.main.operations if op.type != "const"] == after
+    assert bool(report.changes) == (after != ["reduce_sum", "sub", "expand_dims", "mul"])
+    assert [v.type for v in swapped.main.outputs] == [v.type for v in program.main.outputs]
+    inputs = random_inputs(program.main, 0)
+    want, got = Executor(program).run(inputs).outputs, Executor(swapped).run(inputs).outputs
+    assert all(np.array_equal(want[k], got[k]) for k in want)
