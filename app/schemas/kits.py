@@ -22,7 +22,7 @@ class ModelJob(BaseModel):
     context: int | None = Field(None, ge=1, le=MAX_CONTEXT, description="--context")
     prefill: int | None = Field(None, ge=1, le=MAX_CONTEXT, description="--prefill")
     device: str | None = Field(None, description="--device: a device name (GET /v1/devices)")
-    quantize: dict[str, Any] | Literal["auto"] | None = Field(
+    quantize: dict[str, Any] | str | None = Field(
         None,
         description='--quantize: a config, {"layers": …, "head": …} (a part may be "auto"), '
         'or "auto": the lightest setting that passes max_kl / min_top1',
