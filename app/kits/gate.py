@@ -128,7 +128,9 @@ def _num(value: float) -> float:
 
 def compare(got: np.ndarray, reference: np.ndarray, prompts: Prompts | None = None) -> dict:
     """KL(reference || got) mean and p99, top-1 agreement, logits' cosine; with text prompts
-    the perplexity of the prompts' own next tokens under each."""
+    the perplexity of the prompts' own next tokens under each. In float64 whatever comes in (a
+    runtime's fp16 logits overflow a norm)."""
+    got, reference = np.asarray(got, np.float64), np.asarray(reference, np.float64)
     log_p, log_q = _log_softmax(reference), _log_softmax(got)
     kl = np.maximum((np.exp(log_p) * (log_p - log_q)).sum(axis=1), 0.0)
     top1 = float(np.mean(reference.argmax(axis=1) == got.argmax(axis=1)))
