@@ -20,11 +20,24 @@ class ModelJob(BaseModel):
     )
     format: Literal["mlpackage", "mlmodelc", "mil"] = Field("mlpackage", description="--format")
     context: int | None = Field(None, ge=1, le=MAX_CONTEXT, description="--context")
-    prefill: int | None = Field(None, ge=1, le=MAX_CONTEXT, description="--prefill")
-    device: str | None = Field(None, description="--device: a device name (GET /v1/devices)")
-    quantize: dict[str, Any] | None = Field(None, description="--quantize")
+    prefill: int | None = Field(
+        None, ge=1, le=MAX_CONTEXT, description="--prefill: tokens per prefill call"
+    )
+    device: str | None = Field(
+        None,
+        description="--device: a device name (GET /v1/devices); none: the envelope every chip "
+        "takes",
+    )
+    quantize: dict[str, Any] | None = Field(
+        None, description='--quantize: one config for layers and head, or {"layers", "head"}'
+    )
     kv: Literal["io", "state"] = Field("io", description="--kv")
     verify: bool = Field(False, description="--verify")
+    strict: bool = Field(
+        False,
+        description="--strict: refuse (422, `quantize`) a quantization reported failing on the "
+        "device and path, or one the planner cannot model, instead of warning in kit.json",
+    )
 
 
 class DeviceCheck(BaseModel):
