@@ -23,6 +23,9 @@ from app.planner.layout import MAX_LIVE_FUNCTIONS, lay_out
 LUT4 = {"mode": "palettize", "nbits": 4}
 INT8 = {"mode": "linear", "dtype": "int8"}
 INT4 = {"mode": "linear", "dtype": "int4"}
+# a palette per 4 output channels: the head's pieces come in whole groups (16,500 rows: 8,252 +
+# 8,248, not 8,250 + 8,250)
+GROUPED = {"mode": "palettize", "nbits": 4, "granularity": "per_grouped_channel", "group_size": 4}
 CONFIGS = {"llama": KIT_LLAMA, "qwen2": KIT_QWEN2, "qwen3": KIT_QWEN3}
 CONTEXT, PREFILL = 16, 4
 
@@ -50,6 +53,8 @@ CASES = [
     ("qwen3", "a18-pro", LUT4),
     ("qwen3", "m4", None),
     ("qwen3", "m1", {"layers": INT8}),
+    ("llama", "m4", GROUPED),
+    ("qwen3", None, {"layers": GROUPED, "head": {"mode": "palettize", "nbits": 3}}),
 ]
 
 
@@ -98,6 +103,17 @@ def test_a_budget_of_two_layers_lays_out_three_programs_and_builds_them(folders)
     ]
     for p in planned.programs:
         assert payload(built.files, p.name) == p.weight_bytes
+
+
+def test_grouped_palettes_refused_where_groups_cannot_be_whole():
+    """A group size that does not divide a projection's channels or the vocabulary is refused by
+    plan and kit alike, naming the option's key, before anything is built."""
+    with pytest.raises(RequestError) as err:
+        lay_out(KIT_LLAMA, quantize=GROUPED | {"group_size": 16})  # k_proj: 16 channels, fine
+    assert err.value.field == "quantize.group_size" and "16,500" in err.value.message
+    with pytest.raises(RequestError) as err:
+        make_plan(KIT_QWEN3, "m4", quantize={"layers": GROUPED | {"group_size": 64}})
+    assert err.value.field == "quantize.layers.group_size"
 
 
 def test_the_head_split_names_its_rule():

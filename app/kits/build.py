@@ -128,6 +128,9 @@ def kit_plan(model: Model, options: KitOptions, context: int, prefill: int) -> P
         max_program_weight_bytes=options.max_program_weight_bytes,
     )
     layout = plan.layout
+    if layout.over_caps:
+        key, size, cap = layout.over_caps[0]
+        raise RequestError(f"config.{key}", f"{size} is over the decoder ops' limit of {cap}")
     if layout.layer_bytes > layout.envelope.budget:
         budget = layout.envelope.budget
         raise RequestError(

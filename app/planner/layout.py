@@ -38,7 +38,13 @@ from app.kernels.params import MAX_DIM
 from app.kernels.transformer_params import decoder_weights
 from app.kernels.transformer_program import decode_tables
 from app.planner.shape import shape_from_config
-from app.quantize import QuantizeConfig, QuantizeConfigError, check_target, parse_config
+from app.quantize import (
+    QuantizeConfig,
+    QuantizeConfigError,
+    check_config,
+    check_target,
+    parse_config,
+)
 from app.quantize.sizes import Stored, blob_bytes, stored_bytes
 from app.settings import Settings
 
@@ -108,6 +114,25 @@ class Part:
 
     quantize: Mapping[str, Any] | None
     config: QuantizeConfig | None
+    field: str = "quantize"  # how the option spells this part
+
+    @property
+    def align(self) -> int:
+        """Output channels a piece of this part's weight must come in: a palette per group of
+        channels needs whole groups."""
+        c = self.config
+        grouped = c is not None and c.mode == "palettize" and c.granularity == "per_grouped_channel"
+        return c.group_size if grouped else 1  # type: ignore[union-attr]
+
+    def check(self, shape: tuple[int, ...]) -> None:
+        """The config applies to a weight of `shape` (groups and blocks divide it), named as the
+        option spells it: refused before anything is laid out or built."""
+        if self.config is None:
+            return
+        try:
+            check_config(self.config, shape, TARGET, field=self.field)
+        except QuantizeConfigError as exc:
+            raise RequestError(exc.field, exc.message) from None
 
     def describe(self) -> str:
         c = self.config
@@ -151,7 +176,7 @@ def read_parts(quantize: Mapping[str, Any] | None) -> tuple[Part, Part]:
             raise RequestError(exc.field, exc.message) from None
         except (TypeError, AttributeError) as exc:
             raise RequestError(field, f"a key has a value of the wrong type: {exc}") from None
-        parts.append(Part(dict(data), config))
+        parts.append(Part(dict(data), config, field))
     return parts[0], parts[1]
 
 
@@ -191,6 +216,7 @@ class Layout:
     head_rule: str
     exact: bool  # every program's bytes exact (a pruned part's are an estimate)
     embedding_bytes: int  # the fp16 embedding table the app gathers from
+    over_caps: tuple[tuple[str, int, int], ...] = ()  # sizes past the ops' caps: no kit builds
 
     @property
     def decoders(self) -> list[Program]:
@@ -283,27 +309,36 @@ def _divisors_near(context: int, prefill: int) -> str:
     return f"e.g. {below}" + (f" or {above[0]}" if above else "")
 
 
-def stack_params(config: Mapping[str, Any]) -> DecoderStackParams:
-    """One layer of the model as the decoder_stack op takes it (its weights' shapes)."""
+def stack_params(
+    config: Mapping[str, Any],
+) -> tuple[DecoderStackParams, tuple[tuple[str, int, int], ...]]:
+    """One layer of the model as the decoder_stack op takes it (its weights' shapes), and each
+    size over the ops' own caps as (key, value, cap): such a config is laid out, to say what it
+    would take, but no kit of it builds."""
     decoder = params_from_config(dict(config))
     fields = DecoderStackParams.model_fields
     params = {k: v for k, v in decoder.items() if k in fields}
+    params |= {"first_layer": 0, "num_layers": 1, "seq_len": 1}
     try:
-        return DecoderStackParams.model_validate(
-            params | {"first_layer": 0, "num_layers": 1, "seq_len": 1}
-        )
+        return DecoderStackParams.model_validate(params), ()
     except ValidationError as exc:
-        first = exc.errors()[0]
-        key = ".".join(str(k) for k in first["loc"])
-        raise RequestError(
-            f"config.{key}",
-            f"{first['msg']} (the decoder ops' limit: no kit of this config builds)",
-        ) from None
+        errors = exc.errors()
+        first = errors[0]
+        if any(e["type"] != "less_than_equal" or len(e["loc"]) != 1 for e in errors):
+            key = ".".join(str(k) for k in first["loc"])
+            raise RequestError(
+                f"config.{key}" if key else "config",
+                f"{first['msg']} (the decoder ops' limit: no kit of this config builds)",
+            ) from None
+        over = tuple((str(e["loc"][0]), int(e["input"]), int(e["ctx"]["le"])) for e in errors)
+        return DecoderStackParams.model_construct(**params), over
 
 
 def _layer_stored(p: DecoderStackParams, part: Part) -> Stored:
     total = Stored(0)
     for spec in decoder_weights(p):
+        if spec.quantizable:
+            part.check(spec.shape)
         total += stored_bytes(spec.shape, part.config if spec.quantizable else None)
     return total
 
@@ -321,25 +356,36 @@ def _head_stored(rows: int, hidden: int, part: Part) -> Stored:
 
 
 def head_pieces(vocab: int, hidden: int, envelope: Envelope, part: Part) -> tuple[int, str]:
-    """Rows per head piece, and the rule that set it."""
+    """Rows per head piece (whole palette groups each, when the head's palettes are grouped),
+    and the rule that set them."""
+    align = part.align
+    if vocab % align:
+        raise RequestError(
+            f"{part.field}.group_size",
+            f"{align} does not divide the vocabulary of {vocab:,}: the head's pieces cannot all "
+            "hold whole groups; choose a group size that divides it, or quantize the head apart "
+            '({"layers": ..., "head": ...})',
+        )
+    part.check((align, hidden, 1, 1))
     row_bytes = max(1, _head_stored(1, hidden, part).nbytes - stored_bytes((hidden,), None).nbytes)
     by_budget = envelope.budget // row_bytes
-    rows = min(envelope.head_rows, by_budget)
+    rows = min(envelope.head_rows, by_budget) // align * align
     if rows < 1:
         raise RequestError(
             "max_program_weight_bytes",
-            f"one head row holds {row_bytes} bytes, over the budget of {envelope.budget} bytes "
-            "per program",
+            f"{align} head rows hold about {align * row_bytes} bytes, over the budget of "
+            f"{envelope.budget} bytes per program",
             limit=envelope.budget,
             title="Program too large",
         )
-    if rows == by_budget and by_budget < envelope.head_rows:
+    if by_budget < envelope.head_rows:
         rule = f"the per-program weight envelope of {envelope.budget:,} bytes"
     elif envelope.axis_max > MAX_DIM:
         rule = f"the ops' parameter cap of {MAX_DIM:,} per dimension"
     else:
         rule = f"the chip's axis limit of {envelope.axis_max:,}"
-    return rows, f"at most {rows:,} vocabulary rows per piece: {rule}"
+    whole = f", in whole groups of {align}" if align > 1 else ""
+    return rows, f"at most {rows:,} vocabulary rows per piece{whole}: {rule}"
 
 
 def lay_out(
@@ -360,7 +406,7 @@ def lay_out(
     layers_part, head_part = read_parts(quantize)
     context, prefill = lengths(config, context, prefill)
     shape = shape_from_config(config)  # every key checked, named when it is not
-    p = stack_params(config)
+    p, over_caps = stack_params(config)
     num_layers, vocab, hidden = shape.layers, shape.vocab, shape.hidden
     layer = _layer_stored(p, layers_part)
     groups = layer_groups(num_layers, layer.nbytes, envelope.budget)
@@ -387,7 +433,7 @@ def lay_out(
             )
         )
         first += count
-    size = math.ceil(vocab / pieces)
+    size = -(-math.ceil(vocab / pieces) // head_part.align) * head_part.align
     for k, start in enumerate(range(0, vocab, size)):
         piece = range(start, min(start + size, vocab))
         stored = _head_stored(len(piece), hidden, head_part)
@@ -405,4 +451,5 @@ def lay_out(
         rule,
         exact,
         2 * vocab * hidden,
+        over_caps,
     )

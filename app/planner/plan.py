@@ -287,9 +287,19 @@ def _problems(plan: Plan) -> list[Problem]:
                 layout.layer_bytes - envelope.budget,
             )
         )
+    for key, size, cap in layout.over_caps:
+        problems.append(
+            Problem(
+                "axis_max",
+                f"{key} {size:,} is over the decoder ops' parameter cap of {cap:,} by "
+                f"{size - cap:,}: no kit of this config builds",
+                size - cap,
+            )
+        )
+    capped = {key for key, _, _ in layout.over_caps}
     axis, where = envelope.axis_max, envelope.device or "every chip"
     for key, size in (("hidden_size", shape.hidden), ("intermediate_size", shape.intermediate)):
-        if size > axis:
+        if size > axis and key not in capped:
             problems.append(
                 Problem(
                     "axis_max",
