@@ -11,6 +11,7 @@ import json
 import zipfile
 
 import pytest
+from http_support import assert_problem
 from kit_support import KIT_LLAMA, KIT_QWEN2, KIT_QWEN3, write_model
 
 from app.blob.reader import BlobReader
@@ -185,17 +186,28 @@ def test_linear_int4_on_an_iphone_warns_and_strict_refuses_it(folders, tmp_path,
         assert json.loads(zf.read("kit.json"))["warnings"] == []
 
 
-def test_strict_is_refused_before_anything_is_queued_over_http(folders):
-    from app.kits.limits import limits_of
-    from app.kits.model import open_model
-    from app.settings import Settings
+def test_strict_is_a_422_before_anything_is_queued_over_http(folders, server, client):
+    """POST /v1/models with strict: refused naming `quantize` with no job queued (the kit's
+    limits are derived first, and its plan with them); without it the job is queued. POST
+    /v1/plan takes strict the same way."""
+    from app.client import Client
+    from app.client.flows import checkpoint_files
 
-    model = open_model(folders["qwen2"])
-    options = KitOptions(context=16, prefill=4, device="a18-pro", quantize=INT4, strict=True)
-    with pytest.raises(RequestError) as err:
-        limits_of(model, options, Settings())
-    assert err.value.field == "quantize" and "reported failing" in err.value.message
-    assert limits_of(model, KitOptions(**vars(options) | {"strict": False}), Settings())
+    with Client(server.url) as sdk:
+        files = {
+            name: sdk.upload_file(path)["digest"]
+            for name, path in checkpoint_files(folders["qwen2"]).items()
+        }
+    body = {"files": files, "format": "mil", "context": 16, "prefill": 4}
+    body |= {"device": "iPhone 16 Pro", "quantize": INT4}
+    jobs = len(client.get("/v1/jobs").json()["jobs"])
+    assert_problem(client.post("/v1/models", json=body | {"strict": True}), 422, "quantize")
+    assert len(client.get("/v1/jobs").json()["jobs"]) == jobs  # nothing queued
+    assert client.post("/v1/models", json=body).status_code == 202
+    plan = {"config": KIT_QWEN2, "device": "a18-pro", "quantize": INT4, "context": 16}
+    answer = client.post("/v1/plan", json=plan)
+    assert answer.status_code == 200 and answer.json()["warnings"], answer.text
+    assert_problem(client.post("/v1/plan", json=plan | {"strict": True}), 422, "quantize")
 
 
 def test_the_iphone_walkthrough_names_products_as_the_device_table_does():

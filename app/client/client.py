@@ -219,7 +219,7 @@ class _API(abc.ABC):
     ):
         """A model kit of a Hugging Face checkpoint folder (its zip's bytes, or written to
         `save_to`), built by the service (POST /v1/models). Options as `ane-kernels model` names
-        them: format, context, prefill, device, quantize, kv, verify. Only files the service
+        them: format, context, prefill, device, quantize, kv, verify, strict. Only files the service
         lacks are uploaded, in resumable parts; `progress(file, sent, size)` after each part."""
         path = Path(save_to) if save_to is not None else None
         return self._drive(
