@@ -46,7 +46,8 @@ from app.kits.verify import check_verify_memory
 from app.packaging import Entry, write_zip
 from app.packaging.layout import VERIFICATION_JSON
 from app.planner import Plan, make_plan
-from app.planner.layout import lengths, quantize_parts, read_parts
+from app.planner.lengths import lengths
+from app.planner.parts import quantize_parts, read_parts
 from app.preflight import findings_to_json
 from app.settings import Settings
 

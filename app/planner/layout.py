@@ -14,7 +14,10 @@ model` (app/kits/build.py) builds it; one function, one set of defaults.
 - Head: the vocabulary in equal pieces, each within the rows one op may have (the smaller of the
   ops' 16,384 parameter cap and the chip's axis limit) and the envelope; `head_rule` names which.
 - Precision: `quantize` is one config for every projection and the head, or {"layers": ...,
-  "head": ...} (a part left out stays fp16); the embedding table is fp16 either way.
+  "head": ...} (a part left out stays fp16: app/planner/parts.py); the embedding table is fp16
+  either way. Each part's config is checked against every weight shape it meets.
+- Lengths: the context and the tokens per prefill call, with their defaults
+  (app/planner/lengths.py); the decoder programs' constant tables grow with both.
 - Compiled functions: a decoder program has two (prefill, decode), a head piece one; a kit loads
   them all at once, and above `MAX_LIVE_FUNCTIONS` the layout warns.
 """
@@ -28,7 +31,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from app.checkpoints.config import check_window, params_from_config
+from app.checkpoints.config import params_from_config
 from app.devices import AXIS_MAX_EVERY_CHIP
 from app.devices.llm import layer_groups
 from app.errors import ErrorKind, RequestError
@@ -37,21 +40,12 @@ from app.kernels.decoder_stack import DecoderStackParams
 from app.kernels.params import MAX_DIM
 from app.kernels.transformer_params import decoder_weights
 from app.kernels.transformer_program import decode_tables
+from app.planner.lengths import lengths
+from app.planner.parts import Part, read_parts
 from app.planner.shape import shape_from_config
-from app.quantize import (
-    QuantizeConfig,
-    QuantizeConfigError,
-    check_config,
-    check_target,
-    parse_config,
-)
 from app.quantize.sizes import Stored, blob_bytes, stored_bytes
 from app.settings import Settings
 
-TARGET = "ios18"  # the kits' target: multifunction packages and states
-DEFAULT_CONTEXT = 512
-DEFAULT_PREFILL = 64
-DEFAULT_PROMPT = 512
 # tmc/apple measured at most fifteen live compiled functions per process on the ANE (the 16th
 # fails with status 13, and the pool is shared between processes):
 # ../shared/research/ane-anchors-2026-11-27.md §1.1, examples/ane/e5rtstack/README.md.
@@ -62,7 +56,6 @@ LIVE_FUNCTIONS_SOURCE = "tmc/apple examples/ane/e5rtstack/README.md @ 0f807244"
 MAX_PROGRAMS = 4096
 DECODER_FUNCTIONS = ("prefill", "decode")
 HEAD_FUNCTIONS = ("main",)
-FP16 = "fp16"
 KV_MODES = ("io", "state")
 
 
@@ -106,78 +99,6 @@ def envelope_for(device: str | None, max_program_weight_bytes: int | None = None
     chip = device_or_error(device)
     budget = min(chip.program_weight_bytes.value, max_program_weight_bytes or math.inf)
     return Envelope(chip.name, int(budget), chip.axis_max.value)
-
-
-@dataclass(frozen=True)
-class Part:
-    """The layers' or the head's quantization: its config (None: fp16) as the option gave it."""
-
-    quantize: Mapping[str, Any] | None
-    config: QuantizeConfig | None
-    field: str = "quantize"  # how the option spells this part
-
-    @property
-    def align(self) -> int:
-        """Output channels a piece of this part's weight must come in: a palette per group of
-        channels needs whole groups."""
-        c = self.config
-        grouped = c is not None and c.mode == "palettize" and c.granularity == "per_grouped_channel"
-        return c.group_size if grouped else 1  # type: ignore[union-attr]
-
-    def check(self, shape: tuple[int, ...]) -> None:
-        """The config applies to a weight of `shape` (groups and blocks divide it), named as the
-        option spells it: refused before anything is laid out or built."""
-        if self.config is None:
-            return
-        try:
-            check_config(self.config, shape, TARGET, field=self.field)
-        except QuantizeConfigError as exc:
-            raise RequestError(exc.field, exc.message) from None
-
-    def describe(self) -> str:
-        c = self.config
-        if c is None:
-            return FP16
-        if c.mode == "palettize":
-            groups = f", groups of {c.group_size}" if c.granularity == "per_grouped_channel" else ""
-            return f"{c.nbits}-bit palettized{groups}"
-        if c.mode == "linear":
-            return f"linear {c.dtype} {c.granularity}"
-        return f"pruned {c.target_sparsity:g}" + (f" + {c.dtype}" if c.dtype else "")
-
-
-def quantize_parts(quantize: Mapping[str, Any] | None) -> tuple[Any, Any]:
-    """The `quantize` option as (the layers' config, the head's): {layers, head} (a part left
-    out stays fp16), or one config for both."""
-    if quantize is None:
-        return None, None
-    if not isinstance(quantize, Mapping):
-        raise RequestError("quantize", "a JSON object: a quantize config, or {layers, head}")
-    if set(quantize) <= {"layers", "head"}:
-        return quantize.get("layers"), quantize.get("head")
-    return quantize, quantize
-
-
-def read_parts(quantize: Mapping[str, Any] | None) -> tuple[Part, Part]:
-    """Each part's config read as the option spells it (`quantize.nbits`, or
-    `quantize.layers.nbits` in the {layers, head} form), checked against the kits' target."""
-    layers_q, head_q = quantize_parts(quantize)
-    split = quantize is not None and layers_q is not quantize
-    parts = []
-    for name, data in (("layers", layers_q), ("head", head_q)):
-        if data is None:
-            parts.append(Part(None, None))
-            continue
-        field = f"quantize.{name}" if split else "quantize"
-        try:
-            config = parse_config(data, field)
-            check_target(config, TARGET, field)
-        except QuantizeConfigError as exc:
-            raise RequestError(exc.field, exc.message) from None
-        except (TypeError, AttributeError) as exc:
-            raise RequestError(field, f"a key has a value of the wrong type: {exc}") from None
-        parts.append(Part(dict(data), config, field))
-    return parts[0], parts[1]
 
 
 @dataclass(frozen=True)
@@ -264,49 +185,6 @@ class Layout:
             "max_live_functions": MAX_LIVE_FUNCTIONS,
             "weight_bytes_exact": self.exact,
         }
-
-
-def lengths(
-    config: Mapping[str, Any], context: int | None = None, prefill: int | None = None
-) -> tuple[int, int]:
-    """(context, prefill) of a kit: the options', or the defaults (min(512,
-    max_position_embeddings), min(64, context)); checked against each other, the model's
-    positions and its sliding window."""
-    limit = _max_positions(config)
-    context = min(DEFAULT_CONTEXT, limit or DEFAULT_CONTEXT) if context is None else context
-    prefill = min(DEFAULT_PREFILL, context) if prefill is None else prefill
-    for name, value in (("context", context), ("prefill", prefill)):
-        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-            raise RequestError(name, f"a positive number of tokens, not {value!r}")
-    if prefill > context or context % prefill:
-        raise RequestError(
-            "prefill",
-            f"{prefill} tokens per chunk must divide the context of "
-            f"{context} (chunks start at multiples of it and must end within "
-            f"the cache); {_divisors_near(context, prefill)}",
-        )
-    if limit is not None and context > limit:
-        raise RequestError(
-            "context",
-            f"{context} positions is over the model's max_position_embeddings of {limit} "
-            f"(config.json); ask for at most {limit}",
-        )
-    check_window(dict(config), context)
-    return context, prefill
-
-
-def _max_positions(config: Mapping[str, Any]) -> int | None:
-    value = config.get("max_position_embeddings")
-    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
-
-
-def _divisors_near(context: int, prefill: int) -> str:
-    """The chunk sizes nearest the one asked for: the largest divisor of the context not above
-    it, and the next one up (when the ask is below the context)."""
-    divisors = [d for d in range(1, context + 1) if context % d == 0]
-    below = max(d for d in divisors if d <= prefill)
-    above = [d for d in divisors if d > prefill]
-    return f"e.g. {below}" + (f" or {above[0]}" if above else "")
 
 
 def stack_params(

@@ -28,21 +28,15 @@ from app.devices.llm import (
     prefill_works,
 )
 from app.devices.model import RANGE, chain_seconds, roofline
-from app.devices.quant_reports import ANY
 from app.errors import ErrorKind, RequestError
 from app.estimates import device_or_error, path_or_error
-from app.planner.layout import (
-    DEFAULT_CONTEXT,
-    DEFAULT_PREFILL,
-    DEFAULT_PROMPT,
-    TARGET,
-    Layout,
-    Part,
-    lay_out,
-)
+from app.planner.honesty import STRICT_RULES, findings, modelled, warnings_of
+from app.planner.layout import Layout, lay_out
+from app.planner.lengths import DEFAULT_CONTEXT, DEFAULT_PREFILL, DEFAULT_PROMPT
+from app.planner.parts import TARGET
 from app.planner.shape import precision_of, shape_from_config
 from app.preflight import PATHS as REPORT_PATHS
-from app.preflight import Status, quantization_findings, quantization_status
+from app.preflight import Status, quantization_status
 
 __all__ = ["DEFAULT_CONTEXT", "DEFAULT_PREFILL", "DEFAULT_PROMPT", "Plan", "make_plan"]
 
@@ -56,8 +50,6 @@ CANDIDATES: tuple[dict[str, Any], ...] = (
     {"mode": "palettize", "nbits": 6},
     {"mode": "palettize", "nbits": 4},
 )
-# The warnings `--strict` refuses a kit for: its quantization is reported failing, or unmodelled.
-STRICT_RULES = ("quant.reported-failing", "quant.not-modelled")
 
 
 @dataclass(frozen=True)
@@ -212,65 +204,7 @@ class Plan:
         """What the field reports for each quantized part on this chip family (any chip, with no
         device) and path (the preflight's quantization table): failures and slowdowns, with
         their sources, the node naming the part."""
-        return [f.to_json() for f in _findings(self.layout, self.chip, self.path)]
-
-
-def _findings(layout: Layout, chip: Chip | None, path: str) -> list:
-    if path not in REPORT_PATHS:
-        return []
-    family = chip.report_family if chip is not None else ANY
-    parts = {"layers": layout.layers.quantize, "head": layout.head.quantize}
-    if parts["layers"] == parts["head"]:
-        parts = {"layers and head": parts["layers"]}
-    found = []
-    for name, quantize in parts.items():
-        if quantize is not None:
-            found += quantization_findings(quantize, family, path=path, node=name, target=TARGET)
-    return found
-
-
-def _modelled(part: Part) -> Precision | None:
-    try:
-        return precision_of(part.quantize)
-    except RequestError:
-        return None  # a mode the estimate does not model (linear 4-bit, pruning)
-
-
-def _warnings(
-    layout: Layout, chip: Chip | None, path: str, precisions: tuple[Precision | None, ...]
-) -> list[dict[str, Any]]:
-    warnings = list(layout.warnings())
-    for finding in _findings(layout, chip, path):
-        if finding.rule == "quant.reported-failing":
-            warnings.append(
-                {
-                    "rule": finding.rule,
-                    "part": finding.node,
-                    "message": finding.message,
-                    "source": finding.source,
-                }
-            )
-    unmodelled = {
-        name: part
-        for name, part, precision in zip(
-            ("layers", "head"), (layout.layers, layout.head), precisions, strict=True
-        )
-        if part.quantize is not None and precision is None
-    }
-    if len(unmodelled) == 2 and layout.layers.quantize == layout.head.quantize:
-        unmodelled = {"layers and head": layout.layers}
-    for name, part in unmodelled.items():
-        warnings.append(
-            {
-                "rule": "quant.not-modelled",
-                "part": name,
-                "message": f"{part.describe()} weights ({name}) are not modelled by the "
-                "planner (it models fp16, linear 8-bit and palettized weights): no speed is "
-                "predicted" + ("" if layout.exact else ", and the weight bytes are an estimate"),
-                "source": "app/planner/shape.py",
-            }
-        )
-    return warnings
+        return [f.to_json() for f in findings(self.layout, self.chip, self.path)]
 
 
 def _problems(plan: Plan) -> list[Problem]:
@@ -347,11 +281,11 @@ def _predict(
 def _plan(config: Mapping[str, Any], layout: Layout, path: str, prompt: int) -> Plan:
     shape = shape_from_config(config)
     chip = device_or_error(layout.envelope.device) if layout.envelope.device else None
-    precisions = (_modelled(layout.layers), _modelled(layout.head))
+    precisions = (modelled(layout.layers), modelled(layout.head))
     prediction = None
     if chip is not None and precisions[0] is not None and precisions[1] is not None:
         prediction = _predict(layout, shape, chip, path, (precisions[0], precisions[1]), prompt)
-    warnings = _warnings(layout, chip, path, precisions)
+    warnings = warnings_of(layout, chip, path, precisions)
     plan = Plan(config, layout, chip, path, shape, prompt, precisions, prediction, (), ())
     return replace(plan, problems=tuple(_problems(plan)), warnings=tuple(warnings))
 
