@@ -55,7 +55,8 @@ def plan_lines(plan: dict) -> list[str]:
         f"programs: {len(programs)} ({', '.join(p['name'] for p in programs)}), "
         f"{plan['functions']} compiled functions loaded at once (at most {MAX_LIVE_FUNCTIONS} "
         "measured live)",
-        f"head: {plan['head']['programs']} pieces, {plan['head']['rule']}",
+        f"head: {plan['head']['programs']} piece{'s' if plan['head']['programs'] > 1 else ''}, "
+        f"{plan['head']['rule']}",
     ]
     if plan["decode_tokens_per_s"] is None:
         why = "name a device (--device)" if plan["device"] is None else "see the warnings"
