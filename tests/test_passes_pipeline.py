@@ -26,10 +26,11 @@ from app.mil.ops import AneFacts, AneStatus
 from app.passes import DEFAULT, PASSES, PassError, facts, parse_passes, resolve, run_pipeline
 from app.passes import pipelines as pipelines_module
 from app.passes.graph_pass import GraphPass
-from app.passes.pipelines import Pipeline, Step
+from app.passes.pipelines import VERSION, Pipeline, Step
 from app.request import KernelRequest
 from tests.graph_passes import assert_agrees, build, changed_by, graph, kinds, node, values
 from tests.http_support import assert_problem
+from tests.test_passes_onnx import LEFT_OUT_FOR_MIL
 from tests.test_passes_seed import _gelu_tanh
 
 # A graph built on main at 6170062, before passes existed: its key and its zip's sha256 then.
@@ -86,10 +87,14 @@ def test_a_graph_without_passes_runs_the_default_whose_name_and_version_are_in_t
     default = _golden("mil")
     assert default.passes == parse_passes("default") == _golden("mil", passes="default").passes
     assert default.key != BEFORE_PASSES["mil"][0]
-    left_out = ["fuse_gelu_tanh_approximation"]  # mil: see below
-    assert default._key_doc["passes"] == {"pipeline": "default", "version": 1, "left_out": left_out}
-    assert _golden("mlpackage")._key_doc["passes"] == {"pipeline": "default", "version": 1}
-    monkeypatch.setattr(pipelines_module, "VERSION", 2)
+    left_out = list(LEFT_OUT_FOR_MIL)  # mil: see below
+    assert default._key_doc["passes"] == {
+        "pipeline": "default",
+        "version": VERSION,
+        "left_out": left_out,
+    }
+    assert _golden("mlpackage")._key_doc["passes"] == {"pipeline": "default", "version": VERSION}
+    monkeypatch.setattr(pipelines_module, "VERSION", VERSION + 1)
     assert _golden("mil").key != default.key
     monkeypatch.undo()
     listed = _golden("mil", passes=["const_elimination", "dead_code_elimination"])
@@ -101,7 +106,7 @@ def test_kernel_json_says_what_each_pass_changed():
         kernel = json.loads(zf.read("kernel.json"))
         text = zf.read("model.mil").decode()
     report = kernel["passes"]
-    assert report["pipeline"] == "default" and report["version"] == 1
+    assert report["pipeline"] == "default" and report["version"] == VERSION
     # the catalog conv's weight and five argument consts; after: its arguments, the folded
     # weight and bias, the conv and the relu
     assert report["ops_before"] == 12 and report["ops_after"] == 9
@@ -129,7 +134,7 @@ def test_mil_keeps_ops_ane_direct_runtimes_report_failing_spelled_out_and_fuse_a
     assert "gelu" in kinds(_tanh_gelu("aimodel").program)
     spelled = _tanh_gelu("mil")
     assert "gelu" not in kinds(spelled.program) and "tanh" in kinds(spelled.program)
-    assert spelled.passes.pipeline.left_out == ("fuse_gelu_tanh_approximation",)
+    assert spelled.passes.pipeline.left_out == LEFT_OUT_FOR_MIL
     fused = _tanh_gelu("mil", "fuse-all")
     assert kinds(fused.program) == ["gelu"]
     assert_agrees(fused)
@@ -146,14 +151,16 @@ def test_what_the_default_leaves_out_follows_the_op_records(monkeypatch):
     assert {"gelu", "layer_norm"} <= failing
     assert failing == {r.name for r in ops.records() if r.ane.status is AneStatus.REPORTED_FAILING}
     left = resolve(parse_passes("default"), ane_direct=True).left_out
-    assert left == ("fuse_gelu_tanh_approximation",)
+    assert left == LEFT_OUT_FOR_MIL
     assert set(left) == {p for p in DEFAULT if PASSES[p].creates & failing}
     assert resolve(parse_passes("default")).left_out == ()
     assert resolve(parse_passes("fuse-all"), ane_direct=True).left_out == ()
-    # read from the records when asked: a record that reports gelu working leaves nothing out
-    working = tuple(replace(r, ane=AneFacts()) if r.name == "gelu" else r for r in ops.records())
+    # read from the records when asked: records that report gelu and layer_norm working leave
+    # nothing out
+    fine = ("gelu", "layer_norm")
+    working = tuple(replace(r, ane=AneFacts()) if r.name in fine else r for r in ops.records())
     monkeypatch.setattr(ops, "RECORDS", working)
-    assert "gelu" not in facts.reported_failing()
+    assert not set(fine) & facts.reported_failing()
     assert resolve(parse_passes("default"), ane_direct=True).left_out == ()
 
 
@@ -165,7 +172,7 @@ BAD_CHOICES = [
     ({"pipeline": "default", "extra": 1}, "passes"),
     ({"pipeline": {"pipeline": "none"}}, "passes"),
     (
-        {"pipeline": "default", "options": {"fuse_gelu_exact": {"x": 1}}},
+        {"pipeline": "none", "options": {"fuse_gelu_exact": {"x": 1}}},
         "passes.options.fuse_gelu_exact",
     ),
     (

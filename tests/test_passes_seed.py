@@ -316,6 +316,162 @@ def _shuffle(perm: list[int], shared: bool = False) -> tuple[dict, dict]:
     return graph(nodes, outputs, a=X, b=X), {}
 
 
+# -- the passes whose primitives came after the first pipeline --------------------------------------
+def _gelu_exact(pattern: int, root: float = math.sqrt(2), shared: bool = False, mul=False):
+    """0.5·x·(1 + erf(x/√2)), the seed's three groupings; x/√2 as a mul by 1/√2 when `mul`."""
+    nodes = [
+        node("d", "mul" if mul else "real_div", {"x": "x"}),
+        node("e", "erf", {"x": "d"}),
+        node("one_plus", "add", {"x": "e"}),
+    ]
+    if pattern == 1:  # ((1 + erf)·0.5)·x
+        nodes += [node("half", "mul", {"x": "one_plus"}), node("y", "mul", {"x": "half", "y": "x"})]
+    elif pattern == 2:  # ((1 + erf)·x)·0.5
+        nodes += [node("half", "mul", {"x": "one_plus", "y": "x"}), node("y", "mul", {"x": "half"})]
+    else:  # (x·0.5)·(1 + erf)
+        nodes += [node("half", "mul", {"x": "x"}), node("y", "mul", {"x": "one_plus", "y": "half"})]
+    weights = {
+        "d.y": np.array([1 / root if mul else root], np.float32),
+        "one_plus.y": np.array([1.0], np.float32),
+        "half.y" if pattern != 2 else "y.y": np.array([0.5], np.float32),
+    }
+    outputs = {"out": "y", **({"erf": "e"} if shared else {})}
+    return graph(nodes, outputs), weights
+
+
+def _leaky(alpha: float, swapped: bool = False, shared: bool = False):
+    operands = {"x": "x", "y": "m"} if swapped else {"x": "m", "y": "x"}
+    nodes = [node("m", "mul", {"x": "x"}), node("y", "maximum", operands)]
+    outputs = {"out": "y", **({"scaled": "m"} if shared else {})}
+    return graph(nodes, outputs), {"m.y": np.array([alpha], np.float32)}
+
+
+def _prelu(a: np.ndarray, minus: float = -1.0):
+    """relu(x) + a·relu(-1·x), the seed's pattern 1."""
+    nodes = [
+        node("pos", "relu", {"x": "x"}),
+        node("neg", "mul", {"x": "x"}),
+        node("rneg", "relu", {"x": "neg"}),
+        node("scaled", "mul", {"x": "rneg"}),
+        node("y", "add", {"x": "pos", "y": "scaled"}),
+    ]
+    return graph(nodes, {"out": "y"}), {"neg.y": np.array([minus], np.float32), "scaled.y": a}
+
+
+def _conv_batchnorm(shared: bool = False, mean_input: bool = False):
+    conv, weights = _conv("c")
+    nodes = [conv, node("y", "batch_norm", {"x": "c"}, epsilon=1e-3)]
+    weights |= {
+        "y.mean": values(C),
+        "y.variance": values(C, low=0.5, high=2.0),
+        "y.gamma": values(C),
+        "y.beta": values(C),
+    }
+    return graph(nodes, {"out": "y", **({"conv": "c"} if shared else {})}), weights
+
+
+def _norm(
+    axes: list[int],
+    gamma: np.ndarray | None,
+    beta: np.ndarray | None,
+    *,
+    second_axes: list[int] | None = None,
+    shared: bool = False,
+    root: str = "rsqrt",
+):
+    """(x - mean)·rsqrt(var + 1e-5)[·gamma][+beta] spelt out (or / sqrt(...))."""
+    nodes = [
+        node("mean", "reduce_mean", {"x": "x"}, axes=axes, keep_dims=True),
+        node("d", "sub", {"x": "x", "y": "mean"}),
+        node("sq", "square", {"x": "d"}),
+        node("var", "reduce_mean", {"x": "sq"}, axes=second_axes or axes, keep_dims=True),
+        node("ve", "add", {"x": "var"}),
+        node("r", root, {"x": "ve"}),
+        node("n", "mul" if root == "rsqrt" else "real_div", {"x": "d", "y": "r"}),
+    ]
+    weights = {"ve.y": np.array([1e-5], np.float32)}
+    last = "n"
+    if gamma is not None:
+        nodes.append(node("g", "mul", {"x": last}))
+        weights["g.y"], last = gamma, "g"
+    if beta is not None:
+        nodes.append(node("b", "add", {"x": last}))
+        weights["b.y"], last = beta, "b"
+    return graph(nodes, {"out": last, **({"centred": "d"} if shared else {})}), weights
+
+
+def _matmul_bias(op: str = "add", bias_shape=(5,), const_weight: bool = True, first=False):
+    mm = node("mm", "mil.matmul", {"x": "a"} if const_weight else {"x": "a", "y": "w"})
+    inputs = {"x": "b_", "y": "mm"} if first else {"x": "mm"}
+    nodes = [mm, node("y", op, inputs)]
+    extra = {} if const_weight else {"w": ([16, 5], "fp16")}
+    body = graph(nodes, {"out": "y"}, a=([8, 16], "fp16"), **extra)
+    weights = {"y.x" if first else "y.y": values(*bias_shape)}
+    if first:
+        nodes[1]["inputs"] = {"y": "mm"}
+    if const_weight:
+        weights["mm.y"] = values(16, 5, low=-0.3, high=0.3)
+    return body, weights
+
+
+def _linear_bias(op: str = "add", first: bool = False, bias_shape=(5,)):
+    nodes = [
+        node("lin", "linear", {"x": "a"}),
+        node("y", op, {"y": "lin"} if first else {"x": "lin"}),
+    ]
+    weights = {
+        "lin.weight": values(5, 16, low=-0.3, high=0.3),
+        "lin.bias": values(5),
+        ("y.x" if first else "y.y"): values(*bias_shape),
+    }
+    return graph(nodes, {"out": "y"}, a=([8, 16], "fp16")), weights
+
+
+def _paddings(first: dict, second: dict):
+    nodes = [node("p1", "pad", {"x": "x"}, **first), node("p2", "pad", {"x": "p1"}, **second)]
+    return graph(nodes, {"out": "p2"}, x=([1, 2, 6, 8], "fp16")), {}
+
+
+def _pad_conv(transpose: bool = False, value: float = 0.0, pad=(0, 0, 0, 0, 1, 1, 2, 0)):
+    """pad -> conv, or the seed's pad -> transpose -> conv."""
+    nodes = [node("p", "pad", {"x": "x"}, pad=list(pad), constant_val=value)]
+    source = "p"
+    if transpose:
+        nodes.append(node("t", "transpose", {"x": "p"}, perm=[0, 1, 3, 2]))
+        source = "t"
+    conv, weights = _conv("c", source)
+    nodes.append(conv)
+    return graph(nodes, {"out": "c"}), weights
+
+
+def _dequantize_const(input_const: bool = True):
+    if input_const:
+        nodes = [node("dq", "dequantize", {}, scale=0.05), node("y", "add", {"x": "dq", "y": "x"})]
+        weights = {"dq.input": RNG_Q.integers(-100, 100, (1, C, 2, 3)).astype(np.int8)}
+        return graph(nodes, {"out": "y"}, x=FP32_X), weights
+    nodes = [
+        node("q", "quantize", {"input": "x"}, output_dtype="int8", scale=0.05),
+        node("dq", "dequantize", {"input": "q"}, scale=0.05),
+        node("y", "add", {"x": "dq", "y": "x"}),
+    ]
+    return graph(nodes, {"out": "y"}, x=FP32_X), {}
+
+
+def _requantized(scale: float = 0.05, shared: bool = False):
+    """quantize -> dequantize -> quantize (same parameters) -> dequantize."""
+    nodes = [
+        node("q", "quantize", {"input": "x"}, output_dtype="int8", scale=0.05),
+        node("dq", "dequantize", {"input": "q"}, scale=0.05),
+        node("q2", "quantize", {"input": "dq"}, output_dtype="int8", scale=scale),
+        node("y", "dequantize", {"input": "q2"}, scale=scale),
+    ]
+    return graph(nodes, {"out": "y", **({"mid": "dq"} if shared else {})}), {}
+
+
+RNG_Q = np.random.default_rng(3)
+FP32_X = ([1, C, 2, 3], "fp32")  # dequantize gives its scale's dtype: fp32 here
+
+
 def _case(id, graph_pass, made, after, fires=True, **options) -> Case:
     body, weights = made
     return Case(id, graph_pass, body, weights, after, fires, options)
@@ -592,6 +748,193 @@ CASES = [
         ["relu"],
         fires=False,
         skip_ops_by_type="relu",
+    ),
+    # the passes whose primitives came after the first pipeline
+    _case("gelu-exact-1", "fuse_gelu_exact", _gelu_exact(1), ["gelu"]),
+    _case("gelu-exact-2", "fuse_gelu_exact", _gelu_exact(2), ["gelu"]),
+    _case("gelu-exact-3", "fuse_gelu_exact", _gelu_exact(3), ["gelu"]),
+    _case("gelu-exact-mul", "fuse_gelu_exact", _gelu_exact(1, mul=True), ["gelu"]),
+    _case(
+        "gelu-exact-constant",
+        "fuse_gelu_exact",
+        _gelu_exact(1, root=1.5),
+        ["real_div", "erf", "add", "mul", "mul"],
+        fires=False,
+    ),
+    _case(
+        "gelu-exact-shared",
+        "fuse_gelu_exact",
+        _gelu_exact(3, shared=True),
+        ["real_div", "erf", "add", "mul", "mul"],
+        fires=False,
+    ),
+    _case("leaky-relu", "fuse_leaky_relu", _leaky(0.2), ["leaky_relu"]),
+    _case("leaky-relu-swapped", "fuse_leaky_relu", _leaky(0.2, swapped=True), ["leaky_relu"]),
+    _case("leaky-relu-alpha", "fuse_leaky_relu", _leaky(1.5), ["mul", "maximum"], fires=False),
+    _case(
+        "leaky-relu-shared",
+        "fuse_leaky_relu",
+        _leaky(0.2, shared=True),
+        ["mul", "maximum"],
+        fires=False,
+    ),
+    _case("prelu", "fuse_prelu", _prelu(values(1, C, 1, 1)), ["prelu"]),
+    _case("prelu-chw", "fuse_prelu", _prelu(values(C, 1, 1)), ["prelu"]),
+    _case(
+        "prelu-spatial",
+        "fuse_prelu",
+        _prelu(values(1, 1, 2, 3)),
+        ["relu", "mul", "relu", "mul", "add"],
+        fires=False,
+    ),
+    _case(
+        "prelu-minus-two",
+        "fuse_prelu",
+        _prelu(values(1, C, 1, 1), minus=-2.0),
+        ["relu", "mul", "relu", "mul", "add"],
+        fires=False,
+    ),
+    _case("conv-batchnorm", "fuse_conv_batchnorm", _conv_batchnorm(), ["conv"]),
+    _case(
+        "conv-batchnorm-shared",
+        "fuse_conv_batchnorm",
+        _conv_batchnorm(shared=True),
+        ["conv", "batch_norm"],
+        fires=False,
+    ),
+    _case(
+        "layernorm",
+        "fuse_layernorm_or_instancenorm",
+        _norm([-1], values(3), values(3)),
+        ["layer_norm"],
+    ),
+    _case(
+        "layernorm-plain",
+        "fuse_layernorm_or_instancenorm",
+        _norm([1, 2, 3], None, None, root="sqrt"),
+        ["layer_norm"],
+    ),
+    _case(
+        "instancenorm",
+        "fuse_layernorm_or_instancenorm",
+        _norm([2, 3], values(1, C, 1, 1), values(C, 1, 1)),
+        ["instance_norm"],
+    ),
+    _case(
+        "layernorm-axes-differ",
+        "fuse_layernorm_or_instancenorm",
+        _norm([-1], None, None, second_axes=[-2]),
+        ["reduce_mean", "sub", "square", "reduce_mean", "add", "rsqrt", "mul"],
+        fires=False,
+    ),
+    _case(
+        "layernorm-shared",
+        "fuse_layernorm_or_instancenorm",
+        _norm([-1], None, None, shared=True),
+        ["reduce_mean", "sub", "square", "reduce_mean", "add", "rsqrt", "mul"],
+        fires=False,
+    ),
+    _case(
+        "layernorm-gamma-elsewhere",
+        "fuse_layernorm_or_instancenorm",
+        _norm([-1], values(1, C, 1, 1), None),
+        ["reduce_mean", "sub", "square", "reduce_mean", "add", "rsqrt", "mul", "mul"],
+        fires=False,
+    ),
+    _case("matmul-bias", "fuse_matmul_weight_bias", _matmul_bias(), ["linear"]),
+    _case(
+        "matmul-bias-sub", "fuse_matmul_weight_bias", _matmul_bias("sub", first=True), ["linear"]
+    ),
+    _case(
+        "matmul-bias-rows",
+        "fuse_matmul_weight_bias",
+        _matmul_bias(bias_shape=(8, 1)),
+        ["matmul", "add"],
+        fires=False,
+    ),
+    _case(
+        "matmul-bias-input",
+        "fuse_matmul_weight_bias",
+        _matmul_bias(const_weight=False),
+        ["matmul", "add"],
+        fires=False,
+    ),
+    _case("linear-bias", "fuse_linear_bias", _linear_bias(), ["linear"]),
+    _case("linear-bias-sub", "fuse_linear_bias", _linear_bias("sub", first=True), ["linear"]),
+    _case(
+        "linear-bias-rows",
+        "fuse_linear_bias",
+        _linear_bias(bias_shape=(8, 1)),
+        ["linear", "add"],
+        fires=False,
+    ),
+    _case(
+        "paddings",
+        "merge_consecutive_paddings",
+        _paddings({"pad": [1, 1], "mode": "reflect"}, {"pad": [1, 1, 0, 0], "mode": "reflect"}),
+        ["pad"],
+    ),
+    _case(
+        "paddings-constant",
+        "merge_consecutive_paddings",
+        _paddings({"pad": [1, 2], "constant_val": 0.5}, {"pad": [3, 1], "constant_val": 0.5}),
+        ["pad"],
+    ),
+    _case(
+        "paddings-same-axis",
+        "merge_consecutive_paddings",
+        _paddings({"pad": [1, 1], "mode": "reflect"}, {"pad": [1, 1], "mode": "reflect"}),
+        ["pad", "pad"],
+        fires=False,
+    ),
+    _case(
+        "paddings-values",
+        "merge_consecutive_paddings",
+        _paddings({"pad": [1, 2], "constant_val": 0.5}, {"pad": [3, 1], "constant_val": 0.25}),
+        ["pad", "pad"],
+        fires=False,
+    ),
+    _case("pad-conv", "fuse_pad_conv", _pad_conv(), ["conv"]),
+    _case("pad-transpose-conv", "fuse_pad_conv", _pad_conv(transpose=True), ["transpose", "conv"]),
+    _case("pad-conv-value", "fuse_pad_conv", _pad_conv(value=1.0), ["pad", "conv"], fires=False),
+    _case(
+        "pad-conv-channels",
+        "fuse_pad_conv",
+        _pad_conv(pad=(1, 0, 0, 0, 1, 1, 0, 0)),
+        ["pad", "conv"],
+        fires=False,
+    ),
+    _case(
+        "dequantize-const",
+        "dequantize_to_constexpr",
+        _dequantize_const(),
+        ["constexpr_affine_dequantize", "add"],
+    ),
+    _case(
+        "dequantize-input",
+        "dequantize_to_constexpr",
+        _dequantize_const(input_const=False),
+        ["quantize", "dequantize", "add"],
+        fires=False,
+    ),
+    _case(
+        "requantize",
+        "dequantize_quantize_pair_elimination",
+        _requantized(),
+        ["quantize", "dequantize"],
+    ),
+    _case(
+        "requantize-shared",
+        "dequantize_quantize_pair_elimination",
+        _requantized(shared=True),
+        ["quantize", "dequantize", "dequantize"],
+    ),
+    _case(
+        "requantize-scale",
+        "dequantize_quantize_pair_elimination",
+        _requantized(scale=0.025),
+        ["quantize", "dequantize", "quantize", "dequantize"],
+        fires=False,
     ),
 ]
 

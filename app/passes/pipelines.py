@@ -20,7 +20,7 @@ from app.passes.graph_pass import GraphPass
 
 # Bump when a pass or a pipeline changes what any program becomes: it is part of the key of every
 # request that runs passes, so artifacts built before are built again.
-VERSION = 1
+VERSION = 2
 
 # The default order, coremltools' own (its default and cleanup pipelines, pass_pipeline.py in
 # coremltools 9.0) restricted to the passes implemented here, and written once:
@@ -29,6 +29,11 @@ DEFAULT: tuple[str, ...] = (
     # the ops that compute
     "cast_optimization",
     "noop_elimination",
+    # quantized activations: a dequantize straight back to the same quantization goes, and a
+    # dequantize of a constant becomes a constexpr before const_elimination would store it
+    # decompressed (coremltools runs both before its const_elimination)
+    "dequantize_quantize_pair_elimination",
+    "dequantize_to_constexpr",
     # constants settle: divisions by constants become multiplications, and whatever is computed
     # from constants alone is computed now; duplicates are merged once all are made
     "const_elimination",
@@ -37,9 +42,18 @@ DEFAULT: tuple[str, ...] = (
     "const_deduplication",
     "noop_elimination",
     # fusions, activations first (their spelled-out forms are the longest)
+    "fuse_gelu_exact",
     "fuse_gelu_tanh_approximation",
+    "fuse_leaky_relu",
+    "fuse_prelu",
     "rank0_expand_dims_swap",
     "reduce_transposes",
+    # paddings merge, then a zero pad melds into the conv it feeds
+    "merge_consecutive_paddings",
+    "fuse_pad_conv",
+    # a batch norm folds into its conv first: what it leaves is a conv whose scale and bias
+    # are folded already
+    "fuse_conv_batchnorm",
     # a scale before a bias: folding a scale multiplies the bias, so the bias folded after it
     # stays exact; each twice, since one fusion can expose the other
     "fuse_conv_scale",
@@ -47,11 +61,16 @@ DEFAULT: tuple[str, ...] = (
     "fuse_reduce_mean",
     "fuse_conv_scale",
     "fuse_conv_bias",
+    # a normalization spelt out, once its means are reduce_means (fuse_reduce_mean above)
+    "fuse_layernorm_or_instancenorm",
     "detect_concat_interleave",
     "merge_consecutive_relus",
     "merge_consecutive_reshapes",
     "merge_consecutive_transposes",
     "fuse_transpose_matmul",
+    # a matmul by a constant weight with a constant bias is linear; a bias after it folds in
+    "fuse_matmul_weight_bias",
+    "fuse_linear_bias",
     "reduce_transposes",
     # duplicates left by the fusions above, then names (before add_fp16_cast makes new ones)
     "remove_redundant_ops",
