@@ -11,6 +11,7 @@ import hashlib
 import io
 import json
 import pickle
+import re
 import subprocess
 import sys
 import zipfile
@@ -376,6 +377,116 @@ def test_phase_one_patterns_compile_to_the_fused_program_as_mlmodelc_and_verify(
     assert kinds(kept.program) == ["conv", "relu", "conv"]
     assert report["ops_after"] == len(kept.program.main.operations)
     assert changed_by(kept)  # and the report names what did it
+
+
+def _phase_two_graph() -> tuple[dict, dict]:
+    """A new user's layer with every pattern the issue names: a conv then a batch norm, a
+    LayerNorm over the channels spelt out, a GELU through erf, a division by a constant, a
+    reshape to the same shape, an add of 0 and a mul by 1, a relu between transposes that cancel,
+    reshapes that chain back, the same weight in two convs, and two dead branches: a second relu
+    of what the first reads (merged into it) and a constant computed from a weight."""
+    C, S = 16, 6  # a 16×16 weight: above const_deduplication's threshold of 100 elements
+    shared = values(C, C, 1, 1, low=-0.3, high=0.3)
+    nodes = [
+        node("c", "mil.conv", {"x": "x"}),
+        node("bn", "batch_norm", {"x": "c"}),
+        node("mean", "reduce_mean", {"x": "bn"}, axes=[1], keep_dims=True),
+        node("centred", "sub", {"x": "bn", "y": "mean"}),
+        node("sq", "square", {"x": "centred"}),
+        node("var", "reduce_mean", {"x": "sq"}, axes=[1], keep_dims=True),
+        node("ve", "add", {"x": "var"}),
+        node("r", "rsqrt", {"x": "ve"}),
+        node("normed", "mul", {"x": "centred", "y": "r"}),
+        node("scaled", "mul", {"x": "normed"}),
+        node("ln", "add", {"x": "scaled"}),
+        node("gd", "real_div", {"x": "ln"}),
+        node("ge", "erf", {"x": "gd"}),
+        node("g1", "add", {"x": "ge"}),
+        node("gh", "mul", {"x": "g1"}),
+        node("gelu", "mul", {"x": "ln", "y": "gh"}),
+        node("half", "real_div", {"x": "gelu"}),
+        node("same", "reshape", {"x": "half"}, shape=[1, C, 1, S]),
+        node("zero", "add", {"x": "same"}),
+        node("one", "mul", {"x": "zero"}),
+        node("t1", "transpose", {"x": "one"}, perm=[0, 3, 2, 1]),
+        node("act", "relu", {"x": "t1"}),
+        node("t2", "transpose", {"x": "act"}, perm=[0, 3, 2, 1]),
+        node("r1", "reshape", {"x": "t2"}, shape=[C, S]),
+        node("r2", "reshape", {"x": "r1"}, shape=[1, C, 1, S]),
+        node("c2", "mil.conv", {"x": "r2"}),
+        node("c3", "mil.conv", {"x": "c2"}),
+        node("a1", "relu", {"x": "c3"}),
+        node("a2", "relu", {"x": "c3"}),
+        node("both", "add", {"x": "a1", "y": "a2"}),
+        node("k", "exp", {}),
+        node("k16", "cast", {"x": "k"}, dtype="fp16"),
+        node("y", "mul", {"x": "both", "y": "k16"}),
+    ]
+    weights = {
+        "c.weight": values(C, C, 1, 1, low=-0.3, high=0.3),
+        "bn.mean": values(C),
+        "bn.variance": values(C, low=0.5, high=2.0),
+        "bn.gamma": values(C),
+        "bn.beta": values(C),
+        "ve.y": np.array([1e-5], np.float32),
+        "scaled.y": values(1, C, 1, 1, low=0.5, high=1.5),
+        "ln.y": values(1, C, 1, 1),
+        "gd.y": np.array([np.sqrt(2)], np.float32),
+        "g1.y": np.array([1.0], np.float32),
+        "gh.y": np.array([0.5], np.float32),
+        "half.y": np.array([2.0], np.float32),
+        "zero.y": np.zeros((1,), np.float32),
+        "one.y": np.ones((1, C, 1, 1), np.float32),
+        "c2.weight": shared,
+        "c3.weight": shared,
+        "k.x": values(1, C, 1, 1),
+    }
+    return graph(nodes, {"out": "y"}, x=([1, C, 1, S], "fp16")), weights
+
+
+@pytest.mark.slow  # a CLI subprocess
+def test_phase_two_patterns_compile_to_the_fused_program_as_mlmodelc_and_verify(tmp_path):
+    body, weights = _phase_two_graph()
+    inline = [
+        {
+            **n,
+            "weights": {
+                k.split(".")[1]: v.tolist()
+                for k, v in weights.items()
+                if k.startswith(n["id"] + ".")
+            },
+        }
+        for n in body["nodes"]
+    ]
+    path = tmp_path / "g.json"
+    path.write_text(json.dumps({**body, "nodes": inline, "verify": True}))
+    out = tmp_path / "g.mlmodelc.zip"
+    done = _cli("compile-graph", str(path), "--format", "mlmodelc", "-o", str(out))
+    assert done.returncode == 0, done.stderr + done.stdout
+    assert "verify: passed" in done.stdout
+    with zipfile.ZipFile(out) as zf:
+        text = zf.read(next(n for n in zf.namelist() if n.endswith("model.mil"))).decode()
+    made = re.findall(r"> (\w+) = (\w+)\((.*)\)\[name", text)
+    assert [kind for _, kind, _ in made if kind != "const"] == [
+        "conv",  # c with the batch norm folded in
+        "layer_norm",
+        "gelu",
+        "mul",  # the division by 2
+        "relu",  # between the transposes that cancelled
+        "conv",
+        "conv",
+        "relu",  # a2 merged into a1
+        "add",
+        "mul",  # by exp(k), computed
+    ]
+    convs = {name: args for name, kind, args in made if kind == "conv"}
+    weight = {name: re.search(r"weight = (\w+)", args).group(1) for name, args in convs.items()}
+    assert weight["c3"] == weight["c2"]  # one const for the weight given twice
+    assert text.count(f"{weight['c2']} = const()") == 1
+    # and in-process, the same program under the default pipeline (Core ML's: all fused)
+    built = build(body, weights, "default")
+    assert kinds(built.program) == [kind for _, kind, _ in made if kind != "const"]
+    assert_agrees(built)
 
 
 @pytest.mark.slow  # the live service
