@@ -531,6 +531,51 @@ def _requantize(d, p, src, s, near):
     return Site(nodes, {}, f"{p}y", [f"{p}q2"], also)
 
 
+def _token_major(d, p, src, s, near):
+    """A product by a constant weight over the channels written token-major between transposes
+    (planted), or with a transpose back that does not undo the first (near-miss)."""
+    first = d.draw(st.sampled_from([[0, 2, 3, 1], [0, 3, 2, 1]]))
+    back = [first.index(i) for i in range(4)]
+    if near:
+        back = [0, 3, 2, 1] if back != [0, 3, 2, 1] else [0, 3, 1, 2]
+    out = d.draw(st.sampled_from([2, 3, 5]))
+    nodes = [
+        node(f"{p}t", "transpose", {"x": src}, perm=first),
+        node(f"{p}mm", "mil.matmul", {"x": f"{p}t"}),
+    ]
+    weights = {f"{p}mm.y": _w(s.c, out, low=-0.5, high=0.5, seed=5)}
+    last = f"{p}mm"
+    if d.draw(st.booleans()):
+        nodes.append(node(f"{p}b", d.draw(st.sampled_from(["add", "sub"])), {"x": last}))
+        weights[f"{p}b.y"] = _w(out, seed=6)
+        last = f"{p}b"
+    nodes.append(node(f"{p}back", "transpose", {"x": last}, perm=back))
+    return Site(nodes, weights, f"{p}back", [f"{p}mm"])
+
+
+def _rank5(d, p, src, s, near):
+    """[1, C, H, W] split to [1, 2, C/2, H, W], transposed, maybe through unary ops and a
+    scalar, and reshaped back (planted); transposed with every axis apart (near-miss)."""
+    if near:
+        perm = d.draw(st.sampled_from([[4, 3, 2, 1, 0], [2, 4, 0, 3, 1]]))
+    else:
+        perm = d.draw(
+            st.permutations(range(5)).filter(lambda q: any(q[i + 1] == q[i] + 1 for i in range(4)))
+        )
+    nodes = [
+        node(f"{p}split", "reshape", {"x": src}, shape=[1, 2, s.c // 2, s.h, s.w]),
+        node(f"{p}t", "transpose", {"x": f"{p}split"}, perm=list(perm)),
+    ]
+    last, weights = f"{p}t", {}
+    for i, op in enumerate(d.draw(st.lists(st.sampled_from([*UNARY, "mul"]), max_size=2))):
+        nodes.append(node(f"{p}u{i}", op, {"x": last}))
+        if op == "mul":
+            weights[f"{p}u{i}.y"] = np.array([1.5], np.float32)
+        last = f"{p}u{i}"
+    nodes.append(node(f"{p}back", "reshape", {"x": last}, shape=list(s.full)))
+    return Site(nodes, weights, f"{p}back", [f"{p}split"])
+
+
 PLANTERS: dict[str, Callable] = {
     "const_deduplication": _dedup,
     "const_elimination": _fold,
@@ -560,6 +605,9 @@ PLANTERS: dict[str, Callable] = {
     "fuse_pad_conv": _pad_conv,
     "dequantize_to_constexpr": _dequantize,
     "dequantize_quantize_pair_elimination": _requantize,
+    # beyond the seed
+    "matmul_to_conv": _token_major,
+    "fold_high_rank": _rank5,
 }
 OPTIONS = {"const_deduplication": {"const_threshold": 1}}  # the draws' consts are small
 # a graph const without a tensor beside it is fp32 (and dequantize gives its scale's dtype, quantize

@@ -472,6 +472,43 @@ RNG_Q = np.random.default_rng(3)
 FP32_X = ([1, C, 2, 3], "fp32")  # dequantize gives its scale's dtype: fp32 here
 
 
+# -- beyond the seed: the ANE's passes ------------------------------------------------------------
+def _token_major_matmul(
+    bias: bool = True, back: list[int] | None = None, const_weight=True, shared=False
+):
+    """x (B, C, 1, S) -> transpose channels last -> matmul by W [C, 5] [-> + b] -> transpose
+    back: a linear over the channels written token-major."""
+    nodes = [
+        node("t", "transpose", {"x": "x"}, perm=[0, 2, 3, 1]),
+        node("mm", "mil.matmul", {"x": "t"} if const_weight else {"x": "t", "y": "w"}),
+    ]
+    last = "mm"
+    weights = {"mm.y": values(C, 5, low=-0.5, high=0.5)} if const_weight else {}
+    if bias:
+        nodes.append(node("b", "add", {"x": "mm"}))
+        weights["b.y"], last = values(5), "b"
+    nodes.append(node("y", "transpose", {"x": last}, perm=back or [0, 3, 1, 2]))
+    extra = {} if const_weight else {"w": ([C, 5], "fp16")}
+    outputs = {"out": "y", **({"product": "mm"} if shared else {})}
+    return graph(nodes, outputs, x=([1, C, 1, 6], "fp16"), **extra), weights
+
+
+def _rank5(perm: list[int], inside: list[str] = (), constant: np.ndarray | None = None):
+    """reshape [1, 4, 2, 3] to [1, 2, 2, 2, 3], transpose, [ops], reshape back to rank 4."""
+    nodes = [
+        node("split", "reshape", {"x": "x"}, shape=[1, 2, 2, 2, 3]),
+        node("t", "transpose", {"x": "split"}, perm=perm),
+    ]
+    last, weights = "t", {}
+    for i, op in enumerate(inside):
+        nodes.append(node(f"u{i}", op, {"x": last}))
+        if op in ("mul", "add"):
+            weights[f"u{i}.y"] = constant if constant is not None else np.array([0.5], np.float32)
+        last = f"u{i}"
+    nodes.append(node("y", "reshape", {"x": last}, shape=[1, 4, 2, 3]))
+    return graph(nodes, {"out": "y"}), weights
+
+
 def _case(id, graph_pass, made, after, fires=True, **options) -> Case:
     body, weights = made
     return Case(id, graph_pass, body, weights, after, fires, options)
@@ -936,6 +973,56 @@ CASES = [
         ["quantize", "dequantize", "quantize", "dequantize"],
         fires=False,
     ),
+    # beyond the seed: the ANE's passes
+    _case("matmul-conv", "matmul_to_conv", _token_major_matmul(), ["conv"]),
+    _case("matmul-conv-no-bias", "matmul_to_conv", _token_major_matmul(bias=False), ["conv"]),
+    _case(
+        "matmul-conv-not-back",
+        "matmul_to_conv",
+        _token_major_matmul(back=[0, 3, 2, 1]),
+        ["transpose", "matmul", "add", "transpose"],
+        fires=False,
+    ),
+    _case(
+        "matmul-conv-input-weight",
+        "matmul_to_conv",
+        _token_major_matmul(const_weight=False),
+        ["transpose", "matmul", "add", "transpose"],
+        fires=False,
+    ),
+    _case(
+        "matmul-conv-shared",
+        "matmul_to_conv",
+        _token_major_matmul(shared=True),
+        ["transpose", "matmul", "add", "transpose"],
+        fires=False,
+    ),
+    _case(
+        "fold-shuffle",
+        "fold_high_rank",
+        _rank5([0, 2, 1, 3, 4]),
+        ["reshape", "transpose", "reshape"],
+    ),
+    _case(
+        "fold-through-ops",
+        "fold_high_rank",
+        _rank5([0, 1, 2, 4, 3], ["relu", "mul"]),
+        ["reshape", "transpose", "relu", "mul", "reshape"],
+    ),
+    _case(
+        "fold-reversed",
+        "fold_high_rank",
+        _rank5([4, 3, 2, 1, 0]),
+        ["reshape", "transpose", "reshape"],
+        fires=False,
+    ),
+    _case(
+        "fold-tensor-operand",
+        "fold_high_rank",
+        _rank5([0, 2, 1, 3, 4], ["mul"], values(1, 2, 2, 1, 1)),
+        ["reshape", "transpose", "mul", "reshape"],
+        fires=False,
+    ),
 ]
 
 
@@ -964,7 +1051,7 @@ def test_every_implemented_pass_has_a_seed_case():
         "canonicalize_inplace_pattern",
         "rank0_expand_dims_swap",
     }
-    assert {c.graph_pass for c in CASES} | ir_only == set(PASSES)
+    assert {c.graph_pass for c in CASES} | ir_only == set(PASSES)  # the ANE's passes too
     assert {c.graph_pass for c in CASES if c.fires} | ir_only == set(PASSES)
     assert {c.graph_pass for c in CASES if not c.fires} | ir_only == set(PASSES)  # an edge each
 
@@ -1173,3 +1260,12 @@ def test_rank0_expand_dims_swap_the_seed_example(program, after):
     inputs = random_inputs(program.main, 0)
     want, got = Executor(program).run(inputs).outputs, Executor(swapped).run(inputs).outputs
     assert all(np.array_equal(want[k], got[k]) for k in want)
+
+
+@pytest.mark.parametrize(
+    "case", [c for c in CASES if c.graph_pass == "fold_high_rank"], ids=lambda c: c.id
+)
+def test_fold_high_rank_leaves_no_rank_5_tensor_where_it_fires(case):
+    built = build(case.body, case.weights, [case.graph_pass])
+    ranks = {v.tensor.rank for op in built.program.main.operations for v in op.outputs}
+    assert (max(ranks) <= 4) == case.fires

@@ -15,6 +15,7 @@ from app.passes.defs import (
     dequantize_to_constexpr,
     detect_concat_interleave,
     divide_to_multiply,
+    fold_high_rank,
     fuse_conv_batchnorm,
     fuse_conv_bias,
     fuse_conv_scale,
@@ -28,6 +29,7 @@ from app.passes.defs import (
     fuse_prelu,
     fuse_reduce_mean,
     fuse_transpose_matmul,
+    matmul_to_conv,
     merge_consecutive_paddings,
     merge_consecutive_relus,
     merge_consecutive_reshapes,
@@ -76,5 +78,8 @@ PASSES: dict[str, GraphPass] = {
         canonicalize_inplace_pattern,
         detect_concat_interleave,
         add_fp16_cast,
+        # beyond the seed: for the ANE (docs/passes.md)
+        matmul_to_conv,
+        fold_high_rank,
     )
 }

@@ -51,6 +51,9 @@ DEFAULT: tuple[str, ...] = (
     # paddings merge, then a zero pad melds into the conv it feeds
     "merge_consecutive_paddings",
     "fuse_pad_conv",
+    # a product by a constant weight over the channels, between transposes, is a 1×1 conv in
+    # (B, C, 1, S) (the ANE's best form), before the conv fusions that may fold into it
+    "matmul_to_conv",
     # a batch norm folds into its conv first: what it leaves is a conv whose scale and bias
     # are folded already
     "fuse_conv_batchnorm",
@@ -72,6 +75,8 @@ DEFAULT: tuple[str, ...] = (
     "fuse_matmul_weight_bias",
     "fuse_linear_bias",
     "reduce_transposes",
+    # a rank-5 stretch left by the fusions above computes in rank 4 (the ANE's)
+    "fold_high_rank",
     # duplicates left by the fusions above, then names (before add_fp16_cast makes new ones)
     "remove_redundant_ops",
     "dedup_op_and_var_names",
