@@ -576,6 +576,55 @@ def _rank5(d, p, src, s, near):
     return Site(nodes, weights, f"{p}back", [f"{p}split"])
 
 
+def _select(d, p, src, s, near):
+    """select on a constant condition: one value everywhere (planted) or mixed (near-miss)."""
+    if near:
+        cond = np.arange(s.c).reshape(1, s.c, 1, 1) % 2 == 0
+    else:
+        cond = np.full((1, s.c, 1, 1), d.draw(st.booleans()))
+    nodes = [
+        node(f"{p}r", "relu", {"x": src}),
+        node(f"{p}s", "sigmoid", {"x": src}),
+        node(f"{p}y", "select", {"a": f"{p}r", "b": f"{p}s"}),
+    ]
+    return Site(nodes, {f"{p}y.cond": cond}, f"{p}y", [f"{p}y"])
+
+
+def _scale_shift(d, p, src, s, near):
+    miss = d.draw(st.sampled_from(["shape", "shared"])) if near else None
+    shape = (s.c, 1, 1) if miss == "shape" else (1, s.c, 1, 1)
+    nodes = [node(f"{p}m", "mul", {"x": src}), node(f"{p}y", "add", {"x": f"{p}m"})]
+    weights = {f"{p}m.y": _w(*shape, low=0.5, high=1.5, seed=7), f"{p}y.y": _w(*shape, seed=8)}
+    also = {f"{p}scaled": f"{p}m"} if miss == "shared" else None
+    return Site(nodes, weights, f"{p}y", [f"{p}m"], also)
+
+
+def _conv_transpose(d, p, src, s, near):
+    params = {"output_shape": list(s.full)} if near else {}
+    nodes = [node(f"{p}ct", "conv_transpose", {"x": src}, **params)]
+    return Site(nodes, {f"{p}ct.weight": _w(s.c, s.c, 1, 1, seed=9)}, f"{p}ct", [f"{p}ct"])
+
+
+def _zero_points(d, p, src, s, near):
+    """quantize -> dequantize per channel (fp32 program) with zero points of 0 (planted) or of
+    another value (near-miss)."""
+    dtype = d.draw(st.sampled_from(["int8", "uint8"]))
+    zero = d.draw(st.integers(1, 5)) if near else 0
+    zeros = np.full(s.c, zero, np.int8 if dtype == "int8" else np.uint8)
+    scale = _w(s.c, low=0.02, high=0.05, seed=10)
+    nodes = [
+        node(f"{p}q", "quantize", {"input": src}, output_dtype=dtype, axis=1),
+        node(f"{p}dq", "dequantize", {"input": f"{p}q"}, axis=1),
+    ]
+    weights = {
+        f"{p}q.scale": scale,
+        f"{p}q.zero_point": zeros,
+        f"{p}dq.scale": scale,
+        f"{p}dq.zero_point": zeros,
+    }
+    return Site(nodes, weights, f"{p}dq", [f"{p}dq"])
+
+
 PLANTERS: dict[str, Callable] = {
     "const_deduplication": _dedup,
     "const_elimination": _fold,
@@ -605,6 +654,10 @@ PLANTERS: dict[str, Callable] = {
     "fuse_pad_conv": _pad_conv,
     "dequantize_to_constexpr": _dequantize,
     "dequantize_quantize_pair_elimination": _requantize,
+    "select_optimization": _select,
+    "fuse_elementwise_to_batchnorm": _scale_shift,
+    "add_conv_transpose_output_shape": _conv_transpose,
+    "nullify_redundant_quantization_zero_point": _zero_points,
     # beyond the seed
     "matmul_to_conv": _token_major,
     "fold_high_rank": _rank5,
@@ -617,6 +670,7 @@ FP32 = {
     "add_fp16_cast",
     "dequantize_to_constexpr",
     "dequantize_quantize_pair_elimination",
+    "nullify_redundant_quantization_zero_point",
 }
 
 

@@ -472,6 +472,46 @@ RNG_Q = np.random.default_rng(3)
 FP32_X = ([1, C, 2, 3], "fp32")  # dequantize gives its scale's dtype: fp32 here
 
 
+def _select(cond: np.ndarray, a: np.ndarray | None = None):
+    """select(cond, relu(x) or a constant, sigmoid(x2))."""
+    nodes = [
+        node("s2", "sigmoid", {"x": "x2"}),
+        node("y", "select", {"a": "r", "b": "s2"} if a is None else {"b": "s2"}),
+    ]
+    if a is None:
+        nodes.insert(0, node("r", "relu", {"x": "x"}))
+    weights = {"y.cond": cond, **({"y.a": a} if a is not None else {})}
+    return graph(nodes, {"out": "y"}, x=X, x2=X), weights
+
+
+def _scale_shift(shape=(1, C, 1, 1)):
+    nodes = [node("m", "mul", {"x": "x"}), node("y", "add", {"x": "m"})]
+    return graph(nodes, {"out": "y"}), {"m.y": values(*shape), "y.y": values(*shape)}
+
+
+def _conv_transpose(output_shape: bool = False):
+    params = {"output_shape": [1, C, 2, 3]} if output_shape else {}
+    nodes = [node("y", "conv_transpose", {"x": "x"}, **params)]
+    return graph(nodes, {"out": "y"}), {"y.weight": values(C, C, 1, 1)}
+
+
+def _zero_points(zero: int, dtype: str = "int8", const_input: bool = False):
+    """quantize -> dequantize per channel with zero points `zero`, or a dequantized constant."""
+    np_dtype = np.int8 if dtype == "int8" else np.uint8
+    scale = np.array([0.05, 0.02, 0.04, 0.03], np.float32)
+    zeros = np.full(C, zero, np_dtype)
+    deq = node("dq", "dequantize", {} if const_input else {"input": "q"}, axis=1)
+    nodes = [deq, node("y", "add", {"x": "dq", "y": "x"})]
+    weights = {"dq.scale": scale, "dq.zero_point": zeros}
+    if const_input:
+        low, high = (-128, 127) if dtype == "int8" else (0, 255)
+        weights["dq.input"] = RNG_Q.integers(low, high, (1, C, 2, 3)).astype(np_dtype)
+    else:
+        nodes.insert(0, node("q", "quantize", {"input": "x"}, output_dtype=dtype, axis=1))
+        weights |= {"q.scale": scale, "q.zero_point": zeros}
+    return graph(nodes, {"out": "y"}, x=FP32_X), weights
+
+
 # -- beyond the seed: the ANE's passes ------------------------------------------------------------
 def _token_major_matmul(
     bias: bool = True, back: list[int] | None = None, const_weight=True, shared=False
@@ -973,6 +1013,73 @@ CASES = [
         ["quantize", "dequantize", "quantize", "dequantize"],
         fires=False,
     ),
+    # the seed's passes whose primitives came, the second set
+    _case(
+        "select-true",
+        "select_optimization",
+        _select(np.ones((1, C, 1, 1), bool)),
+        ["relu", "sigmoid"],
+    ),
+    _case(
+        "select-finite",
+        "select_optimization",
+        _select(RNG_Q.integers(0, 2, (1, 1, 2, 3)).astype(bool), np.array([-3.0], np.float32)),
+        ["sigmoid", "select"],
+        fires=False,
+    ),
+    _case(
+        "select-mixed",
+        "select_optimization",
+        _select(np.array([True, False, True, True]).reshape(1, C, 1, 1)),
+        ["relu", "sigmoid", "select"],
+        fires=False,
+    ),
+    _case("scale-shift", "fuse_elementwise_to_batchnorm", _scale_shift(), ["batch_norm"]),
+    _case(
+        "scale-shift-chw",
+        "fuse_elementwise_to_batchnorm",
+        _scale_shift((C, 1, 1)),
+        ["mul", "add"],
+        fires=False,
+    ),
+    _case(
+        "conv-transpose-shape",
+        "add_conv_transpose_output_shape",
+        _conv_transpose(),
+        ["conv_transpose"],
+    ),
+    _case(
+        "conv-transpose-shape-given",
+        "add_conv_transpose_output_shape",
+        _conv_transpose(output_shape=True),
+        ["conv_transpose"],
+        fires=False,
+    ),
+    _case(
+        "zero-point-0",
+        "nullify_redundant_quantization_zero_point",
+        _zero_points(0),
+        ["quantize", "dequantize", "add"],
+    ),
+    _case(
+        "zero-point-pair",
+        "nullify_redundant_quantization_zero_point",
+        _zero_points(-128),
+        ["quantize", "dequantize", "add"],
+    ),
+    _case(
+        "zero-point-const",
+        "nullify_redundant_quantization_zero_point",
+        _zero_points(128, "uint8", const_input=True),
+        ["dequantize", "add"],
+    ),
+    _case(
+        "zero-point-other",
+        "nullify_redundant_quantization_zero_point",
+        _zero_points(3),
+        ["quantize", "dequantize", "add"],
+        fires=False,
+    ),
     # beyond the seed: the ANE's passes
     _case("matmul-conv", "matmul_to_conv", _token_major_matmul(), ["conv"]),
     _case("matmul-conv-no-bias", "matmul_to_conv", _token_major_matmul(bias=False), ["conv"]),
@@ -1269,3 +1376,23 @@ def test_fold_high_rank_leaves_no_rank_5_tensor_where_it_fires(case):
     built = build(case.body, case.weights, [case.graph_pass])
     ranks = {v.tensor.rank for op in built.program.main.operations for v in op.outputs}
     assert (max(ranks) <= 4) == case.fires
+
+
+@pytest.mark.parametrize("infinite", ["a", "b", "neither"])
+def test_select_optimization_a_mask_of_infinities_becomes_an_add(infinite):
+    """select(cond, -inf, x) (an attention mask, as an import writes it; a graph request's weights
+    are finite, so built on the IR): the mask select(cond, -inf, 0) computed, then added."""
+    b = Builder("ios18")
+    x = b.input("x", DType.FP16, (1, 4, 2, 3))
+    scores = b.op("relu", "scores", x=x)
+    cond = b.const("cond", RNG_Q.integers(0, 2, (1, 1, 2, 3)).astype(bool), DType.BOOL)
+    fill = b.const("fill", np.array([-np.inf if infinite != "neither" else -3.0]), DType.FP16)
+    operands = {"a": fill, "b": scores} if infinite != "b" else {"a": scores, "b": fill}
+    program = b.build([b.op("select", "masked", cond=cond, **operands)])
+    after, report = _run(program, "select_optimization")
+    kinds_after = [op.type for op in after.main.operations if op.type != "const"]
+    assert kinds_after == (["relu", "select"] if infinite == "neither" else ["relu", "add"])
+    inputs = random_inputs(program.main, 0)
+    want = Executor(program).run(inputs).outputs["masked"]
+    got = Executor(after).run(inputs).outputs["masked"]
+    assert np.array_equal(want, got)

@@ -4,6 +4,7 @@ line here. The seed's other passes, and why each is not here, are in docs/passes
 from __future__ import annotations
 
 from app.passes.defs import (
+    add_conv_transpose_output_shape,
     add_fp16_cast,
     canonicalize_inplace_pattern,
     cast_optimization,
@@ -19,6 +20,7 @@ from app.passes.defs import (
     fuse_conv_batchnorm,
     fuse_conv_bias,
     fuse_conv_scale,
+    fuse_elementwise_to_batchnorm,
     fuse_gelu_exact,
     fuse_gelu_tanh_approximation,
     fuse_layernorm_or_instancenorm,
@@ -35,9 +37,11 @@ from app.passes.defs import (
     merge_consecutive_reshapes,
     merge_consecutive_transposes,
     noop_elimination,
+    nullify_redundant_quantization_zero_point,
     rank0_expand_dims_swap,
     reduce_transposes,
     remove_redundant_ops,
+    select_optimization,
     topological_reorder,
 )
 from app.passes.graph_pass import GraphPass
@@ -61,7 +65,10 @@ PASSES: dict[str, GraphPass] = {
         fuse_conv_bias,
         fuse_conv_scale,
         fuse_pad_conv,
+        add_conv_transpose_output_shape,
         divide_to_multiply,
+        fuse_elementwise_to_batchnorm,
+        select_optimization,
         rank0_expand_dims_swap,
         fuse_linear_bias,
         fuse_matmul_weight_bias,
@@ -69,6 +76,7 @@ PASSES: dict[str, GraphPass] = {
         fuse_layernorm_or_instancenorm,
         dequantize_quantize_pair_elimination,
         dequantize_to_constexpr,
+        nullify_redundant_quantization_zero_point,
         cast_optimization,
         merge_consecutive_paddings,
         merge_consecutive_relus,

@@ -32,13 +32,18 @@ DEFAULT: tuple[str, ...] = (
     # quantized activations: a dequantize straight back to the same quantization goes, and a
     # dequantize of a constant becomes a constexpr before const_elimination would store it
     # decompressed (coremltools runs both before its const_elimination)
+    "nullify_redundant_quantization_zero_point",
     "dequantize_quantize_pair_elimination",
     "dequantize_to_constexpr",
+    # a conv_transpose's output shape written out
+    "add_conv_transpose_output_shape",
     # constants settle: divisions by constants become multiplications, and whatever is computed
     # from constants alone is computed now; duplicates are merged once all are made
     "const_elimination",
     "divide_to_multiply",
     "const_elimination",
+    # a select on a constant condition is one operand (or a mask added), once constants settle
+    "select_optimization",
     "const_deduplication",
     "noop_elimination",
     # fusions, activations first (their spelled-out forms are the longest)
@@ -66,6 +71,8 @@ DEFAULT: tuple[str, ...] = (
     "fuse_conv_bias",
     # a normalization spelt out, once its means are reduce_means (fuse_reduce_mean above)
     "fuse_layernorm_or_instancenorm",
+    # a per-channel scale and shift the conv fusions did not take (no conv before them)
+    "fuse_elementwise_to_batchnorm",
     "detect_concat_interleave",
     "merge_consecutive_relus",
     "merge_consecutive_reshapes",
