@@ -1392,6 +1392,7 @@ def test_select_optimization_a_mask_of_infinities_becomes_an_add(infinite):
     after, report = _run(program, "select_optimization")
     kinds_after = [op.type for op in after.main.operations if op.type != "const"]
     assert kinds_after == (["relu", "select"] if infinite == "neither" else ["relu", "add"])
+    assert bool(report.changes) == (infinite != "neither")
     inputs = random_inputs(program.main, 0)
     want = Executor(program).run(inputs).outputs["masked"]
     got = Executor(after).run(inputs).outputs["masked"]
