@@ -625,6 +625,52 @@ def _zero_points(d, p, src, s, near):
     return Site(nodes, weights, f"{p}dq", [f"{p}dq"])
 
 
+def _stack_reshape(d, p, src, s, near):
+    axis = d.draw(st.integers(0, 4))
+    shape = list(s.full)
+    if near:
+        target = [2 * s.c * s.h * s.w]
+    elif axis < 4 and (axis == 0 or d.draw(st.booleans())):
+        target = [*shape[:axis], 2 * shape[axis], *shape[axis + 1 :]]
+    else:
+        target = [*shape[: axis - 1], shape[axis - 1] * 2, *shape[axis:]]
+    nodes = [
+        node(f"{p}a", "relu", {"x": src}),
+        node(f"{p}b", "sigmoid", {"x": src}),
+        {
+            "id": f"{p}s",
+            "op": "stack",
+            "inputs": {"values": [f"{p}a", f"{p}b"]},
+            "params": {"axis": axis},
+        },
+        node(f"{p}y", "reshape", {"x": f"{p}s"}, shape=target),
+    ]
+    return Site(nodes, {}, f"{p}y", [f"{p}s"])
+
+
+def _reflection(d, p, src, s, near):
+    """x's mirrored slices concatenated around it along an axis of at least 2 (planted); the
+    same slices one index off (near-miss: a reflection that repeats the edge)."""
+    full = list(s.full)
+    axis = d.draw(st.sampled_from([a for a in (1, 2, 3) if full[a] >= 2]))
+    n = full[axis]
+    left, right = d.draw(st.integers(0, n - 1)), d.draw(st.integers(0, n - 1))
+    if left + right == 0:
+        left = 1
+    shift = -1 if near else 0
+
+    def piece(name: str, index: int) -> dict:
+        begin, end = [0] * 4, list(full)
+        begin[axis], end[axis] = index, index + 1
+        return node(name, "slice_by_index", {"x": src}, begin=begin, end=end)
+
+    lefts = [piece(f"{p}l{k}", k + shift) for k in range(left, 0, -1)]
+    rights = [piece(f"{p}r{k}", n - 2 - k - shift) for k in range(right)]
+    parts = [v["id"] for v in lefts] + [src] + [v["id"] for v in rights]
+    cat = {"id": f"{p}y", "op": "concat", "inputs": {"values": parts}, "params": {"axis": axis}}
+    return Site([*lefts, *rights, cat], {}, f"{p}y", [f"{p}y"])
+
+
 PLANTERS: dict[str, Callable] = {
     "const_deduplication": _dedup,
     "const_elimination": _fold,
@@ -658,6 +704,8 @@ PLANTERS: dict[str, Callable] = {
     "fuse_elementwise_to_batchnorm": _scale_shift,
     "add_conv_transpose_output_shape": _conv_transpose,
     "nullify_redundant_quantization_zero_point": _zero_points,
+    "replace_stack_reshape": _stack_reshape,
+    "use_reflection_padding": _reflection,
     # beyond the seed
     "matmul_to_conv": _token_major,
     "fold_high_rank": _rank5,
@@ -724,6 +772,8 @@ def _check(d, graph_pass: str) -> None:
 
 def test_every_pass_is_planted_here_or_in_an_ir_property():
     ir = {
+        # integer indices, in range (tests/test_passes_seed.py), not a float program's
+        "fuse_onehot_matmul_to_gather",
         "dead_code_elimination",
         "dedup_op_and_var_names",
         "topological_reorder",

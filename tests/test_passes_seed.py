@@ -20,7 +20,7 @@ import numpy as np
 import pytest
 
 from app.mil import Builder, DType
-from app.passes import parse_passes, resolve, run_pipeline
+from app.passes import DEFAULT, parse_passes, resolve, run_pipeline
 from app.reference.executor import Executor, random_inputs
 from tests.graph_passes import assert_agrees, build, changed_by, graph, kinds, node, values
 
@@ -510,6 +510,61 @@ def _zero_points(zero: int, dtype: str = "int8", const_input: bool = False):
         nodes.insert(0, node("q", "quantize", {"input": "x"}, output_dtype=dtype, axis=1))
         weights |= {"q.scale": scale, "q.zero_point": zeros}
     return graph(nodes, {"out": "y"}, x=FP32_X), weights
+
+
+def _onehot_matmul(on: float = 1.0, axis: int = -1):
+    nodes = [
+        node(
+            "oh",
+            "one_hot",
+            {"indices": "i"},
+            one_hot_vector_size=5,
+            axis=axis,
+            on_value=on,
+            off_value=0.0,
+        ),
+        node("y", "mil.matmul", {"x": "oh"}),
+    ]
+    body = graph(nodes, {"out": "y"}, i=([2, 3], "int32"))
+    return body, {"y.y": values(5, 4) if axis == -1 else values(2, 4)}
+
+
+def _stack_reshape(axis: int, shape: list[int]):
+    nodes = [
+        {"id": "s", "op": "stack", "inputs": {"values": ["a", "b"]}, "params": {"axis": axis}},
+        node("y", "reshape", {"x": "s"}, shape=shape),
+    ]
+    return graph(nodes, {"out": "y"}, a=([1, 5, 3, 4], "fp16"), b=([1, 5, 3, 4], "fp16")), {}
+
+
+def _reflection(left: int = 1, right: int = 1, shift: int = 0):
+    """The seed's concat of x's mirrored slices around x along the last axis (x 1×2×6×8)."""
+    parts, nodes = [], [node("r", "relu", {"x": "x"})]
+    for k in range(left, 0, -1):
+        nodes.append(
+            node(
+                f"l{k}",
+                "slice_by_index",
+                {"x": "r"},
+                begin=[0, 0, 0, k + shift],
+                end=[1, 2, 6, k + shift + 1],
+            )
+        )
+        parts.append(f"l{k}")
+    parts.append("r")
+    for k in range(right):
+        nodes.append(
+            node(
+                f"q{k}",
+                "slice_by_index",
+                {"x": "r"},
+                begin=[0, 0, 0, -2 - k],
+                end=[1, 2, 6, -1 - k],
+            )
+        )
+        parts.append(f"q{k}")
+    nodes.append({"id": "y", "op": "concat", "inputs": {"values": parts}, "params": {"axis": 3}})
+    return graph(nodes, {"out": "y"}, x=([1, 2, 6, 8], "fp16")), {}
 
 
 # -- beyond the seed: the ANE's passes ------------------------------------------------------------
@@ -1080,6 +1135,24 @@ CASES = [
         ["quantize", "dequantize", "add"],
         fires=False,
     ),
+    _case("stack-after", "replace_stack_reshape", _stack_reshape(1, [1, 10, 3, 4]), ["concat"]),
+    _case("stack-before", "replace_stack_reshape", _stack_reshape(2, [1, 10, 3, 4]), ["concat"]),
+    _case(
+        "stack-elsewhere",
+        "replace_stack_reshape",
+        _stack_reshape(2, [1, 5, 24]),
+        ["stack", "reshape"],
+        fires=False,
+    ),
+    _case("reflection", "use_reflection_padding", _reflection(), ["relu", "pad"]),
+    _case("reflection-2-1", "use_reflection_padding", _reflection(2, 1), ["relu", "pad"]),
+    _case(
+        "reflection-shifted",
+        "use_reflection_padding",
+        _reflection(1, 1, shift=1),
+        ["relu", "slice_by_index", "slice_by_index", "concat"],
+        fires=False,
+    ),
     # beyond the seed: the ANE's passes
     _case("matmul-conv", "matmul_to_conv", _token_major_matmul(), ["conv"]),
     _case("matmul-conv-no-bias", "matmul_to_conv", _token_major_matmul(bias=False), ["conv"]),
@@ -1152,6 +1225,7 @@ def test_every_implemented_pass_has_a_seed_case():
     from app.passes import PASSES
 
     ir_only = {
+        "fuse_onehot_matmul_to_gather",  # indices in range: test_fuse_onehot_matmul_to_gather
         "dead_code_elimination",
         "dedup_op_and_var_names",
         "topological_reorder",
@@ -1397,3 +1471,18 @@ def test_select_optimization_a_mask_of_infinities_becomes_an_add(infinite):
     want = Executor(program).run(inputs).outputs["masked"]
     got = Executor(after).run(inputs).outputs["masked"]
     assert np.array_equal(want, got)
+
+
+@pytest.mark.parametrize(("on", "fires"), [(1.0, True), (2.0, False)])
+def test_fuse_onehot_matmul_to_gather_the_seed_example(on, fires):
+    """one_hot(i) · W is gather(W, i) for indices in range (one_hot of an index out of range is a
+    row of zeros: the default pipeline leaves the pass out)."""
+    body, weights = _onehot_matmul(on=on)
+    built = build(body, weights, ["fuse_onehot_matmul_to_gather"])
+    assert kinds(built.program) == (["gather"] if fires else ["one_hot", "matmul"])
+    assert changed_by(built) == (["fuse_onehot_matmul_to_gather"] if fires else [])
+    inputs = {"i": np.array([[0, 4, 2], [1, 1, 3]], np.int32)}
+    want = Executor(built.built_program).run(inputs).outputs["out"]
+    got = Executor.from_written_weights(built.program).run(inputs).outputs["out"]
+    np.testing.assert_allclose(got, want, rtol=2**-10)
+    assert "fuse_onehot_matmul_to_gather" not in DEFAULT

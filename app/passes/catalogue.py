@@ -27,6 +27,7 @@ from app.passes.defs import (
     fuse_leaky_relu,
     fuse_linear_bias,
     fuse_matmul_weight_bias,
+    fuse_onehot_matmul_to_gather,
     fuse_pad_conv,
     fuse_prelu,
     fuse_reduce_mean,
@@ -41,8 +42,10 @@ from app.passes.defs import (
     rank0_expand_dims_swap,
     reduce_transposes,
     remove_redundant_ops,
+    replace_stack_reshape,
     select_optimization,
     topological_reorder,
+    use_reflection_padding,
 )
 from app.passes.graph_pass import GraphPass
 
@@ -85,6 +88,9 @@ PASSES: dict[str, GraphPass] = {
         reduce_transposes,
         canonicalize_inplace_pattern,
         detect_concat_interleave,
+        fuse_onehot_matmul_to_gather,
+        replace_stack_reshape,
+        use_reflection_padding,
         add_fp16_cast,
         # beyond the seed: for the ANE (docs/passes.md)
         matmul_to_conv,

@@ -53,7 +53,9 @@ DEFAULT: tuple[str, ...] = (
     "fuse_prelu",
     "rank0_expand_dims_swap",
     "reduce_transposes",
-    # paddings merge, then a zero pad melds into the conv it feeds
+    # a reflection written as slices and a concat is a pad; paddings merge, then a zero pad
+    # melds into the conv it feeds
+    "use_reflection_padding",
     "merge_consecutive_paddings",
     "fuse_pad_conv",
     # a product by a constant weight over the channels, between transposes, is a 1×1 conv in
@@ -73,12 +75,14 @@ DEFAULT: tuple[str, ...] = (
     "fuse_layernorm_or_instancenorm",
     # a per-channel scale and shift the conv fusions did not take (no conv before them)
     "fuse_elementwise_to_batchnorm",
+    "replace_stack_reshape",
     "detect_concat_interleave",
     "merge_consecutive_relus",
     "merge_consecutive_reshapes",
     "merge_consecutive_transposes",
     "fuse_transpose_matmul",
     # a matmul by a constant weight with a constant bias is linear; a bias after it folds in
+    # (fuse_onehot_matmul_to_gather is not here: it changes what an index out of range gives)
     "fuse_matmul_weight_bias",
     "fuse_linear_bias",
     "reduce_transposes",
