@@ -148,9 +148,11 @@ def _redundant(same_constant: bool = True, swapped: bool = False) -> tuple[dict,
 
 
 # -- activations ----------------------------------------------------------------------------------
-def _gelu_tanh(pattern: int, cubic: float = 0.044715, shared: bool = False) -> tuple[dict, dict]:
+def _gelu_tanh(
+    pattern: int, cubic: float = 0.044715, shared: bool = False, power: float | None = None
+) -> tuple[dict, dict]:
     """y = x·(0.5·(tanh(√(2/π)·(x + 0.044715·x³)) + 1)) (pattern 1), or (0.5·x)·(...)
-    (pattern 2); x³ as x·square(x)."""
+    (pattern 2); x³ as x·square(x), or as pow(x, power) when given."""
     nodes = [
         node("sq", "square", {"x": "x"}),
         node("cube", "mul", {"x": "x", "y": "sq"}),
@@ -170,6 +172,9 @@ def _gelu_tanh(pattern: int, cubic: float = 0.044715, shared: bool = False) -> t
         "one_plus.y": np.array([1.0], np.float32),
         "half.y": np.array([0.5], np.float32),
     }
+    if power is not None:
+        nodes[:2] = [node("cube", "pow", {"x": "x"})]
+        weights["cube.y"] = np.array([power], np.float32)
     outputs = {"out": "y", **({"tanh": "t"} if shared else {})}
     return graph(nodes, outputs), weights
 
@@ -690,6 +695,14 @@ CASES = [
     # activations
     _case("gelu-tanh-1", "fuse_gelu_tanh_approximation", _gelu_tanh(1), ["gelu"]),
     _case("gelu-tanh-2", "fuse_gelu_tanh_approximation", _gelu_tanh(2), ["gelu"]),
+    _case("gelu-tanh-pow", "fuse_gelu_tanh_approximation", _gelu_tanh(1, power=3.0), ["gelu"]),
+    _case(
+        "gelu-tanh-pow-2",
+        "fuse_gelu_tanh_approximation",
+        _gelu_tanh(1, power=2.0),
+        ["pow", "mul", "add", "mul", "tanh", "add", "mul", "mul"],
+        fires=False,
+    ),
     _case(
         "gelu-tanh-constant",
         "fuse_gelu_tanh_approximation",

@@ -9,6 +9,12 @@ from app.passes.edit import Editor
 from app.passes.patterns import close, scalar
 
 
+def _whole_power(var: Var) -> bool:
+    """Whether var = pow(x, 2) or pow(x, 3), the exponent a constant."""
+    op = var.op
+    return op is not None and op.type == "pow" and scalar(op.inputs["y"]) in (2.0, 3.0)  # type: ignore[arg-type]
+
+
 class Taken:
     """One match being tried: the ops taken so far, each read by the pattern alone."""
 
@@ -24,13 +30,17 @@ class Taken:
         return op
 
     def factors(self, var: Var, reader: Operation, squares: bool = False) -> list[Var]:
-        """The leaves of the product tree at `var` (muls, and squares counted twice when
-        `squares`, read by the tree alone)."""
-        for op_type in ("mul", "square") if squares else ("mul",):
+        """The leaves of the product tree at `var` (muls, and when `squares` squares counted
+        twice and pow(x, 2 or 3) two or three times, read by the tree alone)."""
+        for op_type in ("mul", "square", "pow") if squares else ("mul",):
+            if op_type == "pow" and not _whole_power(var):
+                continue
             op = self.take(var, op_type, reader)
             if op is not None:
                 if op_type == "square":
                     return [op.inputs["x"]] * 2  # type: ignore[list-item]
+                if op_type == "pow":
+                    return [op.inputs["x"]] * int(scalar(op.inputs["y"]))  # type: ignore[arg-type, list-item]
                 return self.factors(op.inputs["x"], op, squares) + self.factors(
                     op.inputs["y"], op, squares
                 )  # type: ignore[arg-type]

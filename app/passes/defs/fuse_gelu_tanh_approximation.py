@@ -3,7 +3,7 @@ becomes gelu(x, mode=TANH_APPROXIMATION).
 
 The product of x, 0.5 and (1 + tanh(...)) may be grouped any way (the seed's two patterns, and
 x·(...) then ·0.5), every mul and add with its operands in either order; x³ is x·x·x or
-x·square(x) in any grouping (pow(x, 3) once `pow` is a primitive). Every intermediate must be
+x·square(x) in any grouping, or pow(x, 3). Every intermediate must be
 read by the pattern alone, and each constant must be the one meant within fp16 rounding."""
 
 from __future__ import annotations
