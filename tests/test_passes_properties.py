@@ -671,6 +671,25 @@ def _reflection(d, p, src, s, near):
     return Site([*lefts, *rights, cat], {}, f"{p}y", [f"{p}y"])
 
 
+def _up_convolution(d, p, src, s, near):
+    """Four maps interleaved along H in pairs, then along W (planted); or along H again
+    (near-miss). Axes counted from either end."""
+    sources = [node(f"{p}v{i}", UNARY[i], {"x": src}) for i in range(4)]
+    h, w = d.draw(st.sampled_from([2, -2])), d.draw(st.sampled_from([3, -1]))
+
+    def cat(id, values, axis):
+        params = {"axis": axis, "interleave": True}
+        return {"id": id, "op": "concat", "inputs": {"values": values}, "params": params}
+
+    nodes = [
+        *sources,
+        cat(f"{p}top", [f"{p}v0", f"{p}v1"], h),
+        cat(f"{p}bottom", [f"{p}v2", f"{p}v3"], h),
+        cat(f"{p}y", [f"{p}top", f"{p}bottom"], h if near else w),
+    ]
+    return Site(nodes, {}, f"{p}y", [f"{p}y"])
+
+
 PLANTERS: dict[str, Callable] = {
     "const_deduplication": _dedup,
     "const_elimination": _fold,
@@ -706,6 +725,7 @@ PLANTERS: dict[str, Callable] = {
     "nullify_redundant_quantization_zero_point": _zero_points,
     "replace_stack_reshape": _stack_reshape,
     "use_reflection_padding": _reflection,
+    "concat_to_pixel_shuffle": _up_convolution,
     # beyond the seed
     "matmul_to_conv": _token_major,
     "fold_high_rank": _rank5,

@@ -572,6 +572,22 @@ def _reflection(left: int = 1, right: int = 1, shift: int = 0):
     return graph(nodes, {"out": "y"}, x=([1, 2, 6, 8], "fp16")), {}
 
 
+def _up_convolution(outer_axis: int = 3):
+    """FCRN's fast up-convolution: two interleaved concats along H, then one along W."""
+
+    def cat(id, values, axis):
+        params = {"axis": axis, "interleave": True}
+        return {"id": id, "op": "concat", "inputs": {"values": values}, "params": params}
+
+    nodes = [
+        cat("top", ["a", "b"], 2),
+        cat("bottom", ["c", "d"], 2),
+        cat("y", ["top", "bottom"], outer_axis),
+    ]
+    inputs = {k: ([1, C, 2, 3], "fp16") for k in "abcd"}
+    return graph(nodes, {"out": "y"}, **inputs), {}
+
+
 # -- beyond the seed: the ANE's passes ------------------------------------------------------------
 def _token_major_matmul(
     bias: bool = True, back: list[int] | None = None, const_weight=True, shared=False
@@ -1164,6 +1180,16 @@ CASES = [
         "use_reflection_padding",
         _reflection(1, 1, shift=1),
         ["relu", "slice_by_index", "slice_by_index", "concat"],
+        fires=False,
+    ),
+    _case(
+        "pixel-shuffle", "concat_to_pixel_shuffle", _up_convolution(), ["concat", "pixel_shuffle"]
+    ),
+    _case(
+        "pixel-shuffle-axis",
+        "concat_to_pixel_shuffle",
+        _up_convolution(outer_axis=2),
+        ["concat", "concat", "concat"],
         fires=False,
     ),
     # beyond the seed: the ANE's passes

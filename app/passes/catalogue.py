@@ -8,6 +8,7 @@ from app.passes.defs import (
     add_fp16_cast,
     canonicalize_inplace_pattern,
     cast_optimization,
+    concat_to_pixel_shuffle,
     const_deduplication,
     const_elimination,
     dead_code_elimination,
@@ -91,6 +92,7 @@ PASSES: dict[str, GraphPass] = {
         fuse_onehot_matmul_to_gather,
         replace_stack_reshape,
         use_reflection_padding,
+        concat_to_pixel_shuffle,
         add_fp16_cast,
         # beyond the seed: for the ANE (docs/passes.md)
         matmul_to_conv,

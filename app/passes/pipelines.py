@@ -77,6 +77,7 @@ DEFAULT: tuple[str, ...] = (
     "fuse_elementwise_to_batchnorm",
     "replace_stack_reshape",
     "detect_concat_interleave",
+    "concat_to_pixel_shuffle",
     "merge_consecutive_relus",
     "merge_consecutive_reshapes",
     "merge_consecutive_transposes",
