@@ -690,6 +690,23 @@ def _up_convolution(d, p, src, s, near):
     return Site(nodes, {}, f"{p}y", [f"{p}y"])
 
 
+def _quantized_add(d, p, src, s, near):
+    """dequantize(src) ± dequantize(x) quantized again (fp32 program), small scales (a step of
+    fp16 compute's rounding is then within the tolerance; values beyond int8 saturate alike); near-miss: the sum read elsewhere too."""
+    op = d.draw(st.sampled_from(["add", "sub"]))
+    nodes = [
+        node(f"{p}qa", "quantize", {"input": src}, output_dtype="int8", scale=0.02),
+        node(f"{p}da", "dequantize", {"input": f"{p}qa"}, scale=0.02),
+        node(f"{p}qb", "quantize", {"input": "x"}, output_dtype="int8", scale=0.015),
+        node(f"{p}db", "dequantize", {"input": f"{p}qb"}, scale=0.015),
+        node(f"{p}s", op, {"x": f"{p}da", "y": f"{p}db"}),
+        node(f"{p}qz", "quantize", {"input": f"{p}s"}, output_dtype="int8", scale=0.025),
+        node(f"{p}y", "dequantize", {"input": f"{p}qz"}, scale=0.025),
+    ]
+    also = {f"{p}sum": f"{p}s"} if near else None
+    return Site(nodes, {}, f"{p}y", [f"{p}db"], also)
+
+
 PLANTERS: dict[str, Callable] = {
     "const_deduplication": _dedup,
     "const_elimination": _fold,
@@ -726,6 +743,7 @@ PLANTERS: dict[str, Callable] = {
     "replace_stack_reshape": _stack_reshape,
     "use_reflection_padding": _reflection,
     "concat_to_pixel_shuffle": _up_convolution,
+    "distributive_quantized_binary_op_scale_normalization": _quantized_add,
     # beyond the seed
     "matmul_to_conv": _token_major,
     "fold_high_rank": _rank5,
@@ -739,6 +757,7 @@ FP32 = {
     "dequantize_to_constexpr",
     "dequantize_quantize_pair_elimination",
     "nullify_redundant_quantization_zero_point",
+    "distributive_quantized_binary_op_scale_normalization",
 }
 
 

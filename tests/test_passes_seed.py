@@ -588,6 +588,23 @@ def _up_convolution(outer_axis: int = 3):
     return graph(nodes, {"out": "y"}, **inputs), {}
 
 
+def _quantized_add(shared: bool = False):
+    """dequantize(x) + dequantize(x2) quantized again (an activation-quantized add); each
+    scale spans int8's range over the values drawn (standard normal), so that fp16 compute
+    (the default pipeline's) moves a result by one step at most within the tolerance."""
+    nodes = [
+        node("qx", "quantize", {"input": "x"}, output_dtype="int8", scale=0.025),
+        node("dx", "dequantize", {"input": "qx"}, scale=0.025),
+        node("qy", "quantize", {"input": "x2"}, output_dtype="int8", scale=0.03),
+        node("dy", "dequantize", {"input": "qy"}, scale=0.03),
+        node("s", "add", {"x": "dx", "y": "dy"}),
+        node("qz", "quantize", {"input": "s"}, output_dtype="int8", scale=0.05),
+        node("y", "dequantize", {"input": "qz"}, scale=0.05),
+    ]
+    outputs = {"out": "y", **({"sum": "s"} if shared else {})}
+    return graph(nodes, outputs, x=FP32_X, x2=FP32_X), {}
+
+
 # -- beyond the seed: the ANE's passes ------------------------------------------------------------
 def _token_major_matmul(
     bias: bool = True, back: list[int] | None = None, const_weight=True, shared=False
@@ -1190,6 +1207,19 @@ CASES = [
         "concat_to_pixel_shuffle",
         _up_convolution(outer_axis=2),
         ["concat", "concat", "concat"],
+        fires=False,
+    ),
+    _case(
+        "quantized-add",
+        "distributive_quantized_binary_op_scale_normalization",
+        _quantized_add(),
+        ["quantize", "dequantize", "quantize", "dequantize", "add", "quantize", "dequantize"],
+    ),
+    _case(
+        "quantized-add-shared",
+        "distributive_quantized_binary_op_scale_normalization",
+        _quantized_add(shared=True),
+        ["quantize", "dequantize", "quantize", "dequantize", "add", "quantize", "dequantize"],
         fires=False,
     ),
     # beyond the seed: the ANE's passes

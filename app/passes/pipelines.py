@@ -34,6 +34,7 @@ DEFAULT: tuple[str, ...] = (
     # decompressed (coremltools runs both before its const_elimination)
     "nullify_redundant_quantization_zero_point",
     "dequantize_quantize_pair_elimination",
+    "distributive_quantized_binary_op_scale_normalization",
     "dequantize_to_constexpr",
     # a conv_transpose's output shape written out
     "add_conv_transpose_output_shape",
