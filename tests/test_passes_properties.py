@@ -375,8 +375,9 @@ def _prelu(d, p, src, s, near):
 
 def _conv_batchnorm(d, p, src, s, near):
     seed = d.draw(st.integers(0, 9))
+    kind = d.draw(st.sampled_from(["mil.conv", "conv_transpose"]))
     nodes = [
-        node(f"{p}c", "mil.conv", {"x": src}),
+        node(f"{p}c", kind, {"x": src}),
         node(f"{p}o", "batch_norm", {"x": f"{p}c"}, epsilon=d.draw(st.sampled_from([1e-5, 1e-3]))),
     ]
     weights = {

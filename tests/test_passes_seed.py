@@ -363,8 +363,13 @@ def _prelu(a: np.ndarray, minus: float = -1.0):
     return graph(nodes, {"out": "y"}), {"neg.y": np.array([minus], np.float32), "scaled.y": a}
 
 
-def _conv_batchnorm(shared: bool = False, mean_input: bool = False):
+def _conv_batchnorm(shared: bool = False, transpose_groups: int = 0):
+    """conv (or conv_transpose with `transpose_groups` groups) then batch_norm."""
     conv, weights = _conv("c")
+    if transpose_groups:
+        groups = transpose_groups
+        conv = node("c", "conv_transpose", {"x": "x"}, groups=groups, strides=[2, 1])
+        weights = {"c.weight": values(C, C // groups, 2, 1)}
     nodes = [conv, node("y", "batch_norm", {"x": "c"}, epsilon=1e-3)]
     weights |= {
         "y.mean": values(C),
@@ -973,6 +978,18 @@ CASES = [
         fires=False,
     ),
     _case("conv-batchnorm", "fuse_conv_batchnorm", _conv_batchnorm(), ["conv"]),
+    _case(
+        "conv-transpose-batchnorm",
+        "fuse_conv_batchnorm",
+        _conv_batchnorm(transpose_groups=1),
+        ["conv_transpose"],
+    ),
+    _case(
+        "conv-transpose-groups-batchnorm",
+        "fuse_conv_batchnorm",
+        _conv_batchnorm(transpose_groups=2),
+        ["conv_transpose"],
+    ),
     _case(
         "conv-batchnorm-shared",
         "fuse_conv_batchnorm",

@@ -1,13 +1,13 @@
-"""fuse_conv_batchnorm: a batch_norm reading a convolution alone is the same convolution with its
-weight and bias changed: with s = gamma / √(variance + epsilon), W'[o] = s[o]·W[o] and
-b'[o] = s[o]·(b[o] - mean[o]) + beta[o], when the weight and every parameter are plain consts.
-(conv_transpose is not taken: no graph or import here follows one with a batch_norm yet.)"""
+"""fuse_conv_batchnorm: a batch_norm reading a convolution (conv or conv_transpose) alone is the
+same convolution with its weight and bias changed: with s = gamma / √(variance + epsilon), output
+channel o's weights times s[o] and b'[o] = s[o]·(b[o] - mean[o]) + beta[o], when the weight and
+every parameter are plain consts."""
 
 from __future__ import annotations
 
 import numpy as np
 
-from app.passes.conv_parts import bias_of, remade, weight_of
+from app.passes.conv_parts import bias_of, remade, scale_out_channels, weight_of
 from app.passes.edit import Editor
 from app.passes.graph_pass import GraphPass, Options
 from app.passes.patterns import fits, wide
@@ -23,7 +23,7 @@ def _param(op, arg: str, default: float, channels: int) -> np.ndarray | None:
 
 
 def run(edit: Editor, options: Options) -> None:
-    for conv in edit.ops("conv"):
+    for conv in edit.ops("conv", "conv_transpose"):
         y = conv.outputs[0]
         norm = edit.sole_reader(y)
         if norm is None or norm.type != "batch_norm" or norm.outputs[0].type != y.type:
@@ -41,7 +41,7 @@ def run(edit: Editor, options: Options) -> None:
         if any(p is None for p in parts):
             continue
         scale = gamma / np.sqrt(variance + epsilon[0])  # type: ignore[operator, index]
-        weight = weight * scale.reshape((-1,) + (1,) * (weight.ndim - 1))  # type: ignore[union-attr]
+        weight = scale_out_channels(conv, weight, scale)  # type: ignore[arg-type]
         bias = (bias - mean) * scale + beta  # type: ignore[operator]
         w = conv.inputs["weight"]
         if not np.all(np.isfinite(scale)) or not fits(weight, w) or not fits(bias, w):  # type: ignore[arg-type]
