@@ -18,7 +18,9 @@ from app.kits import Kit, KitOptions, build_kit
 def cmd_model(args) -> int:
 
     quantize = None
-    if args.quantize is not None:
+    if args.quantize == "auto":
+        quantize = "auto"
+    elif args.quantize is not None:
         try:
             quantize = json.loads(args.quantize)
         except json.JSONDecodeError as exc:
@@ -31,6 +33,9 @@ def cmd_model(args) -> int:
         quantize=quantize,
         kv=args.kv,
         verify=args.verify,
+        prompts=args.prompts,
+        max_kl=args.max_kl,
+        min_top1=args.min_top1,
     )
     remove_in_flight_on_stop()  # SIGTERM or Ctrl-C: the half-written kit and its scratch go too
     tty = sys.stderr.isatty()
@@ -48,7 +53,9 @@ def cmd_model(args) -> int:
             print("\r\033[K", end="", file=sys.stderr, flush=True)
     emit(summary(result), args.json)
     verification = result.verification
-    return EXIT_FAILED if verification is not None and not verification["passed"] else 0
+    if verification is not None and not verification["passed"]:
+        return EXIT_FAILED
+    return EXIT_FAILED if result.meta.get("quality", {}).get("passed") is False else 0
 
 
 def summary(result) -> BuildSummary:
@@ -86,6 +93,7 @@ def summary(result) -> BuildSummary:
             else f"vocabulary {p['vocab'][0]}-{p['vocab'][1] - 1}"
         )
         details.append(f"  {p['path']:<24} {what:<24} {p['weight_bytes']:>12} weight bytes")
+    details += quality_lines(meta)
     verification = meta.get("verification")
     checked = None
     if verification is None:
@@ -104,6 +112,45 @@ def summary(result) -> BuildSummary:
         preflight=kit_findings(meta),
         verification=checked,
     )
+
+
+def _measured(m: dict) -> str:
+    line = (
+        f"KL mean {m['kl_mean']}, p99 {m['kl_p99']}, top-1 {m['top1_agreement']}, "
+        f"cosine {m['cosine_mean']}"
+    )
+    if "perplexity_change" in m:
+        line += f", perplexity {m['perplexity']} ({m['perplexity_change']:+.2%})"
+    return line
+
+
+def quality_lines(meta: dict) -> list[str]:
+    """What quantize auto tried and chose, and the quality gate's numbers (docs/kits.md)."""
+    lines = []
+    auto = meta.get("quantize_auto")
+    if auto is not None:
+        lines.append(f"quantize auto for {auto['thresholds']} in {auto['seconds']} s:")
+        for part in ("layers", "head"):
+            if part in auto:
+                tried = ", ".join(
+                    f"{t['setting']} {'passes' if t['passed'] else 'fails'} (KL {t['kl_mean']})"
+                    for t in auto[part]["tried"]
+                )
+                lines.append(f"  {part}: {auto[part]['chosen']}; tried {tried}")
+    quality = meta.get("quality")
+    if quality is not None:
+        verdict = (
+            ""
+            if "passed" not in quality
+            else f"; {'passes' if quality['passed'] else 'FAILS'} {quality['thresholds']}"
+        )
+        lines.append(
+            f"quality gate (float64, {quality['prompts']['tokens']} prompt tokens, "
+            f"{quality['prompts']['source']}){verdict}"
+        )
+        lines.append(f"  vs checkpoint: {_measured(quality['kit_vs_checkpoint'])}")
+        lines.append(f"  vs fp16 build: {_measured(quality['kit_vs_fp16'])}")
+    return lines
 
 
 def kit_findings(meta: dict) -> list[dict]:
@@ -181,7 +228,24 @@ def add_commands(sub) -> None:
     model.add_argument(
         "--quantize",
         metavar="JSON",
-        help='a quantize config for the layers, or {"layers": ..., "head": ...}',
+        help='a quantize config for the layers, or {"layers": ..., "head": ...}; "auto" (or '
+        'a part "auto"): the lightest setting that passes --max-kl / --min-top1',
+    )
+    model.add_argument(
+        "--max-kl",
+        type=float,
+        help="quality gate: the most mean KL divergence (nats) from the checkpoint that passes",
+    )
+    model.add_argument(
+        "--min-top1",
+        type=float,
+        help="quality gate: the least top-1 agreement with the checkpoint that passes (0-1)",
+    )
+    model.add_argument(
+        "--prompts",
+        metavar="FILE",
+        help="quality gate: prompts, one per line, read with the checkpoint's tokenizer "
+        "(default: seeded token ids)",
     )
     model.add_argument(
         "--kv",

@@ -32,6 +32,8 @@ from app.formats import KIT_FORMATS
 from app.kernels.decoder_stack import layer_bytes
 from app.kernels.rope import tables
 from app.kits import manifest
+from app.kits.auto import AUTO, auto_parts
+from app.kits.gate import check_thresholds
 from app.kits.held import HeldWeights
 from app.kits.kitzip import KitZip
 from app.kits.model import Model, open_model
@@ -44,9 +46,11 @@ from app.kits.programs import (
     program_entries,
     program_path,
 )
+from app.kits.quality import Quality
 from app.kits.reference import WholeModel
 from app.kits.runner import read_zip
 from app.kits.verify import check_verify_memory
+from app.kits.weights import KitHeldWeights
 from app.packaging import Entry, write_zip
 from app.packaging.layout import VERIFICATION_JSON
 from app.preflight import findings_to_json
@@ -67,9 +71,14 @@ class KitOptions:
     context: int | None = None  # default min(512, max_position_embeddings)
     prefill: int | None = None  # default min(64, context)
     device: str | None = None
-    quantize: Mapping[str, Any] | None = None  # {"layers": cfg, "head": cfg}, or cfg for layers
+    # {"layers": cfg, "head": cfg}, or cfg for layers; "auto" (or a part "auto"): the lightest
+    # setting that passes max_kl / min_top1 (app/kits/auto.py)
+    quantize: Mapping[str, Any] | str | None = None
     kv: str = "io"
     verify: bool = False
+    prompts: str | Path | None = None  # the quality gate's prompts file (default: seeded ids)
+    max_kl: float | None = None  # the quality gate's thresholds (app/kits/gate.py)
+    min_top1: float | None = None
     max_program_weight_bytes: int | None = None  # default ANE_MAX_PROGRAM_WEIGHT_BYTES
     mlmodelc_profile: str | None = None
 
@@ -91,12 +100,15 @@ class KitResult:
 def quantize_parts(quantize: Mapping[str, Any] | None) -> tuple[Any, Any]:
     """A kit's `quantize` option as (the layers' config, the head's): {layers, head}, or one
     config for the layers."""
-    if quantize is None:
+    if quantize is None or quantize == AUTO:  # auto: fp16 until chosen (estimates err large)
         return None, None
     if not isinstance(quantize, Mapping):
-        raise RequestError("quantize", "a JSON object: a quantize config, or {layers, head}")
+        raise RequestError(
+            "quantize", 'a JSON object: a quantize config, or {layers, head}; or "auto"'
+        )
     if set(quantize) <= {"layers", "head"}:
-        return quantize.get("layers"), quantize.get("head")
+        layers, head = quantize.get("layers"), quantize.get("head")
+        return (None if layers == AUTO else layers), (None if head == AUTO else head)
     return quantize, None
 
 
@@ -148,6 +160,14 @@ def _check_options(options: KitOptions) -> None:
     if options.device is not None:
         device_or_error(options.device)  # names the known devices
     _check_quantize(options.quantize)
+    thresholds = check_thresholds(options.max_kl, options.min_top1)
+    auto = auto_parts(options.quantize) is not None
+    if auto and not thresholds:
+        raise RequestError("max_kl", "quantize auto needs a threshold: max_kl, min_top1 or both")
+    if not (auto or options.verify):
+        for name in ("max_kl", "min_top1", "prompts"):
+            if getattr(options, name) is not None:
+                raise RequestError(name, "the quality gate's: give it with verify or quantize auto")
 
 
 def _check_quantize(quantize: Mapping[str, Any] | None) -> None:
@@ -155,7 +175,7 @@ def _check_quantize(quantize: Mapping[str, Any] | None) -> None:
     `quantize.layers.nbits` in the {layers, head} form), before any program is built: later the
     config sits inside each program's own request, under paths the user never wrote."""
     layers_q, head_q = quantize_parts(quantize)
-    split = quantize is not None and layers_q is not quantize
+    split = isinstance(quantize, Mapping) and set(quantize) <= {"layers", "head"}
     for part, config in (("layers", layers_q), ("head", head_q)):
         if config is None:
             continue
@@ -306,8 +326,12 @@ def write_kit_zip(
     _check_options(options)
     model = open_model(checkpoint)
     context, prefill = kit_lengths(model, options)
-    layers_q, head_q = quantize_parts(options.quantize)
     base = model.stack_params(0, 1, seq_len=1)
+    quality = Quality.of(model, options, context)
+    if auto_parts(options.quantize) is not None:
+        head_rows = _plan(model, options, layer_bytes(base), None, context, prefill).head
+        options = quality.choose(model, options, head_rows, say)
+    layers_q, head_q = quantize_parts(options.quantize)
     plan = _plan(model, options, layer_bytes(base), layers_q, context, prefill)
     norm = model.final_norm()
     eps = float(model.decoder.get("rms_norm_eps", 1e-6))
@@ -394,6 +418,13 @@ def write_kit_zip(
                 "greedy_compared_steps": verification["greedy"]["compared_steps"],
             }
             del whole
+            if options.quantize is not None:
+                say("measuring the quality gate in float64")
+                table = _table(writing.kit.read(manifest.EMBEDDINGS_FILE), model)
+                kit_weights = KitHeldWeights(held, table, norm)
+                meta["quality"] = quality.gate(model, kit_weights, plan.head)
+        if quality.auto is not None:
+            meta["quantize_auto"] = quality.auto
         meta["files"] = dict(sorted((writing.kit.digests | manifest.digests(tail)).items()))
         writing.kit.add(Entry(manifest.KIT_JSON, manifest.to_bytes(meta)))
         for path in sorted(tail):

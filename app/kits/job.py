@@ -26,7 +26,17 @@ from app.errors import FieldError, RequestError
 from app.estimates import device_or_error
 from app.kits.build import KitOptions, build_kit
 
-OPTIONS = ("format", "context", "prefill", "device", "quantize", "kv", "verify")
+OPTIONS = (
+    "format",
+    "context",
+    "prefill",
+    "device",
+    "quantize",
+    "kv",
+    "verify",
+    "max_kl",
+    "min_top1",
+)
 _KEY_VERSION = 1
 DEVICE_CHECK_TOKENS = 8
 
