@@ -9,10 +9,15 @@ from app.passes.edit import Editor
 from app.passes.patterns import close, scalar
 
 
-def _whole_power(var: Var) -> bool:
-    """Whether var = pow(x, 2) or pow(x, 3), the exponent a constant."""
+def _times(var: Var) -> int:
+    """How many times x is a factor of var = square(x) (2) or pow(x, 2 or 3); 0 otherwise."""
     op = var.op
-    return op is not None and op.type == "pow" and scalar(op.inputs["y"]) in (2.0, 3.0)  # type: ignore[arg-type]
+    if op is None:
+        return 0
+    if op.type == "square":
+        return 2
+    power = scalar(op.inputs["y"]) if op.type == "pow" else None  # type: ignore[arg-type]
+    return int(power) if power in (2.0, 3.0) else 0
 
 
 class Taken:
@@ -32,18 +37,14 @@ class Taken:
     def factors(self, var: Var, reader: Operation, squares: bool = False) -> list[Var]:
         """The leaves of the product tree at `var` (muls, and when `squares` squares counted
         twice and pow(x, 2 or 3) two or three times, read by the tree alone)."""
-        for op_type in ("mul", "square", "pow") if squares else ("mul",):
-            if op_type == "pow" and not _whole_power(var):
-                continue
-            op = self.take(var, op_type, reader)
-            if op is not None:
-                if op_type == "square":
-                    return [op.inputs["x"]] * 2  # type: ignore[list-item]
-                if op_type == "pow":
-                    return [op.inputs["x"]] * int(scalar(op.inputs["y"]))  # type: ignore[arg-type, list-item]
-                return self.factors(op.inputs["x"], op, squares) + self.factors(
-                    op.inputs["y"], op, squares
-                )  # type: ignore[arg-type]
+        op = self.take(var, "mul", reader)
+        if op is not None:
+            return self.factors(op.inputs["x"], op, squares) + self.factors(
+                op.inputs["y"], op, squares
+            )  # type: ignore[arg-type]
+        times = _times(var) if squares else 0
+        if times and self.take(var, var.op.type, reader) is not None:  # type: ignore[union-attr]
+            return [var.op.inputs["x"]] * times  # type: ignore[union-attr, list-item]
         return [var]
 
     @staticmethod
