@@ -26,6 +26,7 @@ from app.onnx.files import ModelFiles
 from app.onnx.lowering import Handler, Lowering, lower
 from app.onnx.names import io_names
 from app.onnx.ops_layout import HANDLERS as LAYOUT
+from app.onnx.ops_logic import HANDLERS as LOGIC
 from app.onnx.ops_math import HANDLERS as MATH
 from app.onnx.ops_nn import HANDLERS as NN
 from app.onnx.params import OnnxParams
@@ -34,7 +35,7 @@ from app.onnx.reader import GraphInput, OnnxModel, ReadLimits, read_model
 from app.onnx.tensors import FLOAT_TYPES, type_name
 from app.toolchain import ONNX_IMPORTER_VERSION
 
-HANDLERS: dict[str, Handler] = {**MATH, **LAYOUT, **NN}
+HANDLERS: dict[str, Handler] = {**MATH, **LOGIC, **LAYOUT, **NN}
 _INTS = (
     TensorProto.INT64,
     TensorProto.INT32,

@@ -28,7 +28,7 @@ from app.mil.ops import Trait
 from app.onnx.fold import evaluate
 from app.onnx.names import sanitized
 from app.onnx.reader import DEFAULT_DOMAINS, MICROSOFT, OnnxModel, node_field, node_label
-from app.onnx.support import MICROSOFT_ADVICE, WAITING
+from app.onnx.support import MICROSOFT_ADVICE, REFUSED, WAITING
 
 Value = Var | np.ndarray
 
@@ -271,6 +271,8 @@ def _refusal(lowering: Lowering, proto: NodeProto, index: int) -> Unsupported:
         reason = f"domain {proto.domain!r} is not one the importer knows (only ai.onnx)"
     elif proto.op_type in WAITING:
         reason = f"waits on the MIL primitive {WAITING[proto.op_type]}"
+    elif proto.op_type in REFUSED:
+        reason = f"refused {REFUSED[proto.op_type]}"
     else:
         reason = "no lowering onto the IR's primitives"
     return Unsupported(

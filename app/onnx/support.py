@@ -2,7 +2,8 @@
 docs/onnx.md's op table (held to it by the tests).
 
 An op *waits* when lowering it needs a MIL primitive the IR does not have yet (app/mil): it is
-refused, naming the primitive, until that primitive is added as a record. Ops whose inputs are all
+refused, naming the primitive, until that primitive is added as a record. An op is *refused*
+where no primitive could lower it (an output whose shape depends on the data). Ops whose inputs are all
 known at import (shape arithmetic, constant subgraphs) are evaluated then, whatever their type,
 and never reach this table.
 """
@@ -11,43 +12,15 @@ from __future__ import annotations
 
 # ONNX op -> the MIL primitive its lowering waits on
 WAITING: dict[str, str] = {
-    "Erf": "erf (an Erf outside the GELU pattern x·½·(1+erf(x/√2)))",
-    "Pow": "pow (an exponent other than a constant 0.5, 1, 2, 3, -0.5 or -1)",
-    "Log": "log",
-    "LogSoftmax": "log",
-    "Softplus": "softplus",
-    "Mish": "softplus",
-    "Elu": "elu",
-    "Selu": "elu",
-    "Celu": "elu",
-    "Floor": "floor",
-    "Ceil": "ceil",
-    "Round": "round",
-    "Sign": "sign",
-    "Sin": "sin",
-    "Cos": "cos",
-    "Tan": "tan",
     "Atan": "atan",
     "Acos": "acos",
     "Asin": "asin",
     "Mod": "mod",
-    "IsNaN": "isnan",
-    "IsInf": "isinf",
     "Gather": "gather (indices computed from the data: an embedding lookup)",
     "GatherElements": "gather_along_axis",
     "GatherND": "gather_nd",
     "ScatterElements": "scatter_along_axis",
     "ScatterND": "scatter_nd",
-    "Where": "select (a condition computed from the data)",
-    "Equal": "equal",
-    "Less": "less",
-    "LessOrEqual": "less_equal",
-    "Greater": "greater",
-    "GreaterOrEqual": "greater_equal",
-    "Not": "logical_not",
-    "And": "logical_and",
-    "Or": "logical_or",
-    "Xor": "logical_xor",
     "Pad": "pad",
     "ConvTranspose": "conv_transpose",
     "AveragePool": "avg_pool",
@@ -58,7 +31,6 @@ WAITING: dict[str, str] = {
     "DepthToSpace": "depth_to_space",
     "SpaceToDepth": "space_to_depth",
     "TopK": "topk (k or the input computed from the data)",
-    "NonZero": "non_zero (an input computed from the data)",
     "ArgMax": "reduce_argmax",
     "ArgMin": "reduce_argmin",
     "ReduceProd": "reduce_prod",
@@ -72,11 +44,15 @@ WAITING: dict[str, str] = {
     "RoiAlign": "crop_resize",
     "QuantizeLinear": "quantize (on activations)",
     "DequantizeLinear": "dequantize (on activations; a constant one is evaluated at import)",
-    "Range": "range_1d (bounds computed from the data)",
-    "Shrink": "select",
-    "ThresholdedRelu": "select",
     "OneHot": "one_hot",
-    "Compress": "non_zero",
+}
+
+# ONNX op -> why it is refused (where it is not evaluated at import): what no primitive can give
+# a program whose shapes are all known when it is built
+REFUSED: dict[str, str] = {
+    "NonZero": "on an input computed from the data (its output's shape depends on the data)",
+    "Compress": "on a condition computed from the data (its output's shape depends on the data)",
+    "Range": "on bounds computed from the data (its output's shape depends on the data)",
 }
 
 # How each supported op is lowered (docs/onnx.md's table); the importer's handlers implement them.
@@ -101,12 +77,39 @@ SUPPORTED: dict[str, str] = {
     "Tanh": "tanh",
     "Exp": "exp",
     "Sqrt": "sqrt",
-    "Pow": "a constant exponent 2 → square, 3 → square·x, 0.5 → sqrt, -0.5 → rsqrt, "
+    "Pow": "pow; a constant exponent 2 → square, 3 → square·x, 0.5 → sqrt, -0.5 → rsqrt, "
     "-1 → real_div, 1 → removed",
     "Softmax": "softmax",
     "Gelu": "gelu (EXACT, or TANH_APPROXIMATION for approximate='tanh')",
-    "Erf": "only in the GELU pattern x·½·(1+erf(x/√2)) → gelu EXACT",
-    "LeakyRelu": "maximum(x, alpha·x)",
+    "Erf": "erf; in the GELU pattern x·½·(1+erf(x/√2)), one gelu EXACT",
+    "Log": "log",
+    "LogSoftmax": "d − log(reduce_sum(exp(d))), d = x − reduce_max(x)",
+    "Softplus": "softplus",
+    "Mish": "x · tanh(softplus(x))",
+    "Elu": "elu",
+    "Selu": "γ · elu(x, α)",
+    "Celu": "α · elu(x/α, 1)",
+    "Floor": "floor",
+    "Ceil": "ceil",
+    "Round": "round (halves to even)",
+    "Sign": "sign",
+    "Sin": "sin",
+    "Cos": "cos",
+    "Tan": "sin / cos",
+    "Equal": "equal (of bools: not xor)",
+    "Less": "less",
+    "LessOrEqual": "less_equal",
+    "Greater": "greater",
+    "GreaterOrEqual": "greater_equal",
+    "Not": "logical_not",
+    "And": "select(x, y, x)",
+    "Or": "select(x, x, y)",
+    "Xor": "logical_xor",
+    "IsNaN": "not_equal(x, x)",
+    "IsInf": "greater(abs(x), 65504) (fp16's largest finite value), or of x, or less than −65504",
+    "ThresholdedRelu": "select(x > alpha, x, 0)",
+    "Shrink": "two selects between x + bias, x − bias and 0",
+    "LeakyRelu": "maximum(x, alpha·x); leaky_relu for alpha outside [0, 1]",
     "PRelu": "relu(x) + slope·minimum(x, 0)",
     "HardSigmoid": "minimum(maximum(alpha·x + beta, 0), 1)",
     "HardSwish": "x · hard sigmoid(alpha 1/6, beta 1/2)",
@@ -142,7 +145,9 @@ SUPPORTED: dict[str, str] = {
     "Size": "evaluated at import",
     "ConstantOfShape": "evaluated at import",
     "Range": "evaluated at import",
-    "Where": "evaluated at import (constant operands)",
+    "NonZero": "evaluated at import",
+    "Compress": "evaluated at import",
+    "Where": "select",
     "DequantizeLinear": "evaluated at import on a constant (weight-only QDQ)",
 }
 
