@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from onnx import TensorProto
-from onnx_support import Case, one, op, run_all
+from onnx_support import Case, one, op, rng_array, run_all
 
 X = {"x": [2, 3, 8]}
 X4 = {"x": [1, 4, 6, 6]}
@@ -175,6 +175,148 @@ LOGIC = [
 ]
 
 
-@pytest.mark.parametrize("family", ["MATH", "LOGIC"])
+IDS = {"ids": [2, 5]}
+INT_IDS = {"ids": INT64}
+
+
+def _ids(name, nodes, inputs=None, **more) -> Case:
+    return Case(name, nodes, {**IDS, **(inputs or {})}, input_types=INT_IDS, **more)
+
+
+INDEXING = [
+    _ids(  # small table: one-hot product
+        "embedding_one_hot", [op("Gather", ["table", "ids"])], consts={"table": rng_array([2, 8])}
+    ),
+    _ids(  # a vocabulary: gather
+        "embedding_gather",
+        [op("Gather", ["table", "ids"])],
+        consts={"table": rng_array([2100, 8])},
+    ),
+    _ids(
+        "gather_negative_ids",
+        [op("Sub", ["ids", "two"], ["neg"]), op("Gather", ["table", "neg"])],
+        consts={"table": rng_array([2, 8]), "two": _i(2)},
+    ),
+    _ids(
+        "gather_of_data_axis1",
+        [op("Gather", ["x", "ids"], axis=1)],
+        {"x": [3, 2, 4]},
+    ),
+    Case(
+        "gather_elements",
+        [op("GatherElements", ["x", "i"], axis=1)],
+        {"x": [3, 4]},
+        consts={"i": _i([[0, -1, 2], [3, 3, 0], [1, 2, -4]])},
+    ),
+    _ids(
+        "gather_elements_data_indices",
+        [op("GatherElements", ["x", "ids"], axis=0)],
+        {"x": [2, 5]},
+    ),
+    Case(
+        "gather_nd",
+        [op("GatherND", ["x", "i"])],
+        {"x": [3, 4, 5]},
+        consts={"i": _i([[0, 1], [2, -1]])},
+    ),
+    Case(
+        "gather_nd_batch_12",
+        [op("GatherND", ["x", "i"], batch_dims=1)],
+        {"x": [2, 4, 5]},
+        consts={"i": _i([[[1]], [[3]]])},
+        opset=13,
+    ),
+    Case(
+        "scatter_elements_13",
+        [op("ScatterElements", ["x", "i", "u"], axis=1)],
+        {"x": [3, 4], "u": [3, 2]},
+        consts={"i": _i([[0, 2], [1, 3], [3, 0]])},
+        opset=13,
+    ),
+    Case(
+        "scatter_elements_add_18",
+        [op("ScatterElements", ["x", "i", "u"], axis=0, reduction="add")],
+        {"x": [3, 4], "u": [2, 4]},
+        consts={"i": _i([[0, 1, 2, 0], [0, 0, 1, -1]])},
+        opset=18,
+    ),
+    Case(
+        "scatter_nd",
+        [op("ScatterND", ["x", "i", "u"])],
+        {"x": [4, 3, 2], "u": [2, 2]},
+        consts={"i": _i([[1, 0], [3, 2]])},
+    ),
+    Case(
+        "scatter_nd_mul_16",
+        [op("ScatterND", ["x", "i", "u"], reduction="mul")],
+        {"x": [4, 3], "u": [2, 3]},
+        consts={"i": _i([[2], [-1]])},
+        opset=16,
+    ),
+    _ids(
+        "one_hot",
+        [op("OneHot", ["ids", "depth", "values"], axis=1)],
+        consts={"depth": _i(4), "values": _f([-1.0, 3.0])},
+    ),
+    *(
+        one(
+            f"trilu_{'upper' if up else 'lower'}_{k}",
+            "Trilu",
+            {"x": [2, 5, 6]},
+            {"k": _i(k)},
+            opset=14,
+            upper=up,
+        )
+        for up in (0, 1)
+        for k in (-2, 0, 1)
+    ),
+    one("trilu_default", "Trilu", {"x": [5, 6]}, opset=14),
+    Case(
+        "topk",
+        [
+            op("TopK", ["x", "k"], ["v", "i"], axis=1),
+            op("Cast", ["i"], ["fi"], to=TensorProto.FLOAT),
+        ],
+        {"x": [3, 8]},
+        ["v", "fi"],
+        consts={"k": _i([3])},
+    ),
+    Case(
+        "topk_smallest",
+        [
+            op("TopK", ["x", "k"], ["v", "i"], largest=0),
+            op("Cast", ["i"], ["fi"], to=TensorProto.FLOAT),
+        ],
+        {"x": [3, 8]},
+        ["v", "fi"],
+        consts={"k": _i([2])},
+    ),
+    *(
+        Case(
+            f"{o.lower()}_{'last' if last else 'first'}",
+            [
+                op(o, ["x"], ["a"], axis=1, keepdims=keep, select_last_index=last),
+                op("Cast", ["a"], ["y"], to=TensorProto.FLOAT),
+            ],
+            {"x": [2, 6, 3]},
+        )
+        for o in ("ArgMax", "ArgMin")
+        for last, keep in ((0, 1), (1, 0))
+    ),
+    Case(
+        "argmax_ties_last",  # ties: the last index of the largest
+        [
+            op("Floor", ["x"], ["f"]),
+            op("ArgMax", ["f"], ["a"], axis=-1, select_last_index=1),
+            op("Cast", ["a"], ["y"], to=TensorProto.FLOAT),
+        ],
+        {"x": [4, 16]},
+    ),
+    one("cumsum", "CumSum", X, {"a": _i(1)}),
+    one("cumsum_exclusive_reverse", "CumSum", X, {"a": _i(-1)}, exclusive=1, reverse=1),
+]
+
+
+@pytest.mark.parametrize("family", ["MATH", "LOGIC", "INDEXING"])
 def test_every_newly_lowered_op_matches_onnxruntime(family, tmp_path):
     run_all(globals()[family], tmp_path)

@@ -25,6 +25,7 @@ from app.onnx.build import OnnxBuild, OnnxIO
 from app.onnx.files import ModelFiles
 from app.onnx.lowering import Handler, Lowering, lower
 from app.onnx.names import io_names
+from app.onnx.ops_index import HANDLERS as INDEX
 from app.onnx.ops_layout import HANDLERS as LAYOUT
 from app.onnx.ops_logic import HANDLERS as LOGIC
 from app.onnx.ops_math import HANDLERS as MATH
@@ -35,7 +36,7 @@ from app.onnx.reader import GraphInput, OnnxModel, ReadLimits, read_model
 from app.onnx.tensors import FLOAT_TYPES, type_name
 from app.toolchain import ONNX_IMPORTER_VERSION
 
-HANDLERS: dict[str, Handler] = {**MATH, **LOGIC, **LAYOUT, **NN}
+HANDLERS: dict[str, Handler] = {**MATH, **LOGIC, **LAYOUT, **INDEX, **NN}
 _INTS = (
     TensorProto.INT64,
     TensorProto.INT32,

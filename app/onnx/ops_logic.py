@@ -5,6 +5,8 @@ And and Or are written as `select` (and: select(x, y, x); or: select(x, x, y)), 
 the records advise for the ANE, which rejects the logical ops (app/mil/ops/logic.py). IsNaN is
 x ≠ x (only NaN is unequal to itself) and IsInf |x| > 65504 (fp16's largest finite value: every
 larger fp16 value is infinite). ThresholdedRelu and Shrink are selects between their branches.
+A constant branch of Where at float32's extremes (an attention mask's "minus infinity") is
+stored as fp16's.
 """
 
 from __future__ import annotations
@@ -72,9 +74,20 @@ def not_(ctx: Lowering, node: Node) -> list[Value]:
     return [ctx.op("logical_not", node.out[0], x=node.var(0))]
 
 
+def _lowest(value: np.ndarray) -> np.ndarray:
+    """float32's extremes (torch.finfo(float32).min, how exporters write an attention mask's
+    "minus infinity") as fp16's: a softmax gives both weight 0. Other values are kept, and held
+    to fp16's range when they become constants."""
+    if value.dtype.kind != "f":
+        return value
+    extreme = np.abs(value.astype(np.float64)) >= 0.99 * float(np.finfo(np.float32).max)
+    return np.where(extreme, np.sign(value) * FP16_MAX, value).astype(value.dtype)
+
+
 def where(ctx: Lowering, node: Node) -> list[Value]:
     cond, a, b = node.input(0), node.input(1), node.input(2)
     assert cond is not None and a is not None and b is not None
+    a, b = (_lowest(v) if isinstance(v, np.ndarray) else v for v in (a, b))
     var = a if isinstance(a, Var) else b if isinstance(b, Var) else None
     if var is not None:
         a = _kind(a, var) if isinstance(a, np.ndarray) else a
