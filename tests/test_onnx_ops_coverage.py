@@ -317,6 +317,232 @@ INDEXING = [
 ]
 
 
-@pytest.mark.parametrize("family", ["MATH", "LOGIC", "INDEXING"])
+def _positive_reduce(name: str, op_type: str, opset: int, **attrs) -> Case:
+    nodes = [op("Abs", ["x"], ["a"]), op("Add", ["a", "half"], ["p"])]
+    if opset >= 18:
+        nodes.append(op(op_type, ["p", "axes"], **attrs))
+        consts = {"half": _f(0.5), "axes": _i([1])}
+    else:
+        nodes.append(op(op_type, ["p"], axes=[1], **attrs))
+        consts = {"half": _f(0.5)}
+    return Case(name, nodes, X, consts=consts, opset=opset)
+
+
+REDUCTIONS = [
+    *(
+        _positive_reduce(f"{o.lower()}_{opset}", o, opset, keepdims=keep)
+        for o in ("ReduceProd", "ReduceL1", "ReduceLogSum", "ReduceLogSumExp")
+        for opset, keep in ((13, 1), (18, 0))
+    ),
+    one("reduce_log_sum_exp_all", "ReduceLogSumExp", X, opset=18),
+]
+
+SPATIAL = [
+    one("pad_constant_13", "Pad", X4, {"p": _i([0, 0, 1, 2, 0, 0, 2, 1]), "v": _f(0.5)}, opset=13),
+    one("pad_reflect", "Pad", X4, {"p": _i([0, 0, 2, 1, 0, 0, 1, 2])}, mode="reflect"),
+    one("pad_edge", "Pad", X4, {"p": _i([0, 0, 0, 3, 0, 0, 0, 1])}, mode="edge"),
+    one("pad_negative", "Pad", X4, {"p": _i([0, 0, -1, 2, 0, 0, 1, -2])}),
+    Case(
+        "pad_axes_18",
+        [op("Pad", ["x", "p", "", "a"])],
+        X4,
+        consts={"p": _i([1, 2, 3, 0]), "a": _i([-1, 2])},
+        opset=18,
+    ),
+    one("avg_pool", "AveragePool", X4, kernel_shape=[2, 2], strides=[2, 2]),
+    one("avg_pool_pads", "AveragePool", X4, kernel_shape=[3, 3], pads=[1, 1, 1, 1]),
+    one(
+        "avg_pool_pads_counted_19",
+        "AveragePool",
+        X4,
+        opset=19,
+        kernel_shape=[3, 3],
+        pads=[1, 1, 1, 1],
+        count_include_pad=1,
+    ),
+    one("avg_pool_same_upper", "AveragePool", X4, kernel_shape=[3, 2], auto_pad="SAME_UPPER"),
+    one(
+        "avg_pool_ceil",
+        "AveragePool",
+        {"x": [1, 2, 7, 7]},
+        kernel_shape=[2, 2],
+        strides=[2, 2],
+        ceil_mode=1,
+    ),
+    one("avg_pool_1d", "AveragePool", {"x": [1, 3, 9]}, kernel_shape=[3], strides=[2]),
+    one("max_pool", "MaxPool", X4, kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1]),
+    one(
+        "max_pool_ceil",
+        "MaxPool",
+        {"x": [1, 2, 7, 7]},
+        kernel_shape=[3, 3],
+        strides=[2, 2],
+        ceil_mode=1,
+    ),
+    one(
+        "max_pool_same_lower_13",
+        "MaxPool",
+        X4,
+        opset=13,
+        kernel_shape=[2, 2],
+        auto_pad="SAME_LOWER",
+    ),
+    one("lp_pool_2", "LpPool", X4, kernel_shape=[2, 2], strides=[2, 2]),
+    one("lp_pool_1_pads_18", "LpPool", X4, opset=18, p=1, kernel_shape=[3, 3], pads=[1, 1, 1, 1]),
+    one(
+        "conv_transpose",
+        "ConvTranspose",
+        X4,
+        {"w": rng_array([4, 3, 3, 3], scale=0.3), "b": rng_array([3])},
+        strides=[2, 2],
+    ),
+    one(
+        "conv_transpose_pads_output_padding",
+        "ConvTranspose",
+        X4,
+        {"w": rng_array([4, 2, 3, 3], scale=0.3)},
+        strides=[2, 2],
+        pads=[1, 1, 1, 1],
+        output_padding=[1, 0],
+    ),
+    one(
+        "conv_transpose_groups_dilations",
+        "ConvTranspose",
+        X4,
+        {"w": rng_array([4, 1, 2, 2], scale=0.3)},
+        group=2,
+        dilations=[2, 1],
+    ),
+    one(
+        "conv_transpose_output_shape",
+        "ConvTranspose",
+        X4,
+        {"w": rng_array([4, 2, 3, 3], scale=0.3)},
+        strides=[2, 2],
+        output_shape=[12, 11],
+    ),
+    *(
+        one(
+            f"conv_transpose_{auto.lower()}",
+            "ConvTranspose",
+            {"x": [1, 2, 5, 5]},
+            {"w": rng_array([2, 2, 4, 3], scale=0.3)},
+            strides=[2, 2],
+            auto_pad=auto,
+        )
+        for auto in ("SAME_UPPER", "SAME_LOWER")
+    ),
+    one(
+        "conv_transpose_1d",
+        "ConvTranspose",
+        {"x": [1, 4, 10]},
+        {"w": rng_array([4, 2, 4], scale=0.3)},
+        strides=[2],
+        pads=[1, 1],
+    ),
+    one("depth_to_space_dcr", "DepthToSpace", {"x": [1, 8, 3, 2]}, blocksize=2),
+    one(
+        "depth_to_space_crd_13",
+        "DepthToSpace",
+        {"x": [1, 8, 3, 2]},
+        opset=13,
+        blocksize=2,
+        mode="CRD",
+    ),
+    one("space_to_depth", "SpaceToDepth", X4, blocksize=3),
+    Case(
+        "resize_nearest_torch_13",
+        [
+            op(
+                "Resize",
+                ["x", "", "s"],
+                coordinate_transformation_mode="asymmetric",
+                mode="nearest",
+                nearest_mode="floor",
+            )
+        ],
+        X4,
+        consts={"s": _f([1, 1, 2, 3])},
+        opset=13,
+    ),
+    Case(
+        "resize_nearest_default_18",
+        [op("Resize", ["x", "", "s"])],
+        X4,
+        consts={"s": _f([1, 1, 2, 2])},
+        opset=18,
+    ),
+    Case(
+        "resize_nearest_sizes_axes_18",
+        [
+            op(
+                "Resize",
+                ["x", "", "", "z"],
+                axes=[2, 3],
+                coordinate_transformation_mode="asymmetric",
+                nearest_mode="floor",
+            )
+        ],
+        X4,
+        consts={"z": _i([9, 12])},
+        opset=18,
+    ),
+    *(
+        Case(
+            f"resize_linear_{coords}",
+            [op("Resize", ["x", "", "s"], mode="linear", coordinate_transformation_mode=coords)],
+            X4,
+            consts={"s": _f([1, 1, 2, 1.5])},
+            opset=13,
+        )
+        for coords in ("half_pixel", "pytorch_half_pixel", "align_corners", "asymmetric")
+    ),
+    Case(
+        "resize_linear_sizes_19",
+        [op("Resize", ["x", "", "", "z"], mode="linear")],
+        X4,
+        consts={"z": _i([1, 4, 10, 14])},
+        opset=19,
+    ),
+]
+
+EINSUM = [
+    Case(
+        "einsum_scores",
+        [op("Einsum", ["q", "k"], equation="bhid,bhjd->bhij")],
+        {"q": [1, 2, 5, 8], "k": [1, 2, 6, 8]},
+    ),
+    Case(
+        "einsum_context",
+        [op("Einsum", ["p", "v"], equation="bhij,bhjd->bhid")],
+        {"p": [1, 2, 5, 6], "v": [1, 2, 6, 8]},
+    ),
+    Case(
+        "einsum_heads_out",
+        [op("Einsum", ["p", "v"], equation="bhij,bjhd->bihd")],
+        {"p": [1, 2, 5, 6], "v": [1, 6, 2, 8]},
+    ),
+    Case(
+        "einsum_linear_const",
+        [op("Einsum", ["x", "w"], equation="bsd,ed->bse")],
+        {"x": [2, 3, 8]},
+        consts={"w": rng_array([5, 8])},
+    ),
+    Case(
+        "einsum_implicit_sum",
+        [op("Einsum", ["x", "z"], equation="ij,jk")],
+        {"x": [3, 4], "z": [4, 5]},
+    ),
+    Case(
+        "einsum_outer_summed",
+        [op("Einsum", ["x", "z"], equation="ab,cd->ac")],
+        {"x": [3, 4], "z": [5, 2]},
+    ),
+    Case("einsum_one_operand", [op("Einsum", ["x"], equation="abc->cb")], X),
+    Case("einsum_transpose", [op("Einsum", ["x"], equation="abc->cab")], X),
+]
+
+
+@pytest.mark.parametrize("family", ["MATH", "LOGIC", "INDEXING", "REDUCTIONS", "SPATIAL", "EINSUM"])
 def test_every_newly_lowered_op_matches_onnxruntime(family, tmp_path):
     run_all(globals()[family], tmp_path)

@@ -25,18 +25,20 @@ from app.onnx.build import OnnxBuild, OnnxIO
 from app.onnx.files import ModelFiles
 from app.onnx.lowering import Handler, Lowering, lower
 from app.onnx.names import io_names
+from app.onnx.ops_einsum import HANDLERS as EINSUM
 from app.onnx.ops_index import HANDLERS as INDEX
 from app.onnx.ops_layout import HANDLERS as LAYOUT
 from app.onnx.ops_logic import HANDLERS as LOGIC
 from app.onnx.ops_math import HANDLERS as MATH
 from app.onnx.ops_nn import HANDLERS as NN
+from app.onnx.ops_spatial import HANDLERS as SPATIAL
 from app.onnx.params import OnnxParams
 from app.onnx.patterns import gelu_patterns
 from app.onnx.reader import GraphInput, OnnxModel, ReadLimits, read_model
 from app.onnx.tensors import FLOAT_TYPES, type_name
 from app.toolchain import ONNX_IMPORTER_VERSION
 
-HANDLERS: dict[str, Handler] = {**MATH, **LOGIC, **LAYOUT, **INDEX, **NN}
+HANDLERS: dict[str, Handler] = {**MATH, **LOGIC, **LAYOUT, **INDEX, **NN, **SPATIAL, **EINSUM}
 _INTS = (
     TensorProto.INT64,
     TensorProto.INT32,

@@ -90,6 +90,14 @@ class Node:
         )
 
 
+class Unlowered(Exception):
+    """The node's primitive exists, but not for what this node asks (an attribute, a mode):
+    refused with the reason, among the other unsupported nodes."""
+
+    def __init__(self, reason: str):
+        self.reason = reason
+
+
 Handler = Callable[["Lowering", Node], Sequence[Value]]
 
 
@@ -320,6 +328,8 @@ def _lower_node(
             results = handler(lowering, node)
     except Waits as wait:
         return refused(f"waits on the MIL primitive {wait.primitive}")
+    except Unlowered as exc:
+        return refused(exc.reason)
     except OpsetError as exc:
         raise RequestError(
             "target", f"{proto.op_type} node {node.label!r}: not in the target's opset: {exc}"

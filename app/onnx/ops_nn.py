@@ -195,6 +195,7 @@ _REDUCE = {
     "ReduceSum": "reduce_sum",
     "ReduceMax": "reduce_max",
     "ReduceL2": "reduce_l2_norm",
+    "ReduceProd": "reduce_prod",
 }
 
 
@@ -220,6 +221,16 @@ def reduce(ctx: Lowering, node: Node) -> list[Value]:
         return [ctx.op("mul", out, x=ctx.op("reduce_max", x=negated, **args), y=_f32(-1))]
     if node.op_type == "ReduceSumSquare":
         return [ctx.op("reduce_sum", out, x=ctx.op("square", x=x), **args)]
+    if node.op_type == "ReduceL1":
+        return [ctx.op("reduce_sum", out, x=ctx.op("abs", x=x), **args)]
+    if node.op_type == "ReduceLogSum":
+        return [ctx.op("log", out, x=ctx.op("reduce_sum", x=x, **args))]
+    if node.op_type == "ReduceLogSumExp":  # m + log Σ exp(x − m), m the maximum: no overflow
+        top = ctx.op("reduce_max", x=x, axes=args["axes"], keep_dims=True)
+        total = ctx.op("reduce_sum", x=ctx.op("exp", x=ctx.op("sub", x=x, y=top)), **args)
+        if not keep:
+            top = reshape_to(ctx, top, list(total.tensor.shape), None)
+        return [ctx.op("add", out, x=top, y=ctx.op("log", x=total))]
     return [ctx.op(_REDUCE[node.op_type], out, x=x, **args)]
 
 
@@ -238,7 +249,10 @@ HANDLERS: dict[str, Handler] = {
     "LayerNormalization": layer_norm,
     "InstanceNormalization": instance_norm,
     "GroupNormalization": group_norm,
-    **dict.fromkeys((*_REDUCE, "ReduceMin", "ReduceSumSquare"), reduce),
+    **dict.fromkeys(
+        (*_REDUCE, "ReduceMin", "ReduceSumSquare", "ReduceL1", "ReduceLogSum", "ReduceLogSumExp"),
+        reduce,
+    ),
     "GlobalAveragePool": global_pool,
     "GlobalMaxPool": global_pool,
 }

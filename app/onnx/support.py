@@ -17,20 +17,6 @@ WAITING: dict[str, str] = {
     "Asin": "asin",
     "Mod": "mod",
     "ScatterND": "scatter_nd (indices computed from the data)",
-    "Pad": "pad",
-    "ConvTranspose": "conv_transpose",
-    "AveragePool": "avg_pool",
-    "MaxPool": "max_pool",
-    "LpPool": "l2_pool",
-    "Resize": "resize (upsample_nearest_neighbor, upsample_bilinear)",
-    "Upsample": "upsample_nearest_neighbor",
-    "DepthToSpace": "depth_to_space",
-    "SpaceToDepth": "space_to_depth",
-    "ReduceProd": "reduce_prod",
-    "ReduceLogSumExp": "reduce_log_sum_exp",
-    "ReduceLogSum": "reduce_log_sum",
-    "ReduceL1": "reduce_l1_norm",
-    "Einsum": "einsum",
     "GridSample": "resample",
     "RoiAlign": "crop_resize",
     "QuantizeLinear": "quantize (on activations)",
@@ -43,6 +29,8 @@ REFUSED: dict[str, str] = {
     "NonZero": "on an input computed from the data (its output's shape depends on the data)",
     "Compress": "on a condition computed from the data (its output's shape depends on the data)",
     "Range": "on bounds computed from the data (its output's shape depends on the data)",
+    "Upsample": "always: deprecated since opset 10, so in no opset the importer reads (export "
+    "with Resize)",
 }
 
 # How each supported op is lowered (docs/onnx.md's table); the importer's handlers implement them.
@@ -119,6 +107,23 @@ SUPPORTED: dict[str, str] = {
     "ReduceL2": "reduce_l2_norm",
     "ReduceSumSquare": "square, reduce_sum",
     "GlobalAveragePool": "reduce_mean over the spatial axes",
+    "ReduceProd": "reduce_prod",
+    "ReduceL1": "reduce_sum(abs(x))",
+    "ReduceLogSum": "log(reduce_sum(x))",
+    "ReduceLogSumExp": "m + log(reduce_sum(exp(x − m))), m = reduce_max(x)",
+    "Pad": "pad (constant, reflect, edge; pads known at import; negative pads as a slice)",
+    "AveragePool": "avg_pool (pads, SAME_UPPER/LOWER, ceil_mode, count_include_pad)",
+    "MaxPool": "max_pool (pads, SAME_UPPER/LOWER, ceil_mode; not its Indices output)",
+    "LpPool": "p = 1: avg_pool(abs(x)) · kernel size; p = 2: √(avg_pool(x²) · kernel size)",
+    "ConvTranspose": "conv_transpose (pads, output_padding, output_shape, SAME_UPPER/LOWER, "
+    "groups, dilations)",
+    "DepthToSpace": "depth_to_space (DCR), pixel_shuffle (CRD)",
+    "SpaceToDepth": "space_to_depth",
+    "Resize": "the last two axes: nearest as upsample_nearest_neighbor (asymmetric + floor, or "
+    "half-pixel + round at whole scales), linear as upsample_bilinear (half_pixel, "
+    "pytorch_half_pixel, align_corners, asymmetric); not cubic",
+    "Einsum": "one or two operands: transposes, reshapes, reduce_sum and one matmul "
+    "(bhid,bhjd->bhij reads k with transpose_y)",
     "GlobalMaxPool": "reduce_max over the spatial axes",
     "Transpose": "transpose",
     "Reshape": "reshape (the shape known at import; 0 copies a dimension)",
