@@ -543,6 +543,35 @@ EINSUM = [
 ]
 
 
-@pytest.mark.parametrize("family", ["MATH", "LOGIC", "INDEXING", "REDUCTIONS", "SPATIAL", "EINSUM"])
+def _qdq(name: str, scale, zero, opset: int = 13, **attrs) -> Case:
+    return Case(
+        name,
+        [
+            op("QuantizeLinear", ["x", "s", "z"], ["q"], **attrs),
+            op("DequantizeLinear", ["q", "s", "z"], **attrs),
+        ],
+        X4,
+        consts={"s": _f(scale), "z": np.asarray(zero)},
+        opset=opset,
+    )
+
+
+QUANTIZATION = [
+    _qdq("qdq_int8", 0.02, np.int8(3)),
+    _qdq("qdq_uint8_19", 0.03, np.uint8(128), opset=19),
+    _qdq("qdq_per_channel", [0.02, 0.03, 0.025, 0.04], np.array([0, 1, -2, 5], np.int8), axis=1),
+    Case(
+        "dequantize_int_input",
+        [op("DequantizeLinear", ["q", "s", "z"])],
+        {"q": [2, 8]},
+        consts={"s": _f(0.1), "z": np.uint8(1)},
+        input_types={"q": TensorProto.UINT8},
+    ),
+]
+
+FAMILIES = ["MATH", "LOGIC", "INDEXING", "REDUCTIONS", "SPATIAL", "EINSUM", "QUANTIZATION"]
+
+
+@pytest.mark.parametrize("family", FAMILIES)
 def test_every_newly_lowered_op_matches_onnxruntime(family, tmp_path):
     run_all(globals()[family], tmp_path)

@@ -31,6 +31,7 @@ from app.onnx.ops_layout import HANDLERS as LAYOUT
 from app.onnx.ops_logic import HANDLERS as LOGIC
 from app.onnx.ops_math import HANDLERS as MATH
 from app.onnx.ops_nn import HANDLERS as NN
+from app.onnx.ops_quant import HANDLERS as QUANT
 from app.onnx.ops_spatial import HANDLERS as SPATIAL
 from app.onnx.params import OnnxParams
 from app.onnx.patterns import gelu_patterns
@@ -38,7 +39,16 @@ from app.onnx.reader import GraphInput, OnnxModel, ReadLimits, read_model
 from app.onnx.tensors import FLOAT_TYPES, type_name
 from app.toolchain import ONNX_IMPORTER_VERSION
 
-HANDLERS: dict[str, Handler] = {**MATH, **LOGIC, **LAYOUT, **INDEX, **NN, **SPATIAL, **EINSUM}
+HANDLERS: dict[str, Handler] = {
+    **MATH,
+    **LOGIC,
+    **LAYOUT,
+    **INDEX,
+    **NN,
+    **SPATIAL,
+    **EINSUM,
+    **QUANT,
+}
 _INTS = (
     TensorProto.INT64,
     TensorProto.INT32,

@@ -19,8 +19,6 @@ WAITING: dict[str, str] = {
     "ScatterND": "scatter_nd (indices computed from the data)",
     "GridSample": "resample",
     "RoiAlign": "crop_resize",
-    "QuantizeLinear": "quantize (on activations)",
-    "DequantizeLinear": "dequantize (on activations; a constant one is evaluated at import)",
 }
 
 # ONNX op -> why it is refused (where it is not evaluated at import): what no primitive can give
@@ -156,7 +154,9 @@ SUPPORTED: dict[str, str] = {
     "NonZero": "evaluated at import",
     "Compress": "evaluated at import",
     "Where": "select",
-    "DequantizeLinear": "evaluated at import on a constant (weight-only QDQ)",
+    "DequantizeLinear": "dequantize (on activations; of an int32 input: cast, sub, mul); on a "
+    "constant (weight-only QDQ), evaluated at import",
+    "QuantizeLinear": "quantize (int8, uint8; scalar or per-axis scale and zero point)",
 }
 
 MICROSOFT_ADVICE = (
