@@ -569,9 +569,67 @@ QUANTIZATION = [
     ),
 ]
 
+_W8 = np.random.default_rng(3).integers(-127, 128, (8, 5)).astype(np.int8)
+
+
+def _weight_qdq(name: str, scale, zero, opset: int = 13, **attrs) -> Case:
+    """A weight-only QDQ MatMul: DequantizeLinear of an int8 initializer."""
+    return Case(
+        name,
+        [op("DequantizeLinear", ["w8", "s", "z"], ["w"], **attrs), op("MatMul", ["x", "w"])],
+        {"x": [2, 3, 8]},
+        consts={
+            "w8": _W8 if np.asarray(zero).dtype == np.int8 else _W8.view(np.uint8),
+            "s": _f(scale),
+            "z": np.asarray(zero),
+        },
+        opset=opset,
+    )
+
+
+WEIGHT_QDQ = [
+    _weight_qdq("weight_qdq_per_tensor", 0.01, np.int8(0)),
+    _weight_qdq("weight_qdq_uint8_19", 0.01, np.uint8(128), opset=19),
+    _weight_qdq(
+        "weight_qdq_per_column",
+        [0.01, 0.02, 0.005, 0.01, 0.03],
+        np.array([0, 1, -1, 2, 0], np.int8),
+        axis=1,
+    ),
+]
+QUANTIZATION += WEIGHT_QDQ
+
 FAMILIES = ["MATH", "LOGIC", "INDEXING", "REDUCTIONS", "SPATIAL", "EINSUM", "QUANTIZATION"]
 
 
 @pytest.mark.parametrize("family", FAMILIES)
 def test_every_newly_lowered_op_matches_onnxruntime(family, tmp_path):
     run_all(globals()[family], tmp_path)
+
+
+def test_a_weight_only_qdq_stays_compressed(tmp_path):
+    """The int8 weight is in the program as it is in the model, under constexpr_affine_dequantize:
+    not evaluated into fp16 at import."""
+    from onnx_support import save
+
+    from app.language.targets import get_target
+    from app.onnx.files import ModelFiles
+    from app.onnx.importer import import_onnx
+    from app.request import OnnxParams
+
+    for case in WEIGHT_QDQ:
+        path = save(case, tmp_path)
+        build = import_onnx(
+            OnnxParams(model=path.name),
+            ModelFiles.in_folder(path),
+            target=get_target("ios18"),
+            name="q",
+        )
+        ops = [o.type for o in build.program.main.operations if o.type != "const"]
+        assert ops == ["constexpr_affine_dequantize", "matmul"], (case.name, ops)
+        stored = [
+            o.value.stored()
+            for o in build.program.main.operations
+            if o.type == "const" and o.name.endswith("quantized_data")
+        ]
+        assert len(stored) == 1 and np.array_equal(stored[0], case.consts["w8"])

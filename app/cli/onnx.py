@@ -60,6 +60,7 @@ def cmd_onnx(args) -> int:
             name=name,
             verify=args.verify,
             quantize=_quantize(args.quantize),
+            max_quantization_error=args.max_quantization_error,
             preflight=args.preflight,
             passes=passes,
         )
@@ -89,6 +90,8 @@ def _remote(args, model: Path, options: dict, name: str | None, passes) -> int:
             name=name,
             verify=args.verify,
             passes=passes,
+            quantize=_quantize(args.quantize),
+            max_quantization_error=args.max_quantization_error,
             save_to=args.output,
         )
     emit(summary_of_zip(path, server=args.server), args.json)
@@ -115,7 +118,18 @@ def add_commands(sub) -> None:
     cmd.add_argument(
         "--verify", action="store_true", help="add verification.json (against onnxruntime)"
     )
-    cmd.add_argument("--quantize", metavar="JSON", help="not supported for ONNX imports yet")
+    cmd.add_argument(
+        "--quantize",
+        metavar="JSON",
+        help='compress the weight matrices (MatMul, Gemm, Conv), e.g. \'{"mode": "linear", '
+        '"dtype": "int8"}\'',
+    )
+    cmd.add_argument(
+        "--max-quantization-error",
+        type=float,
+        metavar="X",
+        help="fail when quantizing moves an output by more (max|diff| / max|exact|)",
+    )
     cmd.add_argument("--preflight", choices=("warn", "strict"), default="warn")
     add_passes_argument(cmd, "default")
     cmd.add_argument("--server", help="build on this service instead of locally")

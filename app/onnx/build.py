@@ -70,9 +70,11 @@ class OnnxBuild(ProgramBuild):
         return float(f"{bound[output]:.3g}")
 
     def exact(self, inputs: Arrays, states: Arrays, *, original: bool = False) -> tuple[dict, dict]:
-        """The original model's outputs on these inputs, by onnxruntime (float32)."""
+        """The model's outputs on these inputs, by onnxruntime (float32): with its quantized
+        weights as the program decompresses them, or (`original`) as the model holds them."""
         assert self.files is not None
-        return run_original(self.files, self.inputs, self.outputs, inputs), {}
+        overrides = {} if original else {key: q.decompressed for key, q in self.quantized.items()}
+        return run_original(self.files, self.inputs, self.outputs, inputs, overrides), {}
 
     def verification_notes(self, drawn: dict[str, np.ndarray], seed: int) -> dict[str, str]:
         """Integer inputs that index a table (an embedding's ids) drawn uniform over its rows,

@@ -18,8 +18,9 @@ import onnx
 from onnx import TensorProto
 
 from app.errors import RequestError
+from app.kernels.compressed import CompressingBuilder
 from app.language.targets import Target
-from app.mil import Builder, DType, MILBuildError, Var, get_target
+from app.mil import DType, MILBuildError, Var, get_target
 from app.mil.ceilings import Ceilings
 from app.onnx.build import OnnxBuild, OnnxIO
 from app.onnx.files import ModelFiles
@@ -37,6 +38,7 @@ from app.onnx.params import OnnxParams
 from app.onnx.patterns import gelu_patterns
 from app.onnx.reader import GraphInput, OnnxModel, ReadLimits, read_model
 from app.onnx.tensors import FLOAT_TYPES, type_name
+from app.quantize import QuantizeConfig
 from app.toolchain import ONNX_IMPORTER_VERSION
 
 HANDLERS: dict[str, Handler] = {
@@ -66,6 +68,7 @@ def import_onnx(
     name: str,
     ceilings: Ceilings = Ceilings(),
     limits: ReadLimits = ReadLimits(),
+    quantize: QuantizeConfig | None = None,
 ) -> OnnxBuild:
     model = read_model(files, limits)
     graph_inputs = {i.name for i in model.inputs}
@@ -76,8 +79,8 @@ def import_onnx(
                 f"the model has no input {given!r} (its inputs: {', '.join(sorted(graph_inputs))})",
             )
     names = io_names([i.name for i in model.inputs], model.outputs)
-    b = Builder(target, ceilings=ceilings)
-    lowering = Lowering(model, b, HANDLERS)
+    b = CompressingBuilder(target, ceilings=ceilings)
+    lowering = Lowering(model, b, HANDLERS, quantize=quantize)
     fp32 = params.io_dtype == "fp32"
     inputs = tuple(_input(lowering, i, names[i.name], params, fp32) for i in model.inputs)
     out_types = {v.name: v.type.tensor_type.elem_type for v in model.graph.output}
@@ -120,6 +123,7 @@ def import_onnx(
         inputs=inputs,
         outputs=tuple(outputs),
         consts=lowering.consts,
+        quantized=lowering.quantized,
         origin=lowering.origin,
         about=about,
     )
@@ -233,10 +237,17 @@ def onnx_program(
     name: str,
     ceilings: Ceilings = Ceilings(),
     limits: ReadLimits = ReadLimits(),
+    quantize: QuantizeConfig | None = None,
 ) -> OnnxBuild:
     """The program of an ONNX request (the request's one entry here): its files, each a file on
     this machine by the name it was given under, the model among them."""
     files = ModelFiles.of_uploads(params.model, paths)
     return import_onnx(
-        params, files, target=get_target(target), name=name, ceilings=ceilings, limits=limits
+        params,
+        files,
+        target=get_target(target),
+        name=name,
+        ceilings=ceilings,
+        limits=limits,
+        quantize=quantize,
     )

@@ -26,10 +26,22 @@ def _operand(ctx: Lowering, value: Value, key: str) -> Var:
     return value if isinstance(value, Var) else ctx.tensor(value, key)
 
 
+def _weight(ctx: Lowering, value: Value, key: str, channel_axis: int, input_axis: int) -> Var:
+    """A product's or a convolution's weight: a matrix (or conv kernel) known at import goes
+    through the request's quantize config."""
+    if isinstance(value, Var) or value.ndim not in (2, 3, 4, 5):
+        return _operand(ctx, value, key)
+    return ctx.weight(value, key, channel_axis, input_axis)
+
+
 def matmul(ctx: Lowering, node: Node) -> list[Value]:
     """numpy's matmul: rank-1 operands get a unit axis for the product, removed after."""
     x = _operand(ctx, node.input(0), node.proto.input[0])  # type: ignore[arg-type]
-    y = _operand(ctx, node.input(1), node.proto.input[1])  # type: ignore[arg-type]
+    given = node.input(1)
+    if isinstance(given, np.ndarray) and given.ndim == 2:  # [in, out]
+        y = _weight(ctx, given, node.proto.input[1], 1, 0)
+    else:
+        y = _operand(ctx, given, node.proto.input[1])  # type: ignore[arg-type]
     xr, yr = x.tensor.rank, y.tensor.rank
     if xr >= 2 and yr >= 2:
         return [ctx.op("matmul", node.out[0], x=x, y=y)]
@@ -50,11 +62,15 @@ def gemm(ctx: Lowering, node: Node) -> list[Value]:
     a, b, c = node.input(0), node.input(1), node.input(2)
     if alpha != 1 and isinstance(b, np.ndarray):
         b, alpha = (b.astype(np.float32) * alpha), 1.0
+        weight = _operand(ctx, b, node.proto.input[1])  # scaled: not the initializer's values
+    else:
+        axes = (0, 1) if node.attr("transB", 0) else (1, 0)  # output channels, inputs
+        weight = _weight(ctx, b, node.proto.input[1], *axes)  # type: ignore[arg-type]
     y = ctx.op(
         "matmul",
         None if c is not None or alpha != 1 else node.out[0],
         x=_operand(ctx, a, node.proto.input[0]),  # type: ignore[arg-type]
-        y=_operand(ctx, b, node.proto.input[1]),  # type: ignore[arg-type]
+        y=weight,
         transpose_x=bool(node.attr("transA", 0)),
         transpose_y=bool(node.attr("transB", 0)),
     )
@@ -71,7 +87,7 @@ def gemm(ctx: Lowering, node: Node) -> list[Value]:
 
 def conv(ctx: Lowering, node: Node) -> list[Value]:
     x = node.var(0)
-    w = _operand(ctx, node.input(1), node.proto.input[1])  # type: ignore[arg-type]
+    w = _weight(ctx, node.input(1), node.proto.input[1], 0, 1)  # type: ignore[arg-type]
     spatial = x.tensor.rank - 2
     strides = list(node.attr("strides") or [1] * spatial)
     dilations = list(node.attr("dilations") or [1] * spatial)

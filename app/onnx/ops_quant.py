@@ -3,8 +3,9 @@ computes) onto MIL's quantize and dequantize: the same arithmetic, clip(round(x 
 zero_point) and scale · (q − zero_point), with a scalar or per-axis scale and zero point known at
 import. The program holds the quantized tensor as int8 or uint8; a model input of those types is
 int32 in the program (app/onnx/importer.py), and its dequantization is the arithmetic spelled
-out (cast, sub, mul). A DequantizeLinear of a constant (weight-only QDQ) never reaches this: it
-is evaluated at import (app/onnx/lowering.py).
+out (cast, sub, mul). A DequantizeLinear of an int8 or uint8 weight (weight-only QDQ) stays
+compressed: one constexpr_affine_dequantize, which Core ML expands when it loads the model, so
+weight.bin holds the model's bytes and not their fp16 expansion.
 """
 
 from __future__ import annotations
@@ -54,7 +55,36 @@ def quantize(ctx: Lowering, node: Node) -> list[Value]:
     ]
 
 
+def _weight(ctx: Lowering, node: Node, data: np.ndarray) -> Var:
+    """constexpr_affine_dequantize of a weight known at import."""
+    scale = node.known(1, "scale")
+    assert scale is not None
+    zero = node.known(2, "zero point")
+    zero = np.zeros(scale.shape, data.dtype) if zero is None else zero.astype(data.dtype)
+    if scale.size == 1:
+        scale, zero, axis = scale.reshape(()), zero.reshape(()), 0
+    else:
+        axis = int(node.attr("axis", 1)) % data.ndim
+    dtype = _DTYPES[data.dtype]
+    key = node.proto.input[0]
+    name = ctx.fresh(f"{key}_dequantized")
+    b = ctx.b
+    args = {
+        "quantized_data": b.const(b.unique(f"{name}_quantized_data"), data, dtype),
+        "zero_point": b.const(b.unique(f"{name}_zero_point"), zero, dtype),
+        "scale": b.const(b.unique(f"{name}_scale"), scale.astype(np.float16), DType.FP16),
+        "axis": b.const(b.unique(f"{name}_axis"), np.array(axis, np.int32), DType.INT32),
+    }
+    out = b.op("constexpr_affine_dequantize", name, **args)
+    ctx.origin[name] = node.label
+    assert isinstance(out, Var)
+    return out
+
+
 def dequantize(ctx: Lowering, node: Node) -> list[Value]:
+    data = node.input(0)
+    if isinstance(data, np.ndarray):  # weight-only QDQ (lowering.py's _weight_only_qdq)
+        return [_weight(ctx, node, data)]
     x = node.var(0)
     scale, zero, axis = _params(node, x)
     if x.tensor.dtype in (DType.INT8, DType.UINT8):

@@ -154,8 +154,8 @@ SUPPORTED: dict[str, str] = {
     "NonZero": "evaluated at import",
     "Compress": "evaluated at import",
     "Where": "select",
-    "DequantizeLinear": "dequantize (on activations; of an int32 input: cast, sub, mul); on a "
-    "constant (weight-only QDQ), evaluated at import",
+    "DequantizeLinear": "of an int8/uint8 weight (weight-only QDQ): constexpr_affine_dequantize, "
+    "kept compressed; on activations: dequantize (of an int32 input: cast, sub, mul)",
     "QuantizeLinear": "quantize (int8, uint8; scalar or per-axis scale and zero point)",
 }
 

@@ -3,7 +3,7 @@ import's options (docs/onnx.md)."""
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import Field
 
@@ -33,6 +33,12 @@ class OnnxBody(RequestOptions):
         "fp16", description="float inputs' and outputs' dtype"
     )
     passes: Passes = None
+    quantize: dict[str, Any] | None = Field(
+        None,
+        description="compress the model's weight matrices (MatMul, Gemm, Conv) as a kernel's: "
+        "palettize, linear or prune (docs/quantization.md)",
+        examples=[{"mode": "linear", "dtype": "int8"}],
+    )
 
 
 class OnnxSpec(OnnxBody):
