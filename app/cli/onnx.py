@@ -17,12 +17,13 @@ from app.mil import DEFAULT_TARGET, TARGETS
 from app.names import name_problem
 from app.request import KernelRequest, WeightRef
 
-_SHAPE = re.compile(r"^(?P<name>.+)=(?P<dims>\d+(,\d+)*)$")
+_DIM = r"(\d+|\{\d+(,\d+)*\})"  # a size, or {several,sizes}: one function each
+_SHAPE = re.compile(rf"^(?P<name>.+)=(?P<dims>{_DIM}(,{_DIM})*)$")
 
 
-def shapes_arg(pairs: list[str]) -> dict[str, list[int]]:
-    """`--shape NAME=D0,D1,...`, each input once."""
-    shapes: dict[str, list[int]] = {}
+def shapes_arg(pairs: list[str]) -> dict[str, list]:
+    """`--shape NAME=D0,D1,...`, each input once; one axis may be `{S0,S1,...}`."""
+    shapes: dict[str, list] = {}
     for pair in pairs:
         match = _SHAPE.match(pair)
         if match is None:
@@ -30,7 +31,10 @@ def shapes_arg(pairs: list[str]) -> dict[str, list[int]]:
         name = match["name"]
         if name in shapes:
             raise CLIError(f"--shape {name} is given twice")
-        shapes[name] = [int(d) for d in match["dims"].split(",")]
+        shapes[name] = [
+            [int(v) for v in d.strip("{}").split(",")] if d.startswith("{") else int(d)
+            for d in re.findall(r"\{[^}]*\}|\d+", match["dims"])
+        ]
     return shapes
 
 

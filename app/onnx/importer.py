@@ -22,7 +22,7 @@ from app.kernels.compressed import CompressingBuilder
 from app.language.targets import Target
 from app.mil import DType, MILBuildError, Var, get_target
 from app.mil.ceilings import Ceilings
-from app.onnx.build import OnnxBuild, OnnxIO
+from app.onnx.build import OnnxBuild, OnnxFunctionsBuild, OnnxIO
 from app.onnx.files import ModelFiles
 from app.onnx.lowering import Handler, Lowering, lower
 from app.onnx.names import io_names
@@ -69,8 +69,11 @@ def import_onnx(
     ceilings: Ceilings = Ceilings(),
     limits: ReadLimits = ReadLimits(),
     quantize: QuantizeConfig | None = None,
+    model: OnnxModel | None = None,
 ) -> OnnxBuild:
-    model = read_model(files, limits)
+    """One program of the model, its input shapes `params.shapes` (one size per axis); `model`
+    the model read already (several functions read its weights once)."""
+    model = model if model is not None else read_model(files, limits)
     graph_inputs = {i.name for i in model.inputs}
     for given in params.shapes:
         if given not in graph_inputs:
@@ -242,12 +245,23 @@ def onnx_program(
     """The program of an ONNX request (the request's one entry here): its files, each a file on
     this machine by the name it was given under, the model among them."""
     files = ModelFiles.of_uploads(params.model, paths)
-    return import_onnx(
-        params,
-        files,
-        target=get_target(target),
-        name=name,
-        ceilings=ceilings,
-        limits=limits,
-        quantize=quantize,
-    )
+    functions = params.functions()
+    options = {
+        "target": get_target(target),
+        "name": name,
+        "ceilings": ceilings,
+        "limits": limits,
+        "quantize": quantize,
+    }
+    if list(functions) == ["main"]:
+        return import_onnx(params, files, **options)  # type: ignore[arg-type]
+    if not get_target(target).multifunction:
+        raise RequestError(
+            "shapes", "several sizes of an axis make a package of functions, which needs ios18"
+        )
+    model = read_model(files, limits)  # one read: every function holds the same weights
+    parts = {
+        fn: import_onnx(params.model_copy(update={"shapes": shapes}), files, model=model, **options)  # type: ignore[arg-type]
+        for fn, shapes in functions.items()
+    }
+    return OnnxFunctionsBuild.of(params, parts)

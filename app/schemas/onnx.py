@@ -24,9 +24,10 @@ class OnnxBody(RequestOptions):
     model: str | None = Field(
         None, max_length=255, description="which file is the model (default: the one *.onnx)"
     )
-    shapes: dict[Annotated[str, Field(max_length=256)], list[int]] = Field(
+    shapes: dict[Annotated[str, Field(max_length=256)], list[int | list[int]]] = Field(
         default_factory=dict,
-        description="input name -> its shape, fixing its dynamic axes",
+        description="input name -> its shape, fixing its dynamic axes; one axis may list several "
+        "sizes ([1, [64, 128, 256]]): one function per size in one package, sharing the weights",
         examples=[{"input_ids": [1, 128]}],
     )
     io_dtype: Literal["fp16", "fp32"] = Field(
