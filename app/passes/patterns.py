@@ -80,8 +80,8 @@ def value_key(var: Var) -> tuple:
     t = var.tensor
     if isinstance(value, str):
         return ("const", t.dtype, value)
-    data = np.ascontiguousarray(value)
-    return ("const", t.dtype, t.shape, hashlib.sha256(data.tobytes()).digest())
+    data = np.ascontiguousarray(value)  # hashed in place: no copy of a large weight
+    return ("const", t.dtype, t.shape, hashlib.sha256(data.reshape(-1).view(np.uint8)).digest())
 
 
 def fits(value: np.ndarray | None, var: Var) -> bool:
