@@ -54,7 +54,7 @@ def cmd_onnx(args) -> int:
     from app.onnx.reader import local_files
 
     try:
-        files = local_files(model)
+        files = local_files(model, keep=True)  # parsed once: the import takes it
         weights = {n: WeightRef.of_file(path) for n, path in files.items()}
         request = KernelRequest.create(
             onnx={"model": model.name, **options},
