@@ -239,14 +239,17 @@ class _API(abc.ABC):
         preflight: str | None = None,
         bypass_cache: bool = False,
         passes: str | list[str] | dict[str, Any] | None = None,
+        quantize: Mapping[str, Any] | None = None,
+        max_quantization_error: float | None = None,
         save_to: str | os.PathLike | None = None,
     ):
         """An ONNX model imported into one program by the service (POST /v1/onnx): the model
         file and the external-data files it names are uploaded unless the service has them;
         `shapes` fixes dynamic input axes ({"input_ids": [1, 128]}); `passes` chooses the graph
-        passes (docs/passes.md; the service's default when not given). The zip's bytes, or
-        written to `save_to` (returning that path). Needs the `onnx` package here (to read
-        which files the model names)."""
+        passes (docs/passes.md; the service's default when not given); `quantize` compresses
+        the weight matrices (docs/quantization.md). The zip's bytes, or written to `save_to`
+        (returning that path). Needs the `onnx` package here (to read which files the model
+        names)."""
         options = {
             "shapes": {k: list(v) for k, v in shapes.items()} if shapes else None,
             "io_dtype": io_dtype,
@@ -257,6 +260,8 @@ class _API(abc.ABC):
             "preflight": preflight,
             "bypass_cache": bypass_cache or None,
             "passes": passes,
+            "quantize": dict(quantize) if quantize is not None else None,
+            "max_quantization_error": max_quantization_error,
         }
         path = Path(save_to) if save_to is not None else None
         return self._drive(flows.compile_onnx(Path(model), path, self.poll_interval, **options))

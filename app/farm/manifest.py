@@ -94,7 +94,9 @@ class KernelEntry(BaseModel):
     layers: str | None = Field(None, description='the layer ("3") or range ("0-15")')
     model: str | None = Field(None, description="a checkpoint folder: the entry is a model kit")
     onnx: str | None = Field(None, description="an ONNX model file: the entry is its import")
-    shapes: dict[str, list[int]] | None = Field(None, description="an ONNX entry's --shape")
+    shapes: dict[str, list[int | list[int]]] | None = Field(
+        None, description="an ONNX entry's --shape (one axis may list several sizes)"
+    )
     io_dtype: Literal["fp16", "fp32"] | None = Field(None, description="an ONNX entry's --io-dtype")
     passes: str | list[str] | dict[str, Any] | None = Field(
         None, description="an ONNX entry's --passes (a graph entry's are in its graph file)"
@@ -133,7 +135,7 @@ class KernelEntry(BaseModel):
             ):
                 raise ValueError(
                     "an onnx entry names a model file and its options (shapes, io_dtype, "
-                    "passes, format, target), not op, graph, model, params, weights or checkpoint"
+                    "passes, quantize, format, target), not op, graph, model, params, weights or checkpoint"
                 )
             return self
         if self.model is not None:
@@ -257,6 +259,7 @@ class Kernel:
         self.architectures = None
         self.onnx_options = {"shapes": entry.shapes or {}, "io_dtype": entry.io_dtype or "fp16"}
         self.passes = entry.passes
+        self.quantize = entry.quantize
         try:
             files = {n: WeightRef.of_file(p) for n, p in local_files(self.onnx).items()}
             self._onnx_request = KernelRequest.create(
@@ -266,6 +269,7 @@ class Kernel:
                 target=self.target,
                 name=self.name,
                 passes=self.passes,
+                quantize=self.quantize,
             )
         except FieldError as exc:
             raise ManifestError(f"{where}.{exc.field}: {exc.message}") from None
@@ -309,10 +313,12 @@ class Kernel:
             return {"model": self.digests, "options": self.kit_options, "format": self.format}
         if self.onnx is not None:
             passes = {} if self.passes is None else {"passes": self.passes}  # locks before stay
+            quantize = {} if self.quantize is None else {"quantize": self.quantize}
             return {
                 "onnx": self.digests,
                 **self.onnx_options,
                 **passes,
+                **quantize,
                 "format": self.format,
                 "target": self.target,
             }
