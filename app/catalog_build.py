@@ -59,11 +59,14 @@ def build_kernel(
     random_seed: int | None = None,
     quantize: Mapping[str, Any] | QuantizeConfig | None = None,
     ceilings: Ceilings = Ceilings(),
+    quantized: Mapping[str, QuantizedWeight] | None = None,
 ) -> KernelBuild:
     """Validate a request and build its program. Missing weights are an error unless
     `random_seed` is given, which draws every missing weight reproducibly. `quantize` compresses
-    the op's weight matrices (app/quantize; its errors name `quantize.<key>`). Every value of
-    the program is held to `ceilings` (a tensor over one is refused naming `params`)."""
+    the op's weight matrices (app/quantize; its errors name `quantize.<key>`); `quantized`: those
+    of them compressed already, by the same config from the same arrays (another function of the
+    same package), taken as they are. Every value of the program is held to `ceilings` (a tensor
+    over one is refused naming `params`)."""
     catalog_op = get_op(op)
     p = parse_params(catalog_op, params)
     tgt, name = target_and_name(target, name or op)
@@ -74,10 +77,11 @@ def build_kernel(
         given.update(random_weights(missing, random_seed))
     prepared = prepare_weights(specs, given)
     builder = CompressingBuilder(tgt, ceilings=ceilings)
-    quantized = {}
+    compressed: dict[str, QuantizedWeight] = {}
     if quantize is not None:
-        quantized = quantize_weights(op, specs, prepared, read_quantize(quantize, "quantize"), tgt)
-        builder.compressed.update({const_name(k): q.compressed for k, q in quantized.items()})
+        config = read_quantize(quantize, "quantize")
+        compressed = quantize_weights(op, specs, prepared, config, tgt, done=quantized or {})
+        builder.compressed.update({const_name(k): q.compressed for k, q in compressed.items()})
     try:
         outputs = catalog_op.build(builder, p, prepared)
         program = builder.build(outputs)
@@ -85,7 +89,7 @@ def build_kernel(
         raise RequestError("target", f"{op} is not available for {tgt.name}: {exc}") from None
     except MILBuildError as exc:
         raise RequestError("params", str(exc)) from exc
-    return KernelBuild(p, tgt, name, program, prepared, quantized, op=catalog_op)
+    return KernelBuild(p, tgt, name, program, prepared, compressed, op=catalog_op)
 
 
 def quantize_weights(
@@ -97,14 +101,24 @@ def quantize_weights(
     *,
     field: str = "quantize",
     weights_field: str = "weights",
+    done: Mapping[str, QuantizedWeight] = {},
 ) -> dict[str, QuantizedWeight]:
-    """Every quantizable weight of an op compressed by `config`, by weight name."""
+    """Every quantizable weight of an op compressed by `config`, by weight name; those in `done`
+    under `config` (compressed from the same arrays) are taken from there."""
     out = {}
     # Only a quantized request loads the compressor: it runs coremltools' own arithmetic, whose
     # import loads the whole converter stack (seconds per process) that nothing else here needs.
     from app.quantize.compress import quantize
 
     for spec in check_quantize(op, specs, config, target, field):
+        earlier = done.get(spec.name)
+        if (
+            earlier is not None
+            and earlier.config == config
+            and (earlier.shape, earlier.compressed.dtype) == (spec.shape, spec.dtype)
+        ):
+            out[spec.name] = earlier
+            continue
         try:
             compressed = quantize(
                 weights[spec.name],
@@ -144,6 +158,9 @@ def build_functions(
                 name=name,
                 random_seed=random_seed,
                 quantize=quantize,
+                # the functions take the same arrays: each weight is compressed once, and every
+                # function's constexpr consts hold the same arrays (weight.bin stores them once)
+                quantized=next(iter(parts.values())).quantized if parts else None,
             )
         except RequestError as exc:
             raise RequestError(

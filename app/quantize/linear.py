@@ -8,6 +8,8 @@ are the ones `coremltools.optimize.coreml.linear_quantize_weights` writes for th
 
 from __future__ import annotations
 
+from functools import partial
+
 import numpy as np
 
 from app.language.targets import DEFAULT_TARGET, Target, get_target
@@ -69,13 +71,14 @@ def linear(
     w = as_weight(weight, dtype, weight_field)
     sizes = block_sizes(config, w.ndim, channel_axis, input_axis)
     data, scale, offset = quantize_blocks(w, config.dtype, config.symmetric, sizes)
-    dense = dequantize(data, scale, offset, dtype)
+    dense = partial(dequantize, data, scale, offset, dtype)
     int_dtype = DType(config.dtype)
     if get_target(target).ios18_compression:
         args = {"data": Param(data, int_dtype), "scale": Param(scale, dtype)}
         if offset is not None:
             args["offset"] = Param(offset, int_dtype)
-        return Compressed((ConstexprOp("constexpr_blockwise_shift_scale", args),), dense)
+        op = ConstexprOp("constexpr_blockwise_shift_scale", args)
+        return Compressed((op,), w.shape, dtype, dense)
     old = ct_utils.ios18_quant_params_to_ios16(
         ct_utils.QuantParams(data=data, scale=scale, offset=offset, nbits=int_dtype.bits)
     )
@@ -85,7 +88,7 @@ def linear(
         "scale": Param(np.asarray(old.scale, dtype.numpy), dtype),
         "axis": Param(np.asarray(old.axis, np.int32), DType.INT32),
     }
-    return Compressed((ConstexprOp("constexpr_affine_dequantize", args),), dense)
+    return Compressed((ConstexprOp("constexpr_affine_dequantize", args),), w.shape, dtype, dense)
 
 
 def dequantize(

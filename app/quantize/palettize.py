@@ -68,7 +68,7 @@ def palettize(
     )
     indices = params.indices.astype(np.uint8)  # drops coremltools' sub-byte dtype metadata
     lut = np.asarray(params.lut, dtype.numpy)
-    dense = _dense(indices, lut, channel_axis)
+    dense = partial(_dense, indices, lut, channel_axis)
     if get_target(target).ios18_compression:
         args = {"indices": Param(indices, _INDEX_DTYPES[config.nbits]), "lut": Param(lut, dtype)}
     else:
@@ -78,7 +78,7 @@ def palettize(
             "lut": Param(np.asarray(old.lut, dtype.numpy), dtype),
             "shape": Param(np.asarray(old.shape, np.uint32), DType.UINT32),
         }
-    return Compressed((ConstexprOp("constexpr_lut_to_dense", args),), dense)
+    return Compressed((ConstexprOp("constexpr_lut_to_dense", args),), w.shape, dtype, dense)
 
 
 def _dense(indices: np.ndarray, lut: np.ndarray, channel_axis: int) -> np.ndarray:

@@ -10,6 +10,8 @@ come from the dense pruned tensor, the kept integers go to
 
 from __future__ import annotations
 
+from functools import partial
+
 import numpy as np
 
 from app.language.targets import DEFAULT_TARGET, Target, get_target
@@ -45,14 +47,14 @@ def prune(
             "nonzero_data": Param(np.asarray(old.nonzero_data, dtype.numpy), dtype),
             "shape": Param(np.asarray(old.shape, np.uint32), DType.UINT32),
         }
-        dense = prune_weights.decompress(old).astype(dtype.numpy)
-        return Compressed((ConstexprOp("constexpr_sparse_to_dense", args),), dense)
+        dense = partial(_decompressed_ios16, old, dtype)
+        return Compressed((ConstexprOp("constexpr_sparse_to_dense", args),), w.shape, dtype, dense)
     new = ct_utils.ios16_sparse_params_to_ios18(old)
     mask = new.mask.astype(np.uint8)  # astype drops coremltools' uint1 dtype metadata
     if config.dtype is None:
         args = {"mask": Param(mask, DType.UINT1), "nonzero_data": Param(new.nonzero_data, dtype)}
-        dense = ct_utils.sparse_to_dense(new.nonzero_data, mask).astype(dtype.numpy)
-        return Compressed((ConstexprOp("constexpr_sparse_to_dense", args),), dense)
+        dense = partial(_decompressed, new.nonzero_data, mask, dtype)
+        return Compressed((ConstexprOp("constexpr_sparse_to_dense", args),), w.shape, dtype, dense)
     pruned = ct_utils.sparse_to_dense(new.nonzero_data, mask)
     return _pruned_int8(pruned, mask, config, dtype, channel_axis)
 
@@ -65,14 +67,32 @@ def _pruned_int8(
     sizes = block_sizes(linear, pruned.ndim, channel_axis, input_axis=channel_axis)  # per channel
     data, scale, offset = quantize_blocks(pruned, config.dtype, linear.symmetric, sizes)
     int_dtype = DType(config.dtype)
+    kept = data[mask != 0]
     args = {
         "data_mask": Param(mask, DType.UINT1),
-        "nonzero_data": Param(data[mask != 0], int_dtype),
+        "nonzero_data": Param(kept, int_dtype),
         "scale": Param(scale, dtype),
     }
     if offset is not None:
         args["offset"] = Param(offset, int_dtype)
     gather = ConstexprOp("constexpr_sparse_blockwise_shift_scale", args)
     scatter = ConstexprOp("constexpr_sparse_to_dense", {}, {"mask": 0, "nonzero_data": 1})
-    dense = np.where(mask != 0, dequantize(data, scale, offset, dtype), 0).astype(dtype.numpy)
-    return Compressed((gather, scatter), dense)
+    dense = partial(_decompressed_int8, kept, mask, scale, offset, dtype)
+    return Compressed((gather, scatter), pruned.shape, dtype, dense)
+
+
+def _decompressed_ios16(params, dtype: DType) -> np.ndarray:
+    return prune_weights.decompress(params).astype(dtype.numpy)
+
+
+def _decompressed(nonzero: np.ndarray, mask: np.ndarray, dtype: DType) -> np.ndarray:
+    return ct_utils.sparse_to_dense(nonzero, mask).astype(dtype.numpy)
+
+
+def _decompressed_int8(
+    kept: np.ndarray, mask: np.ndarray, scale: np.ndarray, offset: np.ndarray | None, dtype: DType
+) -> np.ndarray:
+    """The kept integers scattered back (the pruned ones are 0, as quantized), dequantized."""
+    data = np.zeros(mask.shape, kept.dtype)
+    data[mask != 0] = kept
+    return np.where(mask != 0, dequantize(data, scale, offset, dtype), 0).astype(dtype.numpy)
