@@ -16,7 +16,8 @@ config; 2.47 GB). Each is built with `ane-kernels model CKPT -o KIT --format mlm
   50 % magnitude pruning (a18-pro): the same goals;
 - 8-bit palettes and 4-bit palettes per 8 channels (a18-pro): measured, no goal.
 
-Peak RSS is the child's `ru_maxrss` (the whole process: interpreter and imports included).
+Peak RSS is the child's `ru_maxrss` (the whole process: interpreter and imports included); CPU
+seconds its user + system time, which a shared machine's load disturbs less than the wall time.
 
 Run: `python -m bench.bench_kit_quantized` (both shapes, ~10 GB of disk under $TMPDIR at the
 peak, tens of minutes on two cores), `--shapes qwen3` for one, `--runs fp16,pal4` for some.
@@ -93,8 +94,9 @@ sys.exit(main(sys.argv[1:]))
 """
 
 
-def _child(*args: str) -> tuple[float, int]:
-    """`ane-kernels ARGS` in a fresh interpreter: wall seconds and its peak RSS in bytes."""
+def _child(*args: str) -> tuple[float, float, int]:
+    """`ane-kernels ARGS` in a fresh interpreter: wall seconds, CPU seconds (user + system) and
+    its peak RSS in bytes."""
     started = time.perf_counter()
     child = subprocess.Popen(
         [sys.executable, "-c", _KIT, *args], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
@@ -105,7 +107,7 @@ def _child(*args: str) -> tuple[float, int]:
     seconds = time.perf_counter() - started
     if os.waitstatus_to_exitcode(status) != 0:
         raise RuntimeError(f"{args}: {errors.decode()[-2000:]}")
-    return seconds, usage.ru_maxrss * 1024
+    return seconds, usage.ru_utime + usage.ru_stime, usage.ru_maxrss * 1024
 
 
 def _programs(kit: Path) -> str:
@@ -116,7 +118,7 @@ def _programs(kit: Path) -> str:
 
 
 def run_shape(root: Path, shape: str, runs: list[str]) -> list[tuple]:
-    """Each run's (name, seconds, peak, kit bytes, programs) on one checkpoint."""
+    """Each run's (name, seconds, CPU seconds, peak, kit bytes, programs) on one checkpoint."""
     label, config = SHAPES[shape]
     checkpoint = root / label
     started = time.perf_counter()
@@ -136,9 +138,9 @@ def run_shape(root: Path, shape: str, runs: list[str]) -> list[tuple]:
         args += ["--context", "256", "--device", device]
         if quantize is not None:
             args += ["--quantize", json.dumps(quantize)]
-        seconds, peak = _child(*args)
-        rows.append((name, seconds, peak, kit.stat().st_size, _programs(kit)))
-        print(f"  {name}: {seconds:.1f} s, {peak / MiB:.0f} MiB", flush=True)
+        seconds, cpu, peak = _child(*args)
+        rows.append((name, seconds, cpu, peak, kit.stat().st_size, _programs(kit)))
+        print(f"  {name}: {seconds:.1f} s ({cpu:.1f} s CPU), {peak / MiB:.0f} MiB", flush=True)
         kit.unlink()
     for f in checkpoint.iterdir():
         f.unlink()
@@ -148,26 +150,25 @@ def run_shape(root: Path, shape: str, runs: list[str]) -> list[tuple]:
 
 def table(shape: str, rows: list[tuple]) -> str:
     label, _ = SHAPES[shape]
-    fp16 = [(s, p) for name, s, p, *_ in rows if name == "fp16"]
-    base = None
-    if fp16:
-        base = (sum(s for s, _ in fp16) / len(fp16), sum(p for _, p in fp16) / len(fp16))
+    fp16 = [row[1:4] for row in rows if row[0] == "fp16"]
+    base = [sum(column) / len(fp16) for column in zip(*fp16, strict=True)] if fp16 else None
     lines = [
         f"{label}:\n",
-        "| kit | device | seconds | ÷ fp16 (goal ≤ 2×) | peak RSS | ÷ fp16 (goal ≤ 1.5×) "
-        "| kit | programs (decoder + head) |",
-        "|---|---|---:|---:|---:|---:|---:|---:|",
+        "| kit | device | seconds | ÷ fp16 (goal ≤ 2×) | CPU s | ÷ fp16 | peak RSS "
+        "| ÷ fp16 (goal ≤ 1.5×) | kit | programs (decoder + head) |",
+        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
-    for name, seconds, peak, size, programs in rows:
+    for name, seconds, cpu, peak, size, programs in rows:
         what, device, _, goal = RUNS[name]
-        time_ratio = mem_ratio = ""
+        time_ratio = cpu_ratio = mem_ratio = ""
         if base is not None and name != "fp16":
-            t, m = seconds / base[0], peak / base[1]
+            t, c, m = seconds / base[0], cpu / base[1], peak / base[2]
             time_ratio = f"{t:.2f}×" + (f" {'✓' if t <= TIME_GOAL else '✗'}" if goal else "")
+            cpu_ratio = f"{c:.2f}×"
             mem_ratio = f"{m:.2f}×" + (f" {'✓' if m <= MEMORY_GOAL else '✗'}" if goal else "")
         lines.append(
-            f"| {what} | {device} | {seconds:.1f} | {time_ratio} | {peak / MiB:.0f} MiB | "
-            f"{mem_ratio} | {size / GB:.2f} GB | {programs} |"
+            f"| {what} | {device} | {seconds:.1f} | {time_ratio} | {cpu:.1f} | {cpu_ratio} | "
+            f"{peak / MiB:.0f} MiB | {mem_ratio} | {size / GB:.2f} GB | {programs} |"
         )
     return "\n".join(lines)
 
