@@ -275,7 +275,8 @@ def write_kit_zip(
             writing.say_program(say, name, f"layers {layers.start}-{layers.stop - 1}")
             stack = {key: v for key, v in model.decoder.items() if key in type(base).model_fields}
             stack |= {"first_layer": layers.start, "num_layers": len(layers)}
-            weights = model.layer_weights(layers.start, len(layers))
+            # compressed as they are read: one fp16 tensor in memory at a time, not the program
+            weights = model.layer_weights(layers.start, len(layers), on_read=layers_q is not None)
             chunk = DecoderChunk(
                 name, options.format, weights, layers_q, stack, context, prefill, options.kv
             )
