@@ -392,35 +392,70 @@ def _conv_batchnorm(d, p, src, s, near):
 
 
 def _norm(d, p, src, s, near):
+    """A normalization in one of coremltools' five spellings (or a mixture): the variance
+    centred (one sub or two) or as mean(x²) - mean² through reduce_sum · 1/N; d · rsqrt or
+    d / root, or x·s - mean·s; gamma and beta after it in either order."""
     axes = d.draw(st.sampled_from([[3], [2, 3], [1, 2, 3], [1]]))
+    form = d.draw(st.sampled_from(["centred", "twice", "shifted", "moments"]))
     miss = d.draw(st.sampled_from(["axes", "shared"])) if near else None
     second = axes
     if miss == "axes":
         second = [1] if axes != [1] else [3]
-    root = d.draw(st.sampled_from(["rsqrt", "sqrt"]))
-    nodes = [
-        node(f"{p}mean", "reduce_mean", {"x": src}, axes=axes, keep_dims=True),
-        node(f"{p}d", "sub", {"x": src, "y": f"{p}mean"}),
-        node(f"{p}sq", d.draw(st.sampled_from(["square", "mul"])), {"x": f"{p}d"}),
-        node(f"{p}var", "reduce_mean", {"x": f"{p}sq"}, axes=second, keep_dims=True),
-        node(f"{p}ve", "add", {"x": f"{p}var"}),
-        node(f"{p}r", root, {"x": f"{p}ve"}),
-        node(f"{p}n", "mul" if root == "rsqrt" else "real_div", {"x": f"{p}d", "y": f"{p}r"}),
-    ]
-    if nodes[2]["op"] == "mul":
-        nodes[2]["inputs"]["y"] = f"{p}d"
-    weights = {f"{p}ve.y": np.array([d.draw(st.sampled_from([1e-5, 1e-3]))], np.float32)}
+    count = math.prod(s.full[a] for a in axes)
+    eps = np.array([d.draw(st.sampled_from([1e-5, 1e-3]))], np.float32)
+    weights = {f"{p}ve.y": eps}
+    if form == "moments":
+        nodes = [
+            node(f"{p}sum", "reduce_sum", {"x": src}, axes=axes, keep_dims=True),
+            node(f"{p}mean", "mul", {"x": f"{p}sum"}),
+            node(f"{p}xx", "square", {"x": src}),
+            node(f"{p}sum2", "reduce_sum", {"x": f"{p}xx"}, axes=second, keep_dims=True),
+            node(f"{p}e2", "mul", {"x": f"{p}sum2"}),
+            node(f"{p}mm", "mul", {"x": f"{p}mean", "y": f"{p}mean"}),
+            node(f"{p}var", "sub", {"x": f"{p}e2", "y": f"{p}mm"}),
+        ]
+        weights[f"{p}mean.y"] = np.array([1 / count], np.float32)
+        weights[f"{p}e2.y"] = np.array([1 / count], np.float32)
+        centred = None
+    else:
+        sq = d.draw(st.sampled_from(["square", "mul"]))
+        nodes = [
+            node(f"{p}mean", "reduce_mean", {"x": src}, axes=axes, keep_dims=True),
+            node(f"{p}d", "sub", {"x": src, "y": f"{p}mean"}),
+            node(f"{p}sq", sq, {"x": f"{p}d", **({"y": f"{p}d"} if sq == "mul" else {})}),
+            node(f"{p}var", "reduce_mean", {"x": f"{p}sq"}, axes=second, keep_dims=True),
+        ]
+        centred = f"{p}d"
+        if form == "twice":
+            nodes.append(node(f"{p}d2", "sub", {"x": src, "y": f"{p}mean"}))
+            centred = f"{p}d2"
+    nodes.append(node(f"{p}ve", "add", {"x": f"{p}var"}))
+    root = "rsqrt" if form in ("shifted", "moments") else d.draw(st.sampled_from(["rsqrt", "sqrt"]))
+    nodes.append(node(f"{p}r", root, {"x": f"{p}ve"}))
+    if centred is not None and form != "shifted":
+        op = "mul" if root == "rsqrt" else "real_div"
+        nodes.append(node(f"{p}n", op, {"x": centred, "y": f"{p}r"}))
+    else:
+        nodes += [
+            node(f"{p}xr", "mul", {"x": src, "y": f"{p}r"}),
+            node(f"{p}mr", "mul", {"x": f"{p}r", "y": f"{p}mean"}),
+            node(f"{p}n", "sub", {"x": f"{p}xr", "y": f"{p}mr"}),
+        ]
     last = f"{p}n"
     per_axes = tuple(s.full[i] if i in axes else 1 for i in range(4))
     # gamma and beta both along the normalized axes, or (instance_norm) both per channel
     shape = per_axes if axes != [2, 3] else d.draw(st.sampled_from([per_axes, (1, s.c, 1, 1)]))
-    for name, op in (("g", "mul"), ("b", "add")):
+    affine = [("g", "mul"), ("b", "add")]
+    if d.draw(st.booleans()):
+        affine.reverse()  # beta first, as ml-ane-transformers writes it
+    for name, op in affine:
         if d.draw(st.booleans()):
             nodes.append(node(f"{p}{name}", op, {"x": last}))
             weights[f"{p}{name}.y"] = _w(*shape, low=0.5, high=1.5, seed=len(nodes))
             last = f"{p}{name}"
-    also = {f"{p}centred": f"{p}d"} if miss == "shared" else None
-    return Site(nodes, weights, last, [f"{p}mean"], also)
+    also = {f"{p}centred": f"{p}mean"} if miss == "shared" else None
+    first = f"{p}sum" if form == "moments" else f"{p}mean"
+    return Site(nodes, weights, last, [first], also)
 
 
 def _rows(d, p, src, s) -> list[dict]:

@@ -410,6 +410,90 @@ def _norm(
     return graph(nodes, {"out": last, **({"centred": "d"} if shared else {})}), weights
 
 
+def _scalars(**named: float) -> dict:
+    return {k.replace("__", "."): np.array([v], np.float32) for k, v in named.items()}
+
+
+def _norm_twice(power: float = 0.5):
+    """coremltools' pattern 2: x - mean twice (one squared, one divided), the root as pow 0.5,
+    then gamma and beta per channel."""
+    nodes = [
+        node("mean", "reduce_mean", {"x": "x"}, axes=[2, 3], keep_dims=True),
+        node("d", "sub", {"x": "x", "y": "mean"}),
+        node("d2", "sub", {"x": "x", "y": "mean"}),
+        node("sq", "square", {"x": "d"}),
+        node("var", "reduce_mean", {"x": "sq"}, axes=[2, 3], keep_dims=True),
+        node("ve", "add", {"x": "var"}),
+        node("root", "pow", {"x": "ve"}),
+        node("n", "real_div", {"x": "d2", "y": "root"}),
+        node("g", "mul", {"x": "n"}),
+        node("b", "add", {"x": "g"}),
+    ]
+    weights = _scalars(ve__y=1e-5, root__y=power)
+    weights |= {"g.y": values(1, C, 1, 1, low=0.5, high=1.5), "b.y": values(1, C, 1, 1)}
+    return graph(nodes, {"out": "b"}), weights
+
+
+def _norm_shifted(minus: float = -1.0):
+    """coremltools' pattern 3 (TensorFlow Addons): x·r + (-1)·(mean·r), r = rsqrt(var + eps)."""
+    nodes = [
+        node("mean", "reduce_mean", {"x": "x"}, axes=[2, 3], keep_dims=True),
+        node("d", "sub", {"x": "x", "y": "mean"}),
+        node("sq", "square", {"x": "d"}),
+        node("var", "reduce_mean", {"x": "sq"}, axes=[2, 3], keep_dims=True),
+        node("ve", "add", {"x": "var"}),
+        node("r", "rsqrt", {"x": "ve"}),
+        node("xr", "mul", {"x": "x", "y": "r"}),
+        node("mr", "mul", {"x": "r", "y": "mean"}),
+        node("neg", "mul", {"x": "mr"}),
+        node("y", "add", {"x": "xr", "y": "neg"}),
+    ]
+    return graph(nodes, {"out": "y"}), _scalars(ve__y=1e-3, neg__y=minus)
+
+
+def _norm_moments(count: int = 6, shared: bool = False):
+    """coremltools' pattern 4: mean and mean of squares as reduce_sum · 1/N, the variance
+    mean(x²) - mean², then x·s + (beta - mean·s) with s = gamma·rsqrt(var + eps)."""
+    nodes = [
+        node("sum", "reduce_sum", {"x": "x"}, axes=[2, 3], keep_dims=True),
+        node("mean", "mul", {"x": "sum"}),
+        node("xx", "mul", {"x": "x", "y": "x"}),
+        node("sum2", "reduce_sum", {"x": "xx"}, axes=[2, 3], keep_dims=True),
+        node("e2", "mul", {"x": "sum2"}),
+        node("mm", "mul", {"x": "mean", "y": "mean"}),
+        node("var", "sub", {"x": "e2", "y": "mm"}),
+        node("ve", "add", {"x": "var"}),
+        node("r", "rsqrt", {"x": "ve"}),
+        node("s", "mul", {"x": "r"}),
+        node("xs", "mul", {"x": "x", "y": "s"}),
+        node("ms", "mul", {"x": "s", "y": "mean"}),
+        node("shift", "sub", {"y": "ms"}),
+        node("y", "add", {"x": "xs", "y": "shift"}),
+    ]
+    weights = _scalars(mean__y=1 / count, e2__y=1 / count, ve__y=1e-3)
+    weights |= {"s.y": values(1, C, 1, 1, low=0.5, high=1.5), "shift.x": values(1, C, 1, 1)}
+    return graph(nodes, {"out": "y", **({"mean": "mean"} if shared else {})}), weights
+
+
+def _norm_bc1s(gamma_shape=(1, C, 1, 1)):
+    """coremltools' pattern 5 (ml-ane-transformers' LayerNorm over the channels of (B, C, 1, S)):
+    d·rsqrt(mean(d·d) + eps), then beta added before gamma multiplies."""
+    nodes = [
+        node("mean", "reduce_mean", {"x": "x"}, axes=[1], keep_dims=True),
+        node("d", "sub", {"x": "x", "y": "mean"}),
+        node("sq", "mul", {"x": "d", "y": "d"}),
+        node("var", "reduce_mean", {"x": "sq"}, axes=[1], keep_dims=True),
+        node("ve", "add", {"x": "var"}),
+        node("r", "rsqrt", {"x": "ve"}),
+        node("n", "mul", {"x": "r", "y": "d"}),
+        node("b", "add", {"x": "n"}),
+        node("g", "mul", {"x": "b"}),
+    ]
+    weights = _scalars(ve__y=1e-5)
+    weights |= {"b.y": values(1, C, 1, 1), "g.y": values(*gamma_shape, low=0.5, high=1.5)}
+    return graph(nodes, {"out": "g"}), weights
+
+
 def _matmul_bias(op: str = "add", bias_shape=(5,), const_weight: bool = True, first=False):
     mm = node("mm", "mil.matmul", {"x": "a"} if const_weight else {"x": "a", "y": "w"})
     inputs = {"x": "b_", "y": "mm"} if first else {"x": "mm"}
@@ -1034,6 +1118,98 @@ CASES = [
         "fuse_layernorm_or_instancenorm",
         _norm([-1], values(1, C, 1, 1), None),
         ["reduce_mean", "sub", "square", "reduce_mean", "add", "rsqrt", "mul", "mul"],
+        fires=False,
+    ),
+    _case(
+        "instancenorm-pattern-2", "fuse_layernorm_or_instancenorm", _norm_twice(), ["instance_norm"]
+    ),
+    _case(
+        "instancenorm-pattern-2-power",
+        "fuse_layernorm_or_instancenorm",
+        _norm_twice(power=0.25),
+        [
+            "reduce_mean",
+            "sub",
+            "sub",
+            "square",
+            "reduce_mean",
+            "add",
+            "pow",
+            "real_div",
+            "mul",
+            "add",
+        ],
+        fires=False,
+    ),
+    _case(
+        "instancenorm-pattern-3",
+        "fuse_layernorm_or_instancenorm",
+        _norm_shifted(),
+        ["instance_norm"],
+    ),
+    _case(
+        "instancenorm-pattern-3-minus-two",
+        "fuse_layernorm_or_instancenorm",
+        _norm_shifted(minus=-2.0),
+        ["reduce_mean", "sub", "square", "reduce_mean", "add", "rsqrt", "mul", "mul", "mul", "add"],
+        fires=False,
+    ),
+    _case(
+        "instancenorm-pattern-4",
+        "fuse_layernorm_or_instancenorm",
+        _norm_moments(),
+        ["instance_norm"],
+    ),
+    _case(
+        "instancenorm-pattern-4-count",
+        "fuse_layernorm_or_instancenorm",
+        _norm_moments(count=5),
+        [
+            "reduce_sum",
+            "mul",
+            "mul",
+            "reduce_sum",
+            "mul",
+            "mul",
+            "sub",
+            "add",
+            "rsqrt",
+            "mul",
+            "mul",
+            "mul",
+            "sub",
+            "add",
+        ],
+        fires=False,
+    ),
+    _case(
+        "instancenorm-pattern-4-shared",
+        "fuse_layernorm_or_instancenorm",
+        _norm_moments(shared=True),
+        [
+            "reduce_sum",
+            "mul",
+            "mul",
+            "reduce_sum",
+            "mul",
+            "mul",
+            "sub",
+            "add",
+            "rsqrt",
+            "mul",
+            "mul",
+            "mul",
+            "sub",
+            "add",
+        ],
+        fires=False,
+    ),
+    _case("layernorm-pattern-5", "fuse_layernorm_or_instancenorm", _norm_bc1s(), ["layer_norm"]),
+    _case(
+        "layernorm-pattern-5-gamma-spatial",
+        "fuse_layernorm_or_instancenorm",
+        _norm_bc1s(gamma_shape=(1, 1, 2, 3)),
+        ["reduce_mean", "sub", "mul", "reduce_mean", "add", "rsqrt", "mul", "add", "mul"],
         fires=False,
     ),
     _case("matmul-bias", "fuse_matmul_weight_bias", _matmul_bias(), ["linear"]),
