@@ -351,17 +351,27 @@ def _leaky(d, p, src, s, near):
 
 
 def _prelu(d, p, src, s, near):
-    miss = d.draw(st.sampled_from(["minus", "spatial"])) if near else None
-    if miss == "spatial" and s.h * s.w == 1:
-        miss = "minus"
-    shape = (
-        (1, 1, s.h, s.w)
-        if miss == "spatial"
-        else d.draw(st.sampled_from([(1, s.c, 1, 1), (s.c, 1, 1)]))
+    last = d.draw(st.booleans())  # the seed's pattern 2: channels last through a transpose
+    miss = (
+        d.draw(st.sampled_from(["minus", "spatial", *(["shared"] if last else [])]))
+        if near
+        else None
     )
-    nodes = [
-        node(f"{p}pos", "relu", {"x": src}),
-        node(f"{p}neg", "mul", {"x": src}),
+    # channels last, axis 1 is H: pattern 1 would take a scale along it (a prelu of the NHWC
+    # tensor), so the near-miss varies along W
+    if miss == "spatial" and (s.w if last else s.h * s.w) == 1:
+        miss = "minus"
+    if miss == "spatial":
+        shape = (1, 1, s.h, s.w) if not last else (1, 1, s.w, 1)
+    elif last:
+        shape = d.draw(st.sampled_from([(s.c,), (1, 1, 1, s.c)]))
+    else:
+        shape = d.draw(st.sampled_from([(1, s.c, 1, 1), (s.c, 1, 1)]))
+    nodes = [node(f"{p}t", "transpose", {"x": src}, perm=[0, 2, 3, 1])] if last else []
+    x = f"{p}t" if last else src
+    nodes += [
+        node(f"{p}pos", "relu", {"x": x}),
+        node(f"{p}neg", "mul", {"x": x}),
         node(f"{p}rneg", "relu", {"x": f"{p}neg"}),
         node(f"{p}scaled", "mul", {"x": f"{p}rneg"}),
         node(f"{p}y", "add", {"x": f"{p}scaled", "y": f"{p}pos"}),
@@ -370,7 +380,12 @@ def _prelu(d, p, src, s, near):
         f"{p}neg.y": np.array([-2.0 if miss == "minus" else -1.0], np.float32),
         f"{p}scaled.y": _w(*shape, seed=d.draw(st.integers(0, 9))),
     }
-    return Site(nodes, weights, f"{p}y", [f"{p}rneg"])
+    also = {f"{p}nhwc": f"{p}t"} if miss == "shared" else None
+    out = f"{p}y"
+    if last:  # back to channels first: every site's output has x's shape
+        nodes.append(node(f"{p}back", "transpose", {"x": out}, perm=[0, 3, 1, 2]))
+        out = f"{p}back"
+    return Site(nodes, weights, out, [f"{p}rneg"], also)
 
 
 def _conv_batchnorm(d, p, src, s, near):

@@ -351,16 +351,20 @@ def _leaky(alpha: float, swapped: bool = False, shared: bool = False):
     return graph(nodes, outputs), {"m.y": np.array([alpha], np.float32)}
 
 
-def _prelu(a: np.ndarray, minus: float = -1.0):
-    """relu(x) + a·relu(-1·x), the seed's pattern 1."""
-    nodes = [
-        node("pos", "relu", {"x": "x"}),
-        node("neg", "mul", {"x": "x"}),
+def _prelu(a: np.ndarray, minus: float = -1.0, last: bool = False, shared: bool = False):
+    """relu(x) + a·relu(-1·x), the seed's pattern 1; `last`: of x transposed to channels last
+    first (its pattern 2), `shared`: that transpose also an output."""
+    src = "t" if last else "x"
+    nodes = [node("t", "transpose", {"x": "x"}, perm=[0, 2, 3, 1])] if last else []
+    nodes += [
+        node("pos", "relu", {"x": src}),
+        node("neg", "mul", {"x": src}),
         node("rneg", "relu", {"x": "neg"}),
         node("scaled", "mul", {"x": "rneg"}),
         node("y", "add", {"x": "pos", "y": "scaled"}),
     ]
-    return graph(nodes, {"out": "y"}), {"neg.y": np.array([minus], np.float32), "scaled.y": a}
+    outputs = {"out": "y", **({"nhwc": "t"} if shared else {})}
+    return graph(nodes, outputs), {"neg.y": np.array([minus], np.float32), "scaled.y": a}
 
 
 def _conv_batchnorm(shared: bool = False, transpose_groups: int = 0):
@@ -1059,6 +1063,29 @@ CASES = [
         "fuse_prelu",
         _prelu(values(1, C, 1, 1), minus=-2.0),
         ["relu", "mul", "relu", "mul", "add"],
+        fires=False,
+    ),
+    _case(
+        "prelu-channels-last", "fuse_prelu", _prelu(values(C), last=True), ["prelu", "transpose"]
+    ),
+    _case(
+        "prelu-channels-last-1114",
+        "fuse_prelu",
+        _prelu(values(1, 1, 1, C), last=True),
+        ["prelu", "transpose"],
+    ),
+    _case(
+        "prelu-channels-last-shared",
+        "fuse_prelu",
+        _prelu(values(C), last=True, shared=True),
+        ["transpose", "relu", "mul", "relu", "mul", "add"],
+        fires=False,
+    ),
+    _case(
+        "prelu-channels-last-spatial",
+        "fuse_prelu",
+        _prelu(values(1, 1, 3, 1), last=True),
+        ["transpose", "relu", "mul", "relu", "mul", "add"],
         fires=False,
     ),
     _case("conv-batchnorm", "fuse_conv_batchnorm", _conv_batchnorm(), ["conv"]),

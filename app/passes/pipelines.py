@@ -20,7 +20,7 @@ from app.passes.graph_pass import GraphPass
 
 # Bump when a pass or a pipeline changes what any program becomes: it is part of the key of every
 # request that runs passes, so artifacts built before are built again.
-VERSION = 2
+VERSION = 3
 
 # The default order, coremltools' own (its default and cleanup pipelines, pass_pipeline.py in
 # coremltools 9.0) restricted to the passes implemented here, and written once:
