@@ -473,6 +473,26 @@ def _norm(d, p, src, s, near):
     return Site(nodes, weights, last, [first], also)
 
 
+def _conv1d(d, p, src, s, near):
+    """src as (1, C, H·W), expand_dims -> a conv one high -> squeeze, back to src's shape."""
+    miss = d.draw(st.sampled_from(["row", "shared"])) if near else None
+    axis = d.draw(st.sampled_from([2, -2]))
+    k = d.draw(st.sampled_from([1, 3]))
+    conv = {"pad_type": "custom", "pad": [0, 0, k // 2, k // 2]}
+    if miss == "row":  # a stride over the height reads a padded row: not a conv1d
+        conv = {"pad_type": "custom", "pad": [1, 0, k // 2, k // 2], "strides": [2, 1]}
+    nodes = [
+        node(f"{p}flat", "reshape", {"x": src}, shape=[1, s.c, s.h * s.w]),
+        node(f"{p}e", "expand_dims", {"x": f"{p}flat"}, axes=[axis]),
+        node(f"{p}c", "mil.conv", {"x": f"{p}e"}, **conv),
+        node(f"{p}sq", "squeeze", {"x": f"{p}c"}, axes=[axis]),
+        node(f"{p}y", "reshape", {"x": f"{p}sq"}, shape=list(s.full)),
+    ]
+    weights = {f"{p}c.weight": _w(s.c, s.c, 1, k, seed=d.draw(st.integers(0, 9)))}
+    also = {f"{p}wide": f"{p}e"} if miss == "shared" else None
+    return Site(nodes, weights, f"{p}y", [f"{p}c"], also)
+
+
 def _rows(d, p, src, s) -> list[dict]:
     """src [1, C, H, W] as rows [C·H, W]: linear's and a weight matmul's x."""
     return [node(f"{p}rows", "reshape", {"x": src}, shape=[s.c * s.h, s.w])]
@@ -780,6 +800,7 @@ PLANTERS: dict[str, Callable] = {
     "fuse_leaky_relu": _leaky,
     "fuse_prelu": _prelu,
     "fuse_conv_batchnorm": _conv_batchnorm,
+    "compose_conv1d": _conv1d,
     "fuse_layernorm_or_instancenorm": _norm,
     "fuse_matmul_weight_bias": _matmul_bias,
     "fuse_linear_bias": _linear_bias,

@@ -498,6 +498,17 @@ def _norm_bc1s(gamma_shape=(1, C, 1, 1)):
     return graph(nodes, {"out": "g"}), weights
 
 
+def _conv1d(axis: int = 2, shared: bool = False, **conv):
+    """TensorFlow's Conv1D: expand_dims -> a conv one high -> squeeze (the seed's pattern 1)."""
+    nodes = [
+        node("e", "expand_dims", {"x": "x"}, axes=[axis]),
+        node("c", "mil.conv", {"x": "e"}, **conv),
+        node("y", "squeeze", {"x": "c"}, axes=[axis]),
+    ]
+    body = graph(nodes, {"out": "y", **({"wide": "e"} if shared else {})}, x=([1, C, 8], "fp16"))
+    return body, {"c.weight": values(5, C, 1, 3), "c.bias": values(5)}
+
+
 def _matmul_bias(op: str = "add", bias_shape=(5,), const_weight: bool = True, first=False):
     mm = node("mm", "mil.matmul", {"x": "a"} if const_weight else {"x": "a", "y": "w"})
     inputs = {"x": "b_", "y": "mm"} if first else {"x": "mm"}
@@ -1086,6 +1097,27 @@ CASES = [
         "fuse_prelu",
         _prelu(values(1, 1, 3, 1), last=True),
         ["transpose", "relu", "mul", "relu", "mul", "add"],
+        fires=False,
+    ),
+    _case("conv1d", "compose_conv1d", _conv1d(strides=[1, 2], dilations=[1, 2]), ["conv"]),
+    _case(
+        "conv1d-minus-two-padded",
+        "compose_conv1d",
+        _conv1d(axis=-2, pad_type="custom", pad=[0, 0, 1, 2]),
+        ["conv"],
+    ),
+    _case(
+        "conv1d-padded-row",
+        "compose_conv1d",
+        _conv1d(pad_type="custom", pad=[1, 0, 0, 0], strides=[2, 1]),
+        ["expand_dims", "conv", "squeeze"],
+        fires=False,
+    ),
+    _case(
+        "conv1d-shared",
+        "compose_conv1d",
+        _conv1d(shared=True),
+        ["expand_dims", "conv", "squeeze"],
         fires=False,
     ),
     _case("conv-batchnorm", "fuse_conv_batchnorm", _conv_batchnorm(), ["conv"]),

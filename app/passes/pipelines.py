@@ -84,7 +84,8 @@ DEFAULT: tuple[str, ...] = (
     "merge_consecutive_transposes",
     "fuse_transpose_matmul",
     # a matmul by a constant weight with a constant bias is linear; a bias after it folds in
-    # (fuse_onehot_matmul_to_gather is not here: it changes what an index out of range gives)
+    # (fuse_onehot_matmul_to_gather is not here: it changes what an index out of range gives;
+    # nor compose_conv1d: a conv on (B, C, 1, S) is the ANE's layout, a rank-3 conv is not)
     "fuse_matmul_weight_bias",
     "fuse_linear_bias",
     "reduce_transposes",
