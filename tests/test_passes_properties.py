@@ -590,6 +590,30 @@ def _dequantize(d, p, src, s, near):
     return Site(nodes, weights, f"{p}m", [f"{p}dq"])
 
 
+def _moved_weight(d, p, src, s, near):
+    """A dequantized int8 constant (W, H, C) transposed to (C, H, W) and reshaped to src's
+    shape: merged into the constexpr (planted); per channel, whose axis a reshape would lose,
+    or the dequantized weight read elsewhere too (near-miss: the reshape stays)."""
+    miss = d.draw(st.sampled_from(["per-channel", "shared"])) if near else None
+    rng = np.random.default_rng(d.draw(st.integers(0, 9)))
+    data = rng.integers(-100, 100, (s.w, s.h, s.c)).astype(np.int8)
+    if miss == "per-channel":
+        dq = node(f"{p}dq", "dequantize", {}, axis=2)
+        weights = {f"{p}dq.scale": _w(s.c, low=0.01, high=0.05, seed=1)}
+    else:
+        dq = node(f"{p}dq", "dequantize", {}, scale=d.draw(st.sampled_from([0.05, 0.01])))
+        weights = {}
+    weights[f"{p}dq.input"] = data
+    nodes = [
+        dq,
+        node(f"{p}t", "transpose", {"x": f"{p}dq"}, perm=[2, 1, 0]),
+        node(f"{p}r", "reshape", {"x": f"{p}t"}, shape=list(s.full)),
+        node(f"{p}m", "mul", {"x": src, "y": f"{p}r"}),
+    ]
+    also = {f"{p}weight": f"{p}dq"} if miss == "shared" else None
+    return Site(nodes, weights, f"{p}m", [f"{p}r"] if near else [f"{p}t", f"{p}r"], also)
+
+
 def _requantize(d, p, src, s, near):
     second = 0.025 if near else 0.05
     nodes = [
@@ -807,6 +831,7 @@ PLANTERS: dict[str, Callable] = {
     "merge_consecutive_paddings": _paddings,
     "fuse_pad_conv": _pad_conv,
     "dequantize_to_constexpr": _dequantize,
+    "merge_affine_dequantize_with_consecutive_ops": _moved_weight,
     "dequantize_quantize_pair_elimination": _requantize,
     "select_optimization": _select,
     "fuse_elementwise_to_batchnorm": _scale_shift,
@@ -827,6 +852,7 @@ FP32 = {
     "const_elimination",
     "add_fp16_cast",
     "dequantize_to_constexpr",
+    "merge_affine_dequantize_with_consecutive_ops",
     "dequantize_quantize_pair_elimination",
     "nullify_redundant_quantization_zero_point",
     "distributive_quantized_binary_op_scale_normalization",
@@ -865,10 +891,14 @@ def _program(d, graph_pass: str) -> tuple[dict, dict, Site, Site]:
     return body, weights, sites[0], sites[1]
 
 
+# passes run first, to make what a graph request cannot write (a constexpr)
+PRELUDE = {"merge_affine_dequantize_with_consecutive_ops": ["dequantize_to_constexpr"]}
+
+
 def _passes(graph_pass: str):
     if graph_pass in OPTIONS:
         return {"pipeline": [graph_pass], "options": {graph_pass: OPTIONS[graph_pass]}}
-    return [graph_pass]
+    return [*PRELUDE.get(graph_pass, []), graph_pass]
 
 
 def _check(d, graph_pass: str) -> None:

@@ -37,6 +37,8 @@ class Case:
     after: list[str]  # op types (consts left out) after the pass alone
     fires: bool = True
     options: dict[str, Any] = field(default_factory=dict)
+    # passes run first, to make what a graph request cannot write (a constexpr)
+    prelude: tuple[str, ...] = ()
 
 
 def _conv(id: str, x: str = "x", cout: int = C) -> tuple[dict, dict]:
@@ -509,6 +511,23 @@ def _conv1d(axis: int = 2, shared: bool = False, **conv):
     return body, {"c.weight": values(5, C, 1, 3), "c.bias": values(5)}
 
 
+def _moved_weight(scale: np.ndarray, *moves: tuple[str, dict], shared: bool = False):
+    """A dequantized int8 weight [4, 6] (a scalar scale, or one per column) moved (transposed,
+    reshaped), then multiplying x."""
+    per_column = scale.size > 1
+    dq = node("dq", "dequantize", {}, **({"axis": 1} if per_column else {"scale": float(scale)}))
+    nodes, last = [dq], "dq"
+    for i, (op, params) in enumerate(moves):
+        nodes.append(node(f"m{i}", op, {"x": last}, **params))
+        last = f"m{i}"
+    nodes.append(node("y", "mul", {"x": "x", "y": last}))
+    weights = {"dq.input": np.random.default_rng(3).integers(-100, 100, (4, 6)).astype(np.int8)}
+    if per_column:
+        weights["dq.scale"] = scale
+    outputs = {"out": "y", **({"weight": "dq"} if shared else {})}
+    return graph(nodes, outputs, x=([1, 6, 4], "fp32")), weights
+
+
 def _matmul_bias(op: str = "add", bias_shape=(5,), const_weight: bool = True, first=False):
     mm = node("mm", "mil.matmul", {"x": "a"} if const_weight else {"x": "a", "y": "w"})
     inputs = {"x": "b_", "y": "mm"} if first else {"x": "mm"}
@@ -746,9 +765,9 @@ def _rank5(perm: list[int], inside: list[str] = (), constant: np.ndarray | None 
     return graph(nodes, {"out": "y"}), weights
 
 
-def _case(id, graph_pass, made, after, fires=True, **options) -> Case:
+def _case(id, graph_pass, made, after, fires=True, prelude=(), **options) -> Case:
     body, weights = made
-    return Case(id, graph_pass, body, weights, after, fires, options)
+    return Case(id, graph_pass, body, weights, after, fires, options, prelude)
 
 
 CASES = [
@@ -1119,6 +1138,43 @@ CASES = [
         _conv1d(shared=True),
         ["expand_dims", "conv", "squeeze"],
         fires=False,
+    ),
+    _case(
+        "dequantize-transpose-reshape",
+        "merge_affine_dequantize_with_consecutive_ops",
+        _moved_weight(
+            np.array(0.02, np.float32),
+            ("transpose", {"perm": [1, 0]}),
+            ("reshape", {"shape": [1, 6, 4]}),
+        ),
+        ["constexpr_affine_dequantize", "mul"],
+        prelude=("dequantize_to_constexpr",),
+    ),
+    _case(
+        "dequantize-per-channel-transpose",
+        "merge_affine_dequantize_with_consecutive_ops",
+        _moved_weight(values(6, low=0.01, high=0.03), ("transpose", {"perm": [1, 0]})),
+        ["constexpr_affine_dequantize", "mul"],
+        prelude=("dequantize_to_constexpr",),
+    ),
+    _case(
+        "dequantize-per-channel-reshape",
+        "merge_affine_dequantize_with_consecutive_ops",
+        _moved_weight(
+            values(6, low=0.01, high=0.03),
+            ("transpose", {"perm": [1, 0]}),
+            ("reshape", {"shape": [1, 6, 4]}),
+        ),
+        ["constexpr_affine_dequantize", "reshape", "mul"],
+        prelude=("dequantize_to_constexpr",),
+    ),
+    _case(
+        "dequantize-shared",
+        "merge_affine_dequantize_with_consecutive_ops",
+        _moved_weight(np.array(0.02, np.float32), ("transpose", {"perm": [1, 0]}), shared=True),
+        ["constexpr_affine_dequantize", "transpose", "mul"],
+        fires=False,
+        prelude=("dequantize_to_constexpr",),
     ),
     _case("conv-batchnorm", "fuse_conv_batchnorm", _conv_batchnorm(), ["conv"]),
     _case(
@@ -1529,7 +1585,7 @@ CASES = [
 
 def _passes(case: Case) -> Any:
     if not case.options:
-        return [case.graph_pass]
+        return [*case.prelude, case.graph_pass]
     return {"pipeline": [case.graph_pass], "options": {case.graph_pass: case.options}}
 
 
@@ -1537,7 +1593,7 @@ def _passes(case: Case) -> Any:
 def test_the_seed_example_and_its_edges(case: Case):
     built = build(case.body, case.weights, _passes(case))
     assert kinds(built.program) == case.after
-    assert changed_by(built) == ([case.graph_pass] if case.fires else [])
+    assert changed_by(built) == [*case.prelude, *([case.graph_pass] if case.fires else [])]
     assert_agrees(built)
     assert_agrees(build(case.body, case.weights, "default"))
 

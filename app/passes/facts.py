@@ -28,6 +28,7 @@ class _Kinds:
     unary: frozenset[str]
     binary: frozenset[str]
     moves_data: frozenset[str]
+    shape_only: frozenset[str]
     reductions: frozenset[str]
     stateful: frozenset[str]
     constexpr: frozenset[str]
@@ -45,6 +46,7 @@ class _Kinds:
             unary=having(Trait.ELEMENTWISE, Trait.UNARY),
             binary=having(Trait.ELEMENTWISE, Trait.BINARY),
             moves_data=having(Trait.DATA_MOVEMENT),
+            shape_only=having(Trait.SHAPE_ONLY),
             reductions=of_family(Family.REDUCTION),
             stateful=of_family(Family.STATE),
             constexpr=of_family(Family.CONSTEXPR),
@@ -83,6 +85,11 @@ def is_binary(op_type: str) -> bool:
 def moves_data(op_type: str) -> bool:
     """No arithmetic: every output element is an input element (reshapes, transposes, slices)."""
     return op_type in _kinds().moves_data
+
+
+def is_shape_only(op_type: str) -> bool:
+    """The same elements in the same order, another shape (reshape, expand_dims, squeeze)."""
+    return op_type in _kinds().shape_only
 
 
 def is_reduction(op_type: str) -> bool:

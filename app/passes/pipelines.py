@@ -46,6 +46,9 @@ DEFAULT: tuple[str, ...] = (
     # a select on a constant condition is one operand (or a mask added), once constants settle
     "select_optimization",
     "const_deduplication",
+    # a compressed weight moved by a transpose or a reshape is stored moved (after the
+    # duplicates merge, as coremltools orders it: its data must be read by it alone)
+    "merge_affine_dequantize_with_consecutive_ops",
     "noop_elimination",
     # fusions, activations first (their spelled-out forms are the longest)
     "fuse_gelu_exact",
