@@ -22,6 +22,7 @@ from .dtypes import (
     BlobDType,
     blob_dtype_for,
     is_subbyte,
+    pack_subbyte,
     packed_size,
     source_is_compatible,
 )
@@ -93,7 +94,35 @@ class _RawSource:
             step = chunk_bytes
 
 
-_Source = _ArraySource | _RawSource
+@dataclass(frozen=True)
+class _SubbyteSource:
+    """Sub-byte values (one integer per element) packed as they are read: a program's packed
+    weights are never all held at once beside its unpacked ones."""
+
+    values: np.ndarray  # flat
+    dtype: BlobDType
+
+    width = 1
+    PIECE = 1 << 23  # values packed at a time: a multiple of 8, so each piece is whole bytes
+
+    def chunks(
+        self, chunk_bytes: int, first_bytes: int | None = None, width: int | None = None
+    ) -> Iterator[memoryview]:
+        """The packed bytes in the chunks a `_RawSource` of them gives (comparisons between the
+        two go chunk by chunk)."""
+        step = chunk_bytes if first_bytes is None else min(chunk_bytes, first_bytes)
+        held = bytearray()
+        for start in range(0, self.values.size, self.PIECE):
+            held += pack_subbyte(self.values[start : start + self.PIECE], self.dtype)
+            while len(held) >= step:
+                yield memoryview(bytes(held[:step]))
+                del held[:step]
+                step = chunk_bytes
+        if held:
+            yield memoryview(bytes(held))
+
+
+_Source = _ArraySource | _RawSource | _SubbyteSource
 
 
 def _equal_contents(x: _Source, y: _Source, chunk_bytes: int) -> bool:
@@ -160,6 +189,16 @@ class BlobWriter:
         if len(mv) != size:
             raise ValueError(f"{n_elements} {dt.name} values pack into {size} bytes, got {len(mv)}")
         return self._plan(dt, size, padding, _RawSource(mv.toreadonly()))
+
+    def add_subbyte(self, values: np.ndarray, dtype: BlobDType) -> int:
+        """Register sub-byte values, one integer per element, packed (LSB first, as
+        `pack_subbyte`) only as they are written or compared."""
+        dt = BlobDType(dtype)
+        if not is_subbyte(dt):
+            raise TypeError(f"add_subbyte() is for sub-byte types, not {dt.name}: use add()")
+        flat = np.ascontiguousarray(values).reshape(-1)
+        size, padding = packed_size(dt, flat.size)
+        return self._plan(dt, size, padding, _SubbyteSource(flat, dt))
 
     def _plan(self, dtype: BlobDType, size: int, padding: int, source: _Source) -> int:
         key = (dtype, size, padding)
