@@ -115,12 +115,10 @@ def test_a_subbyte_const_refuses_values_it_cannot_hold(dtype, bad):
 
 
 @pytest.mark.parametrize("dtype", SUBBYTE, ids=lambda d: d.value)
-def test_values_packed_as_written_are_the_packed_values(dtype, monkeypatch):
-    """add_subbyte packs piece by piece as it writes (pieces of 8k values, re-cut into the
-    writer's chunks): the bytes add_packed writes, and each finds the other's equal entry."""
-    from app.blob import writer as blob_writer
-
-    monkeypatch.setattr(blob_writer._SubbyteSource, "PIECE", 8 * 37)  # many pieces, odd cuts
+def test_values_packed_as_written_are_the_packed_values(dtype):
+    """add_subbyte packs chunk by chunk as it writes (the writer's chunks of 64 bytes: 3- and
+    6-bit values straddle them): the bytes add_packed writes, and each finds the other's equal
+    entry."""
     n = 5000 + 3  # a part-used last byte
     v = values(dtype, n)
     code = blob_dtype(dtype)

@@ -19,6 +19,7 @@ from app.files import atomic_file
 
 from .dtypes import (
     STORAGE_NP_DTYPE,
+    SUBBYTE_BITS,
     BlobDType,
     blob_dtype_for,
     is_subbyte,
@@ -103,23 +104,25 @@ class _SubbyteSource:
     dtype: BlobDType
 
     width = 1
-    PIECE = 1 << 23  # values packed at a time: a multiple of 8, so each piece is whole bytes
 
     def chunks(
         self, chunk_bytes: int, first_bytes: int | None = None, width: int | None = None
     ) -> Iterator[memoryview]:
         """The packed bytes in the chunks a `_RawSource` of them gives (comparisons between the
-        two go chunk by chunk)."""
+        two go chunk by chunk), each packed when it is asked for: a comparison that stops at
+        the first chunk packs little more than that chunk."""
         step = chunk_bytes if first_bytes is None else min(chunk_bytes, first_bytes)
-        held = bytearray()
-        for start in range(0, self.values.size, self.PIECE):
-            held += pack_subbyte(self.values[start : start + self.PIECE], self.dtype)
-            while len(held) >= step:
-                yield memoryview(bytes(held[:step]))
-                del held[:step]
-                step = chunk_bytes
-        if held:
-            yield memoryview(bytes(held))
+        bits = SUBBYTE_BITS[self.dtype]
+        held, start, n = bytearray(), 0, self.values.size
+        while start < n or held:
+            while len(held) < step and start < n:
+                # a multiple of 8 values packs into whole bytes: pieces join without a seam
+                count = max(8, (step - len(held)) * 8 // bits // 8 * 8)
+                held += pack_subbyte(self.values[start : start + count], self.dtype)
+                start += count
+            yield memoryview(bytes(held[:step]))
+            del held[:step]
+            step = chunk_bytes
 
 
 _Source = _ArraySource | _RawSource | _SubbyteSource
