@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 from app.cli.common import EXIT_FAILED, CLIError
+from app.cli.layout import add_layout_options, plan_lines, warning_line
 from app.cli.summary import BuildSummary, emit
 from app.errors import FieldError
 from app.files import remove_in_flight_on_stop
@@ -33,6 +34,7 @@ def cmd_model(args) -> int:
         quantize=quantize,
         kv=args.kv,
         verify=args.verify,
+        strict=args.strict,
         prompts=args.prompts,
         max_kl=args.max_kl,
         min_top1=args.min_top1,
@@ -70,22 +72,9 @@ def summary(result) -> BuildSummary:
         f"{' (tied head)' if arch['tie_word_embeddings'] else ''}",
         f"kit: {meta['format']}, context {meta['context']}, prefill chunks of "
         f"{meta['prefill']}, kv {meta['kv']}",
-        f"plan: {meta['plan']['max_program_weight_bytes']} bytes per program, axis limit "
-        f"{meta['plan']['axis_limit']}"
-        f"{' for ' + meta['plan']['device'] if meta['plan'].get('device') else ''}",
+        *plan_lines(meta["plan"]),
     ]
-    predicted = meta["plan"].get("prediction")
-    if predicted is not None:
-        fits = (
-            "fits"
-            if predicted["fits"]
-            else "does NOT fit: " + "; ".join(p["message"] for p in predicted["problems"])
-        )
-        details.append(
-            f"predicted {predicted['decode_tokens_per_s']} tokens/s decode, "
-            f"{predicted['prefill_tokens_per_s']} tokens/s prefill, peak memory "
-            f"{predicted['peak_memory_bytes']} bytes at {predicted['precision']}; {fits}"
-        )
+    details += [warning_line(w) for w in meta.get("warnings", ())]
     for p in meta["programs"]:
         what = (
             f"layers {p['layers'][0]}-{p['layers'][1]}"
@@ -218,19 +207,7 @@ def add_commands(sub) -> None:
     )
     model.add_argument("-o", "--output", required=True, metavar="KIT.zip")
     model.add_argument("--format", choices=KIT_FORMATS, default="mlpackage")
-    model.add_argument("--context", type=int, help="positions the KV cache holds (default 512)")
-    model.add_argument("--prefill", type=int, help="tokens per prefill chunk (default 64)")
-    model.add_argument(
-        "--device",
-        help="the device to plan for: its per-axis limit and "
-        "per-program envelope (default: no device, 16,384 axis)",
-    )
-    model.add_argument(
-        "--quantize",
-        metavar="JSON",
-        help='a quantize config for the layers, or {"layers": ..., "head": ...}; "auto" (or '
-        'a part "auto"): the lightest setting that passes --max-kl / --min-top1',
-    )
+    add_layout_options(model)
     model.add_argument(
         "--max-kl",
         type=float,
@@ -248,15 +225,15 @@ def add_commands(sub) -> None:
         "(default: seeded token ids)",
     )
     model.add_argument(
-        "--kv",
-        choices=["io", "state"],
-        default="io",
-        help="KV cache as inputs/outputs (io, every target) or ios18 state",
-    )
-    model.add_argument(
         "--verify",
         action="store_true",
         help="compare the kit's logits with the float64 model (verification.json)",
+    )
+    model.add_argument(
+        "--strict",
+        action="store_true",
+        help="refuse (exit 2) a quantization reported failing on the device and path, or one the "
+        "planner cannot model, instead of warning",
     )
     model.add_argument("--json", action="store_true", help="the build summary as one JSON object")
     model.set_defaults(run=cmd_model)

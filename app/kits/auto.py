@@ -25,9 +25,9 @@ from app.errors import RequestError
 from app.kits.gate import Prompts, Thresholds, compare, final_hidden, logits
 from app.kits.model import Model
 from app.kits.weights import ExactWeights, Fp16Weights, QuantizedWeights, describe
+from app.planner.parts import AUTO
 from app.quantize import config_json, parse_config
 
-AUTO = "auto"
 LADDER: tuple[dict[str, Any] | None, ...] = (
     None,
     {"mode": "linear", "dtype": "int8"},

@@ -34,10 +34,11 @@ OPTIONS = (
     "quantize",
     "kv",
     "verify",
+    "strict",
     "max_kl",
     "min_top1",
 )
-_KEY_VERSION = 1
+_KEY_VERSION = 2  # 2: one quantize config covers the head too (kit_version 3)
 DEVICE_CHECK_TOKENS = 8
 
 

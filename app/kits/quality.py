@@ -3,9 +3,10 @@ the checkpoint's float64 logits computed once and shared by both."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -22,9 +23,6 @@ from app.kits.gate import (
 from app.kits.model import Model
 from app.kits.weights import ExactWeights, Fp16Weights, KitWeights
 
-if TYPE_CHECKING:
-    from app.kits.build import KitOptions
-
 
 @dataclass
 class Quality:
@@ -34,27 +32,34 @@ class Quality:
     auto: dict[str, Any] | None = None  # what `quantize auto` tried and chose
 
     @classmethod
-    def of(cls, model: Model, options: KitOptions, context: int) -> Quality:
-        if options.prompts is not None:
-            prompts = text_prompts(options.prompts, model.tokenizer_files(), context)
+    def of(
+        cls,
+        model: Model,
+        context: int,
+        prompts_file: str | Path | None,
+        max_kl: float | None,
+        min_top1: float | None,
+    ) -> Quality:
+        if prompts_file is not None:
+            prompts = text_prompts(prompts_file, model.tokenizer_files(), context)
         else:
             prompts = seeded_prompts(model.vocab_size, context)
-        return cls(prompts, check_thresholds(options.max_kl, options.min_top1))
+        return cls(prompts, check_thresholds(max_kl, min_top1))
 
     def choose(
         self,
         model: Model,
-        options: KitOptions,
+        quantize: Mapping[str, Any] | str,
         head_rows: Sequence[range],
         say: Callable[[str], None],
-    ) -> KitOptions:
-        """The options with `quantize auto` resolved to the settings it chose."""
+    ) -> Mapping[str, Any] | None:
+        """The quantize option with `auto` resolved to the settings it chose."""
         from app.kits.auto import choose
 
         resolved, self.auto, self.reference = choose(
-            model, options.quantize, head_rows, self.prompts, self.thresholds, say
+            model, quantize, head_rows, self.prompts, self.thresholds, say
         )
-        return replace(options, quantize=resolved or None)
+        return resolved or None
 
     def gate(self, model: Model, kit: KitWeights, head_rows: Sequence[range]) -> dict[str, Any]:
         """kit.json's `quality` for a kit whose programs hold `kit`'s weights."""
