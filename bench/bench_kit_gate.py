@@ -12,7 +12,8 @@ Each: wall seconds, the ratio to (a), the child's peak RSS; (c) and (d) print wh
 measured and what auto chose. Random weights: the numbers measure the gate's cost, not any
 model's quality.
 
-Run: `python -m bench.bench_kit_gate [--layers N]` (N < 28: fewer layers, the same widths).
+Run: `python -m bench.bench_kit_gate [--layers N] [--only ad]` (N < 28: fewer layers, the same
+widths; --only: the runs by letter).
 """
 
 from __future__ import annotations
@@ -118,7 +119,9 @@ def _child(*args: str) -> tuple[float, int]:
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--layers", type=int, default=28)
-    layers = parser.parse_args().layers
+    parser.add_argument("--only", default="abcd", help="the runs to make, by letter (a first)")
+    args = parser.parse_args()
+    layers = args.layers
     four = json.dumps({"mode": "palettize", "nbits": 4})
     runs = [
         ("(a) fp16", []),
@@ -136,6 +139,8 @@ def main() -> None:
         )
         unit = None
         for label, extra in runs:
+            if label[1] not in args.only:
+                continue
             kit = root / "kit.zip"
             seconds, peak = _child(
                 "model", str(checkpoint), "-o", str(kit), "--format", "mlmodelc", *extra
