@@ -219,7 +219,7 @@ class _API(abc.ABC):
     ):
         """A model kit of a Hugging Face checkpoint folder (its zip's bytes, or written to
         `save_to`), built by the service (POST /v1/models). Options as `ane-kernels model` names
-        them: format, context, prefill, device, quantize, kv, verify. Only files the service
+        them: format, context, prefill, device, quantize, kv, verify, strict. Only files the service
         lacks are uploaded, in resumable parts; `progress(file, sent, size)` after each part."""
         path = Path(save_to) if save_to is not None else None
         return self._drive(
@@ -343,22 +343,30 @@ class _API(abc.ABC):
     def plan(
         self,
         config: Mapping[str, Any],
-        device: str,
+        device: str | None = None,
         *,
         quantize: Mapping[str, Any] | None = None,
-        context: int = 2048,
-        prefill: int = 512,
+        context: int | None = None,
+        prefill: int | None = None,
+        prompt: int | None = None,
+        kv: str = "io",
         path: str = "coreml",
+        strict: bool = False,
     ):
-        """How a decoder model (its config.json as a dict) runs on `device`: programs, tokens per
-        second with ranges, memory, and what does not fit (POST /v1/plan)."""
+        """The kit `compile_model` builds with the same options, from its config.json (a dict)
+        alone: programs, and on `device` tokens per second with ranges, memory, what does not
+        fit (POST /v1/plan). Defaults as `ane-kernels plan`'s; `prefill` is tokens per prefill
+        call, `prompt` the prompt the prefill speed is predicted for."""
         body = {
             "config": dict(config),
             "device": device,
             "quantize": quantize,
             "context": context,
             "prefill": prefill,
+            "prompt": prompt,
+            "kv": kv,
             "path": path,
+            "strict": strict,
         }
         return self._drive(flows.simple("POST", "/v1/plan", json=body))
 

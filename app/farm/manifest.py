@@ -106,6 +106,7 @@ class KernelEntry(BaseModel):
     device: str | None = Field(None, description="a model kit's --device")
     kv: Literal["io", "state"] | None = Field(None, description="a model kit's --kv")
     verify: bool | None = Field(None, description="a model kit's --verify")
+    strict: bool | None = Field(None, description="a model kit's --strict")
 
     @model_validator(mode="after")
     def _op_or_graph(self) -> KernelEntry:
@@ -115,6 +116,7 @@ class KernelEntry(BaseModel):
             "device": self.device,
             "kv": self.kv,
             "verify": self.verify,
+            "strict": self.strict,
         }
         onnx_only = (self.shapes, self.io_dtype, self.passes)
         if any(v is not None for v in onnx_only) and self.onnx is None:
@@ -140,7 +142,7 @@ class KernelEntry(BaseModel):
             if self.op or self.graph or self.params or self.weights or self.checkpoint:
                 raise ValueError(
                     "a model entry names a checkpoint folder and the kit's options "
-                    "(format, context, prefill, device, quantize, kv, verify), "
+                    "(format, context, prefill, device, quantize, kv, verify, strict), "
                     "not op, graph, params, weights or checkpoint"
                 )
             return self
@@ -230,6 +232,7 @@ class Kernel:
             "quantize": entry.quantize,
             "kv": entry.kv,
             "verify": entry.verify,
+            "strict": entry.strict,
         }
         self.kit_options = {k: v for k, v in options.items() if v is not None}
         files = checkpoint_files(self.model)
