@@ -15,7 +15,7 @@ EXTRAS ?= dev,coreai,onnx
 WORKERS ?= auto
 PYTEST := $(BIN)/python -m pytest -n $(WORKERS) --dist loadfile
 
-.PHONY: run test test-fast lint format bench clean
+.PHONY: run test test-fast lint typecheck format bench clean
 
 $(BIN)/activate: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -48,6 +48,11 @@ test-fast: $(BIN)/activate
 lint: $(BIN)/activate
 	$(BIN)/ruff check app tests bench
 	$(BIN)/ruff format --check app tests bench
+
+# mypy over app/ and bench/ as [tool.mypy] in pyproject.toml sets it; its cache (.mypy_cache)
+# makes a second run take about a second.
+typecheck: $(BIN)/activate
+	$(BIN)/mypy
 
 format: $(BIN)/activate
 	$(BIN)/ruff format app tests bench
