@@ -46,7 +46,7 @@ class _ArraySource:
 
     def chunks(
         self, chunk_bytes: int, first_bytes: int | None = None, width: int | None = None
-    ) -> Iterator[np.ndarray]:
+    ) -> Iterator[memoryview]:
         a = self.array
         n = a.size
         width = width or self.width
@@ -62,7 +62,7 @@ class _ArraySource:
             # Overflow to inf is the intended fp16 semantics, not an error worth a warning.
             with np.errstate(over="ignore", invalid="ignore"):
                 out = part.astype(self.store, copy=False)
-            yield out.view(np.uint8)
+            yield out.view(np.uint8).data
             start, step = stop, per
 
     def same_memory(self, other: _ArraySource) -> bool:
@@ -113,7 +113,7 @@ def _equal_contents(x: _Source, y: _Source, chunk_bytes: int) -> bool:
     return True
 
 
-def _write_all(f: BinaryIO, buf: bytes | memoryview | np.ndarray) -> int:
+def _write_all(f: BinaryIO, buf: bytes | memoryview) -> int:
     mv = memoryview(buf).cast("B")
     total = len(mv)
     while mv:

@@ -33,8 +33,12 @@ class Fact:
             return f"extrapolated from {', '.join(self.basis)}"
         return self.provenance.value
 
-    def to_json(self) -> dict:
-        out = {"value": self.value, "source": self.source, "provenance": self.provenance.value}
+    def to_json(self) -> dict[str, object]:
+        out: dict[str, object] = {
+            "value": self.value,
+            "source": self.source,
+            "provenance": self.provenance.value,
+        }
         if self.basis:
             out["basis"] = list(self.basis)
         if self.note:

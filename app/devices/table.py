@@ -324,4 +324,4 @@ HARD_MAX_PROGRAM_WEIGHT_BYTES = max(c.program_weight_bytes.value for c in CHIPS)
 # The default per-program weight budget: the smallest envelope in the table (an iPhone's 1 GiB),
 # so that a default build compiles for every chip listed. A 1B-class decoder layer (~120 MB fp16)
 # fits, which the old 8 MiB default (ironmill's sub-program report) refused.
-DEFAULT_PROGRAM_WEIGHT_BYTES = min(c.program_weight_bytes.value for c in CHIPS)
+DEFAULT_PROGRAM_WEIGHT_BYTES = int(min(c.program_weight_bytes.value for c in CHIPS))
