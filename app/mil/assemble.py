@@ -152,10 +152,9 @@ class Assembler:
                 else (self._var(where, ref))
             )
         try:
-            out = self.builder.op(op_type, name, out=[n for n, _ in outputs], **bound)
+            produced = self.builder.op_outputs(op_type, name, out=[n for n, _ in outputs], **bound)
         except MILBuildError as exc:
             raise MILParseError(where, str(exc)) from None
-        produced = [] if out is None else list(out) if isinstance(out, tuple) else [out]
         for var, (out_name, declared) in zip(produced, outputs, strict=True):
             if var.type != declared:
                 raise MILParseError(

@@ -151,21 +151,20 @@ class Lowering:
         record = ops.get(op_type)
         if record is not None and record.has(Trait.ELEMENTWISE, Trait.BINARY):
             args = _full_rank(args)
-        bound = {
+        bound: dict[str, Any] = {
             k: self.tensor(v, keys.get(id(given[k])), given[k]) if isinstance(v, np.ndarray) else v
             for k, v in args.items()
         }
         result = self.b.op(op_type, name, **bound)
         self.origin[name] = self.node.label
-        assert isinstance(result, Var)
         return result
 
     def ops(self, op_type: str, names: list[str], **args: Any) -> tuple[Var, ...]:
         assert self.node is not None
         name = names[0] if len(names) == 1 else self.fresh(f"{self.node.out[0]}_{op_type}")
-        result = self.b.op(op_type, name, out=names, **args)
+        result = self.b.op_outputs(op_type, name, out=names, **args)
         self.origin[name] = self.node.label
-        return result if isinstance(result, tuple) else (result,)  # type: ignore[return-value]
+        return result
 
     def tensor(
         self, value: np.ndarray, key: str | None = None, origin: np.ndarray | None = None
