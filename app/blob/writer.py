@@ -11,11 +11,10 @@ from __future__ import annotations
 import os
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import BinaryIO
 
 import numpy as np
 
-from app.files import atomic_file
+from app.files import Sink, atomic_file
 
 from .dtypes import (
     STORAGE_NP_DTYPE,
@@ -113,7 +112,7 @@ def _equal_contents(x: _Source, y: _Source, chunk_bytes: int) -> bool:
     return True
 
 
-def _write_all(f: BinaryIO, buf: bytes | memoryview) -> int:
+def _write_all(f: Sink, buf: bytes | memoryview) -> int:
     mv = memoryview(buf).cast("B")
     total = len(mv)
     while mv:
@@ -187,7 +186,7 @@ class BlobWriter:
         """The planned entries, in file order."""
         return list(self._entries)
 
-    def write(self, f: BinaryIO) -> int:
+    def write(self, f: Sink) -> int:
         """Stream the file to a writable binary object without seeking; return bytes written."""
         pos = _write_all(f, pack_header(len(self._entries)))
         for entry, source in zip(self._entries, self._sources, strict=True):

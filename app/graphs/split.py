@@ -97,7 +97,7 @@ def cut(build: GraphBuild, budget: int) -> list[list[BuiltNode]]:
 def split(build: GraphBuild, budget: int, weights: dict, target, name: str) -> Chain:
     """The chain for a graph already built whole (`build`), with the weights it was built with
     (`build.weights`: as validated, random ones included)."""
-    graph: GraphParams = build.params  # type: ignore[assignment]
+    graph = build.params
     groups = cut(build, budget)
     home = {var: k for k, group in enumerate(groups) for n in group for var in n.outputs}
     types = _var_types(build)

@@ -27,7 +27,7 @@ from app import planner
 from app.artifacts import Limits, Prepared, prepare, weight_bytes
 from app.errors import RequestError
 from app.estimates import device_or_error
-from app.files import atomic_file, scratch_dir
+from app.files import Sink, atomic_file, scratch_dir
 from app.formats import KIT_FORMATS
 from app.kernels.decoder_stack import layer_bytes
 from app.kernels.rope import tables
@@ -410,7 +410,7 @@ def _write_embeddings(writing: _Writing) -> None:
     row_bytes = 2 * model.hidden_size
     step = max(1, EMBEDDING_ROWS_BYTES // row_bytes)
 
-    def stream(out: BinaryIO) -> int:
+    def stream(out: Sink) -> int:
         written = 0
         for start in range(0, model.vocab_size, step):
             rows = model.embedding_rows(range(start, min(start + step, model.vocab_size)))

@@ -16,12 +16,12 @@ import contextlib
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import Any
 
 import numpy as np
 
 from app.catalog_build import build_functions
-from app.files import scratch_dir
+from app.files import Sink, scratch_dir
 from app.graphs.build import build_graph
 from app.graphs.spec import GraphParams
 from app.graphs.split import Chain
@@ -182,7 +182,7 @@ def _on_disk(path: str, file: Path) -> Entry:
     if size < STREAMED_BYTES:
         return Entry(path, file.read_bytes())
 
-    def copy(out: BinaryIO) -> int:
+    def copy(out: Sink) -> int:
         written = 0
         with open(file, "rb") as f:
             while chunk := f.read(COPY_CHUNK):

@@ -86,6 +86,13 @@ class Operation:
         (out,) = self.outputs
         return out
 
+    def var(self, arg: str) -> Var:
+        """The var a one-var argument reads (a variadic argument's tuple is in `inputs`)."""
+        value = self.inputs[arg]
+        if not isinstance(value, Var):
+            raise TypeError(f"{self.type} {self.name}: argument {arg!r} is a tuple of vars")
+        return value
+
 
 @dataclass(eq=False)
 class Function:

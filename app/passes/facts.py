@@ -113,7 +113,7 @@ def has_meaning(op_type: str) -> bool:
 def meaning(op: Operation, values: Mapping[str, np.ndarray | str]) -> list[np.ndarray]:
     """The op's outputs in float64 from its inputs' values (by var name), unrounded: the caller
     stores each in its output's dtype."""
-    result = ops.meaning(op.type)(Args(op, dict(values), {}, exact=True))  # type: ignore[arg-type]
+    result = ops.meaning(op.type)(Args(op, values, {}, exact=True))
     parts = list(result) if isinstance(result, list | tuple) else [result]
     return [np.asarray(p) for p in parts]
 
