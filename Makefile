@@ -36,6 +36,7 @@ test: $(BIN)/activate
 	fi
 	$(BIN)/ruff check app tests bench
 	$(BIN)/ruff format --check app tests bench
+	$(MAKE) --no-print-directory typecheck
 	$(PYTEST) --durations=20; rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "no tests were collected" >&2; exit 1; fi; exit $$rc
 
@@ -48,9 +49,11 @@ test-fast: $(BIN)/activate
 lint: $(BIN)/activate
 	$(BIN)/ruff check app tests bench
 	$(BIN)/ruff format --check app tests bench
+	$(MAKE) --no-print-directory typecheck
 
-# mypy over app/ and bench/ as [tool.mypy] in pyproject.toml sets it; its cache (.mypy_cache)
-# makes a second run take about a second.
+# mypy as [tool.mypy] in pyproject.toml sets it; `make test` and `make lint` run it after ruff
+# and before the tests, so a type error fails them. Its cache (.mypy_cache) makes a second run
+# take about a second.
 typecheck: $(BIN)/activate
 	$(BIN)/mypy
 

@@ -625,7 +625,8 @@ def _quantization(
     if kind is RequestKind.ONNX:
         quantized = False
     elif kind is RequestKind.GRAPH:
-        quantized = any(n.quantize is not None for n in params.nodes)  # type: ignore[attr-defined]
+        assert isinstance(params, GraphParams)
+        quantized = any(n.quantize is not None for n in params.nodes)
     else:
         quantized = quantize is not None
     if limit is not None and not quantized:

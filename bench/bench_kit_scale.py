@@ -28,6 +28,7 @@ import tempfile
 import time
 import zipfile
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -81,7 +82,7 @@ POOL = 1 << 24  # random bf16 values drawn once and cycled through (drawing 1.2 
 
 
 def _shapes() -> dict[str, tuple[int, ...]]:
-    shapes = {"model.embed_tokens.weight": (VOCAB, HIDDEN)}
+    shapes: dict[str, tuple[int, ...]] = {"model.embed_tokens.weight": (VOCAB, HIDDEN)}
     for i in range(LAYERS):
         shapes |= {f"model.layers.{i}.{n}": s for n, s in LAYER_SHAPES.items()}
     return shapes | {"model.norm.weight": (HIDDEN,)}
@@ -91,7 +92,8 @@ def write_checkpoint(folder: Path) -> int:
     """config.json and model.safetensors (bf16); the bytes of tensor data written."""
     folder.mkdir(parents=True)
     (folder / "config.json").write_text(json.dumps(CONFIG, indent=2))
-    header, offset = {"__metadata__": {"format": "pt"}}, 0
+    header: dict[str, Any] = {"__metadata__": {"format": "pt"}}
+    offset = 0
     for name, shape in _shapes().items():
         size = 2 * int(np.prod(shape))
         header[name] = {
@@ -185,7 +187,8 @@ def main() -> None:
         with open(checkpoint / "model.safetensors", "rb") as f:  # page cache warm for everyone
             while f.read(64 << 20):
                 pass
-        rows = []
+        # (label, seconds, peak RSS, the largest program's bytes, the kit's verification)
+        rows: list[tuple[str, float, int, int | None, dict | None]] = []
         seconds, peak = _child(
             _BASELINE, str(checkpoint / "model.safetensors"), str(root / "baseline.f16")
         )

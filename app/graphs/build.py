@@ -188,6 +188,7 @@ class _Builder:
                 self.quantized[f"{node.id}.{w}"] = q
         out_name = self.exported.get(node.id, node.id)
         scope = NodeScope(self.b, node.id, where, inputs, out_name)
+        # the scope stands in for the Builder a catalog op builds with (its methods, node-named)
         (result,) = op.build(scope, params, prepared)  # type: ignore[arg-type]
         unread = set(inputs) - scope.read
         if unread:

@@ -105,6 +105,7 @@ def evaluate(
             for var, array in zip(op.outputs, results, strict=True):
                 values[var.name] = np.asarray(array)
         else:
+            # a catalog op reads one var per argument (a tuple only ever feeds a primitive)
             args = {arg: values[name] for arg, name in node.args.items()}  # type: ignore[index]
             given = {w: weights[key] for w, key in node.weights.items()}
             outputs, _ = node.op.definition(node.params, args, given, {})

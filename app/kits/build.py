@@ -184,13 +184,15 @@ def _plan(
             model.num_layers, fp16_layer_bytes, model.vocab_size, model.hidden_size, budget
         )
     chip = device_or_error(options.device)
-    budget = min(chip.program_weight_bytes.value, options.max_program_weight_bytes or math.inf)
+    budget = chip.program_weight_bytes.value
+    if options.max_program_weight_bytes:
+        budget = min(budget, options.max_program_weight_bytes)
     try:
         predicted = planner.make_plan(
             model.config, chip.name, quantize=layers_q, context=context, prefill=prefill
         )
     except RequestError as exc:
-        if not exc.field.startswith("quantize"):
+        if not (exc.field or "").startswith("quantize"):
             raise
         predicted = None  # a quantization the planner does not model: fp16 bytes, no prediction
     stored = fp16_layer_bytes
@@ -444,7 +446,8 @@ def _verify(
     from app.kits.verify import DEFAULT_PROMPT_TOKENS, default_prompt, verify_kit
 
     draft = {**meta, "files": dict(sorted((kit.digests | manifest.digests(tail)).items()))}
-    files = ChainMap({manifest.KIT_JSON: manifest.to_bytes(draft)}, dict(tail), kit.files())
+    # ChainMap writes to its first map only; typeshed asks every map to be mutable
+    files = ChainMap({manifest.KIT_JSON: manifest.to_bytes(draft)}, dict(tail), kit.files())  # type: ignore[arg-type]
     runner = Kit(files, being_written=True)
     count = min(DEFAULT_PROMPT_TOKENS, runner.context - 4)
     return verify_kit(runner, whole, default_prompt(vocab, max(count, 1)))

@@ -108,6 +108,7 @@ class _Written(Mapping[str, bytes]):
     def __getitem__(self, path: str) -> bytes:
         if path not in self._kit.digests:
             raise KeyError(path)
+        # a large entry comes back as a memoryview of its mapping, which readers take as bytes
         return self._kit.read(path)  # type: ignore[return-value]
 
     def __iter__(self) -> Iterator[str]:

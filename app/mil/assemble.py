@@ -57,7 +57,8 @@ class WeightFile:
             raise MILParseError(where, f"const {name!r} is in weight.bin, but none was given")
         if self.reader is None:
             try:
-                self.reader = BlobReader(self.source)  # type: ignore[arg-type]
+                assert not isinstance(self.source, BlobReader)  # that one is the reader already
+                self.reader = BlobReader(self.source)
             except (OSError, BlobFormatError) as exc:
                 raise MILParseError("weight.bin", str(exc)) from None
         try:

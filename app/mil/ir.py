@@ -61,6 +61,13 @@ class ConstValue:
             np.asarray(self.data).astype(self.type.dtype.numpy, copy=False).reshape(self.type.shape)
         )
 
+    def stored_array(self) -> np.ndarray:
+        """`stored()` of a tensor (every const but a string)."""
+        stored = self.stored()
+        if isinstance(stored, str):
+            raise TypeError(f"a string const ({stored!r}) where a tensor was expected")
+        return stored
+
     @property
     def nbytes(self) -> int:
         """Bytes the value takes stored (sub-byte values packed)."""

@@ -68,6 +68,13 @@ class Node:
     def input(self, i: int) -> Value | None:
         return self.inputs[i] if i < len(self.inputs) else None
 
+    def given(self, i: int) -> Value:
+        """Input `i`, known or computed, which the op cannot do without."""
+        value = self.input(i)
+        if value is None:
+            raise RequestError(self.field, f"{self.op_type} input {i} is missing")
+        return value
+
     def var(self, i: int) -> Var:
         value = self.input(i)
         if not isinstance(value, Var):
@@ -302,14 +309,11 @@ def _lower_node(
     node = Node(proto, index, inputs, attrs, names)
     lowering.node = node
     handler = pattern[1] if pattern is not None else lowering.handlers.get(proto.op_type)
+    known = [v for v in inputs if not isinstance(v, Var)]  # every one, for a node computed now
     try:
-        if (
-            pattern is None
-            and all(v is None or isinstance(v, np.ndarray) for v in inputs)
-            and proto.op_type not in ("Dropout",)
-        ):
+        if pattern is None and len(known) == len(inputs) and proto.op_type not in ("Dropout",):
             results: Sequence[Value] = evaluate(
-                proto, node.inputs, attrs, model.opset, (node.field, node.label)
+                proto, known, attrs, model.opset, (node.field, node.label)
             )
         elif handler is None:
             return _refusal(lowering, proto, index)
@@ -322,14 +326,12 @@ def _lower_node(
             "target", f"{proto.op_type} node {node.label!r}: not in the target's opset: {exc}"
         ) from None
     except MILBuildError as exc:
-        kind = (
-            {"kind": ErrorKind.TOO_LARGE, "title": "Tensor too large"}
-            if isinstance(exc, CeilingError)
-            else {}
-        )
-        raise RequestError(
-            node.field, f"{proto.op_type} node {node.label!r}: {exc}", **kind
-        ) from None
+        message = f"{proto.op_type} node {node.label!r}: {exc}"
+        if isinstance(exc, CeilingError):
+            raise RequestError(
+                node.field, message, kind=ErrorKind.TOO_LARGE, title="Tensor too large"
+            ) from None
+        raise RequestError(node.field, message) from None
     missing = [name for name in proto.output[len(results) :] if name]
     if missing:  # e.g. Dropout's mask: not computed by the program
         return refused(f"its output {missing[0]!r} has no lowering")

@@ -39,6 +39,7 @@ def describe(
 ) -> dict[str, Any]:
     main = program.main
     digests = digests or {}
+    quantized = quantized or {}
     return {
         "op": op,
         "name": name,
@@ -56,7 +57,7 @@ def describe(
                 "dtype": str(array.dtype),
                 "stored_dtype": stored[key],
                 "sha256": digests.get(key) or tensor_digest(array),
-                **({"quantized": dict(quantized[key])} if key in (quantized or {}) else {}),
+                **({"quantized": dict(quantized[key])} if key in quantized else {}),
             }
             for key, array in sorted(weights.items())
         },

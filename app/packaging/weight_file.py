@@ -15,7 +15,7 @@ def plan_weights(program: Program) -> tuple[BlobWriter, dict[str, int]]:
         assert op.value is not None and not isinstance(op.value.data, str)
         dtype = blob_dtype(op.value.type.dtype)
         if op.value.type.dtype.is_subbyte:  # packed LSB-first, as coremltools' writer does
-            data = pack_subbyte(op.value.stored(), dtype)
+            data = pack_subbyte(op.value.stored_array(), dtype)
             offsets[op.name] = writer.add_packed(data, dtype, op.value.type.size)
         else:
             offsets[op.name] = writer.add(op.value.data, dtype)

@@ -12,16 +12,16 @@ from app.passes.patterns import wide
 
 def bias_of(conv: Operation) -> np.ndarray | None:
     """The conv's bias in float64 (zeros without one); None when it is not a plain const."""
-    weight: Var = conv.inputs["weight"]  # type: ignore[assignment]
+    weight: Var = conv.var("weight")
     if "bias" not in conv.inputs:
         return np.zeros(weight.tensor.shape[0])
-    return wide(conv.inputs["bias"])  # type: ignore[arg-type]
+    return wide(conv.var("bias"))
 
 
 def weight_of(conv: Operation) -> np.ndarray | None:
     """The conv's weight in float64, when it is a plain const (a compressed one is not folded
     into: that would undo its compression)."""
-    return wide(conv.inputs["weight"])  # type: ignore[arg-type]
+    return wide(conv.var("weight"))
 
 
 def remade(
@@ -35,7 +35,7 @@ def remade(
 ) -> Operation:
     """`conv` again, named `name` with output `out` and placed before `anchor`, with a new weight
     and/or bias (each stored in the weight's dtype, rounded once)."""
-    w: Var = conv.inputs["weight"]  # type: ignore[assignment]
+    w: Var = conv.var("weight")
     dtype = w.tensor.dtype
     args = dict(conv.inputs)
     if weight is not None:

@@ -197,10 +197,15 @@ class Editor:
                 self._unread(op, arg)
         self.changed = self._dirty = True
 
-    def remove_if_unused(self, *ops: Operation) -> None:
-        """Drop those of `ops` (in order) whose outputs nothing reads: the leftovers of a fusion."""
+    def remove_if_unused(self, *ops: Operation | None) -> None:
+        """Drop those of `ops` (in order) whose outputs nothing reads: the leftovers of a fusion
+        (None, a function input's missing producer, is skipped)."""
         for op in ops:
-            if not facts.is_stateful(op.type) and not any(self.used(v) for v in op.outputs):
+            if (
+                op is not None
+                and not facts.is_stateful(op.type)
+                and not any(self.used(v) for v in op.outputs)
+            ):
                 self.remove(op)
 
     def has(self, types: frozenset[str]) -> bool:

@@ -130,7 +130,7 @@ def takes_fp16(op_type: str, arg: str, target: Target) -> bool:
     an epsilon some ops declare fp32 only stays fp32)."""
     form = ops.lookup(op_type, target)
     spec = None if form is None else form.args.get(arg)
-    return spec is not None and DType.FP16 in form.allowed(spec)  # type: ignore[union-attr]
+    return form is not None and spec is not None and DType.FP16 in form.allowed(spec)
 
 
 def reported_failing() -> frozenset[str]:

@@ -23,7 +23,8 @@ class _Pattern:
     """One match being tried: the ops taken so far, each read by the pattern alone."""
 
     def __init__(self, edit: Editor):
-        self.edit, self.ops = edit, []
+        self.edit = edit
+        self.ops: list[Operation] = []
 
     def take(self, var: Var, op_type: str, reader: Operation) -> Operation | None:
         op = var.op
@@ -39,43 +40,45 @@ class _Pattern:
             op = self.take(var, op_type, reader)
             if op is not None:
                 if op_type == "square":
-                    return [op.inputs["x"]] * 2  # type: ignore[list-item]
-                return self.factors(op.inputs["x"], op, squares) + self.factors(
-                    op.inputs["y"], op, squares
-                )  # type: ignore[arg-type]
+                    return [op.var("x")] * 2
+                return self.factors(op.var("x"), op, squares) + self.factors(
+                    op.var("y"), op, squares
+                )
         return [var]
 
     def other(self, op: Operation | None, constant: float) -> Var | None:
         """For a binary op with the scalar `constant` as one operand: the other one."""
         if op is None:
             return None
-        x, y = op.inputs["x"], op.inputs["y"]
-        if close(scalar(y), constant):  # type: ignore[arg-type]
-            return x  # type: ignore[return-value]
-        return y if close(scalar(x), constant) else None  # type: ignore[arg-type, return-value]
+        x, y = op.var("x"), op.var("y")
+        if close(scalar(y), constant):
+            return x
+        return y if close(scalar(x), constant) else None
 
     def tanh_of(self, var: Var, reader: Operation) -> Var | None:
         """For var = 1 + tanh(√(2/π)·(x + 0.044715·x³)): x."""
-        t = self.other(self.take(var, "add", reader), 1.0)
-        tanh = None if t is None else self.take(t, "tanh", var.op)  # type: ignore[arg-type]
+        add = self.take(var, "add", reader)
+        t = self.other(add, 1.0)
+        tanh = None if t is None or add is None else self.take(t, "tanh", add)
         if tanh is None:
             return None
-        inner = self.other(self.take(tanh.inputs["x"], "mul", tanh), _SQRT_2_OVER_PI)  # type: ignore[arg-type]
-        total = None if inner is None else self.take(inner, "add", tanh.inputs["x"].op)  # type: ignore[union-attr]
+        scaled = self.take(tanh.var("x"), "mul", tanh)
+        inner = self.other(scaled, _SQRT_2_OVER_PI)
+        total = None if inner is None or scaled is None else self.take(inner, "add", scaled)
         if total is None:
             return None
         for x, term in (
-            (total.inputs["x"], total.inputs["y"]),
-            (total.inputs["y"], total.inputs["x"]),
+            (total.var("x"), total.var("y")),
+            (total.var("y"), total.var("x")),
         ):
-            mul = term.op  # type: ignore[union-attr]
+            mul = term.op
             cube = self.other(mul if mul is not None and mul.type == "mul" else None, _CUBIC)
-            if cube is None or self.edit.sole_reader(term) is not total:  # type: ignore[arg-type]
+            if cube is None or mul is None or self.edit.sole_reader(term) is not total:
                 continue
             taken = len(self.ops)
-            self.ops.append(mul)  # type: ignore[arg-type]
-            if [v is x for v in self.factors(cube, mul, squares=True)] == [True] * 3:  # type: ignore[arg-type]
-                return x  # type: ignore[return-value]
+            self.ops.append(mul)
+            if [v is x for v in self.factors(cube, mul, squares=True)] == [True] * 3:
+                return x
             del self.ops[taken:]
         return None
 
@@ -83,7 +86,7 @@ class _Pattern:
 def _match(edit: Editor, op: Operation) -> tuple[Var, list[Operation]] | None:
     """For the final mul of the pattern: x and the pattern's ops."""
     pattern = _Pattern(edit)
-    leaves = pattern.factors(op.inputs["x"], op) + pattern.factors(op.inputs["y"], op)  # type: ignore[arg-type]
+    leaves = pattern.factors(op.var("x"), op) + pattern.factors(op.var("y"), op)
     halves = [v for v in leaves if close(scalar(v), 0.5)]
     if len(leaves) != 3 or len(halves) != 1:
         return None
