@@ -399,6 +399,7 @@ class KernelRequest:
                     name=self.name or ONNX_OP,
                     ceilings=ceilings,
                     limits=ReadLimits(max_weight_bytes=weight_budget),
+                    quantize=self.quantize,
                 )
             case RequestKind.GRAPH:
                 assert isinstance(self.params, GraphParams)
@@ -537,10 +538,6 @@ def _kind(op, params, graph, functions, quantize, onnx=None) -> RequestKind:
         ):
             if value is not None:
                 raise RequestError(wrong, "an ONNX import is its model's files and options alone")
-        if quantize is not None:
-            raise RequestError(
-                "quantize", "quantizing an ONNX import's weights is not supported yet"
-            )
         return RequestKind.ONNX
     if graph is None:
         if op is None:
@@ -622,9 +619,7 @@ def _quantization(
         isinstance(limit, bool) or not isinstance(limit, int | float) or not limit > 0
     ):
         raise RequestError("max_quantization_error", f"must be a positive number, not {limit!r}")
-    if kind is RequestKind.ONNX:
-        quantized = False
-    elif kind is RequestKind.GRAPH:
+    if kind is RequestKind.GRAPH:
         assert isinstance(params, GraphParams)
         quantized = any(n.quantize is not None for n in params.nodes)
     else:
@@ -634,6 +629,8 @@ def _quantization(
     if quantize is None:
         return None
     config = read_quantize(quantize, "quantize")
+    if kind is RequestKind.ONNX:  # the model's weights are checked as the import reads them
+        return config
     check_quantize(op, get_op(op).weights(params), config, target)
     return config
 

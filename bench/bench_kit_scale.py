@@ -66,35 +66,44 @@ CONFIG = {
         "rope_type": "llama3",
     },
 }
-LAYER_SHAPES = {
-    "input_layernorm.weight": (HIDDEN,),
-    "post_attention_layernorm.weight": (HIDDEN,),
-    "self_attn.q_proj.weight": (HEADS * HEAD_DIM, HIDDEN),
-    "self_attn.k_proj.weight": (KV_HEADS * HEAD_DIM, HIDDEN),
-    "self_attn.v_proj.weight": (KV_HEADS * HEAD_DIM, HIDDEN),
-    "self_attn.o_proj.weight": (HIDDEN, HEADS * HEAD_DIM),
-    "mlp.gate_proj.weight": (INTERMEDIATE, HIDDEN),
-    "mlp.up_proj.weight": (INTERMEDIATE, HIDDEN),
-    "mlp.down_proj.weight": (HIDDEN, INTERMEDIATE),
-}
 GB, MiB = 1e9, 2**20
 POOL = 1 << 24  # random bf16 values drawn once and cycled through (drawing 1.2 G is minutes)
 
 
-def _shapes() -> dict[str, tuple[int, ...]]:
-    shapes: dict[str, tuple[int, ...]] = {"model.embed_tokens.weight": (VOCAB, HIDDEN)}
-    for i in range(LAYERS):
-        shapes |= {f"model.layers.{i}.{n}": s for n, s in LAYER_SHAPES.items()}
-    return shapes | {"model.norm.weight": (HIDDEN,)}
+def _shapes(config: dict) -> dict[str, tuple[int, ...]]:
+    """Every tensor of a tied Llama or Qwen3 checkpoint of `config`'s shape (Qwen3: per-head q/k
+    norms and an explicit head_dim)."""
+    hidden, inter = config["hidden_size"], config["intermediate_size"]
+    heads, kv_heads = config["num_attention_heads"], config["num_key_value_heads"]
+    head_dim = config.get("head_dim") or hidden // heads
+    layer = {
+        "input_layernorm.weight": (hidden,),
+        "post_attention_layernorm.weight": (hidden,),
+        "self_attn.q_proj.weight": (heads * head_dim, hidden),
+        "self_attn.k_proj.weight": (kv_heads * head_dim, hidden),
+        "self_attn.v_proj.weight": (kv_heads * head_dim, hidden),
+        "self_attn.o_proj.weight": (hidden, heads * head_dim),
+        "mlp.gate_proj.weight": (inter, hidden),
+        "mlp.up_proj.weight": (inter, hidden),
+        "mlp.down_proj.weight": (hidden, inter),
+    }
+    if config["model_type"] == "qwen3":
+        layer |= {"self_attn.q_norm.weight": (head_dim,), "self_attn.k_norm.weight": (head_dim,)}
+    shapes = {"model.embed_tokens.weight": (config["vocab_size"], hidden)}
+    for i in range(config["num_hidden_layers"]):
+        shapes |= {f"model.layers.{i}.{n}": s for n, s in layer.items()}
+    return shapes | {"model.norm.weight": (hidden,)}
 
 
-def write_checkpoint(folder: Path) -> int:
-    """config.json and model.safetensors (bf16); the bytes of tensor data written."""
+def write_checkpoint(folder: Path, config: dict = CONFIG) -> int:
+    """config.json and model.safetensors (bf16, random: N(0, 1/hidden) for matrices, 1 ± 0.1
+    for norms); the bytes of tensor data written."""
     folder.mkdir(parents=True)
-    (folder / "config.json").write_text(json.dumps(CONFIG, indent=2))
+    (folder / "config.json").write_text(json.dumps(config, indent=2))
+    shapes = _shapes(config)
     header: dict[str, Any] = {"__metadata__": {"format": "pt"}}
     offset = 0
-    for name, shape in _shapes().items():
+    for name, shape in shapes.items():
         size = 2 * int(np.prod(shape))
         header[name] = {
             "dtype": "BF16",
@@ -105,14 +114,14 @@ def write_checkpoint(folder: Path) -> int:
     text = json.dumps(header).encode()
     text += b" " * (-len(text) % 8)
     rng = np.random.default_rng(0)
-    pool = rng.standard_normal(POOL, dtype=np.float32) * np.float32(HIDDEN**-0.5)
+    pool = rng.standard_normal(POOL, dtype=np.float32) * np.float32(config["hidden_size"] ** -0.5)
     pool_bits = (pool.view(np.uint32) >> 16).astype(np.uint16)
-    gains = ((1 + 0.1 * pool[:HIDDEN]).view(np.uint32) >> 16).astype(np.uint16)
+    gains = ((1 + 0.1 * pool).view(np.uint32) >> 16).astype(np.uint16)
     with open(folder / "model.safetensors", "wb") as f:
         f.write(struct.pack("<Q", len(text)) + text)
-        for shape in _shapes().values():
+        for shape in shapes.values():
             if len(shape) == 1:
-                f.write(gains.tobytes())
+                f.write(gains[: shape[0]].tobytes())
                 continue
             size, start = int(np.prod(shape)), int(rng.integers(0, POOL))
             for done in range(0, size, POOL):

@@ -12,6 +12,11 @@ checks), each the median of several runs in the same process, alternating. Two g
   [1, 16, 1, 16] with 16×16 weights: each block becomes one conv and its relu.
 
 Targets: the pipeline's cost per node flat from 10 to 1,000 nodes, and no more than the build's.
+
+Then what the pipeline would cost the catalog's kernels, which do not run it (docs/passes.md):
+every example of every catalog op, for ios17 and ios18, built, then through the default pipeline
+and through it without the two passes that change anything there (topological_reorder,
+add_fp16_cast); the totals over all examples, each the median of alternating runs.
 """
 
 from __future__ import annotations
@@ -82,6 +87,43 @@ def measure(make, count: int) -> dict:
     }
 
 
+def catalog() -> dict:
+    from app.catalog_build import build_kernel
+    from app.errors import RequestError
+    from app.kernels import CATALOG
+    from app.passes import DEFAULT, parse_passes, resolve, run_pipeline
+
+    examples = []
+    for name, op in CATALOG.items():
+        for params in op.examples:
+            for target in ("ios17", "ios18"):
+                try:
+                    build_kernel(name, params, random_seed=0, target=target)
+                except RequestError:  # an example of an op only one target has
+                    continue
+                examples.append((name, params, target))
+    built = [build_kernel(n, p, random_seed=0, target=t).program for n, p, t in examples]
+    default = resolve(parse_passes("default"))
+    kept = resolve(
+        parse_passes([n for n in DEFAULT if n not in ("topological_reorder", "add_fp16_cast")])
+    )
+
+    def build_all():
+        for n, p, t in examples:
+            build_kernel(n, p, random_seed=0, target=t)
+
+    def through(pipeline):
+        return lambda: [run_pipeline(program, pipeline) for program in built]
+
+    times: dict[str, list[float]] = {"build": [], "default": [], "kept": []}
+    for _ in range(3):
+        times["build"].append(_median(build_all, 3))
+        times["default"].append(_median(through(default), 3))
+        times["kept"].append(_median(through(kept), 3))
+    best = {k: min(v) for k, v in times.items()}
+    return {"examples": len(examples), **best}
+
+
 def main() -> None:
     for title, make in (
         ("nothing to fuse", _primitives),
@@ -101,6 +143,14 @@ def main() -> None:
             )
         flat = rows[-1]["passes_us_per_node"] / rows[0]["passes_us_per_node"]
         print(f"\npipeline per node at 1,000 / at 10: {flat:.2f}")
+    c = catalog()
+    print(f"\nthe catalog's {c['examples']} examples, all of them\n")
+    print("| build | default pipeline | without topological_reorder, add_fp16_cast |")
+    print("|---:|---:|---:|")
+    print(
+        f"| {c['build'] * 1e3:.1f} ms | {c['default'] * 1e3:.1f} ms ({c['default'] / c['build']:.2f}×) "
+        f"| {c['kept'] * 1e3:.1f} ms ({c['kept'] / c['build']:.2f}×) |"
+    )
 
 
 if __name__ == "__main__":

@@ -33,6 +33,7 @@ class Case:
     opset: int = 17
     input_types: dict[str, int] = field(default_factory=dict)  # default FLOAT
     shapes: dict[str, list[int]] = field(default_factory=dict)  # --shape
+    output_types: dict[str, int] = field(default_factory=dict)  # default FLOAT
 
 
 def op(
@@ -56,7 +57,10 @@ def model_of(case: Case) -> onnx.ModelProto:
         helper.make_tensor_value_info(n, case.input_types.get(n, TensorProto.FLOAT), shape)
         for n, shape in case.inputs.items()
     ]
-    outputs = [helper.make_tensor_value_info(o, TensorProto.FLOAT, None) for o in case.outputs]
+    outputs = [
+        helper.make_tensor_value_info(o, case.output_types.get(o, TensorProto.FLOAT), None)
+        for o in case.outputs
+    ]
     inits = [numpy_helper.from_array(np.asarray(a), n) for n, a in case.consts.items()]
     graph = helper.make_graph(case.nodes, case.name, inputs, outputs, inits)
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", case.opset)])
@@ -81,6 +85,20 @@ def check(case: Case, folder: Path, io_dtype: str = "fp16") -> dict[str, Any]:
 def verify_onnx(build: OnnxBuild) -> dict[str, Any]:
     """verification.json of an import, as the artifact builder writes it."""
     return build.verify(verify_build)
+
+
+def run_all(cases: list[Case], folder: Path) -> None:
+    """Every case imported and verified; a failure lists every failing case."""
+    failed = {}
+    for case in cases:
+        try:
+            report = check(case, folder)
+        except Exception as exc:
+            failed[case.name] = f"{type(exc).__name__}: {exc}"
+            continue
+        if not report["passed"]:
+            failed[case.name] = report["outputs"]
+    assert not failed, failed
 
 
 def rng_array(shape, seed=1, scale=1.0) -> np.ndarray:

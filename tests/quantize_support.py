@@ -50,7 +50,7 @@ def write_mil_bundle(program: Program, root: Path) -> Path:
 def conv_program(compressed: Compressed, target: str, spatial: int = 3) -> Program:
     """y = conv(x, w) with w the compressed weight [out, in, 1, 1] (or [out, in], reshaped)."""
     b = Builder(target)
-    shape = compressed.decompressed.shape
+    shape = compressed.shape
     x = b.input("x", DType.FP16, (1, shape[1], 1, spatial))
     w = add_compressed(b, "w", compressed)
     if len(shape) == 2:

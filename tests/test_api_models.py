@@ -71,6 +71,17 @@ def test_bad_model_requests_are_refused_by_name(base, tmp_path):
         assert folder.status_code == 422 and folder.json()["field"] == "files.../config.json"
         empty = http.post("/v1/models", json={"files": {}})
         assert empty.status_code == 422 and empty.json()["field"] == "files"
+        # quantize auto and the quality gate's thresholds: checked before anything is read
+        for body, field in [
+            ({"quantize": "auto"}, "max_kl"),
+            ({"quantize": "auto", "max_kl": -1}, "body.max_kl"),
+            ({"quantize": "auto", "min_top1": 1.5}, "body.min_top1"),
+            ({"quantize": "auto", "max_kl": "x"}, "body.max_kl"),
+            ({"quantize": "fast", "max_kl": 0.1}, "quantize"),
+            ({"max_kl": 0.1}, "max_kl"),
+        ]:
+            bad = http.post("/v1/models", json={"files": {"config.json": missing}, **body})
+            assert bad.status_code == 422 and bad.json()["field"] == field, (body, bad.json())
 
 
 def test_a_device_check_job_reports_the_kit_on_the_stand_in(base, tmp_path):

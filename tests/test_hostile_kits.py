@@ -154,7 +154,7 @@ CASES: list[tuple[str, Callable[[dict[str, bytes]], bytes], str]] = [
         with_meta(lambda m: m["programs"][-1].update(vocab=[0, 9999])),
         "vocab",
     ),
-    ("kit_version 3", with_meta(lambda m: m.update(kit_version=3)), "kit_version"),
+    ("kit_version 4", with_meta(lambda m: m.update(kit_version=4)), "kit_version"),
     (
         "nested 50,000 deep",
         with_meta(

@@ -295,7 +295,8 @@ def test_a_plan_of_absurd_sizes_is_refused_before_it_is_computed(server):
     }
     body = {"config": layers, "device": "a18-pro", "context": 131072, "prefill": 131072}
     refused(server.client.post("/v1/plan", json=body), 413, "config.num_hidden_layers")
-    # Llama-3.1-405B's shape on an iPhone at the longest prompt: 130 programs, answered
+    # Llama-3.1-405B's shape on an iPhone at the longest context, in one chunk: 126 layer
+    # programs and 8 head pieces, answered (its MLP is over the ops' 16,384 cap: a problem)
     llama_405b = {
         "model_type": "llama",
         "hidden_size": 16384,
@@ -307,7 +308,12 @@ def test_a_plan_of_absurd_sizes_is_refused_before_it_is_computed(server):
     }
     body = {"config": llama_405b, "device": "a18-pro", "context": 131072, "prefill": 131072}
     answer = server.client.post("/v1/plan", json=body)
-    assert answer.status_code == 200 and len(answer.json()["programs"]) == 130, answer.text
+    assert answer.status_code == 200 and len(answer.json()["programs"]) == 134, answer.text
+    messages = [p["message"] for p in answer.json()["problems"]]
+    assert any("intermediate_size 53,248 is over the decoder ops'" in m for m in messages)
+    # the same in chunks of one token is 16.5 million modelled dispatches: refused up front
+    body |= {"prefill": 1, "prompt": 131072}
+    refused(server.client.post("/v1/plan", json=body), 413, "prompt")
 
 
 def test_the_command_line_refuses_a_verification_too_large(model, tmp_path, capsys):

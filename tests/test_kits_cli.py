@@ -251,5 +251,6 @@ def test_model_for_a_device_plans_with_its_limits(folder, tmp_path, capsys):
     )
     summary = capsys.readouterr().out
     assert code == 0 and out.is_file()
-    assert "for a18-pro" in summary and "axis limit 16384" in summary
-    assert "predicted" in summary and "tokens/s decode" in summary
+    assert "a18-pro (coreml), fp16, context 16, prefill chunks of 4" in summary
+    assert "axis limit 65,536 (a18-pro)" in summary and "parameter cap of 16,384" in summary
+    assert "decode: " in summary and "tok/s" in summary and "\nfits\n" in summary

@@ -1,5 +1,5 @@
 """docs/onnx.md's op table is app/onnx/support.py's: every op listed with how it is lowered and
-what it waits on, and every op the importer has a lowering for is in it."""
+what it waits on or why it is refused, and every op the importer has a lowering for is in it."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import re
 from pathlib import Path
 
 from app.onnx.importer import HANDLERS
-from app.onnx.support import SUPPORTED, WAITING
+from app.onnx.support import REFUSED, SUPPORTED, WAITING
 
 PAGE = Path(__file__).resolve().parent.parent / "docs" / "onnx.md"
 ROW = re.compile(r"^\| (?P<op>[A-Za-z0-9]+) \| (?P<how>.*) \| (?P<waits>.*) \|$")
@@ -24,13 +24,17 @@ def _table() -> dict[str, tuple[str, str]]:
 
 def test_the_op_table_is_the_importers():
     rows = _table()
-    assert set(rows) == set(SUPPORTED) | set(WAITING)
+    assert set(rows) == set(SUPPORTED) | set(WAITING) | set(REFUSED)
+    assert not set(WAITING) & set(REFUSED)
     for op, (how, waits) in rows.items():
         assert how == SUPPORTED.get(op, "—"), op
         primitive = WAITING.get(op)
-        assert (primitive is None and waits == "") or (
-            primitive is not None and waits.startswith(f"`{primitive.split(' ')[0]}`")
-        ), op
+        if primitive is not None:
+            assert waits.startswith(f"`{primitive.split(' ')[0]}`"), op
+        elif op in REFUSED:
+            assert waits == f"refused: {REFUSED[op]}", op
+        else:
+            assert waits == "", op
 
 
 def test_every_lowering_is_listed_as_supported():

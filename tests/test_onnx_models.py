@@ -1,7 +1,6 @@
 """Real exports: transformers' BERT, ViT and Whisper encoder with small random weights, exported
 by torch.onnx (tests/make_onnx_fixtures.py; versions in tests/fixtures/onnx/versions.json).
-ViT and the Whisper encoder import today and verify against onnxruntime; BERT waits on the
-primitives its embedding lookup and attention mask need, and the refusal names each node."""
+Each imports and verifies against onnxruntime, the preflight reporting no error."""
 
 from __future__ import annotations
 
@@ -11,7 +10,6 @@ from pathlib import Path
 import pytest
 from onnx_support import verify_onnx
 
-from app.errors import RequestError
 from app.language.targets import get_target
 from app.onnx.files import ModelFiles
 from app.onnx.importer import import_onnx
@@ -56,19 +54,22 @@ def test_vision_and_speech_encoders_import_and_match_onnxruntime(name):
     assert any(key.startswith("model.") for key in build.weights)
 
 
-def test_bert_names_every_node_waiting_on_a_primitive():
-    with pytest.raises(RequestError) as caught:
-        _import("bert")
-    waiting = {(u["op_type"], u["reason"].split()[5]) for u in caught.value.extra["unsupported"]}
-    assert waiting == {
-        ("Gather", "gather"),  # the embedding lookup
-        ("GatherND", "gather_nd"),  # the attention mask
-        ("And", "logical_and"),
-        ("Where", "select"),
-    }
-    assert all(
-        u["opset"] == VERSIONS["models"]["bert"]["opset"] for u in caught.value.extra["unsupported"]
-    )
+def test_bert_imports_with_its_embedding_lookups_and_attention_mask():
+    """The word, position and token-type lookups (tables of at most ONE_HOT_ROWS rows: one-hot
+    products) and the attention mask (GatherND on known indices: a slice; Where: select) import,
+    verify against onnxruntime, and leave the preflight no error."""
+    from app.onnx.ops_index import ONE_HOT_ROWS
+
+    build = _import("bert")
+    report = verify_onnx(build)
+    out = report["outputs"]["last_hidden_state"]
+    assert report["passed"], out
+    assert out["max_rel_error"] < 0.01
+    ops = {op.type for op in build.program.main.operations}
+    assert {"equal", "select", "gelu", "softmax"} <= ops and not ops & {"gather", "gather_nd"}
+    assert VERSIONS["models"]["bert"]["opset"] == build.about["opset"]
+    assert all(i.id_range is None or i.id_range <= ONE_HOT_ROWS for i in build.inputs)
+    assert [f.rule for f in preflight(build.program) if f.severity == "error"] == []
 
 
 def test_apples_core_ai_runtime_runs_the_imported_vit_as_onnxruntime_does(tmp_path):

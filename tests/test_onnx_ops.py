@@ -10,7 +10,7 @@ import math
 import numpy as np
 import pytest
 from onnx import TensorProto, helper
-from onnx_support import Case, check, one, op, rng_array
+from onnx_support import Case, check, one, op, rng_array, run_all
 
 X = {"x": [2, 3, 8]}
 X4 = {"x": [1, 4, 6, 6]}
@@ -22,19 +22,6 @@ def _f(value) -> np.ndarray:
 
 def _i(value) -> np.ndarray:
     return np.asarray(value, np.int64)
-
-
-def run_all(cases: list[Case], tmp_path) -> None:
-    failed = {}
-    for case in cases:
-        try:
-            report = check(case, tmp_path)
-        except Exception as exc:
-            failed[case.name] = f"{type(exc).__name__}: {exc}"
-            continue
-        if not report["passed"]:
-            failed[case.name] = report["outputs"]
-    assert not failed, failed
 
 
 ELEMENTWISE = [

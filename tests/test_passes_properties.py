@@ -307,6 +307,407 @@ def _shuffle(d, p, src, s, near):
     )
 
 
+# -- the passes whose primitives came after the first pipeline -------------------------------------
+def _gelu_exact(d, p, src, s, near):
+    pattern = d.draw(st.sampled_from([1, 2, 3]))
+    divide = d.draw(st.booleans())
+    miss = d.draw(st.sampled_from(["constant", "shared"])) if near else None
+    root = 1.5 if miss == "constant" else math.sqrt(2)
+    nodes = [
+        node(f"{p}d", "real_div" if divide else "mul", {"x": src}),
+        node(f"{p}e", "erf", {"x": f"{p}d"}),
+        node(f"{p}one_plus", "add", {"x": f"{p}e"}),
+    ]
+    half = {"x": f"{p}one_plus", "y": src} if pattern == 2 else {"x": src}
+    if pattern == 1:
+        half = {"x": f"{p}one_plus"}
+    nodes.append(node(f"{p}half", "mul", half))
+    last = {
+        1: {"x": f"{p}half", "y": src},
+        2: {"x": f"{p}half"},
+        3: {"x": f"{p}one_plus", "y": f"{p}half"},
+    }
+    nodes.append(node(f"{p}y", "mul", last[pattern]))
+    weights = {
+        f"{p}d.y": np.array([root if divide else 1 / root], np.float32),
+        f"{p}one_plus.y": np.array([1.0], np.float32),
+        (f"{p}y.y" if pattern == 2 else f"{p}half.y"): np.array([0.5], np.float32),
+    }
+    also = {f"{p}erf": f"{p}e"} if miss == "shared" else None
+    return Site(nodes, weights, f"{p}y", [f"{p}y"], also)
+
+
+def _leaky(d, p, src, s, near):
+    miss = d.draw(st.sampled_from(["alpha", "shared"])) if near else None
+    alpha = (
+        d.draw(st.floats(1.25, 3.0) | st.floats(-2.0, -0.25))
+        if miss == "alpha"
+        else d.draw(st.floats(0.0, 1.0))
+    )
+    pair = {"x": f"{p}m", "y": src} if d.draw(st.booleans()) else {"x": src, "y": f"{p}m"}
+    nodes = [node(f"{p}m", "mul", {"x": src}), node(f"{p}y", "maximum", pair)]
+    also = {f"{p}scaled": f"{p}m"} if miss == "shared" else None
+    return Site(nodes, {f"{p}m.y": np.array([alpha], np.float32)}, f"{p}y", [f"{p}m"], also)
+
+
+def _prelu(d, p, src, s, near):
+    miss = d.draw(st.sampled_from(["minus", "spatial"])) if near else None
+    if miss == "spatial" and s.h * s.w == 1:
+        miss = "minus"
+    shape = (
+        (1, 1, s.h, s.w)
+        if miss == "spatial"
+        else d.draw(st.sampled_from([(1, s.c, 1, 1), (s.c, 1, 1)]))
+    )
+    nodes = [
+        node(f"{p}pos", "relu", {"x": src}),
+        node(f"{p}neg", "mul", {"x": src}),
+        node(f"{p}rneg", "relu", {"x": f"{p}neg"}),
+        node(f"{p}scaled", "mul", {"x": f"{p}rneg"}),
+        node(f"{p}y", "add", {"x": f"{p}scaled", "y": f"{p}pos"}),
+    ]
+    weights = {
+        f"{p}neg.y": np.array([-2.0 if miss == "minus" else -1.0], np.float32),
+        f"{p}scaled.y": _w(*shape, seed=d.draw(st.integers(0, 9))),
+    }
+    return Site(nodes, weights, f"{p}y", [f"{p}rneg"])
+
+
+def _conv_batchnorm(d, p, src, s, near):
+    seed = d.draw(st.integers(0, 9))
+    kind = d.draw(st.sampled_from(["mil.conv", "conv_transpose"]))
+    nodes = [
+        node(f"{p}c", kind, {"x": src}),
+        node(f"{p}o", "batch_norm", {"x": f"{p}c"}, epsilon=d.draw(st.sampled_from([1e-5, 1e-3]))),
+    ]
+    weights = {
+        f"{p}c.weight": _w(s.c, s.c, 1, 1, seed=seed),
+        f"{p}o.mean": _w(s.c, seed=seed + 1),
+        f"{p}o.variance": _w(s.c, low=0.5, high=2.0, seed=seed + 2),
+        f"{p}o.gamma": _w(s.c, seed=seed + 3),
+        f"{p}o.beta": _w(s.c, seed=seed + 4),
+    }
+    also = {f"{p}conv": f"{p}c"} if near else None
+    return Site(nodes, weights, f"{p}o", [f"{p}o"], also)
+
+
+def _norm(d, p, src, s, near):
+    axes = d.draw(st.sampled_from([[3], [2, 3], [1, 2, 3], [1]]))
+    miss = d.draw(st.sampled_from(["axes", "shared"])) if near else None
+    second = axes
+    if miss == "axes":
+        second = [1] if axes != [1] else [3]
+    root = d.draw(st.sampled_from(["rsqrt", "sqrt"]))
+    nodes = [
+        node(f"{p}mean", "reduce_mean", {"x": src}, axes=axes, keep_dims=True),
+        node(f"{p}d", "sub", {"x": src, "y": f"{p}mean"}),
+        node(f"{p}sq", d.draw(st.sampled_from(["square", "mul"])), {"x": f"{p}d"}),
+        node(f"{p}var", "reduce_mean", {"x": f"{p}sq"}, axes=second, keep_dims=True),
+        node(f"{p}ve", "add", {"x": f"{p}var"}),
+        node(f"{p}r", root, {"x": f"{p}ve"}),
+        node(f"{p}n", "mul" if root == "rsqrt" else "real_div", {"x": f"{p}d", "y": f"{p}r"}),
+    ]
+    if nodes[2]["op"] == "mul":
+        nodes[2]["inputs"]["y"] = f"{p}d"
+    weights = {f"{p}ve.y": np.array([d.draw(st.sampled_from([1e-5, 1e-3]))], np.float32)}
+    last = f"{p}n"
+    per_axes = tuple(s.full[i] if i in axes else 1 for i in range(4))
+    # gamma and beta both along the normalized axes, or (instance_norm) both per channel
+    shape = per_axes if axes != [2, 3] else d.draw(st.sampled_from([per_axes, (1, s.c, 1, 1)]))
+    for name, op in (("g", "mul"), ("b", "add")):
+        if d.draw(st.booleans()):
+            nodes.append(node(f"{p}{name}", op, {"x": last}))
+            weights[f"{p}{name}.y"] = _w(*shape, low=0.5, high=1.5, seed=len(nodes))
+            last = f"{p}{name}"
+    also = {f"{p}centred": f"{p}d"} if miss == "shared" else None
+    return Site(nodes, weights, last, [f"{p}mean"], also)
+
+
+def _rows(d, p, src, s) -> list[dict]:
+    """src [1, C, H, W] as rows [C·H, W]: linear's and a weight matmul's x."""
+    return [node(f"{p}rows", "reshape", {"x": src}, shape=[s.c * s.h, s.w])]
+
+
+def _matmul_bias(d, p, src, s, near):
+    op = d.draw(st.sampled_from(["add", "sub"]))
+    miss = d.draw(st.sampled_from(["rows", "shared"])) if near else None
+    first = op == "sub" and d.draw(st.booleans())
+    nodes = [*_rows(d, p, src, s), node(f"{p}mm", "mil.matmul", {"x": f"{p}rows"})]
+    nodes.append(node(f"{p}o", op, {"y": f"{p}mm"} if first else {"x": f"{p}mm"}))
+    bias = (s.c * s.h, 1) if miss == "rows" else d.draw(st.sampled_from([(3,), (1, 3)]))
+    weights = {f"{p}mm.y": _w(s.w, 3, seed=1), (f"{p}o.x" if first else f"{p}o.y"): _w(*bias)}
+    also = {f"{p}product": f"{p}mm"} if miss == "shared" else None
+    return Site(nodes, weights, f"{p}o", [f"{p}o"], also)
+
+
+def _linear_bias(d, p, src, s, near):
+    op = d.draw(st.sampled_from(["add", "sub"]))
+    miss = d.draw(st.sampled_from(["rows", "shared"])) if near else None
+    first = op == "sub" and d.draw(st.booleans())
+    nodes = [*_rows(d, p, src, s), node(f"{p}lin", "linear", {"x": f"{p}rows"})]
+    nodes.append(node(f"{p}o", op, {"y": f"{p}lin"} if first else {"x": f"{p}lin"}))
+    bias = (s.c * s.h, 1) if miss == "rows" else (3,)
+    weights = {
+        f"{p}lin.weight": _w(3, s.w, seed=2),
+        f"{p}lin.bias": _w(3, seed=3),
+        (f"{p}o.x" if first else f"{p}o.y"): _w(*bias),
+    }
+    also = {f"{p}product": f"{p}lin"} if miss == "shared" else None
+    return Site(nodes, weights, f"{p}o", [f"{p}o"], also)
+
+
+def _paddings(d, p, src, s, near):
+    if near:  # constants that differ, or modes that differ
+        kinds = d.draw(
+            st.sampled_from(
+                [("constant", 0.5, "constant", 0.25), ("constant", 0.0, "replicate", None)]
+            )
+        )
+    else:
+        kinds = d.draw(
+            st.sampled_from(
+                [("constant", 0.5, "constant", 0.5), ("replicate", None, "replicate", None)]
+            )
+        )
+    first_mode, first_value, second_mode, second_value = kinds
+    axes = (2, 3) if first_mode == "replicate" or d.draw(st.booleans()) else (3, 3)
+
+    def pad(i, mode, value, axis):
+        params = {"pad": [1, 1] if axis == 3 else [1, 0, 0, 0], "mode": mode}
+        if value is not None:
+            params["constant_val"] = value
+        return node(f"{p}{i}", "pad", {"x": src if i == "a" else f"{p}a"}, **params)
+
+    nodes = [
+        pad("a", first_mode, first_value, axes[0]),
+        pad("b", second_mode, second_value, axes[1]),
+    ]
+    return Site(nodes, {}, f"{p}b", [f"{p}b"])
+
+
+def _pad_conv(d, p, src, s, near):
+    transpose = d.draw(st.booleans())
+    miss = d.draw(st.sampled_from(["value", "shared"])) if near else None
+    pads = [0, 0, 0, 0, *d.draw(st.lists(st.integers(0, 2), min_size=4, max_size=4))]
+    pads[4] = max(pads[4], 1)
+    nodes = [
+        node(f"{p}p", "pad", {"x": src}, pad=pads, constant_val=1.0 if miss == "value" else 0.0)
+    ]
+    last = f"{p}p"
+    if transpose:
+        nodes.append(node(f"{p}t", "transpose", {"x": last}, perm=[0, 1, 3, 2]))
+        last = f"{p}t"
+    nodes.append(node(f"{p}c", "mil.conv", {"x": last}))
+    also = {f"{p}padded": f"{p}p"} if miss == "shared" else None
+    return Site(nodes, {f"{p}c.weight": _w(s.c, s.c, 1, 1, seed=4)}, f"{p}c", [f"{p}p"], also)
+
+
+def _dequantize(d, p, src, s, near):
+    """A dequantized constant (planted) or a dequantized quantize of the input (near-miss),
+    multiplying the input (fp32 here: dequantize gives its scale's dtype)."""
+    if near:
+        nodes = [
+            node(f"{p}q", "quantize", {"input": src}, output_dtype="int8", scale=0.05),
+            node(f"{p}dq", "dequantize", {"input": f"{p}q"}, scale=0.05),
+        ]
+        weights = {}
+    else:
+        shape = d.draw(st.sampled_from([(1, s.c, 1, 1), s.full]))
+        data = np.random.default_rng(d.draw(st.integers(0, 9))).integers(-100, 100, shape)
+        nodes = [node(f"{p}dq", "dequantize", {}, scale=d.draw(st.sampled_from([0.05, 0.01])))]
+        weights = {f"{p}dq.input": data.astype(np.int8)}
+    nodes.append(node(f"{p}m", "mul", {"x": src, "y": f"{p}dq"}))
+    return Site(nodes, weights, f"{p}m", [f"{p}dq"])
+
+
+def _requantize(d, p, src, s, near):
+    second = 0.025 if near else 0.05
+    nodes = [
+        node(f"{p}q", "quantize", {"input": src}, output_dtype="int8", scale=0.05),
+        node(f"{p}dq", "dequantize", {"input": f"{p}q"}, scale=0.05),
+        node(f"{p}q2", "quantize", {"input": f"{p}dq"}, output_dtype="int8", scale=second),
+        node(f"{p}y", "dequantize", {"input": f"{p}q2"}, scale=second),
+    ]
+    also = {f"{p}mid": f"{p}dq"} if d.draw(st.booleans()) else None
+    return Site(nodes, {}, f"{p}y", [f"{p}q2"], also)
+
+
+def _token_major(d, p, src, s, near):
+    """A product by a constant weight over the channels written token-major between transposes
+    (planted), or with a transpose back that does not undo the first (near-miss)."""
+    first = d.draw(st.sampled_from([[0, 2, 3, 1], [0, 3, 2, 1]]))
+    back = [first.index(i) for i in range(4)]
+    if near:
+        back = [0, 3, 2, 1] if back != [0, 3, 2, 1] else [0, 3, 1, 2]
+    out = d.draw(st.sampled_from([2, 3, 5]))
+    nodes = [
+        node(f"{p}t", "transpose", {"x": src}, perm=first),
+        node(f"{p}mm", "mil.matmul", {"x": f"{p}t"}),
+    ]
+    weights = {f"{p}mm.y": _w(s.c, out, low=-0.5, high=0.5, seed=5)}
+    last = f"{p}mm"
+    if d.draw(st.booleans()):
+        nodes.append(node(f"{p}b", d.draw(st.sampled_from(["add", "sub"])), {"x": last}))
+        weights[f"{p}b.y"] = _w(out, seed=6)
+        last = f"{p}b"
+    nodes.append(node(f"{p}back", "transpose", {"x": last}, perm=back))
+    return Site(nodes, weights, f"{p}back", [f"{p}mm"])
+
+
+def _rank5(d, p, src, s, near):
+    """[1, C, H, W] split to [1, 2, C/2, H, W], transposed, maybe through unary ops and a
+    scalar, and reshaped back (planted); transposed with every axis apart (near-miss)."""
+    if near:
+        perm = d.draw(st.sampled_from([[4, 3, 2, 1, 0], [2, 4, 0, 3, 1]]))
+    else:
+        perm = d.draw(
+            st.permutations(range(5)).filter(lambda q: any(q[i + 1] == q[i] + 1 for i in range(4)))
+        )
+    nodes = [
+        node(f"{p}split", "reshape", {"x": src}, shape=[1, 2, s.c // 2, s.h, s.w]),
+        node(f"{p}t", "transpose", {"x": f"{p}split"}, perm=list(perm)),
+    ]
+    last, weights = f"{p}t", {}
+    for i, op in enumerate(d.draw(st.lists(st.sampled_from([*UNARY, "mul"]), max_size=2))):
+        nodes.append(node(f"{p}u{i}", op, {"x": last}))
+        if op == "mul":
+            weights[f"{p}u{i}.y"] = np.array([1.5], np.float32)
+        last = f"{p}u{i}"
+    nodes.append(node(f"{p}back", "reshape", {"x": last}, shape=list(s.full)))
+    return Site(nodes, weights, f"{p}back", [f"{p}split"])
+
+
+def _select(d, p, src, s, near):
+    """select on a constant condition: one value everywhere (planted) or mixed (near-miss)."""
+    if near:
+        cond = np.arange(s.c).reshape(1, s.c, 1, 1) % 2 == 0
+    else:
+        cond = np.full((1, s.c, 1, 1), d.draw(st.booleans()))
+    nodes = [
+        node(f"{p}r", "relu", {"x": src}),
+        node(f"{p}s", "sigmoid", {"x": src}),
+        node(f"{p}y", "select", {"a": f"{p}r", "b": f"{p}s"}),
+    ]
+    return Site(nodes, {f"{p}y.cond": cond}, f"{p}y", [f"{p}y"])
+
+
+def _scale_shift(d, p, src, s, near):
+    miss = d.draw(st.sampled_from(["shape", "shared"])) if near else None
+    shape = (s.c, 1, 1) if miss == "shape" else (1, s.c, 1, 1)
+    nodes = [node(f"{p}m", "mul", {"x": src}), node(f"{p}y", "add", {"x": f"{p}m"})]
+    weights = {f"{p}m.y": _w(*shape, low=0.5, high=1.5, seed=7), f"{p}y.y": _w(*shape, seed=8)}
+    also = {f"{p}scaled": f"{p}m"} if miss == "shared" else None
+    return Site(nodes, weights, f"{p}y", [f"{p}m"], also)
+
+
+def _conv_transpose(d, p, src, s, near):
+    params = {"output_shape": list(s.full)} if near else {}
+    nodes = [node(f"{p}ct", "conv_transpose", {"x": src}, **params)]
+    return Site(nodes, {f"{p}ct.weight": _w(s.c, s.c, 1, 1, seed=9)}, f"{p}ct", [f"{p}ct"])
+
+
+def _zero_points(d, p, src, s, near):
+    """quantize -> dequantize per channel (fp32 program) with zero points of 0 (planted) or of
+    another value (near-miss)."""
+    dtype = d.draw(st.sampled_from(["int8", "uint8"]))
+    zero = d.draw(st.integers(1, 5)) if near else 0
+    zeros = np.full(s.c, zero, np.int8 if dtype == "int8" else np.uint8)
+    scale = _w(s.c, low=0.02, high=0.05, seed=10)
+    nodes = [
+        node(f"{p}q", "quantize", {"input": src}, output_dtype=dtype, axis=1),
+        node(f"{p}dq", "dequantize", {"input": f"{p}q"}, axis=1),
+    ]
+    weights = {
+        f"{p}q.scale": scale,
+        f"{p}q.zero_point": zeros,
+        f"{p}dq.scale": scale,
+        f"{p}dq.zero_point": zeros,
+    }
+    return Site(nodes, weights, f"{p}dq", [f"{p}dq"])
+
+
+def _stack_reshape(d, p, src, s, near):
+    axis = d.draw(st.integers(0, 4))
+    shape = list(s.full)
+    if near:
+        target = [2 * s.c * s.h * s.w]
+    elif axis < 4 and (axis == 0 or d.draw(st.booleans())):
+        target = [*shape[:axis], 2 * shape[axis], *shape[axis + 1 :]]
+    else:
+        target = [*shape[: axis - 1], shape[axis - 1] * 2, *shape[axis:]]
+    nodes = [
+        node(f"{p}a", "relu", {"x": src}),
+        node(f"{p}b", "sigmoid", {"x": src}),
+        {
+            "id": f"{p}s",
+            "op": "stack",
+            "inputs": {"values": [f"{p}a", f"{p}b"]},
+            "params": {"axis": axis},
+        },
+        node(f"{p}y", "reshape", {"x": f"{p}s"}, shape=target),
+    ]
+    return Site(nodes, {}, f"{p}y", [f"{p}s"])
+
+
+def _reflection(d, p, src, s, near):
+    """x's mirrored slices concatenated around it along an axis of at least 2 (planted); the
+    same slices one index off (near-miss: a reflection that repeats the edge)."""
+    full = list(s.full)
+    axis = d.draw(st.sampled_from([a for a in (1, 2, 3) if full[a] >= 2]))
+    n = full[axis]
+    left, right = d.draw(st.integers(0, n - 1)), d.draw(st.integers(0, n - 1))
+    if left + right == 0:
+        left = 1
+    shift = -1 if near else 0
+
+    def piece(name: str, index: int) -> dict:
+        begin, end = [0] * 4, list(full)
+        begin[axis], end[axis] = index, index + 1
+        return node(name, "slice_by_index", {"x": src}, begin=begin, end=end)
+
+    lefts = [piece(f"{p}l{k}", k + shift) for k in range(left, 0, -1)]
+    rights = [piece(f"{p}r{k}", n - 2 - k - shift) for k in range(right)]
+    parts = [v["id"] for v in lefts] + [src] + [v["id"] for v in rights]
+    cat = {"id": f"{p}y", "op": "concat", "inputs": {"values": parts}, "params": {"axis": axis}}
+    return Site([*lefts, *rights, cat], {}, f"{p}y", [f"{p}y"])
+
+
+def _up_convolution(d, p, src, s, near):
+    """Four maps interleaved along H in pairs, then along W (planted); or along H again
+    (near-miss). Axes counted from either end."""
+    sources = [node(f"{p}v{i}", UNARY[i], {"x": src}) for i in range(4)]
+    h, w = d.draw(st.sampled_from([2, -2])), d.draw(st.sampled_from([3, -1]))
+
+    def cat(id, values, axis):
+        params = {"axis": axis, "interleave": True}
+        return {"id": id, "op": "concat", "inputs": {"values": values}, "params": params}
+
+    nodes = [
+        *sources,
+        cat(f"{p}top", [f"{p}v0", f"{p}v1"], h),
+        cat(f"{p}bottom", [f"{p}v2", f"{p}v3"], h),
+        cat(f"{p}y", [f"{p}top", f"{p}bottom"], h if near else w),
+    ]
+    return Site(nodes, {}, f"{p}y", [f"{p}y"])
+
+
+def _quantized_add(d, p, src, s, near):
+    """dequantize(src) ± dequantize(x) quantized again (fp32 program), small scales (a step of
+    fp16 compute's rounding is then within the tolerance; values beyond int8 saturate alike); near-miss: the sum read elsewhere too."""
+    op = d.draw(st.sampled_from(["add", "sub"]))
+    nodes = [
+        node(f"{p}qa", "quantize", {"input": src}, output_dtype="int8", scale=0.02),
+        node(f"{p}da", "dequantize", {"input": f"{p}qa"}, scale=0.02),
+        node(f"{p}qb", "quantize", {"input": "x"}, output_dtype="int8", scale=0.015),
+        node(f"{p}db", "dequantize", {"input": f"{p}qb"}, scale=0.015),
+        node(f"{p}s", op, {"x": f"{p}da", "y": f"{p}db"}),
+        node(f"{p}qz", "quantize", {"input": f"{p}s"}, output_dtype="int8", scale=0.025),
+        node(f"{p}y", "dequantize", {"input": f"{p}qz"}, scale=0.025),
+    ]
+    also = {f"{p}sum": f"{p}s"} if near else None
+    return Site(nodes, {}, f"{p}y", [f"{p}db"], also)
+
+
 PLANTERS: dict[str, Callable] = {
     "const_deduplication": _dedup,
     "const_elimination": _fold,
@@ -325,9 +726,40 @@ PLANTERS: dict[str, Callable] = {
     "add_fp16_cast": _fp16,
     "fuse_gelu_tanh_approximation": _gelu,
     "detect_concat_interleave": _shuffle,
+    "fuse_gelu_exact": _gelu_exact,
+    "fuse_leaky_relu": _leaky,
+    "fuse_prelu": _prelu,
+    "fuse_conv_batchnorm": _conv_batchnorm,
+    "fuse_layernorm_or_instancenorm": _norm,
+    "fuse_matmul_weight_bias": _matmul_bias,
+    "fuse_linear_bias": _linear_bias,
+    "merge_consecutive_paddings": _paddings,
+    "fuse_pad_conv": _pad_conv,
+    "dequantize_to_constexpr": _dequantize,
+    "dequantize_quantize_pair_elimination": _requantize,
+    "select_optimization": _select,
+    "fuse_elementwise_to_batchnorm": _scale_shift,
+    "add_conv_transpose_output_shape": _conv_transpose,
+    "nullify_redundant_quantization_zero_point": _zero_points,
+    "replace_stack_reshape": _stack_reshape,
+    "use_reflection_padding": _reflection,
+    "concat_to_pixel_shuffle": _up_convolution,
+    "distributive_quantized_binary_op_scale_normalization": _quantized_add,
+    # beyond the seed
+    "matmul_to_conv": _token_major,
+    "fold_high_rank": _rank5,
 }
 OPTIONS = {"const_deduplication": {"const_threshold": 1}}  # the draws' consts are small
-FP32 = {"const_elimination", "add_fp16_cast"}  # a graph const without a tensor beside it is fp32
+# a graph const without a tensor beside it is fp32 (and dequantize gives its scale's dtype, quantize
+# takes its input's)
+FP32 = {
+    "const_elimination",
+    "add_fp16_cast",
+    "dequantize_to_constexpr",
+    "dequantize_quantize_pair_elimination",
+    "nullify_redundant_quantization_zero_point",
+    "distributive_quantized_binary_op_scale_normalization",
+}
 
 
 def _program(d, graph_pass: str) -> tuple[dict, dict, Site, Site]:
@@ -380,6 +812,8 @@ def _check(d, graph_pass: str) -> None:
 
 def test_every_pass_is_planted_here_or_in_an_ir_property():
     ir = {
+        # integer indices, in range (tests/test_passes_seed.py), not a float program's
+        "fuse_onehot_matmul_to_gather",
         "dead_code_elimination",
         "dedup_op_and_var_names",
         "topological_reorder",

@@ -20,7 +20,7 @@ import numpy as np
 import pytest
 
 from app.mil import Builder, DType
-from app.passes import parse_passes, resolve, run_pipeline
+from app.passes import DEFAULT, parse_passes, resolve, run_pipeline
 from app.reference.executor import Executor, random_inputs
 from tests.graph_passes import assert_agrees, build, changed_by, graph, kinds, node, values
 
@@ -148,9 +148,11 @@ def _redundant(same_constant: bool = True, swapped: bool = False) -> tuple[dict,
 
 
 # -- activations ----------------------------------------------------------------------------------
-def _gelu_tanh(pattern: int, cubic: float = 0.044715, shared: bool = False) -> tuple[dict, dict]:
+def _gelu_tanh(
+    pattern: int, cubic: float = 0.044715, shared: bool = False, power: float | None = None
+) -> tuple[dict, dict]:
     """y = x·(0.5·(tanh(√(2/π)·(x + 0.044715·x³)) + 1)) (pattern 1), or (0.5·x)·(...)
-    (pattern 2); x³ as x·square(x)."""
+    (pattern 2); x³ as x·square(x), or as pow(x, power) when given."""
     nodes = [
         node("sq", "square", {"x": "x"}),
         node("cube", "mul", {"x": "x", "y": "sq"}),
@@ -170,6 +172,9 @@ def _gelu_tanh(pattern: int, cubic: float = 0.044715, shared: bool = False) -> t
         "one_plus.y": np.array([1.0], np.float32),
         "half.y": np.array([0.5], np.float32),
     }
+    if power is not None:
+        nodes[:2] = [node("cube", "pow", {"x": "x"})]
+        weights["cube.y"] = np.array([power], np.float32)
     outputs = {"out": "y", **({"tanh": "t"} if shared else {})}
     return graph(nodes, outputs), weights
 
@@ -316,6 +321,332 @@ def _shuffle(perm: list[int], shared: bool = False) -> tuple[dict, dict]:
     return graph(nodes, outputs, a=X, b=X), {}
 
 
+# -- the passes whose primitives came after the first pipeline --------------------------------------
+def _gelu_exact(pattern: int, root: float = math.sqrt(2), shared: bool = False, mul=False):
+    """0.5·x·(1 + erf(x/√2)), the seed's three groupings; x/√2 as a mul by 1/√2 when `mul`."""
+    nodes = [
+        node("d", "mul" if mul else "real_div", {"x": "x"}),
+        node("e", "erf", {"x": "d"}),
+        node("one_plus", "add", {"x": "e"}),
+    ]
+    if pattern == 1:  # ((1 + erf)·0.5)·x
+        nodes += [node("half", "mul", {"x": "one_plus"}), node("y", "mul", {"x": "half", "y": "x"})]
+    elif pattern == 2:  # ((1 + erf)·x)·0.5
+        nodes += [node("half", "mul", {"x": "one_plus", "y": "x"}), node("y", "mul", {"x": "half"})]
+    else:  # (x·0.5)·(1 + erf)
+        nodes += [node("half", "mul", {"x": "x"}), node("y", "mul", {"x": "one_plus", "y": "half"})]
+    weights = {
+        "d.y": np.array([1 / root if mul else root], np.float32),
+        "one_plus.y": np.array([1.0], np.float32),
+        "half.y" if pattern != 2 else "y.y": np.array([0.5], np.float32),
+    }
+    outputs = {"out": "y", **({"erf": "e"} if shared else {})}
+    return graph(nodes, outputs), weights
+
+
+def _leaky(alpha: float, swapped: bool = False, shared: bool = False):
+    operands = {"x": "x", "y": "m"} if swapped else {"x": "m", "y": "x"}
+    nodes = [node("m", "mul", {"x": "x"}), node("y", "maximum", operands)]
+    outputs = {"out": "y", **({"scaled": "m"} if shared else {})}
+    return graph(nodes, outputs), {"m.y": np.array([alpha], np.float32)}
+
+
+def _prelu(a: np.ndarray, minus: float = -1.0):
+    """relu(x) + a·relu(-1·x), the seed's pattern 1."""
+    nodes = [
+        node("pos", "relu", {"x": "x"}),
+        node("neg", "mul", {"x": "x"}),
+        node("rneg", "relu", {"x": "neg"}),
+        node("scaled", "mul", {"x": "rneg"}),
+        node("y", "add", {"x": "pos", "y": "scaled"}),
+    ]
+    return graph(nodes, {"out": "y"}), {"neg.y": np.array([minus], np.float32), "scaled.y": a}
+
+
+def _conv_batchnorm(shared: bool = False, transpose_groups: int = 0):
+    """conv (or conv_transpose with `transpose_groups` groups) then batch_norm."""
+    conv, weights = _conv("c")
+    if transpose_groups:
+        groups = transpose_groups
+        conv = node("c", "conv_transpose", {"x": "x"}, groups=groups, strides=[2, 1])
+        weights = {"c.weight": values(C, C // groups, 2, 1)}
+    nodes = [conv, node("y", "batch_norm", {"x": "c"}, epsilon=1e-3)]
+    weights |= {
+        "y.mean": values(C),
+        "y.variance": values(C, low=0.5, high=2.0),
+        "y.gamma": values(C),
+        "y.beta": values(C),
+    }
+    return graph(nodes, {"out": "y", **({"conv": "c"} if shared else {})}), weights
+
+
+def _norm(
+    axes: list[int],
+    gamma: np.ndarray | None,
+    beta: np.ndarray | None,
+    *,
+    second_axes: list[int] | None = None,
+    shared: bool = False,
+    root: str = "rsqrt",
+):
+    """(x - mean)·rsqrt(var + 1e-5)[·gamma][+beta] spelt out (or / sqrt(...))."""
+    nodes = [
+        node("mean", "reduce_mean", {"x": "x"}, axes=axes, keep_dims=True),
+        node("d", "sub", {"x": "x", "y": "mean"}),
+        node("sq", "square", {"x": "d"}),
+        node("var", "reduce_mean", {"x": "sq"}, axes=second_axes or axes, keep_dims=True),
+        node("ve", "add", {"x": "var"}),
+        node("r", root, {"x": "ve"}),
+        node("n", "mul" if root == "rsqrt" else "real_div", {"x": "d", "y": "r"}),
+    ]
+    weights = {"ve.y": np.array([1e-5], np.float32)}
+    last = "n"
+    if gamma is not None:
+        nodes.append(node("g", "mul", {"x": last}))
+        weights["g.y"], last = gamma, "g"
+    if beta is not None:
+        nodes.append(node("b", "add", {"x": last}))
+        weights["b.y"], last = beta, "b"
+    return graph(nodes, {"out": last, **({"centred": "d"} if shared else {})}), weights
+
+
+def _matmul_bias(op: str = "add", bias_shape=(5,), const_weight: bool = True, first=False):
+    mm = node("mm", "mil.matmul", {"x": "a"} if const_weight else {"x": "a", "y": "w"})
+    inputs = {"x": "b_", "y": "mm"} if first else {"x": "mm"}
+    nodes = [mm, node("y", op, inputs)]
+    extra = {} if const_weight else {"w": ([16, 5], "fp16")}
+    body = graph(nodes, {"out": "y"}, a=([8, 16], "fp16"), **extra)
+    weights = {"y.x" if first else "y.y": values(*bias_shape)}
+    if first:
+        nodes[1]["inputs"] = {"y": "mm"}
+    if const_weight:
+        weights["mm.y"] = values(16, 5, low=-0.3, high=0.3)
+    return body, weights
+
+
+def _linear_bias(op: str = "add", first: bool = False, bias_shape=(5,)):
+    nodes = [
+        node("lin", "linear", {"x": "a"}),
+        node("y", op, {"y": "lin"} if first else {"x": "lin"}),
+    ]
+    weights = {
+        "lin.weight": values(5, 16, low=-0.3, high=0.3),
+        "lin.bias": values(5),
+        ("y.x" if first else "y.y"): values(*bias_shape),
+    }
+    return graph(nodes, {"out": "y"}, a=([8, 16], "fp16")), weights
+
+
+def _paddings(first: dict, second: dict):
+    nodes = [node("p1", "pad", {"x": "x"}, **first), node("p2", "pad", {"x": "p1"}, **second)]
+    return graph(nodes, {"out": "p2"}, x=([1, 2, 6, 8], "fp16")), {}
+
+
+def _pad_conv(transpose: bool = False, value: float = 0.0, pad=(0, 0, 0, 0, 1, 1, 2, 0)):
+    """pad -> conv, or the seed's pad -> transpose -> conv."""
+    nodes = [node("p", "pad", {"x": "x"}, pad=list(pad), constant_val=value)]
+    source = "p"
+    if transpose:
+        nodes.append(node("t", "transpose", {"x": "p"}, perm=[0, 1, 3, 2]))
+        source = "t"
+    conv, weights = _conv("c", source)
+    nodes.append(conv)
+    return graph(nodes, {"out": "c"}), weights
+
+
+def _dequantize_const(input_const: bool = True):
+    if input_const:
+        nodes = [node("dq", "dequantize", {}, scale=0.05), node("y", "add", {"x": "dq", "y": "x"})]
+        weights = {"dq.input": RNG_Q.integers(-100, 100, (1, C, 2, 3)).astype(np.int8)}
+        return graph(nodes, {"out": "y"}, x=FP32_X), weights
+    nodes = [
+        node("q", "quantize", {"input": "x"}, output_dtype="int8", scale=0.05),
+        node("dq", "dequantize", {"input": "q"}, scale=0.05),
+        node("y", "add", {"x": "dq", "y": "x"}),
+    ]
+    return graph(nodes, {"out": "y"}, x=FP32_X), {}
+
+
+def _requantized(scale: float = 0.05, shared: bool = False):
+    """quantize -> dequantize -> quantize (same parameters) -> dequantize."""
+    nodes = [
+        node("q", "quantize", {"input": "x"}, output_dtype="int8", scale=0.05),
+        node("dq", "dequantize", {"input": "q"}, scale=0.05),
+        node("q2", "quantize", {"input": "dq"}, output_dtype="int8", scale=scale),
+        node("y", "dequantize", {"input": "q2"}, scale=scale),
+    ]
+    return graph(nodes, {"out": "y", **({"mid": "dq"} if shared else {})}), {}
+
+
+RNG_Q = np.random.default_rng(3)
+FP32_X = ([1, C, 2, 3], "fp32")  # dequantize gives its scale's dtype: fp32 here
+
+
+def _select(cond: np.ndarray, a: np.ndarray | None = None):
+    """select(cond, relu(x) or a constant, sigmoid(x2))."""
+    nodes = [
+        node("s2", "sigmoid", {"x": "x2"}),
+        node("y", "select", {"a": "r", "b": "s2"} if a is None else {"b": "s2"}),
+    ]
+    if a is None:
+        nodes.insert(0, node("r", "relu", {"x": "x"}))
+    weights = {"y.cond": cond, **({"y.a": a} if a is not None else {})}
+    return graph(nodes, {"out": "y"}, x=X, x2=X), weights
+
+
+def _scale_shift(shape=(1, C, 1, 1)):
+    nodes = [node("m", "mul", {"x": "x"}), node("y", "add", {"x": "m"})]
+    return graph(nodes, {"out": "y"}), {"m.y": values(*shape), "y.y": values(*shape)}
+
+
+def _conv_transpose(output_shape: bool = False):
+    params = {"output_shape": [1, C, 2, 3]} if output_shape else {}
+    nodes = [node("y", "conv_transpose", {"x": "x"}, **params)]
+    return graph(nodes, {"out": "y"}), {"y.weight": values(C, C, 1, 1)}
+
+
+def _zero_points(zero: int, dtype: str = "int8", const_input: bool = False):
+    """quantize -> dequantize per channel with zero points `zero`, or a dequantized constant."""
+    np_dtype = np.int8 if dtype == "int8" else np.uint8
+    scale = np.array([0.05, 0.02, 0.04, 0.03], np.float32)
+    zeros = np.full(C, zero, np_dtype)
+    deq = node("dq", "dequantize", {} if const_input else {"input": "q"}, axis=1)
+    nodes = [deq, node("y", "add", {"x": "dq", "y": "x"})]
+    weights = {"dq.scale": scale, "dq.zero_point": zeros}
+    if const_input:
+        low, high = (-128, 127) if dtype == "int8" else (0, 255)
+        weights["dq.input"] = RNG_Q.integers(low, high, (1, C, 2, 3)).astype(np_dtype)
+    else:
+        nodes.insert(0, node("q", "quantize", {"input": "x"}, output_dtype=dtype, axis=1))
+        weights |= {"q.scale": scale, "q.zero_point": zeros}
+    return graph(nodes, {"out": "y"}, x=FP32_X), weights
+
+
+def _onehot_matmul(on: float = 1.0, axis: int = -1):
+    nodes = [
+        node(
+            "oh",
+            "one_hot",
+            {"indices": "i"},
+            one_hot_vector_size=5,
+            axis=axis,
+            on_value=on,
+            off_value=0.0,
+        ),
+        node("y", "mil.matmul", {"x": "oh"}),
+    ]
+    body = graph(nodes, {"out": "y"}, i=([2, 3], "int32"))
+    return body, {"y.y": values(5, 4) if axis == -1 else values(2, 4)}
+
+
+def _stack_reshape(axis: int, shape: list[int]):
+    nodes = [
+        {"id": "s", "op": "stack", "inputs": {"values": ["a", "b"]}, "params": {"axis": axis}},
+        node("y", "reshape", {"x": "s"}, shape=shape),
+    ]
+    return graph(nodes, {"out": "y"}, a=([1, 5, 3, 4], "fp16"), b=([1, 5, 3, 4], "fp16")), {}
+
+
+def _reflection(left: int = 1, right: int = 1, shift: int = 0):
+    """The seed's concat of x's mirrored slices around x along the last axis (x 1×2×6×8)."""
+    parts, nodes = [], [node("r", "relu", {"x": "x"})]
+    for k in range(left, 0, -1):
+        nodes.append(
+            node(
+                f"l{k}",
+                "slice_by_index",
+                {"x": "r"},
+                begin=[0, 0, 0, k + shift],
+                end=[1, 2, 6, k + shift + 1],
+            )
+        )
+        parts.append(f"l{k}")
+    parts.append("r")
+    for k in range(right):
+        nodes.append(
+            node(
+                f"q{k}",
+                "slice_by_index",
+                {"x": "r"},
+                begin=[0, 0, 0, -2 - k],
+                end=[1, 2, 6, -1 - k],
+            )
+        )
+        parts.append(f"q{k}")
+    nodes.append({"id": "y", "op": "concat", "inputs": {"values": parts}, "params": {"axis": 3}})
+    return graph(nodes, {"out": "y"}, x=([1, 2, 6, 8], "fp16")), {}
+
+
+def _up_convolution(outer_axis: int = 3):
+    """FCRN's fast up-convolution: two interleaved concats along H, then one along W."""
+
+    def cat(id, values, axis):
+        params = {"axis": axis, "interleave": True}
+        return {"id": id, "op": "concat", "inputs": {"values": values}, "params": params}
+
+    nodes = [
+        cat("top", ["a", "b"], 2),
+        cat("bottom", ["c", "d"], 2),
+        cat("y", ["top", "bottom"], outer_axis),
+    ]
+    inputs = {k: ([1, C, 2, 3], "fp16") for k in "abcd"}
+    return graph(nodes, {"out": "y"}, **inputs), {}
+
+
+def _quantized_add(shared: bool = False):
+    """dequantize(x) + dequantize(x2) quantized again (an activation-quantized add); each
+    scale spans int8's range over the values drawn (standard normal), so that fp16 compute
+    (the default pipeline's) moves a result by one step at most within the tolerance."""
+    nodes = [
+        node("qx", "quantize", {"input": "x"}, output_dtype="int8", scale=0.025),
+        node("dx", "dequantize", {"input": "qx"}, scale=0.025),
+        node("qy", "quantize", {"input": "x2"}, output_dtype="int8", scale=0.03),
+        node("dy", "dequantize", {"input": "qy"}, scale=0.03),
+        node("s", "add", {"x": "dx", "y": "dy"}),
+        node("qz", "quantize", {"input": "s"}, output_dtype="int8", scale=0.05),
+        node("y", "dequantize", {"input": "qz"}, scale=0.05),
+    ]
+    outputs = {"out": "y", **({"sum": "s"} if shared else {})}
+    return graph(nodes, outputs, x=FP32_X, x2=FP32_X), {}
+
+
+# -- beyond the seed: the ANE's passes ------------------------------------------------------------
+def _token_major_matmul(
+    bias: bool = True, back: list[int] | None = None, const_weight=True, shared=False
+):
+    """x (B, C, 1, S) -> transpose channels last -> matmul by W [C, 5] [-> + b] -> transpose
+    back: a linear over the channels written token-major."""
+    nodes = [
+        node("t", "transpose", {"x": "x"}, perm=[0, 2, 3, 1]),
+        node("mm", "mil.matmul", {"x": "t"} if const_weight else {"x": "t", "y": "w"}),
+    ]
+    last = "mm"
+    weights = {"mm.y": values(C, 5, low=-0.5, high=0.5)} if const_weight else {}
+    if bias:
+        nodes.append(node("b", "add", {"x": "mm"}))
+        weights["b.y"], last = values(5), "b"
+    nodes.append(node("y", "transpose", {"x": last}, perm=back or [0, 3, 1, 2]))
+    extra = {} if const_weight else {"w": ([C, 5], "fp16")}
+    outputs = {"out": "y", **({"product": "mm"} if shared else {})}
+    return graph(nodes, outputs, x=([1, C, 1, 6], "fp16"), **extra), weights
+
+
+def _rank5(perm: list[int], inside: list[str] = (), constant: np.ndarray | None = None):
+    """reshape [1, 4, 2, 3] to [1, 2, 2, 2, 3], transpose, [ops], reshape back to rank 4."""
+    nodes = [
+        node("split", "reshape", {"x": "x"}, shape=[1, 2, 2, 2, 3]),
+        node("t", "transpose", {"x": "split"}, perm=perm),
+    ]
+    last, weights = "t", {}
+    for i, op in enumerate(inside):
+        nodes.append(node(f"u{i}", op, {"x": last}))
+        if op in ("mul", "add"):
+            weights[f"u{i}.y"] = constant if constant is not None else np.array([0.5], np.float32)
+        last = f"u{i}"
+    nodes.append(node("y", "reshape", {"x": last}, shape=[1, 4, 2, 3]))
+    return graph(nodes, {"out": "y"}), weights
+
+
 def _case(id, graph_pass, made, after, fires=True, **options) -> Case:
     body, weights = made
     return Case(id, graph_pass, body, weights, after, fires, options)
@@ -402,6 +733,14 @@ CASES = [
     # activations
     _case("gelu-tanh-1", "fuse_gelu_tanh_approximation", _gelu_tanh(1), ["gelu"]),
     _case("gelu-tanh-2", "fuse_gelu_tanh_approximation", _gelu_tanh(2), ["gelu"]),
+    _case("gelu-tanh-pow", "fuse_gelu_tanh_approximation", _gelu_tanh(1, power=3.0), ["gelu"]),
+    _case(
+        "gelu-tanh-pow-2",
+        "fuse_gelu_tanh_approximation",
+        _gelu_tanh(1, power=2.0),
+        ["pow", "mul", "add", "mul", "tanh", "add", "mul", "mul"],
+        fires=False,
+    ),
     _case(
         "gelu-tanh-constant",
         "fuse_gelu_tanh_approximation",
@@ -593,6 +932,363 @@ CASES = [
         fires=False,
         skip_ops_by_type="relu",
     ),
+    # the passes whose primitives came after the first pipeline
+    _case("gelu-exact-1", "fuse_gelu_exact", _gelu_exact(1), ["gelu"]),
+    _case("gelu-exact-2", "fuse_gelu_exact", _gelu_exact(2), ["gelu"]),
+    _case("gelu-exact-3", "fuse_gelu_exact", _gelu_exact(3), ["gelu"]),
+    _case("gelu-exact-mul", "fuse_gelu_exact", _gelu_exact(1, mul=True), ["gelu"]),
+    _case(
+        "gelu-exact-constant",
+        "fuse_gelu_exact",
+        _gelu_exact(1, root=1.5),
+        ["real_div", "erf", "add", "mul", "mul"],
+        fires=False,
+    ),
+    _case(
+        "gelu-exact-shared",
+        "fuse_gelu_exact",
+        _gelu_exact(3, shared=True),
+        ["real_div", "erf", "add", "mul", "mul"],
+        fires=False,
+    ),
+    _case("leaky-relu", "fuse_leaky_relu", _leaky(0.2), ["leaky_relu"]),
+    _case("leaky-relu-swapped", "fuse_leaky_relu", _leaky(0.2, swapped=True), ["leaky_relu"]),
+    _case("leaky-relu-alpha", "fuse_leaky_relu", _leaky(1.5), ["mul", "maximum"], fires=False),
+    _case(
+        "leaky-relu-shared",
+        "fuse_leaky_relu",
+        _leaky(0.2, shared=True),
+        ["mul", "maximum"],
+        fires=False,
+    ),
+    _case("prelu", "fuse_prelu", _prelu(values(1, C, 1, 1)), ["prelu"]),
+    _case("prelu-chw", "fuse_prelu", _prelu(values(C, 1, 1)), ["prelu"]),
+    _case(
+        "prelu-spatial",
+        "fuse_prelu",
+        _prelu(values(1, 1, 2, 3)),
+        ["relu", "mul", "relu", "mul", "add"],
+        fires=False,
+    ),
+    _case(
+        "prelu-minus-two",
+        "fuse_prelu",
+        _prelu(values(1, C, 1, 1), minus=-2.0),
+        ["relu", "mul", "relu", "mul", "add"],
+        fires=False,
+    ),
+    _case("conv-batchnorm", "fuse_conv_batchnorm", _conv_batchnorm(), ["conv"]),
+    _case(
+        "conv-transpose-batchnorm",
+        "fuse_conv_batchnorm",
+        _conv_batchnorm(transpose_groups=1),
+        ["conv_transpose"],
+    ),
+    _case(
+        "conv-transpose-groups-batchnorm",
+        "fuse_conv_batchnorm",
+        _conv_batchnorm(transpose_groups=2),
+        ["conv_transpose"],
+    ),
+    _case(
+        "conv-batchnorm-shared",
+        "fuse_conv_batchnorm",
+        _conv_batchnorm(shared=True),
+        ["conv", "batch_norm"],
+        fires=False,
+    ),
+    _case(
+        "layernorm",
+        "fuse_layernorm_or_instancenorm",
+        _norm([-1], values(3), values(3)),
+        ["layer_norm"],
+    ),
+    _case(
+        "layernorm-plain",
+        "fuse_layernorm_or_instancenorm",
+        _norm([1, 2, 3], None, None, root="sqrt"),
+        ["layer_norm"],
+    ),
+    _case(
+        "instancenorm",
+        "fuse_layernorm_or_instancenorm",
+        _norm([2, 3], values(1, C, 1, 1), values(C, 1, 1)),
+        ["instance_norm"],
+    ),
+    _case(
+        "layernorm-axes-differ",
+        "fuse_layernorm_or_instancenorm",
+        _norm([-1], None, None, second_axes=[-2]),
+        ["reduce_mean", "sub", "square", "reduce_mean", "add", "rsqrt", "mul"],
+        fires=False,
+    ),
+    _case(
+        "layernorm-shared",
+        "fuse_layernorm_or_instancenorm",
+        _norm([-1], None, None, shared=True),
+        ["reduce_mean", "sub", "square", "reduce_mean", "add", "rsqrt", "mul"],
+        fires=False,
+    ),
+    _case(
+        "layernorm-gamma-elsewhere",
+        "fuse_layernorm_or_instancenorm",
+        _norm([-1], values(1, C, 1, 1), None),
+        ["reduce_mean", "sub", "square", "reduce_mean", "add", "rsqrt", "mul", "mul"],
+        fires=False,
+    ),
+    _case("matmul-bias", "fuse_matmul_weight_bias", _matmul_bias(), ["linear"]),
+    _case(
+        "matmul-bias-sub", "fuse_matmul_weight_bias", _matmul_bias("sub", first=True), ["linear"]
+    ),
+    _case(
+        "matmul-bias-rows",
+        "fuse_matmul_weight_bias",
+        _matmul_bias(bias_shape=(8, 1)),
+        ["matmul", "add"],
+        fires=False,
+    ),
+    _case(
+        "matmul-bias-input",
+        "fuse_matmul_weight_bias",
+        _matmul_bias(const_weight=False),
+        ["matmul", "add"],
+        fires=False,
+    ),
+    _case("linear-bias", "fuse_linear_bias", _linear_bias(), ["linear"]),
+    _case("linear-bias-sub", "fuse_linear_bias", _linear_bias("sub", first=True), ["linear"]),
+    _case(
+        "linear-bias-rows",
+        "fuse_linear_bias",
+        _linear_bias(bias_shape=(8, 1)),
+        ["linear", "add"],
+        fires=False,
+    ),
+    _case(
+        "paddings",
+        "merge_consecutive_paddings",
+        _paddings({"pad": [1, 1], "mode": "reflect"}, {"pad": [1, 1, 0, 0], "mode": "reflect"}),
+        ["pad"],
+    ),
+    _case(
+        "paddings-constant",
+        "merge_consecutive_paddings",
+        _paddings({"pad": [1, 2], "constant_val": 0.5}, {"pad": [3, 1], "constant_val": 0.5}),
+        ["pad"],
+    ),
+    _case(
+        "paddings-same-axis",
+        "merge_consecutive_paddings",
+        _paddings({"pad": [1, 1], "mode": "reflect"}, {"pad": [1, 1], "mode": "reflect"}),
+        ["pad", "pad"],
+        fires=False,
+    ),
+    _case(
+        "paddings-values",
+        "merge_consecutive_paddings",
+        _paddings({"pad": [1, 2], "constant_val": 0.5}, {"pad": [3, 1], "constant_val": 0.25}),
+        ["pad", "pad"],
+        fires=False,
+    ),
+    _case("pad-conv", "fuse_pad_conv", _pad_conv(), ["conv"]),
+    _case("pad-transpose-conv", "fuse_pad_conv", _pad_conv(transpose=True), ["transpose", "conv"]),
+    _case("pad-conv-value", "fuse_pad_conv", _pad_conv(value=1.0), ["pad", "conv"], fires=False),
+    _case(
+        "pad-conv-channels",
+        "fuse_pad_conv",
+        _pad_conv(pad=(1, 0, 0, 0, 1, 1, 0, 0)),
+        ["pad", "conv"],
+        fires=False,
+    ),
+    _case(
+        "dequantize-const",
+        "dequantize_to_constexpr",
+        _dequantize_const(),
+        ["constexpr_affine_dequantize", "add"],
+    ),
+    _case(
+        "dequantize-input",
+        "dequantize_to_constexpr",
+        _dequantize_const(input_const=False),
+        ["quantize", "dequantize", "add"],
+        fires=False,
+    ),
+    _case(
+        "requantize",
+        "dequantize_quantize_pair_elimination",
+        _requantized(),
+        ["quantize", "dequantize"],
+    ),
+    _case(
+        "requantize-shared",
+        "dequantize_quantize_pair_elimination",
+        _requantized(shared=True),
+        ["quantize", "dequantize", "dequantize"],
+    ),
+    _case(
+        "requantize-scale",
+        "dequantize_quantize_pair_elimination",
+        _requantized(scale=0.025),
+        ["quantize", "dequantize", "quantize", "dequantize"],
+        fires=False,
+    ),
+    # the seed's passes whose primitives came, the second set
+    _case(
+        "select-true",
+        "select_optimization",
+        _select(np.ones((1, C, 1, 1), bool)),
+        ["relu", "sigmoid"],
+    ),
+    _case(
+        "select-finite",
+        "select_optimization",
+        _select(RNG_Q.integers(0, 2, (1, 1, 2, 3)).astype(bool), np.array([-3.0], np.float32)),
+        ["sigmoid", "select"],
+        fires=False,
+    ),
+    _case(
+        "select-mixed",
+        "select_optimization",
+        _select(np.array([True, False, True, True]).reshape(1, C, 1, 1)),
+        ["relu", "sigmoid", "select"],
+        fires=False,
+    ),
+    _case("scale-shift", "fuse_elementwise_to_batchnorm", _scale_shift(), ["batch_norm"]),
+    _case(
+        "scale-shift-chw",
+        "fuse_elementwise_to_batchnorm",
+        _scale_shift((C, 1, 1)),
+        ["mul", "add"],
+        fires=False,
+    ),
+    _case(
+        "conv-transpose-shape",
+        "add_conv_transpose_output_shape",
+        _conv_transpose(),
+        ["conv_transpose"],
+    ),
+    _case(
+        "conv-transpose-shape-given",
+        "add_conv_transpose_output_shape",
+        _conv_transpose(output_shape=True),
+        ["conv_transpose"],
+        fires=False,
+    ),
+    _case(
+        "zero-point-0",
+        "nullify_redundant_quantization_zero_point",
+        _zero_points(0),
+        ["quantize", "dequantize", "add"],
+    ),
+    _case(
+        "zero-point-pair",
+        "nullify_redundant_quantization_zero_point",
+        _zero_points(-128),
+        ["quantize", "dequantize", "add"],
+    ),
+    _case(
+        "zero-point-const",
+        "nullify_redundant_quantization_zero_point",
+        _zero_points(128, "uint8", const_input=True),
+        ["dequantize", "add"],
+    ),
+    _case(
+        "zero-point-other",
+        "nullify_redundant_quantization_zero_point",
+        _zero_points(3),
+        ["quantize", "dequantize", "add"],
+        fires=False,
+    ),
+    _case("stack-after", "replace_stack_reshape", _stack_reshape(1, [1, 10, 3, 4]), ["concat"]),
+    _case("stack-before", "replace_stack_reshape", _stack_reshape(2, [1, 10, 3, 4]), ["concat"]),
+    _case(
+        "stack-elsewhere",
+        "replace_stack_reshape",
+        _stack_reshape(2, [1, 5, 24]),
+        ["stack", "reshape"],
+        fires=False,
+    ),
+    _case("reflection", "use_reflection_padding", _reflection(), ["relu", "pad"]),
+    _case("reflection-2-1", "use_reflection_padding", _reflection(2, 1), ["relu", "pad"]),
+    _case(
+        "reflection-shifted",
+        "use_reflection_padding",
+        _reflection(1, 1, shift=1),
+        ["relu", "slice_by_index", "slice_by_index", "concat"],
+        fires=False,
+    ),
+    _case(
+        "pixel-shuffle", "concat_to_pixel_shuffle", _up_convolution(), ["concat", "pixel_shuffle"]
+    ),
+    _case(
+        "pixel-shuffle-axis",
+        "concat_to_pixel_shuffle",
+        _up_convolution(outer_axis=2),
+        ["concat", "concat", "concat"],
+        fires=False,
+    ),
+    _case(
+        "quantized-add",
+        "distributive_quantized_binary_op_scale_normalization",
+        _quantized_add(),
+        ["quantize", "dequantize", "quantize", "dequantize", "add", "quantize", "dequantize"],
+    ),
+    _case(
+        "quantized-add-shared",
+        "distributive_quantized_binary_op_scale_normalization",
+        _quantized_add(shared=True),
+        ["quantize", "dequantize", "quantize", "dequantize", "add", "quantize", "dequantize"],
+        fires=False,
+    ),
+    # beyond the seed: the ANE's passes
+    _case("matmul-conv", "matmul_to_conv", _token_major_matmul(), ["conv"]),
+    _case("matmul-conv-no-bias", "matmul_to_conv", _token_major_matmul(bias=False), ["conv"]),
+    _case(
+        "matmul-conv-not-back",
+        "matmul_to_conv",
+        _token_major_matmul(back=[0, 3, 2, 1]),
+        ["transpose", "matmul", "add", "transpose"],
+        fires=False,
+    ),
+    _case(
+        "matmul-conv-input-weight",
+        "matmul_to_conv",
+        _token_major_matmul(const_weight=False),
+        ["transpose", "matmul", "add", "transpose"],
+        fires=False,
+    ),
+    _case(
+        "matmul-conv-shared",
+        "matmul_to_conv",
+        _token_major_matmul(shared=True),
+        ["transpose", "matmul", "add", "transpose"],
+        fires=False,
+    ),
+    _case(
+        "fold-shuffle",
+        "fold_high_rank",
+        _rank5([0, 2, 1, 3, 4]),
+        ["reshape", "transpose", "reshape"],
+    ),
+    _case(
+        "fold-through-ops",
+        "fold_high_rank",
+        _rank5([0, 1, 2, 4, 3], ["relu", "mul"]),
+        ["reshape", "transpose", "relu", "mul", "reshape"],
+    ),
+    _case(
+        "fold-reversed",
+        "fold_high_rank",
+        _rank5([4, 3, 2, 1, 0]),
+        ["reshape", "transpose", "reshape"],
+        fires=False,
+    ),
+    _case(
+        "fold-tensor-operand",
+        "fold_high_rank",
+        _rank5([0, 2, 1, 3, 4], ["mul"], values(1, 2, 2, 1, 1)),
+        ["reshape", "transpose", "mul", "reshape"],
+        fires=False,
+    ),
 ]
 
 
@@ -615,13 +1311,14 @@ def test_every_implemented_pass_has_a_seed_case():
     from app.passes import PASSES
 
     ir_only = {
+        "fuse_onehot_matmul_to_gather",  # indices in range: test_fuse_onehot_matmul_to_gather
         "dead_code_elimination",
         "dedup_op_and_var_names",
         "topological_reorder",
         "canonicalize_inplace_pattern",
         "rank0_expand_dims_swap",
     }
-    assert {c.graph_pass for c in CASES} | ir_only == set(PASSES)
+    assert {c.graph_pass for c in CASES} | ir_only == set(PASSES)  # the ANE's passes too
     assert {c.graph_pass for c in CASES if c.fires} | ir_only == set(PASSES)
     assert {c.graph_pass for c in CASES if not c.fires} | ir_only == set(PASSES)  # an edge each
 
@@ -830,3 +1527,48 @@ def test_rank0_expand_dims_swap_the_seed_example(program, after):
     inputs = random_inputs(program.main, 0)
     want, got = Executor(program).run(inputs).outputs, Executor(swapped).run(inputs).outputs
     assert all(np.array_equal(want[k], got[k]) for k in want)
+
+
+@pytest.mark.parametrize(
+    "case", [c for c in CASES if c.graph_pass == "fold_high_rank"], ids=lambda c: c.id
+)
+def test_fold_high_rank_leaves_no_rank_5_tensor_where_it_fires(case):
+    built = build(case.body, case.weights, [case.graph_pass])
+    ranks = {v.tensor.rank for op in built.program.main.operations for v in op.outputs}
+    assert (max(ranks) <= 4) == case.fires
+
+
+@pytest.mark.parametrize("infinite", ["a", "b", "neither"])
+def test_select_optimization_a_mask_of_infinities_becomes_an_add(infinite):
+    """select(cond, -inf, x) (an attention mask, as an import writes it; a graph request's weights
+    are finite, so built on the IR): the mask select(cond, -inf, 0) computed, then added."""
+    b = Builder("ios18")
+    x = b.input("x", DType.FP16, (1, 4, 2, 3))
+    scores = b.op("relu", "scores", x=x)
+    cond = b.const("cond", RNG_Q.integers(0, 2, (1, 1, 2, 3)).astype(bool), DType.BOOL)
+    fill = b.const("fill", np.array([-np.inf if infinite != "neither" else -3.0]), DType.FP16)
+    operands = {"a": fill, "b": scores} if infinite != "b" else {"a": scores, "b": fill}
+    program = b.build([b.op("select", "masked", cond=cond, **operands)])
+    after, report = _run(program, "select_optimization")
+    kinds_after = [op.type for op in after.main.operations if op.type != "const"]
+    assert kinds_after == (["relu", "select"] if infinite == "neither" else ["relu", "add"])
+    assert bool(report.changes) == (infinite != "neither")
+    inputs = random_inputs(program.main, 0)
+    want = Executor(program).run(inputs).outputs["masked"]
+    got = Executor(after).run(inputs).outputs["masked"]
+    assert np.array_equal(want, got)
+
+
+@pytest.mark.parametrize(("on", "fires"), [(1.0, True), (2.0, False)])
+def test_fuse_onehot_matmul_to_gather_the_seed_example(on, fires):
+    """one_hot(i) · W is gather(W, i) for indices in range (one_hot of an index out of range is a
+    row of zeros: the default pipeline leaves the pass out)."""
+    body, weights = _onehot_matmul(on=on)
+    built = build(body, weights, ["fuse_onehot_matmul_to_gather"])
+    assert kinds(built.program) == (["gather"] if fires else ["one_hot", "matmul"])
+    assert changed_by(built) == (["fuse_onehot_matmul_to_gather"] if fires else [])
+    inputs = {"i": np.array([[0, 4, 2], [1, 1, 3]], np.int32)}
+    want = Executor(built.built_program).run(inputs).outputs["out"]
+    got = Executor.from_written_weights(built.program).run(inputs).outputs["out"]
+    np.testing.assert_allclose(got, want, rtol=2**-10)
+    assert "fuse_onehot_matmul_to_gather" not in DEFAULT

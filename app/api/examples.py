@@ -33,7 +33,7 @@ EXAMPLE_HIDDEN = 32  # the example checkpoint's hidden_size
 EXAMPLE_KIT_OPTIONS: dict[str, Any] = {"format": "mlpackage", "context": 16, "prefill": 4}
 # The kit example's job id: the digest of its files' digests and options (ModelRequest.key);
 # the device-check example names it.
-EXAMPLE_KIT = "e931a87a5e7ab455ed95557e3bb45b707fbe5f121cce1fdad817ee884def07ca"
+EXAMPLE_KIT = "e34e363d32aa2d8f3519b32483d221995aaec1c247c222cfb25ad90ad3b10f93"
 
 # Qwen3-0.6B's config.json, the keys the planner reads (huggingface.co/Qwen/Qwen3-0.6B)
 QWEN3_0_6B = {
@@ -85,7 +85,8 @@ PLAN_EXAMPLES = {
             "device": "iPhone 16 Pro",
             "quantize": {"mode": "palettize", "nbits": 4},
             "context": 2048,
-            "prefill": 512,
+            "prefill": 64,
+            "prompt": 512,
         },
     },
     "qwen3_on_a_mac": {

@@ -103,4 +103,6 @@ def _request(body: OnnxBody, files: dict[str, WeightRef], bypass: bool) -> Kerne
     options = {k: getattr(body, k) for k in RequestOptions.model_fields}
     options["bypass_cache"] = bypass or options["bypass_cache"]
     onnx = {"model": model, "shapes": body.shapes, "io_dtype": body.io_dtype}
-    return KernelRequest.create(onnx=onnx, weights=files, passes=body.passes, **options)
+    return KernelRequest.create(
+        onnx=onnx, weights=files, passes=body.passes, quantize=body.quantize, **options
+    )

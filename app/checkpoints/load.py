@@ -23,6 +23,7 @@ from app.checkpoints.files import Mapped, Tensor, open_checkpoint
 from app.errors import RequestError
 from app.kernels import get_op, parse_params
 from app.kernels.transformer_params import TokenParams
+from app.kernels.weight_check import WeightsOnRead
 
 LAYER_TENSOR = re.compile(r"^(.*?)layers\.(\d+)\.(self_attn\.q_proj|mlp\.down_proj)\.weight$")
 STACK = "decoder_stack"
@@ -135,6 +136,31 @@ def convert_all(located: Mapping[str, Tensor]) -> tuple[dict[str, np.ndarray], i
             overflow=overflow,
         )
     return weights, read
+
+
+class ConvertedOnRead(WeightsOnRead):
+    """Located tensors converted to fp16 each time one is read (`convert_all` of that one), none
+    held: a program whose weights are compressed as they are read holds one fp16 tensor at a
+    time, not all of them."""
+
+    def __init__(self, located: Mapping[str, Tensor]):
+        self._located = dict(located)
+
+    def shape(self, name: str) -> tuple[int, ...]:
+        return self._located[name].shape
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._located
+
+    def __getitem__(self, name: str) -> np.ndarray:
+        weights, _ = convert_all({name: self._located[name]})
+        return weights[name]
+
+    def __iter__(self):
+        return iter(self._located)
+
+    def __len__(self) -> int:
+        return len(self._located)
 
 
 @dataclass(frozen=True)

@@ -12,15 +12,16 @@
     ane-kernels validate PATH
     ane-kernels run ZIP [--input NAME=FILE.npy ...] [--random-inputs SEED] --output-dir DIR
     ane-kernels model CHECKPOINT_DIR -o KIT.zip [--format F] [--context N] [--prefill N]
-                      [--device NAME] [--quantize JSON] [--kv io|state] [--verify]
+                      [--device NAME] [--quantize JSON] [--kv io|state] [--verify] [--strict]
     ane-kernels generate KIT.zip --prompt-ids 1,2,3 --max-new-tokens N [--json]
     ane-kernels worker --queue ane-macos|ane-linux [--redis-url URL] [--burst] [--check]
     ane-kernels compile ... --server URL          (the same request, built by a service)
     ane-kernels jobs submit|status|wait|download|list|cancel ... [--server URL] [--json]
     ane-kernels build MANIFEST.toml [--server URL] [--out DIR] [--concurrency N] [--check] [--json]
     ane-kernels devices [--json]
-    ane-kernels plan CONFIG_OR_CHECKPOINT --device NAME [--quantize JSON] [--context N]
-                     [--prefill N] [--path coreml|ane-direct|coreai] [--json]
+    ane-kernels plan CONFIG_OR_CHECKPOINT [--device NAME] [--quantize JSON] [--context N]
+                     [--prefill N] [--kv io|state] [--prompt-tokens N]
+                     [--path coreml|ane-direct|coreai] [--strict] [--json]
     ane-kernels estimate ARTIFACT [--device NAME ...] [--path ...] [--json]
     ane-kernels calibrate REPORT_JSON [--rows FILE]   (a device check's measured row)
 

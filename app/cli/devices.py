@@ -8,6 +8,7 @@ from pathlib import Path
 
 from app.checkpoints.config import json_limits, read_config
 from app.cli.common import CLIError
+from app.cli.layout import add_layout_options, describe_plan
 from app.devices import CHIPS
 from app.devices.calibration import check_plausible
 from app.devices.measured import MEASURED_ROWS, add_row, read_rows, row_from_report
@@ -15,7 +16,7 @@ from app.devices.model import PATHS
 from app.devices.render import chips_summary, products_table
 from app.errors import FieldError
 from app.jsonfile import read_json
-from app.planner import DEFAULT_CONTEXT, DEFAULT_PREFILL, make_plan
+from app.planner import DEFAULT_PROMPT, make_plan
 
 
 def cmd_devices(args) -> int:
@@ -39,31 +40,26 @@ def add_commands(sub) -> None:
 
     plan = sub.add_parser(
         "plan",
-        help="how a model runs on a device, from its config.json alone: programs, speed, "
-        "memory, what does not fit",
+        help="the kit `model` builds with the same options, from config.json alone: programs, "
+        "and on a device speed, memory, what does not fit",
     )
     plan.add_argument(
         "config",
         metavar="CONFIG_OR_CHECKPOINT",
         help="a config.json, or a checkpoint (directory or file) beside one",
     )
-    plan.add_argument("--device", required=True, help="a device name (ane-kernels devices)")
+    add_layout_options(plan)
     plan.add_argument(
-        "--quantize",
-        metavar="JSON",
-        help='the weights\' quantization, e.g. \'{"mode": "palettize", "nbits": 4}\'',
+        "--prompt-tokens",
+        type=int,
+        help=f"the prompt the prefill speed is predicted for (default min({DEFAULT_PROMPT}, "
+        "context))",
     )
     plan.add_argument(
-        "--context",
-        type=int,
-        default=DEFAULT_CONTEXT,
-        help=f"the KV cache length (default {DEFAULT_CONTEXT})",
-    )
-    plan.add_argument(
-        "--prefill",
-        type=int,
-        default=DEFAULT_PREFILL,
-        help=f"the prompt length (default {DEFAULT_PREFILL})",
+        "--strict",
+        action="store_true",
+        help="exit 2 where `model --strict` would refuse the kit (a quantization reported "
+        "failing or not modelled)",
     )
     plan.add_argument("--path", default="coreml", choices=PATHS, help="the runtime path")
     plan.add_argument("--json", action="store_true", help="the plan as JSON")
@@ -146,45 +142,20 @@ def cmd_plan(args) -> int:
             quantize=quantize,
             context=args.context,
             prefill=args.prefill,
+            prompt=args.prompt_tokens,
+            kv=args.kv,
             path=args.path,
         )
     except FieldError as exc:
         raise CLIError(str(exc)) from None
     answer = plan.to_json()
+    refused = plan.strict_refusals()
+    if args.strict and refused:
+        raise CLIError(
+            "refused (--strict): " + "; ".join(f"{w['part']}: {w['message']}" for w in refused)
+        )
     if args.json:
         print(json.dumps(answer, indent=2))
         return 0
     print(describe_plan(answer))
     return 0
-
-
-def describe_plan(plan: dict) -> str:
-    """The plan in a few lines for a person."""
-    gib = 1 << 30
-    lines = [
-        f"{plan['device']} ({plan['path']}), {plan['precision']}, context {plan['context']}, "
-        f"prompt {plan['prefill']}",
-        f"programs: {len(plan['programs'])} ({', '.join(p['name'] for p in plan['programs'])})",
-        f"decode:  {plan['decode_tokens_per_s']} tok/s "
-        f"(range {plan['decode_tokens_per_s_range'][0]}-{plan['decode_tokens_per_s_range'][1]}, "
-        f"{plan['decode_bound']}-bound)",
-        f"prefill: {plan['prefill_tokens_per_s']} tok/s "
-        f"(range {plan['prefill_tokens_per_s_range'][0]}-{plan['prefill_tokens_per_s_range'][1]})",
-        f"memory:  {plan['peak_memory_bytes'] / gib:.2f} GiB peak of "
-        f"{plan['app_memory_bytes'] / gib:.2f} GiB an app may use; first load "
-        f"{plan['first_load_bytes'] / gib:.2f} GiB",
-    ]
-    if plan["fits"]:
-        lines.append("fits")
-    else:
-        lines += [f"does not fit: {p['message']}" for p in plan["problems"]]
-        fit = plan["fits_with"] or {}
-        if fit.get("quantize") is not None:
-            where = f" at a context of {fit['context']}" if "context" in fit else ""
-            lines.append(
-                f"fits with --quantize '{json.dumps(fit['quantize'])}'{where} "
-                f"({fit['decode_tokens_per_s']} tok/s)"
-            )
-        elif fit.get("message"):
-            lines.append(fit["message"])
-    return "\n".join(lines)

@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 from app.cli.common import EXIT_FAILED, CLIError
+from app.cli.layout import add_layout_options, plan_lines, warning_line
 from app.cli.summary import BuildSummary, emit
 from app.errors import FieldError
 from app.files import remove_in_flight_on_stop
@@ -18,7 +19,9 @@ from app.kits import Kit, KitOptions, build_kit
 def cmd_model(args) -> int:
 
     quantize = None
-    if args.quantize is not None:
+    if args.quantize == "auto":
+        quantize = "auto"
+    elif args.quantize is not None:
         try:
             quantize = json.loads(args.quantize)
         except json.JSONDecodeError as exc:
@@ -31,6 +34,10 @@ def cmd_model(args) -> int:
         quantize=quantize,
         kv=args.kv,
         verify=args.verify,
+        strict=args.strict,
+        prompts=args.prompts,
+        max_kl=args.max_kl,
+        min_top1=args.min_top1,
     )
     remove_in_flight_on_stop()  # SIGTERM or Ctrl-C: the half-written kit and its scratch go too
     tty = sys.stderr.isatty()
@@ -48,7 +55,9 @@ def cmd_model(args) -> int:
             print("\r\033[K", end="", file=sys.stderr, flush=True)
     emit(summary(result), args.json)
     verification = result.verification
-    return EXIT_FAILED if verification is not None and not verification["passed"] else 0
+    if verification is not None and not verification["passed"]:
+        return EXIT_FAILED
+    return EXIT_FAILED if result.meta.get("quality", {}).get("passed") is False else 0
 
 
 def summary(result) -> BuildSummary:
@@ -63,22 +72,9 @@ def summary(result) -> BuildSummary:
         f"{' (tied head)' if arch['tie_word_embeddings'] else ''}",
         f"kit: {meta['format']}, context {meta['context']}, prefill chunks of "
         f"{meta['prefill']}, kv {meta['kv']}",
-        f"plan: {meta['plan']['max_program_weight_bytes']} bytes per program, axis limit "
-        f"{meta['plan']['axis_limit']}"
-        f"{' for ' + meta['plan']['device'] if meta['plan'].get('device') else ''}",
+        *plan_lines(meta["plan"]),
     ]
-    predicted = meta["plan"].get("prediction")
-    if predicted is not None:
-        fits = (
-            "fits"
-            if predicted["fits"]
-            else "does NOT fit: " + "; ".join(p["message"] for p in predicted["problems"])
-        )
-        details.append(
-            f"predicted {predicted['decode_tokens_per_s']} tokens/s decode, "
-            f"{predicted['prefill_tokens_per_s']} tokens/s prefill, peak memory "
-            f"{predicted['peak_memory_bytes']} bytes at {predicted['precision']}; {fits}"
-        )
+    details += [warning_line(w) for w in meta.get("warnings", ())]
     for p in meta["programs"]:
         what = (
             f"layers {p['layers'][0]}-{p['layers'][1]}"
@@ -86,6 +82,7 @@ def summary(result) -> BuildSummary:
             else f"vocabulary {p['vocab'][0]}-{p['vocab'][1] - 1}"
         )
         details.append(f"  {p['path']:<24} {what:<24} {p['weight_bytes']:>12} weight bytes")
+    details += quality_lines(meta)
     verification = meta.get("verification")
     checked = None
     if verification is None:
@@ -104,6 +101,45 @@ def summary(result) -> BuildSummary:
         preflight=kit_findings(meta),
         verification=checked,
     )
+
+
+def _measured(m: dict) -> str:
+    line = (
+        f"KL mean {m['kl_mean']}, p99 {m['kl_p99']}, top-1 {m['top1_agreement']}, "
+        f"cosine {m['cosine_mean']}"
+    )
+    if "perplexity_change" in m:
+        line += f", perplexity {m['perplexity']} ({m['perplexity_change']:+.2%})"
+    return line
+
+
+def quality_lines(meta: dict) -> list[str]:
+    """What quantize auto tried and chose, and the quality gate's numbers (docs/kits.md)."""
+    lines = []
+    auto = meta.get("quantize_auto")
+    if auto is not None:
+        lines.append(f"quantize auto for {auto['thresholds']} in {auto['seconds']} s:")
+        for part in ("layers", "head"):
+            if part in auto:
+                tried = ", ".join(
+                    f"{t['setting']} {'passes' if t['passed'] else 'fails'} (KL {t['kl_mean']})"
+                    for t in auto[part]["tried"]
+                )
+                lines.append(f"  {part}: {auto[part]['chosen']}; tried {tried}")
+    quality = meta.get("quality")
+    if quality is not None:
+        verdict = (
+            ""
+            if "passed" not in quality
+            else f"; {'passes' if quality['passed'] else 'FAILS'} {quality['thresholds']}"
+        )
+        lines.append(
+            f"quality gate (float64, {quality['prompts']['tokens']} prompt tokens, "
+            f"{quality['prompts']['source']}){verdict}"
+        )
+        lines.append(f"  vs checkpoint: {_measured(quality['kit_vs_checkpoint'])}")
+        lines.append(f"  vs fp16 build: {_measured(quality['kit_vs_fp16'])}")
+    return lines
 
 
 def kit_findings(meta: dict) -> list[dict]:
@@ -171,28 +207,33 @@ def add_commands(sub) -> None:
     )
     model.add_argument("-o", "--output", required=True, metavar="KIT.zip")
     model.add_argument("--format", choices=KIT_FORMATS, default="mlpackage")
-    model.add_argument("--context", type=int, help="positions the KV cache holds (default 512)")
-    model.add_argument("--prefill", type=int, help="tokens per prefill chunk (default 64)")
+    add_layout_options(model)
     model.add_argument(
-        "--device",
-        help="the device to plan for: its per-axis limit and "
-        "per-program envelope (default: no device, 16,384 axis)",
+        "--max-kl",
+        type=float,
+        help="quality gate: the most mean KL divergence (nats) from the checkpoint that passes",
     )
     model.add_argument(
-        "--quantize",
-        metavar="JSON",
-        help='a quantize config for the layers, or {"layers": ..., "head": ...}',
+        "--min-top1",
+        type=float,
+        help="quality gate: the least top-1 agreement with the checkpoint that passes (0-1)",
     )
     model.add_argument(
-        "--kv",
-        choices=["io", "state"],
-        default="io",
-        help="KV cache as inputs/outputs (io, every target) or ios18 state",
+        "--prompts",
+        metavar="FILE",
+        help="quality gate: prompts, one per line, read with the checkpoint's tokenizer "
+        "(default: seeded token ids)",
     )
     model.add_argument(
         "--verify",
         action="store_true",
         help="compare the kit's logits with the float64 model (verification.json)",
+    )
+    model.add_argument(
+        "--strict",
+        action="store_true",
+        help="refuse (exit 2) a quantization reported failing on the device and path, or one the "
+        "planner cannot model, instead of warning",
     )
     model.add_argument("--json", action="store_true", help="the build summary as one JSON object")
     model.set_defaults(run=cmd_model)

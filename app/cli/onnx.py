@@ -17,12 +17,13 @@ from app.mil import DEFAULT_TARGET, TARGETS
 from app.names import name_problem
 from app.request import KernelRequest, WeightRef
 
-_SHAPE = re.compile(r"^(?P<name>.+)=(?P<dims>\d+(,\d+)*)$")
+_DIM = r"(\d+|\{\d+(,\d+)*\})"  # a size, or {several,sizes}: one function each
+_SHAPE = re.compile(rf"^(?P<name>.+)=(?P<dims>{_DIM}(,{_DIM})*)$")
 
 
-def shapes_arg(pairs: list[str]) -> dict[str, list[int]]:
-    """`--shape NAME=D0,D1,...`, each input once."""
-    shapes: dict[str, list[int]] = {}
+def shapes_arg(pairs: list[str]) -> dict[str, list]:
+    """`--shape NAME=D0,D1,...`, each input once; one axis may be `{S0,S1,...}`."""
+    shapes: dict[str, list] = {}
     for pair in pairs:
         match = _SHAPE.match(pair)
         if match is None:
@@ -30,7 +31,10 @@ def shapes_arg(pairs: list[str]) -> dict[str, list[int]]:
         name = match["name"]
         if name in shapes:
             raise CLIError(f"--shape {name} is given twice")
-        shapes[name] = [int(d) for d in match["dims"].split(",")]
+        shapes[name] = [
+            [int(v) for v in d.strip("{}").split(",")] if d.startswith("{") else int(d)
+            for d in re.findall(r"\{[^}]*\}|\d+", match["dims"])
+        ]
     return shapes
 
 
@@ -50,7 +54,7 @@ def cmd_onnx(args) -> int:
     from app.onnx.reader import local_files
 
     try:
-        files = local_files(model)
+        files = local_files(model, keep=True)  # parsed once: the import takes it
         weights = {n: WeightRef.of_file(path) for n, path in files.items()}
         request = KernelRequest.create(
             onnx={"model": model.name, **options},
@@ -60,6 +64,7 @@ def cmd_onnx(args) -> int:
             name=name,
             verify=args.verify,
             quantize=_quantize(args.quantize),
+            max_quantization_error=args.max_quantization_error,
             preflight=args.preflight,
             passes=passes,
         )
@@ -89,6 +94,8 @@ def _remote(args, model: Path, options: dict, name: str | None, passes) -> int:
             name=name,
             verify=args.verify,
             passes=passes,
+            quantize=_quantize(args.quantize),
+            max_quantization_error=args.max_quantization_error,
             save_to=args.output,
         )
     emit(summary_of_zip(path, server=args.server), args.json)
@@ -115,7 +122,18 @@ def add_commands(sub) -> None:
     cmd.add_argument(
         "--verify", action="store_true", help="add verification.json (against onnxruntime)"
     )
-    cmd.add_argument("--quantize", metavar="JSON", help="not supported for ONNX imports yet")
+    cmd.add_argument(
+        "--quantize",
+        metavar="JSON",
+        help='compress the weight matrices (MatMul, Gemm, Conv), e.g. \'{"mode": "linear", '
+        '"dtype": "int8"}\'',
+    )
+    cmd.add_argument(
+        "--max-quantization-error",
+        type=float,
+        metavar="X",
+        help="fail when quantizing moves an output by more (max|diff| / max|exact|)",
+    )
     cmd.add_argument("--preflight", choices=("warn", "strict"), default="warn")
     add_passes_argument(cmd, "default")
     cmd.add_argument("--server", help="build on this service instead of locally")

@@ -11,12 +11,14 @@ from app.client.errors import (
     Unauthorized,
     Unavailable,
 )
+from app.client.feeds import InputError, program_inputs
 
 __all__ = [
     "APIError",
     "AsyncClient",
     "AsyncJob",
     "Client",
+    "InputError",
     "InsufficientStorage",
     "InvalidRequest",
     "Job",
@@ -25,4 +27,5 @@ __all__ = [
     "ServerError",
     "Unauthorized",
     "Unavailable",
+    "program_inputs",
 ]

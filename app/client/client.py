@@ -219,7 +219,7 @@ class _API(abc.ABC):
     ):
         """A model kit of a Hugging Face checkpoint folder (its zip's bytes, or written to
         `save_to`), built by the service (POST /v1/models). Options as `ane-kernels model` names
-        them: format, context, prefill, device, quantize, kv, verify. Only files the service
+        them: format, context, prefill, device, quantize, kv, verify, strict. Only files the service
         lacks are uploaded, in resumable parts; `progress(file, sent, size)` after each part."""
         path = Path(save_to) if save_to is not None else None
         return self._drive(
@@ -239,14 +239,17 @@ class _API(abc.ABC):
         preflight: str | None = None,
         bypass_cache: bool = False,
         passes: str | list[str] | dict[str, Any] | None = None,
+        quantize: Mapping[str, Any] | None = None,
+        max_quantization_error: float | None = None,
         save_to: str | os.PathLike | None = None,
     ):
         """An ONNX model imported into one program by the service (POST /v1/onnx): the model
         file and the external-data files it names are uploaded unless the service has them;
         `shapes` fixes dynamic input axes ({"input_ids": [1, 128]}); `passes` chooses the graph
-        passes (docs/passes.md; the service's default when not given). The zip's bytes, or
-        written to `save_to` (returning that path). Needs the `onnx` package here (to read
-        which files the model names)."""
+        passes (docs/passes.md; the service's default when not given); `quantize` compresses
+        the weight matrices (docs/quantization.md). The zip's bytes, or written to `save_to`
+        (returning that path). Needs the `onnx` package here (to read which files the model
+        names)."""
         options = {
             "shapes": {k: list(v) for k, v in shapes.items()} if shapes else None,
             "io_dtype": io_dtype,
@@ -257,6 +260,8 @@ class _API(abc.ABC):
             "preflight": preflight,
             "bypass_cache": bypass_cache or None,
             "passes": passes,
+            "quantize": dict(quantize) if quantize is not None else None,
+            "max_quantization_error": max_quantization_error,
         }
         path = Path(save_to) if save_to is not None else None
         return self._drive(flows.compile_onnx(Path(model), path, self.poll_interval, **options))
@@ -338,22 +343,30 @@ class _API(abc.ABC):
     def plan(
         self,
         config: Mapping[str, Any],
-        device: str,
+        device: str | None = None,
         *,
         quantize: Mapping[str, Any] | None = None,
-        context: int = 2048,
-        prefill: int = 512,
+        context: int | None = None,
+        prefill: int | None = None,
+        prompt: int | None = None,
+        kv: str = "io",
         path: str = "coreml",
+        strict: bool = False,
     ):
-        """How a decoder model (its config.json as a dict) runs on `device`: programs, tokens per
-        second with ranges, memory, and what does not fit (POST /v1/plan)."""
+        """The kit `compile_model` builds with the same options, from its config.json (a dict)
+        alone: programs, and on `device` tokens per second with ranges, memory, what does not
+        fit (POST /v1/plan). Defaults as `ane-kernels plan`'s; `prefill` is tokens per prefill
+        call, `prompt` the prompt the prefill speed is predicted for."""
         body = {
             "config": dict(config),
             "device": device,
             "quantize": quantize,
             "context": context,
             "prefill": prefill,
+            "prompt": prompt,
+            "kv": kv,
             "path": path,
+            "strict": strict,
         }
         return self._drive(flows.simple("POST", "/v1/plan", json=body))
 

@@ -145,9 +145,15 @@ def layer_groups(layers: int, layer_bytes: float, envelope: float) -> tuple[int,
 
 
 def decode_works(
-    shape: DecoderShape, precision: Precision, chip: Chip, grouping: Grouping, context: int
+    shape: DecoderShape,
+    precision: Precision,
+    chip: Chip,
+    grouping: Grouping,
+    context: int,
+    head: Precision | None = None,
 ) -> list[Work]:
-    """One generated token: every layer program, then the head's."""
+    """One generated token: every layer program, then the head's (at `head`, default the
+    layers' precision)."""
     works = []
     for layers in grouping.layer_groups:
         params = layers * shape.layer_params
@@ -158,7 +164,7 @@ def decode_works(
                 activation_bytes=layers * shape.kv_bytes(context) + 2 * shape.hidden * FP16_BYTES,
             )
         )
-    works += _head(shape, precision, chip, grouping)
+    works += _head(shape, head or precision, chip, grouping)
     return works
 
 
@@ -175,6 +181,7 @@ def prefill_works(
     grouping: Grouping,
     tokens: int,
     chunk: int,
+    head: Precision | None = None,
 ) -> list[Work]:
     """A prompt of `tokens`, `chunk` positions per dispatch of each layer program (weights read
     once per chunk), then the head once for the first generated token."""
@@ -192,7 +199,7 @@ def prefill_works(
                     + 2 * queries * shape.hidden * FP16_BYTES,
                 )
             )
-    return works + _head(shape, precision, chip, grouping)
+    return works + _head(shape, head or precision, chip, grouping)
 
 
 def dense_decode_works(

@@ -98,6 +98,7 @@ async def build(
                             kernel.onnx,
                             **kernel.onnx_options,
                             passes=kernel.passes,
+                            quantize=kernel.quantize,
                             format=kernel.format,
                             target=kernel.target,
                             name=kernel.name,

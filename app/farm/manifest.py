@@ -94,7 +94,9 @@ class KernelEntry(BaseModel):
     layers: str | None = Field(None, description='the layer ("3") or range ("0-15")')
     model: str | None = Field(None, description="a checkpoint folder: the entry is a model kit")
     onnx: str | None = Field(None, description="an ONNX model file: the entry is its import")
-    shapes: dict[str, list[int]] | None = Field(None, description="an ONNX entry's --shape")
+    shapes: dict[str, list[int | list[int]]] | None = Field(
+        None, description="an ONNX entry's --shape (one axis may list several sizes)"
+    )
     io_dtype: Literal["fp16", "fp32"] | None = Field(None, description="an ONNX entry's --io-dtype")
     passes: str | list[str] | dict[str, Any] | None = Field(
         None, description="an ONNX entry's --passes (a graph entry's are in its graph file)"
@@ -104,6 +106,7 @@ class KernelEntry(BaseModel):
     device: str | None = Field(None, description="a model kit's --device")
     kv: Literal["io", "state"] | None = Field(None, description="a model kit's --kv")
     verify: bool | None = Field(None, description="a model kit's --verify")
+    strict: bool | None = Field(None, description="a model kit's --strict")
 
     @model_validator(mode="after")
     def _op_or_graph(self) -> KernelEntry:
@@ -113,6 +116,7 @@ class KernelEntry(BaseModel):
             "device": self.device,
             "kv": self.kv,
             "verify": self.verify,
+            "strict": self.strict,
         }
         onnx_only = (self.shapes, self.io_dtype, self.passes)
         if any(v is not None for v in onnx_only) and self.onnx is None:
@@ -131,14 +135,14 @@ class KernelEntry(BaseModel):
             ):
                 raise ValueError(
                     "an onnx entry names a model file and its options (shapes, io_dtype, "
-                    "passes, format, target), not op, graph, model, params, weights or checkpoint"
+                    "passes, quantize, format, target), not op, graph, model, params, weights or checkpoint"
                 )
             return self
         if self.model is not None:
             if self.op or self.graph or self.params or self.weights or self.checkpoint:
                 raise ValueError(
                     "a model entry names a checkpoint folder and the kit's options "
-                    "(format, context, prefill, device, quantize, kv, verify), "
+                    "(format, context, prefill, device, quantize, kv, verify, strict), "
                     "not op, graph, params, weights or checkpoint"
                 )
             return self
@@ -238,6 +242,7 @@ class Kernel:
             "quantize": entry.quantize,
             "kv": entry.kv,
             "verify": entry.verify,
+            "strict": entry.strict,
         }
         self.kit_options = {k: v for k, v in options.items() if v is not None}
         files = checkpoint_files(self.model)
@@ -264,6 +269,7 @@ class Kernel:
         self.architectures = None
         self.onnx_options = {"shapes": entry.shapes or {}, "io_dtype": entry.io_dtype or "fp16"}
         self.passes = entry.passes
+        self.quantize = entry.quantize
         try:
             files = {n: WeightRef.of_file(p) for n, p in local_files(self.onnx).items()}
             self._onnx_request = KernelRequest.create(
@@ -273,6 +279,7 @@ class Kernel:
                 target=self.target,
                 name=self.name,
                 passes=self.passes,
+                quantize=self.quantize,
             )
         except FieldError as exc:
             raise ManifestError(f"{where}.{exc.field}: {exc.message}") from None
@@ -326,10 +333,12 @@ class Kernel:
             return {"model": self.digests, "options": self.kit_options, "format": self.format}
         if self.onnx is not None:
             passes = {} if self.passes is None else {"passes": self.passes}  # locks before stay
+            quantize = {} if self.quantize is None else {"quantize": self.quantize}
             return {
                 "onnx": self.digests,
                 **self.onnx_options,
                 **passes,
+                **quantize,
                 "format": self.format,
                 "target": self.target,
             }

@@ -10,8 +10,11 @@ A node whose weights alone exceed the budget cannot be cut: that is refused, nam
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
+
+import numpy as np
 
 from app.catalog_build import build_kernel
 from app.errors import RequestError
@@ -94,7 +97,9 @@ def cut(build: GraphBuild, budget: int) -> list[list[BuiltNode]]:
     return groups
 
 
-def split(build: GraphBuild, budget: int, weights: dict, target, name: str) -> Chain:
+def split(
+    build: GraphBuild, budget: int, weights: Mapping[str, np.ndarray], target, name: str
+) -> Chain:
     """The chain for a graph already built whole (`build`), with the weights it was built with
     (`build.weights`: as validated, random ones included)."""
     graph = build.params

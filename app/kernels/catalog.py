@@ -70,7 +70,9 @@ class ProgramBuild(ABC):
     target: Target
     name: str
     program: Program
-    weights: dict[str, np.ndarray]  # as given (validated, canonical shapes)
+    # as given (validated, canonical shapes); weights read on demand are read again when asked
+    # for here (app/kernels/weight_check.py, PreparedWeights)
+    weights: Mapping[str, np.ndarray]
     quantized: Mapping[str, QuantizedWeight] = field(default_factory=dict)  # by weight key
     # After graph passes (app/passes): what they did, and the program as built before them
     # (its ops and consts are the ones the request's nodes and weights name). None: none ran.
@@ -94,8 +96,8 @@ class ProgramBuild(ABC):
     def program_weights(self) -> dict[str, np.ndarray]:
         """The weights the program computes with: quantized ones as they decompress."""
         return {
-            k: self.quantized[k].decompressed if k in self.quantized else w
-            for k, w in self.weights.items()
+            k: self.quantized[k].decompressed if k in self.quantized else self.weights[k]
+            for k in self.weights
         }
 
     @property

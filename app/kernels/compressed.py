@@ -9,6 +9,7 @@ them) know nothing of quantization and the program reads the weight where it alw
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -40,12 +41,16 @@ class QuantizedWeight:
 
     @property
     def decompressed(self) -> np.ndarray:
-        """The values the program computes with."""
+        """The values the program computes with (computed on each call: app/quantize/result.py)."""
         return self.compressed.decompressed
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return self.compressed.shape
 
     def to_json(self) -> dict[str, Any]:
         """kernel.json's account of it: the config, the ops and the bytes against fp16."""
-        fp16_bytes = self.decompressed.size * 2
+        fp16_bytes = math.prod(self.shape) * 2
         return {
             **config_json(self.config),
             "ops": [op.op_type for op in self.compressed.ops],

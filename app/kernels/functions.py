@@ -80,7 +80,13 @@ class FunctionsBuild(KernelBuild):
 
 
 def weight_shapes(build: KernelBuild) -> dict[str, tuple[int, ...]]:
-    return {k: tuple(v.shape) for k, v in build.weights.items()}
+    """Each weight's shape (a compressed one's from its compressed form: a weight read on
+    demand is not read for it)."""
+    quantized = build.quantized
+    return {
+        k: quantized[k].shape if k in quantized else tuple(build.weights[k].shape)
+        for k in build.weights
+    }
 
 
 def merge_functions(parts: Mapping[str, KernelBuild]) -> Program:

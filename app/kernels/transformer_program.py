@@ -91,6 +91,19 @@ def input_rope(b: Builder, p: AttentionParams) -> Rope:
     return Rope(cos, b.op("mul", "rope_sin_signed", x=sin, y=b.const("rope_sign", sign, FP16)))
 
 
+def decode_tables(
+    head_dim: int, cache_len: int, seq_len: int, state: bool
+) -> dict[str, tuple[int, DType]]:
+    """The constant tables a decode-mode program over a cache of `cache_len` holds besides its
+    weights, for a call of `seq_len` tokens: name -> (elements, dtype). The rope signs
+    (`input_rope`), the cache rows' positions, and the new tokens' causal mask (`decode_mask`)
+    or their steps (`state_mask`). The planner counts them (app/planner/layout.py)."""
+    tables = {"rope_sign": (head_dim, FP16), "cache_positions": (cache_len, DType.INT32)}
+    if state:
+        return tables | {"token_steps": (seq_len, DType.INT32)}
+    return tables | {"new_mask": (seq_len * seq_len, FP16)}
+
+
 def causal_mask(seq_len: int) -> np.ndarray:
     """[1, 1, keys, queries]: key j is visible to query i when j <= i."""
     j, i = np.arange(seq_len)[:, None], np.arange(seq_len)[None, :]

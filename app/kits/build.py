@@ -11,31 +11,29 @@ from __future__ import annotations
 
 import contextlib
 import gc
-import math
 import tempfile
 import time
 from collections import ChainMap
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import partial
 from pathlib import Path
 from typing import Any, BinaryIO
 
 import numpy as np
 
-from app import planner
 from app.artifacts import Limits, Prepared, prepare, weight_bytes
 from app.errors import RequestError
 from app.estimates import device_or_error
 from app.files import Sink, atomic_file, scratch_dir
 from app.formats import KIT_FORMATS
-from app.kernels.decoder_stack import layer_bytes
 from app.kernels.rope import tables
 from app.kits import manifest
+from app.kits.auto import auto_parts
+from app.kits.gate import check_thresholds
 from app.kits.held import HeldWeights
 from app.kits.kitzip import KitZip
 from app.kits.model import Model, open_model
-from app.kits.plan import Plan, make_plan
 from app.kits.programs import (
     TARGET,
     DecoderChunk,
@@ -44,19 +42,21 @@ from app.kits.programs import (
     program_entries,
     program_path,
 )
+from app.kits.quality import Quality
 from app.kits.reference import WholeModel
 from app.kits.runner import read_zip
 from app.kits.verify import check_verify_memory
+from app.kits.weights import KitHeldWeights
 from app.packaging import Entry, write_zip
 from app.packaging.layout import VERIFICATION_JSON
+from app.planner import Plan, make_plan
+from app.planner.lengths import lengths
+from app.planner.parts import quantize_parts, read_parts
 from app.preflight import findings_to_json
-from app.quantize import QuantizeConfigError, check_target, parse_config
 from app.settings import Settings
 
 Progress = Callable[[str], None]
 COLLECT_ABOVE_BYTES = 64 << 20  # checkpoints above it: garbage collected after each program
-DEFAULT_CONTEXT = 512
-DEFAULT_PREFILL = 64
 
 
 @dataclass(frozen=True)
@@ -65,11 +65,17 @@ class KitOptions:
 
     format: str = "mlpackage"
     context: int | None = None  # default min(512, max_position_embeddings)
-    prefill: int | None = None  # default min(64, context)
-    device: str | None = None
-    quantize: Mapping[str, Any] | None = None  # {"layers": cfg, "head": cfg}, or cfg for layers
+    prefill: int | None = None  # tokens per prefill call; default min(64, context)
+    device: str | None = None  # None: the default envelope every chip takes
+    # {"layers": cfg, "head": cfg}, or cfg for both; "auto" (or a part "auto"): the lightest
+    # setting that passes max_kl / min_top1 (app/kits/auto.py)
+    quantize: Mapping[str, Any] | str | None = None
     kv: str = "io"
     verify: bool = False
+    prompts: str | Path | None = None  # the quality gate's prompts file (default: seeded ids)
+    max_kl: float | None = None  # the quality gate's thresholds (app/kits/gate.py)
+    min_top1: float | None = None
+    strict: bool = False  # refuse a quantization reported failing or not modelled
     max_program_weight_bytes: int | None = None  # default ANE_MAX_PROGRAM_WEIGHT_BYTES
     mlmodelc_profile: str | None = None
 
@@ -88,56 +94,18 @@ class KitResult:
     files: dict[str, bytes] = field(default_factory=dict, repr=False)
 
 
-def quantize_parts(quantize: Mapping[str, Any] | None) -> tuple[Any, Any]:
-    """A kit's `quantize` option as (the layers' config, the head's): {layers, head}, or one
-    config for the layers."""
-    if quantize is None:
-        return None, None
-    if not isinstance(quantize, Mapping):
-        raise RequestError("quantize", "a JSON object: a quantize config, or {layers, head}")
-    if set(quantize) <= {"layers", "head"}:
-        return quantize.get("layers"), quantize.get("head")
-    return quantize, None
-
-
 def kit_lengths(
     model: Model, options: KitOptions, max_verify_bytes: int | None = None
 ) -> tuple[int, int]:
     """(context, prefill) of a kit of `model`: the options', or the defaults; checked against
     each other, the model's positions and, when verifying, the verification's memory (at most
     `max_verify_bytes`, default ANE_MAX_VERIFY_BYTES)."""
-    context, prefill = _lengths(model, options)
-    model.check_context(context)
+    context, prefill = lengths(model.config, options.context, options.prefill)
     if options.verify:
         heads = model.stack_params(0, 1, seq_len=1).heads
         limit = Settings().max_verify_bytes if max_verify_bytes is None else max_verify_bytes
         check_verify_memory(heads, context, prefill, limit)
     return context, prefill
-
-
-def _lengths(model: Model, options: KitOptions) -> tuple[int, int]:
-    limit = model.max_positions or DEFAULT_CONTEXT
-    context = options.context or min(DEFAULT_CONTEXT, limit)
-    prefill = options.prefill or min(DEFAULT_PREFILL, context)
-    if context < 1 or prefill < 1:
-        raise RequestError("context" if context < 1 else "prefill", "a positive number of tokens")
-    if prefill > context or context % prefill:
-        raise RequestError(
-            "prefill",
-            f"{prefill} tokens per chunk must divide the context of "
-            f"{context} (chunks start at multiples of it and must end within "
-            f"the cache); {_divisors_near(context, prefill)}",
-        )
-    return context, prefill
-
-
-def _divisors_near(context: int, prefill: int) -> str:
-    """The chunk sizes nearest the one asked for: the largest divisor of the context not above
-    it, and the next one up (when the ask is below the context)."""
-    divisors = [d for d in range(1, context + 1) if context % d == 0]
-    below = max(d for d in divisors if d <= prefill)
-    above = [d for d in divisors if d > prefill]
-    return f"e.g. {below}" + (f" or {above[0]}" if above else "")
 
 
 def _check_options(options: KitOptions) -> None:
@@ -148,80 +116,57 @@ def _check_options(options: KitOptions) -> None:
     if options.device is not None:
         device_or_error(options.device)  # names the known devices
     _check_quantize(options.quantize)
+    thresholds = check_thresholds(options.max_kl, options.min_top1)
+    auto = auto_parts(options.quantize) is not None
+    if auto and not thresholds:
+        raise RequestError("max_kl", "quantize auto needs a threshold: max_kl, min_top1 or both")
+    if not (auto or options.verify):
+        for name in ("max_kl", "min_top1", "prompts"):
+            if getattr(options, name) is not None:
+                raise RequestError(name, "the quality gate's: give it with verify or quantize auto")
 
 
-def _check_quantize(quantize: Mapping[str, Any] | None) -> None:
-    """Each part's config read as the option spells it (`quantize.nbits`, or
-    `quantize.layers.nbits` in the {layers, head} form), before any program is built: later the
+def _check_quantize(quantize: Mapping[str, Any] | str | None) -> None:
+    """Each part's config read as the option spells it, before any program is built: later the
     config sits inside each program's own request, under paths the user never wrote."""
-    layers_q, head_q = quantize_parts(quantize)
-    split = quantize is not None and layers_q is not quantize
-    for part, config in (("layers", layers_q), ("head", head_q)):
-        if config is None:
-            continue
-        field = f"quantize.{part}" if split else "quantize"
-        try:  # and one the kit's target takes (quantize.head "x" was a 500 at the API)
-            check_target(parse_config(config, field), TARGET, field)
-        except QuantizeConfigError as exc:
-            raise RequestError(exc.field, exc.message) from None
+    read_parts(quantize)
 
 
-def _plan(
-    model: Model,
-    options: KitOptions,
-    fp16_layer_bytes: int,
-    layers_q: Any,
-    context: int,
-    prefill: int,
-) -> Plan:
-    """No device: the ANE_MAX_PROGRAM_WEIGHT_BYTES budget and the every-chip axis limit. A
-    device: its per-program envelope (or the option, if lower) and its per-axis limit; layers
-    counted at the precision the quantization stores them in, as the planner counts them, and
-    the planner's prediction for the device recorded with the plan."""
-    if options.device is None:
-        budget = options.max_program_weight_bytes or Settings().max_program_weight_bytes
-        return make_plan(
-            model.num_layers, fp16_layer_bytes, model.vocab_size, model.hidden_size, budget
-        )
-    chip = device_or_error(options.device)
-    budget = chip.program_weight_bytes.value
-    if options.max_program_weight_bytes:
-        budget = min(budget, options.max_program_weight_bytes)
-    try:
-        predicted = planner.make_plan(
-            model.config, chip.name, quantize=layers_q, context=context, prefill=prefill
-        )
-    except RequestError as exc:
-        if not (exc.field or "").startswith("quantize"):
-            raise
-        predicted = None  # a quantization the planner does not model: fp16 bytes, no prediction
-    stored = fp16_layer_bytes
-    if predicted is not None:
-        stored = math.ceil(predicted.precision.stored_bytes(fp16_layer_bytes / 2))
-    keep = (
-        "path",
-        "precision",
-        "fits",
-        "problems",
-        "fits_with",
-        "decode_tokens_per_s",
-        "decode_tokens_per_s_range",
-        "prefill_tokens_per_s",
-        "prefill_tokens_per_s_range",
-        "peak_memory_bytes",
-        "first_load_bytes",
+def kit_plan(model: Model, options: KitOptions, context: int, prefill: int) -> Plan:
+    """The planner's plan of this kit (its layout is what gets built); a layer over the
+    envelope is refused (no cut at layer boundaries meets it), and with `strict` a
+    quantization the field reports failing on the path, or the planner cannot model."""
+    plan = make_plan(
+        model.config,
+        options.device,
+        quantize=options.quantize,
+        context=context,
+        prefill=prefill,
+        kv=options.kv,
+        max_program_weight_bytes=options.max_program_weight_bytes,
     )
-    prediction = None if predicted is None else {k: predicted.to_json()[k] for k in keep}
-    return make_plan(
-        model.num_layers,
-        stored,
-        model.vocab_size,
-        model.hidden_size,
-        int(budget),
-        chip.name,
-        chip.axis_max.value,
-        prediction,
-    )
+    layout = plan.layout
+    if layout.over_caps:
+        key, size, cap = layout.over_caps[0]
+        raise RequestError(f"config.{key}", f"{size} is over the decoder ops' limit of {cap}")
+    if layout.layer_bytes > layout.envelope.budget:
+        budget = layout.envelope.budget
+        raise RequestError(
+            "max_program_weight_bytes",
+            f"one decoder layer holds {layout.layer_bytes} bytes of weights, over the budget of "
+            f"{budget} bytes per program: no cut at layer boundaries meets it; raise the "
+            "budget or quantize",
+            title="Program too large",
+            limit=budget,
+        )
+    refused = plan.strict_refusals()
+    if options.strict and refused:
+        raise RequestError(
+            "quantize",
+            "refused (strict): " + "; ".join(f"{w['part']}: {w['message']}" for w in refused),
+            title="Quantization not honest to promise",
+        )
+    return plan
 
 
 def build_kit_files(
@@ -260,11 +205,12 @@ class _Writing:
 
     def say_program(self, say: Progress, name: str, what: str) -> None:
         self.done += 1
-        say(f"[{self.done}/{len(self.plan.layers) + len(self.plan.head)}] {name}: {what}")
+        say(f"[{self.done}/{len(self.plan.layout.programs)}] {name}: {what}")
 
     def prepare(self, program: KitProgram) -> Prepared[KitProgram]:
         """The program built and preflighted by the one builder, within the plan's budget."""
-        return prepare(program, Limits(max_program_weight_bytes=self.plan.budget))
+        budget = self.plan.layout.envelope.budget
+        return prepare(program, Limits(max_program_weight_bytes=budget))
 
     def add_program(
         self, prepared: Prepared[KitProgram], role: str, describe: dict[str, Any]
@@ -308,9 +254,15 @@ def write_kit_zip(
     _check_options(options)
     model = open_model(checkpoint)
     context, prefill = kit_lengths(model, options)
-    layers_q, head_q = quantize_parts(options.quantize)
     base = model.stack_params(0, 1, seq_len=1)
-    plan = _plan(model, options, layer_bytes(base), layers_q, context, prefill)
+    quality = Quality.of(model, context, options.prompts, options.max_kl, options.min_top1)
+    if options.quantize is not None and auto_parts(options.quantize) is not None:
+        fp16_heads = kit_plan(model, options, context, prefill).layout.heads
+        chosen = quality.choose(model, options.quantize, [p.rows for p in fp16_heads], say)
+        options = replace(options, quantize=chosen)
+    layers_q, head_q = quantize_parts(options.quantize)
+    plan = kit_plan(model, options, context, prefill)
+    layout = plan.layout
     norm = model.final_norm()
     eps = float(model.decoder.get("rms_norm_eps", 1e-6))
     held_dir = scratch_dir(".held", scratch) if options.verify else contextlib.nullcontext()
@@ -323,7 +275,8 @@ def write_kit_zip(
             writing.say_program(say, name, f"layers {layers.start}-{layers.stop - 1}")
             stack = {key: v for key, v in model.decoder.items() if key in type(base).model_fields}
             stack |= {"first_layer": layers.start, "num_layers": len(layers)}
-            weights = model.layer_weights(layers.start, len(layers))
+            # compressed as they are read: one fp16 tensor in memory at a time, not the program
+            weights = model.layer_weights(layers.start, len(layers), on_read=layers_q is not None)
             chunk = DecoderChunk(
                 name, options.format, weights, layers_q, stack, context, prefill, options.kv
             )
@@ -351,12 +304,12 @@ def write_kit_zip(
         }
         parts: dict[str, Callable[[], None]] = {
             **{
-                program_path(f"decoder_{k}", options.format): partial(decoder, k, layers)
-                for k, layers in enumerate(plan.layers)
+                program_path(f"decoder_{k}", options.format): partial(decoder, k, p.rows)
+                for k, p in enumerate(layout.decoders)
             },
             **{
-                program_path(f"head_{k}", options.format): partial(head, k, rows)
-                for k, rows in enumerate(plan.head)
+                program_path(f"head_{k}", options.format): partial(head, k, p.rows)
+                for k, p in enumerate(layout.heads)
             },
             manifest.EMBEDDINGS_FILE: partial(_write_embeddings, writing),
         }
@@ -372,8 +325,7 @@ def write_kit_zip(
             else:
                 assert path not in parts, path  # only small files follow kit.json
                 tail[path] = small[path]()
-        programs = [writing.described[f"decoder_{k}"] for k in range(len(plan.layers))]
-        programs += [writing.described[f"head_{k}"] for k in range(len(plan.head))]
+        programs = [writing.described[p.name] for p in layout.programs]
         meta = _kit_json(
             model, options, plan, programs, context, prefill, base, [p.name for p in tokenizer]
         )
@@ -396,6 +348,14 @@ def write_kit_zip(
                 "greedy_compared_steps": verification["greedy"]["compared_steps"],
             }
             del whole
+            if options.quantize is not None:
+                say("measuring the quality gate in float64")
+                table = _table(writing.kit.read(manifest.EMBEDDINGS_FILE), model)
+                kit_weights = KitHeldWeights(held, table, norm)
+                head_rows = [p.rows for p in layout.heads]
+                meta["quality"] = quality.gate(model, kit_weights, head_rows)
+        if quality.auto is not None:
+            meta["quantize_auto"] = quality.auto
         meta["files"] = dict(sorted((writing.kit.digests | manifest.digests(tail)).items()))
         writing.kit.add(Entry(manifest.KIT_JSON, manifest.to_bytes(meta)))
         for path in sorted(tail):
@@ -512,7 +472,11 @@ def _kit_json(
         "prefill": prefill,
         "kv": options.kv,
         **({"kv_note": manifest.STATE_NOTE} if options.kv == "state" else {}),
-        "quantize": dict(options.quantize) if options.quantize else None,
+        "quantize": (
+            dict(options.quantize)
+            if isinstance(options.quantize, Mapping) and options.quantize
+            else options.quantize or None
+        ),
         "programs": programs,
         "positions": manifest.POSITIONS,
         "embeddings": {
@@ -532,8 +496,17 @@ def _kit_json(
         },
         "special_tokens": model.special_tokens(),
         "tokenizer": tokenizer,
-        "plan": plan.to_json(),
+        **_plan_json(plan),
     }
+
+
+def _plan_json(plan: Plan) -> dict[str, Any]:
+    """The kit's plan (the layout it was built from, and for a device its prediction) and, on
+    their own, the plan's warnings: a quantization reported failing or not modelled, more
+    compiled functions than a process keeps live."""
+    planned = plan.to_json()
+    warnings = planned.pop("warnings")
+    return {"plan": planned, "warnings": warnings}
 
 
 def build_kit(

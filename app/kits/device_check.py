@@ -28,6 +28,7 @@ from app.compile.placement import COMPUTE_UNITS, placement_report, unavailable_r
 from app.errors import ErrorKind, RequestError
 from app.files import scratch_dir
 from app.kits.build import quantize_parts
+from app.kits.gate import compare
 from app.kits.manifest import KIT_JSON
 from app.kits.runner import Kit, reference_functions
 from app.kits.verify import LOGITS_TOLERANCE, default_prompt
@@ -194,6 +195,9 @@ def device_check(
         "reference_tokens": expected,
         "tokens_match": tokens == expected,
         "logits_max_rel_error": max(errors),
+        # the quality gate's measures (app/kits/gate.py), here of the runtime on the same kit's
+        # weights: where a device fault (a palette computed wrong on the ANE) shows
+        "quality": compare(np.stack(rows), np.stack(expected_logits)),
         "tolerance": LOGITS_TOLERANCE,
         "passed": tokens == expected and max(errors) <= LOGITS_TOLERANCE,
         # a measured row for the estimate's calibration (app/devices/measured.py: `ane-kernels

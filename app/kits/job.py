@@ -26,8 +26,19 @@ from app.errors import FieldError, RequestError
 from app.estimates import device_or_error
 from app.kits.build import KitOptions, build_kit
 
-OPTIONS = ("format", "context", "prefill", "device", "quantize", "kv", "verify")
-_KEY_VERSION = 1
+OPTIONS = (
+    "format",
+    "context",
+    "prefill",
+    "device",
+    "quantize",
+    "kv",
+    "verify",
+    "strict",
+    "max_kl",
+    "min_top1",
+)
+_KEY_VERSION = 2  # 2: one quantize config covers the head too (kit_version 3)
 DEVICE_CHECK_TOKENS = 8
 
 

@@ -3,9 +3,9 @@ the checkpoint bytes it reads, the kit's predicted size and the job's time limit
 
     checkpoint_bytes    the bytes of the checkpoint's tensors (headers only are read); over
                         ANE_MAX_CHECKPOINT_BYTES the request is refused
-    kit_bytes_estimate  what the kit will hold: every program's weights at the precision the
-                        quantization stores them in (fp16 otherwise), the fp16 embedding table,
-                        the tokenizer files; over ANE_KIT_CACHE_MAX_BYTES (the artifact cache's
+    kit_bytes_estimate  what the kit will hold: every program's weights as its layout stores
+                        them (app/planner/layout.py), the fp16 embedding table, the tokenizer
+                        files; over ANE_KIT_CACHE_MAX_BYTES (the artifact cache's
                         room for kits) the request is refused, since the kit could not be kept
     timeout_s           ANE_KIT_TIMEOUT_BASE_S + ANE_KIT_TIMEOUT_S_PER_GB per GB of the kit's
                         predicted bytes, twice that with `verify` (the float64 model runs over
@@ -18,7 +18,6 @@ limit the API derived (docs/kits.md, "Limits").
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
 from pathlib import Path
 
@@ -26,11 +25,10 @@ from pydantic import BaseModel, Field
 
 from app.errors import ErrorKind, RequestError
 from app.files import scratch_dir
-from app.kernels.decoder_stack import layer_bytes
-from app.kits.build import KitOptions, kit_lengths, quantize_parts
+from app.kits.build import KitOptions, kit_lengths, kit_plan
 from app.kits.job import ModelRequest, as_uploaded, checkpoint_folder
 from app.kits.model import Model, open_model
-from app.planner.shape import precision_of
+from app.planner import Plan
 from app.settings import Settings
 
 GB = 10**9
@@ -75,36 +73,21 @@ def longest_timeout_s(settings: Settings) -> float:
     return max(settings.job_timeout_s, timeout_for(largest_kit, True, settings))
 
 
-def _stored_bytes(params: int, quantize) -> int:
-    """Bytes `params` weights take at the precision `quantize` stores them in; fp16 for a
-    quantization the planner does not model (an estimate errs on the large side)."""
-    try:
-        precision = precision_of(quantize)
-    except RequestError:
-        return 2 * params
-    return math.ceil(precision.stored_bytes(params))
-
-
-def kit_bytes(model: Model, options: KitOptions) -> int:
-    """The kit's predicted size: decoder layers and head pieces as stored, the fp16 embedding
-    table and the tokenizer files (rope tables and kit.json are small next to them)."""
-    layers_q, head_q = quantize_parts(options.quantize)
-    layer_params = layer_bytes(model.stack_params(0, 1, seq_len=1)) // 2
-    table = model.vocab_size * model.hidden_size
+def kit_bytes(model: Model, plan: Plan) -> int:
+    """The kit's predicted size: its programs' weights as its layout stores them (decoder layers
+    and head pieces at their precision), the fp16 embedding table and the tokenizer files (rope
+    tables and kit.json are small next to them)."""
     tokenizer = sum(p.stat().st_size for p in model.tokenizer_files())
-    return (
-        _stored_bytes(model.num_layers * layer_params, layers_q)
-        + _stored_bytes(table, head_q)
-        + 2 * table
-        + tokenizer
-    )
+    return plan.weight_bytes + tokenizer
 
 
 def limits_of(model: Model, options: KitOptions, settings: Settings) -> KitLimits:
     """The limits of a kit of `model`; refused (413, naming the setting) when the checkpoint is
     over ANE_MAX_CHECKPOINT_BYTES, the kit over ANE_KIT_CACHE_MAX_BYTES or its verification
-    over ANE_MAX_VERIFY_BYTES; and (422) a context the model does not take."""
-    kit_lengths(model, options, settings.max_verify_bytes)
+    over ANE_MAX_VERIFY_BYTES; and (422) a context the model does not take, a layer over the
+    envelope, or with `strict` a quantization reported failing or not modelled."""
+    context, prefill = kit_lengths(model, options, settings.max_verify_bytes)
+    plan = kit_plan(model, options, context, prefill)  # refuses what the build would, early
     checkpoint = sum(t.nbytes for t in model.tensors.values())
     if checkpoint > settings.max_checkpoint_bytes:
         raise RequestError(
@@ -118,7 +101,7 @@ def limits_of(model: Model, options: KitOptions, settings: Settings) -> KitLimit
             setting=CHECKPOINT_SETTING,
             checkpoint_bytes=checkpoint,
         )
-    kit = kit_bytes(model, options)
+    kit = kit_bytes(model, plan)
     if kit > settings.kit_cache_max_bytes:
         raise RequestError(
             "files",

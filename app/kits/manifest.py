@@ -1,7 +1,8 @@
 """kit.json: what an app needs to know to run a kit, versioned (`kit_version`); docs/kits.md
 documents every key.
 
-    kit_version      2 (1 lacked each program's `preflight`; the runner reads both)
+    kit_version      3 (2 recorded an older `plan` and no `warnings`; 1 also lacked each
+                     program's `preflight`; the runner reads all three)
     architecture     the config's model_type, architectures and the decoder's dimensions
     format, target   mlpackage | mlmodelc | mil; ios18
     context          positions the KV cache holds; `prefill`: tokens per prefill chunk
@@ -15,7 +16,10 @@ documents every key.
     rope             the cos/sin table file: [2, context, head_dim] fp16 (cos, then sin)
     special_tokens   bos/eos/pad ids from config.json and generation_config.json
     tokenizer        the tokenizer files copied verbatim
-    plan             how layers were grouped and the head split, under which limits
+    plan             the planner's plan of this kit (app/planner): its layout (envelope,
+                     programs with their weight bytes and functions, the head's split rule,
+                     each part's precision) and, for a device, the prediction
+    warnings         a quantization reported failing or not modelled, too many live functions
     verification     the summary of verification.json, when the kit was verified
     files            sha256 of every other file in the zip
 
@@ -40,10 +44,10 @@ from app.formats import KIT_FORMATS
 from app.schemas.plans import MAX_CONTEXT
 
 KIT_JSON = "kit.json"
-KIT_VERSION = 2
-# What the runner reads: kit_version 1 differs only in lacking each program's `preflight`, which
-# running a kit does not need.
-READABLE_KIT_VERSIONS = (1, KIT_VERSION)
+KIT_VERSION = 3
+# What the runner reads: kit_version 1 differs only in lacking each program's `preflight`, and 2
+# in its `plan` (the old layout record) and lacking `warnings`, none of which running a kit needs.
+READABLE_KIT_VERSIONS = (1, 2, KIT_VERSION)
 EMBEDDINGS_FILE = "embeddings.f16"
 ROPE_FILE = "rope.f16"
 

@@ -25,7 +25,7 @@ from app.checkpoints.config import (
     read_config,
 )
 from app.checkpoints.files import INDEX_NAME, SINGLE_NAME, Tensor, open_checkpoint
-from app.checkpoints.load import convert_all, layer_prefix, locate
+from app.checkpoints.load import ConvertedOnRead, convert_all, layer_prefix, locate
 from app.errors import RequestError
 from app.jsonfile import read_model
 from app.kernels.decoder_stack import DecoderStackParams
@@ -74,10 +74,17 @@ class Model:
         except ValueError as exc:
             raise RequestError("config", f"{self.folder / 'config.json'}: {exc}") from None
 
-    def layer_weights(self, first: int, count: int) -> dict[str, np.ndarray]:
-        """The fp16 weights of layers first .. first + count − 1, named `layers.<i>.<tensor>`."""
+    def layer_weights(
+        self, first: int, count: int, on_read: bool = False
+    ) -> Mapping[str, np.ndarray]:
+        """The fp16 weights of layers first .. first + count − 1, named `layers.<i>.<tensor>`:
+        converted now, or, `on_read`, each converted when it is read (for a program that
+        compresses them one by one: app/checkpoints/load.py, ConvertedOnRead)."""
         parsed = self.stack_params(first, count, seq_len=1)
-        weights, _ = convert_all(locate(STACK, parsed, self.tensors, first, self.prefix))
+        located = locate(STACK, parsed, self.tensors, first, self.prefix)
+        if on_read:
+            return ConvertedOnRead(located)
+        weights, _ = convert_all(located)
         return weights
 
     def _found(self, name: str, shape: tuple[int, ...]) -> Tensor:

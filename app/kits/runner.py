@@ -78,7 +78,8 @@ def read_manifest(files: Mapping[str, Any]) -> tuple[dict[str, Any], KitManifest
     meta = read_json(data, KIT_JSON, limits, "kit")
     version = meta.get("kit_version") if isinstance(meta, dict) else None
     if version not in READABLE_KIT_VERSIONS:  # a kit of another version is told so first
-        readable = " and ".join(map(str, READABLE_KIT_VERSIONS))
+        *first, last = map(str, READABLE_KIT_VERSIONS)
+        readable = f"{', '.join(first)} and {last}" if first else last
         raise KitError(f"kit_version {version!r}; this runner reads {readable}")
     return meta, validate(meta, KitManifest, KIT_JSON, "kit")
 

@@ -70,9 +70,11 @@ class OnnxBuild(ProgramBuild):
         return float(f"{bound[output]:.3g}")
 
     def exact(self, inputs: Arrays, states: Arrays, *, original: bool = False) -> tuple[dict, dict]:
-        """The original model's outputs on these inputs, by onnxruntime (float32)."""
+        """The model's outputs on these inputs, by onnxruntime (float32): with its quantized
+        weights as the program decompresses them, or (`original`) as the model holds them."""
         assert self.files is not None
-        return run_original(self.files, self.inputs, self.outputs, inputs), {}
+        overrides = {} if original else {key: q.decompressed for key, q in self.quantized.items()}
+        return run_original(self.files, self.inputs, self.outputs, inputs, overrides), {}
 
     def verification_notes(self, drawn: dict[str, np.ndarray], seed: int) -> dict[str, str]:
         """Integer inputs that index a table (an embedding's ids) drawn uniform over its rows,
@@ -115,4 +117,74 @@ class OnnxBuild(ProgramBuild):
                 "inputs": {io.onnx_name: io.name for io in self.inputs},
                 "outputs": {io.onnx_name: io.name for io in self.outputs},
             }
+        }
+
+
+@dataclass(frozen=True)
+class OnnxFunctionsBuild(OnnxBuild):
+    """Several sizes of one input axis as one package: a function per size (`parts`, each an
+    import of its own), side by side in one program as kits put theirs, the first the default.
+    The functions hold the same weights, which weight.bin stores once (app/kernels/functions.py
+    merges them). Graph passes run on each function's build, and each is verified on its own."""
+
+    parts: dict[str, OnnxBuild] = field(default_factory=dict)
+
+    @classmethod
+    def of(cls, params: Any, parts: dict[str, OnnxBuild]) -> OnnxFunctionsBuild:
+        from app.kernels.functions import merge_functions
+
+        first = next(iter(parts.values()))
+        program = merge_functions(parts)  # type: ignore[arg-type]
+        return cls(
+            params=params,
+            target=first.target,
+            name=first.name,
+            program=program,
+            weights=first.weights,
+            quantized=first.quantized,
+            passes=first.passes,
+            files=first.files,
+            inputs=first.inputs,
+            outputs=first.outputs,
+            consts=first.consts,
+            origin=first.origin,
+            about=first.about,
+            parts=parts,
+        )
+
+    def through(self, pipeline: Any) -> OnnxFunctionsBuild:
+        if pipeline is None:
+            return self
+        return OnnxFunctionsBuild.of(
+            self.params, {name: part.through(pipeline) for name, part in self.parts.items()}
+        )
+
+    @property
+    def function_builds(self) -> tuple[OnnxBuild, ...]:
+        return tuple(self.parts.values())
+
+    def tolerance(self, output: str) -> float:
+        return next(iter(self.parts.values())).tolerance(output)
+
+    def signature(self) -> dict[str, Any]:
+        from app.kernels.catalog import function_io
+
+        return {name: function_io(part.program.main) for name, part in self.parts.items()}
+
+    def describe(self) -> dict[str, Any]:
+        return {
+            **super().describe(),
+            "functions": self.signature(),
+            "default_function": self.program.default,
+        }
+
+    def verify(self, check: Callable[[ProgramBuild], dict[str, Any]]) -> dict[str, Any]:
+        """Each function verified on its own against onnxruntime, passed when all pass."""
+        reports = {name: part.verify(check) for name, part in self.parts.items()}
+        return {
+            "op": self.op_name,
+            "name": self.name,
+            "functions": reports,
+            "default_function": self.program.default,
+            "passed": all(r["passed"] for r in reports.values()),
         }

@@ -18,23 +18,39 @@ import onnx
 from onnx import TensorProto
 
 from app.errors import RequestError
+from app.kernels.compressed import CompressingBuilder
 from app.language.targets import Target
-from app.mil import Builder, DType, MILBuildError, Var, get_target
+from app.mil import DType, MILBuildError, Var, get_target
 from app.mil.ceilings import Ceilings
-from app.onnx.build import OnnxBuild, OnnxIO
+from app.onnx.build import OnnxBuild, OnnxFunctionsBuild, OnnxIO
 from app.onnx.files import ModelFiles
 from app.onnx.lowering import Handler, Lowering, lower
 from app.onnx.names import io_names
+from app.onnx.ops_einsum import HANDLERS as EINSUM
+from app.onnx.ops_index import HANDLERS as INDEX
 from app.onnx.ops_layout import HANDLERS as LAYOUT
+from app.onnx.ops_logic import HANDLERS as LOGIC
 from app.onnx.ops_math import HANDLERS as MATH
 from app.onnx.ops_nn import HANDLERS as NN
+from app.onnx.ops_quant import HANDLERS as QUANT
+from app.onnx.ops_spatial import HANDLERS as SPATIAL
 from app.onnx.params import OnnxParams
 from app.onnx.patterns import gelu_patterns
 from app.onnx.reader import GraphInput, OnnxModel, ReadLimits, read_model
 from app.onnx.tensors import FLOAT_TYPES, type_name
+from app.quantize import QuantizeConfig
 from app.toolchain import ONNX_IMPORTER_VERSION
 
-HANDLERS: dict[str, Handler] = {**MATH, **LAYOUT, **NN}
+HANDLERS: dict[str, Handler] = {
+    **MATH,
+    **LOGIC,
+    **LAYOUT,
+    **INDEX,
+    **NN,
+    **SPATIAL,
+    **EINSUM,
+    **QUANT,
+}
 _INTS = (
     TensorProto.INT64,
     TensorProto.INT32,
@@ -52,8 +68,12 @@ def import_onnx(
     name: str,
     ceilings: Ceilings = Ceilings(),
     limits: ReadLimits = ReadLimits(),
+    quantize: QuantizeConfig | None = None,
+    model: OnnxModel | None = None,
 ) -> OnnxBuild:
-    model = read_model(files, limits)
+    """One program of the model, its input shapes `params.shapes` (one size per axis); `model`
+    the model read already (several functions read its weights once)."""
+    model = model if model is not None else read_model(files, limits)
     graph_inputs = {i.name for i in model.inputs}
     for given in params.shapes:
         if given not in graph_inputs:
@@ -62,8 +82,8 @@ def import_onnx(
                 f"the model has no input {given!r} (its inputs: {', '.join(sorted(graph_inputs))})",
             )
     names = io_names([i.name for i in model.inputs], model.outputs)
-    b = Builder(target, ceilings=ceilings)
-    lowering = Lowering(model, b, HANDLERS)
+    b = CompressingBuilder(target, ceilings=ceilings)
+    lowering = Lowering(model, b, HANDLERS, quantize=quantize)
     fp32 = params.io_dtype == "fp32"
     inputs = tuple(_input(lowering, i, names[i.name], params, fp32) for i in model.inputs)
     out_types = {v.name: v.type.tensor_type.elem_type for v in model.graph.output}
@@ -106,6 +126,7 @@ def import_onnx(
         inputs=inputs,
         outputs=tuple(outputs),
         consts=lowering.consts,
+        quantized=lowering.quantized,
         origin=lowering.origin,
         about=about,
     )
@@ -132,7 +153,7 @@ def _input(
                 raise RequestError(
                     where, f"input {given.name!r} axis {axis} is {dim} in the model, not {size}"
                 )
-        shape = tuple(fixed)
+        shape = tuple(d for d in fixed if isinstance(d, int))  # one size per axis here
     else:
         for axis, dim in enumerate(given.dims):
             if not isinstance(dim, int) or dim <= 0:
@@ -219,10 +240,28 @@ def onnx_program(
     name: str,
     ceilings: Ceilings = Ceilings(),
     limits: ReadLimits = ReadLimits(),
+    quantize: QuantizeConfig | None = None,
 ) -> OnnxBuild:
     """The program of an ONNX request (the request's one entry here): its files, each a file on
     this machine by the name it was given under, the model among them."""
     files = ModelFiles.of_uploads(params.model, paths)
-    return import_onnx(
-        params, files, target=get_target(target), name=name, ceilings=ceilings, limits=limits
-    )
+    functions = params.functions()
+    options = {
+        "target": get_target(target),
+        "name": name,
+        "ceilings": ceilings,
+        "limits": limits,
+        "quantize": quantize,
+    }
+    if list(functions) == ["main"]:
+        return import_onnx(params, files, **options)  # type: ignore[arg-type]
+    if not get_target(target).multifunction:
+        raise RequestError(
+            "shapes", "several sizes of an axis make a package of functions, which needs ios18"
+        )
+    model = read_model(files, limits)  # one read: every function holds the same weights
+    parts = {
+        fn: import_onnx(params.model_copy(update={"shapes": shapes}), files, model=model, **options)  # type: ignore[arg-type]
+        for fn, shapes in functions.items()
+    }
+    return OnnxFunctionsBuild.of(params, parts)

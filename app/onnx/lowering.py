@@ -21,6 +21,7 @@ import numpy as np
 from onnx import NodeProto, helper
 
 from app.errors import ErrorKind, RequestError
+from app.kernels.compressed import CompressingBuilder, QuantizedWeight
 from app.kernels.weight_check import check_values
 from app.mil import Builder, DType, MILBuildError, OpsetError, Var, ops
 from app.mil.ceilings import CeilingError
@@ -28,7 +29,8 @@ from app.mil.ops import Trait
 from app.onnx.fold import evaluate
 from app.onnx.names import sanitized
 from app.onnx.reader import DEFAULT_DOMAINS, MICROSOFT, OnnxModel, node_field, node_label
-from app.onnx.support import MICROSOFT_ADVICE, WAITING
+from app.onnx.support import MICROSOFT_ADVICE, REFUSED, WAITING
+from app.quantize import QuantizeConfig, QuantizeConfigError, check_config
 
 Value = Var | np.ndarray
 
@@ -97,6 +99,14 @@ class Node:
         )
 
 
+class Unlowered(Exception):
+    """The node's primitive exists, but not for what this node asks (an attribute, a mode):
+    refused with the reason, among the other unsupported nodes."""
+
+    def __init__(self, reason: str):
+        self.reason = reason
+
+
 Handler = Callable[["Lowering", Node], Sequence[Value]]
 
 
@@ -135,6 +145,8 @@ class Lowering:
     made: dict[tuple[int, tuple[int, ...]], tuple[np.ndarray, Var]] = field(
         default_factory=dict
     )  # (initializer, shape) -> its const
+    quantize: QuantizeConfig | None = None  # the request's: compresses weight matrices
+    quantized: dict[str, QuantizedWeight] = field(default_factory=dict)  # weight key -> it
 
     # -- names ---------------------------------------------------------------------------------
     def fresh(self, base: str) -> str:
@@ -173,12 +185,28 @@ class Lowering:
         self.origin[name] = self.node.label
         return result
 
+    def weight(self, value: np.ndarray, key: str, channel_axis: int, input_axis: int) -> Var:
+        """A weight matrix (a product's or a convolution's, its output channels on
+        `channel_axis`): compressed by the request's quantize config when there is one."""
+        compress = (
+            (channel_axis, input_axis)
+            if self.quantize is not None and value.dtype.kind == "f" and value.ndim >= 2
+            else None
+        )
+        return self.tensor(value, key, compress=compress)
+
     def tensor(
-        self, value: np.ndarray, key: str | None = None, origin: np.ndarray | None = None
+        self,
+        value: np.ndarray,
+        key: str | None = None,
+        origin: np.ndarray | None = None,
+        *,
+        compress: tuple[int, int] | None = None,
     ) -> Var:
         """A known value as a program constant: floats fp16 (held to its range), integers
         int32 (held to theirs), bools as they are. `key` lists it in kernel.json's weights;
-        `origin` is the value `value` reshapes (one const per value and shape)."""
+        `origin` is the value `value` reshapes (one const per value and shape); `compress`,
+        (channel axis, input axis), compresses it by the request's quantize config."""
         assert self.node is not None
         origin = value if origin is None else origin
         known = self.made.get((id(origin), value.shape))
@@ -208,6 +236,8 @@ class Lowering:
                 where, f"{what} has dtype {array.dtype}, which a program cannot hold"
             )
         name = self.fresh(f"{key or self.node.out[0]}_const")
+        if compress is not None and key is not None and self.quantize is not None:
+            self._compress(name, key, array, compress)
         var = self.b.const(name, array, dtype)
         if array.size >= 16:
             weight_key = key or name
@@ -215,6 +245,35 @@ class Lowering:
         if key is not None:
             self.made[(id(origin), value.shape)] = (origin, var)
         return var
+
+    def _compress(self, name: str, key: str, array: np.ndarray, axes: tuple[int, int]) -> None:
+        """The const `name` goes in as the constexpr ops `quantize` compresses `key` into."""
+        from app.quantize.compress import quantize  # loads coremltools' arithmetic: only here
+
+        assert self.quantize is not None and isinstance(self.b, CompressingBuilder)
+        where = f"initializers.{key}"
+        try:
+            check_config(
+                self.quantize,
+                array.shape,
+                self.b.target,
+                channel_axis=axes[0],
+                input_axis=axes[1],
+                field="quantize",
+            )
+            compressed = quantize(
+                array,
+                self.quantize,
+                self.b.target,
+                channel_axis=axes[0],
+                input_axis=axes[1],
+                field="quantize",
+                weight_field=where,
+            )
+        except QuantizeConfigError as exc:
+            raise RequestError(exc.field, f"tensor {key!r}: {exc.message}") from None
+        self.b.compressed[name] = compressed
+        self.quantized[key] = QuantizedWeight(self.quantize, compressed)
 
 
 Pattern = tuple[list[str], Handler]  # the values a pattern reads, and its lowering
@@ -268,6 +327,19 @@ def lower(
         )
 
 
+def _weight_only_qdq(proto: NodeProto, inputs: list[Value | None]) -> bool:
+    """A DequantizeLinear of an int8 or uint8 weight: kept compressed in the program
+    (constexpr_affine_dequantize, app/onnx/ops_quant.py), not evaluated into fp16."""
+    data = inputs[0] if inputs else None
+    return (
+        proto.op_type == "DequantizeLinear"
+        and isinstance(data, np.ndarray)
+        and data.dtype in (np.int8, np.uint8)
+        and data.size >= 16
+        and not any(a.name == "block_size" and a.i for a in proto.attribute)
+    )
+
+
 def _refusal(lowering: Lowering, proto: NodeProto, index: int) -> Unsupported:
     """Why a node of a type no handler lowers is refused."""
     domain = proto.domain or "ai.onnx"
@@ -277,6 +349,8 @@ def _refusal(lowering: Lowering, proto: NodeProto, index: int) -> Unsupported:
         reason = f"domain {proto.domain!r} is not one the importer knows (only ai.onnx)"
     elif proto.op_type in WAITING:
         reason = f"waits on the MIL primitive {WAITING[proto.op_type]}"
+    elif proto.op_type in REFUSED:
+        reason = f"refused {REFUSED[proto.op_type]}"
     else:
         reason = "no lowering onto the IR's primitives"
     return Unsupported(
@@ -311,7 +385,12 @@ def _lower_node(
     handler = pattern[1] if pattern is not None else lowering.handlers.get(proto.op_type)
     known = [v for v in inputs if not isinstance(v, Var)]  # every one, for a node computed now
     try:
-        if pattern is None and len(known) == len(inputs) and proto.op_type not in ("Dropout",):
+        if (
+            pattern is None
+            and all(v is None or isinstance(v, np.ndarray) for v in inputs)
+            and proto.op_type not in ("Dropout",)
+            and not _weight_only_qdq(proto, inputs)
+        ):
             results: Sequence[Value] = evaluate(
                 proto, known, attrs, model.opset, (node.field, node.label)
             )
@@ -321,6 +400,8 @@ def _lower_node(
             results = handler(lowering, node)
     except Waits as wait:
         return refused(f"waits on the MIL primitive {wait.primitive}")
+    except Unlowered as exc:
+        return refused(exc.reason)
     except OpsetError as exc:
         raise RequestError(
             "target", f"{proto.op_type} node {node.label!r}: not in the target's opset: {exc}"

@@ -11,7 +11,7 @@ import numpy as np
 
 from app.errors import RequestError
 from app.mil import Var
-from app.onnx.lowering import Handler, Lowering, Node, Value, Waits
+from app.onnx.lowering import Handler, Lowering, Node, Value
 
 
 def _ints(array: np.ndarray | None) -> list[int]:
@@ -150,9 +150,7 @@ def slice_(ctx: Lowering, node: Node) -> list[Value]:
 
 def gather(ctx: Lowering, node: Node) -> list[Value]:
     """Indices known at import: a slice per run of consecutive indices, concatenated; a scalar
-    index drops the axis. Indices from the data (an embedding lookup) wait on `gather`."""
-    if not isinstance(node.input(0), Var):
-        raise Waits("gather (indices computed from the data: an embedding lookup)")
+    index drops the axis. Indices from the data (an embedding lookup): app/onnx/ops_index.py."""
     x = node.var(0)
     indices = node.known(1, "indices")
     assert indices is not None
@@ -163,17 +161,30 @@ def gather(ctx: Lowering, node: Node) -> list[Value]:
         raise RequestError(
             node.field, f"Gather node {node.label!r}: an index outside an axis of {size}"
         )
-    flat = [i % size for i in flat]
+    return [take(ctx, node, x, [i % size for i in flat], axis, list(indices.shape))]
+
+
+def runs_of(flat: list[int]) -> list[tuple[int, int]]:
+    """Consecutive indices as [first, last) runs."""
     runs: list[tuple[int, int]] = []
     for i in flat:
         if runs and runs[-1][1] == i:
             runs[-1] = (runs[-1][0], i + 1)
         else:
             runs.append((i, i + 1))
+    return runs
+
+
+def take(
+    ctx: Lowering, node: Node, x: Var, flat: list[int], axis: int, index_shape: list[int]
+) -> Var:
+    """x at the known indices `flat` (in range) along `axis`, the axis replaced by
+    `index_shape`: a slice per run, concatenated, reshaped; named the node's first output."""
+    runs = runs_of(flat)
     shape = list(x.tensor.shape)
-    out_shape = shape[:axis] + list(indices.shape) + shape[axis + 1 :]
+    out_shape = shape[:axis] + index_shape + shape[axis + 1 :]
     parts = []
-    final = len(runs) == 1 and list(indices.shape) == [runs[0][1] - runs[0][0]]
+    final = len(runs) == 1 and index_shape == [runs[0][1] - runs[0][0]]
     for first, last in runs:
         begin = [0] * len(shape)
         end = list(shape)
@@ -189,12 +200,12 @@ def gather(ctx: Lowering, node: Node) -> list[Value]:
         )
     joined = parts[0] if len(parts) == 1 else ctx.op("concat", values=tuple(parts), axis=axis)
     if final:
-        return [joined]
+        return joined
     if not out_shape:
         raise RequestError(
-            node.field, f"Gather node {node.label!r}: a program holds no rank-0 tensor"
+            node.field, f"{node.op_type} node {node.label!r}: a program holds no rank-0 tensor"
         )
-    return [reshape_to(ctx, joined, out_shape, node.out[0])]
+    return reshape_to(ctx, joined, out_shape, node.out[0])
 
 
 def expand(ctx: Lowering, node: Node) -> list[Value]:

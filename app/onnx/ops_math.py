@@ -4,7 +4,9 @@ Each handler takes the lowering and the node and returns the node's output value
 named `node.out[i]`, the name the program gives that output. Identities used (exact in real
 arithmetic, so the program's meaning is the op's): leaky_relu(x) = max(x, αx) for 0 ≤ α ≤ 1;
 prelu(x) = relu(x) + s·min(x, 0); hard_sigmoid(x) = min(max(αx + β, 0), 1); min over axes =
-−max(−x); softsign(x) = x / (1 + |x|).
+−max(−x); softsign(x) = x / (1 + |x|); tan(x) = sin(x) / cos(x); selu(x) = γ·elu(x, α);
+celu(x, α) = α·elu(x/α, 1); mish(x) = x·tanh(softplus(x)); log_softmax(x) = d − log Σ exp(d) with
+d = x − max(x).
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ import numpy as np
 
 from app.errors import RequestError
 from app.mil import Var
-from app.onnx.lowering import Handler, Lowering, Node, Value, Waits
+from app.onnx.lowering import Handler, Lowering, Node, Value
 
 _BINARY = {"Add": "add", "Sub": "sub", "Mul": "mul", "Div": "real_div"}
 _UNARY = {
@@ -23,6 +25,15 @@ _UNARY = {
     "Exp": "exp",
     "Sqrt": "sqrt",
     "Abs": "abs",
+    "Erf": "erf",
+    "Log": "log",
+    "Floor": "floor",
+    "Ceil": "ceil",
+    "Round": "round",
+    "Sign": "sign",
+    "Sin": "sin",
+    "Cos": "cos",
+    "Softplus": "softplus",
 }
 
 
@@ -75,13 +86,14 @@ def variadic(ctx: Lowering, node: Node) -> list[Value]:
 
 
 def pow_(ctx: Lowering, node: Node) -> list[Value]:
+    """A constant exponent of 2, 3, 0.5, -0.5, -1 or 1 as the cheaper op it is; any other, or one
+    computed from the data, as `pow`."""
     x = node.var(0)
-    exponent = node.known(1, "exponent", waits="pow (an exponent computed from the data)")
-    assert exponent is not None
-    if exponent.size != 1:
-        raise Waits("pow (an exponent of several values)")
-    e = float(exponent.reshape(-1)[0])
+    exponent = node.input(1)
     out = node.out[0]
+    if not isinstance(exponent, np.ndarray) or exponent.size != 1:
+        return [ctx.op("pow", out, x=x, y=_like(x, exponent))]
+    e = float(exponent.reshape(-1)[0])
     if e == 1:
         return [x]
     if e == 2:
@@ -94,7 +106,55 @@ def pow_(ctx: Lowering, node: Node) -> list[Value]:
         return [ctx.op("rsqrt", out, x=x)]
     if e == -1:
         return [ctx.op("real_div", out, x=np.array(1.0, np.float32), y=x)]
-    raise Waits(f"pow (exponent {e:g})")
+    return [ctx.op("pow", out, x=x, y=_like(x, exponent))]
+
+
+def _like(x: Var, value: Value | None) -> Value:
+    """A constant operand in x's kind (an integer exponent of a float base is a float)."""
+    if isinstance(value, np.ndarray):
+        return value.astype(np.int32 if x.tensor.dtype.is_int else np.float32)
+    assert value is not None
+    return value
+
+
+def tan(ctx: Lowering, node: Node) -> list[Value]:
+    x = node.var(0)
+    return [ctx.op("real_div", node.out[0], x=ctx.op("sin", x=x), y=ctx.op("cos", x=x))]
+
+
+def elu(ctx: Lowering, node: Node) -> list[Value]:
+    """Elu, Selu (γ·elu(x, α)) and Celu (α·elu(x/α, 1))."""
+    x, out = node.var(0), node.out[0]
+    if node.op_type == "Elu":
+        return [ctx.op("elu", out, x=x, alpha=_f32(node.attr("alpha", 1.0)))]
+    if node.op_type == "Selu":
+        alpha = float(node.attr("alpha", 1.67326319217681884765625))
+        gamma = float(node.attr("gamma", 1.05070102214813232421875))
+        return [ctx.op("mul", out, x=ctx.op("elu", x=x, alpha=_f32(alpha)), y=_f32(gamma))]
+    alpha = float(node.attr("alpha", 1.0))
+    if alpha == 0:
+        raise RequestError(node.field, f"Celu node {node.label!r}: alpha 0")
+    scaled = ctx.op("mul", x=x, y=_f32(1 / alpha)) if alpha != 1 else x
+    y = ctx.op("elu", out if alpha == 1 else None, x=scaled, alpha=_f32(1.0))
+    return [y if alpha == 1 else ctx.op("mul", out, x=y, y=_f32(alpha))]
+
+
+def _f32(value: float) -> np.ndarray:
+    return np.array(value, np.float32)
+
+
+def mish(ctx: Lowering, node: Node) -> list[Value]:
+    x = node.var(0)
+    return [ctx.op("mul", node.out[0], x=x, y=ctx.op("tanh", x=ctx.op("softplus", x=x)))]
+
+
+def log_softmax(ctx: Lowering, node: Node) -> list[Value]:
+    x = node.var(0)
+    axes = np.array([int(node.attr("axis", -1)) % x.tensor.rank], np.int32)
+    top = ctx.op("reduce_max", x=x, axes=axes, keep_dims=True)
+    d = ctx.op("sub", x=x, y=top)
+    total = ctx.op("reduce_sum", x=ctx.op("exp", x=d), axes=axes, keep_dims=True)
+    return [ctx.op("sub", node.out[0], x=d, y=ctx.op("log", x=total))]
 
 
 def softmax(ctx: Lowering, node: Node) -> list[Value]:
@@ -112,8 +172,8 @@ def gelu(ctx: Lowering, node: Node) -> list[Value]:
 
 def leaky_relu(ctx: Lowering, node: Node) -> list[Value]:
     x, alpha = node.var(0), float(node.attr("alpha", 0.01))
-    if not 0 <= alpha <= 1:
-        raise Waits(f"leaky_relu (alpha {alpha:g} outside [0, 1])")
+    if not 0 <= alpha <= 1:  # max(x, αx) is leaky_relu only there
+        return [ctx.op("leaky_relu", node.out[0], x=x, alpha=_f32(alpha))]
     scaled = ctx.op("mul", x=x, y=np.array(alpha, np.float32))
     return [ctx.op("maximum", node.out[0], x=x, y=scaled)]
 
@@ -211,6 +271,10 @@ HANDLERS: dict[str, Handler] = {
     "Reciprocal": reciprocal,
     **dict.fromkeys(("Max", "Min", "Sum", "Mean"), variadic),
     "Pow": pow_,
+    "Tan": tan,
+    **dict.fromkeys(("Elu", "Selu", "Celu"), elu),
+    "Mish": mish,
+    "LogSoftmax": log_softmax,
     "Softmax": softmax,
     "Gelu": gelu,
     "LeakyRelu": leaky_relu,

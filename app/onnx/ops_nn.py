@@ -28,10 +28,22 @@ def _operand(ctx: Lowering, value: Value, key: str) -> Var:
     return value if isinstance(value, Var) else ctx.tensor(value, key)
 
 
+def _weight(ctx: Lowering, value: Value, key: str, channel_axis: int, input_axis: int) -> Var:
+    """A product's or a convolution's weight: a matrix (or conv kernel) known at import goes
+    through the request's quantize config."""
+    if isinstance(value, Var) or value.ndim not in (2, 3, 4, 5):
+        return _operand(ctx, value, key)
+    return ctx.weight(value, key, channel_axis, input_axis)
+
+
 def matmul(ctx: Lowering, node: Node) -> list[Value]:
     """numpy's matmul: rank-1 operands get a unit axis for the product, removed after."""
     x = _operand(ctx, node.given(0), node.proto.input[0])
-    y = _operand(ctx, node.given(1), node.proto.input[1])
+    given = node.input(1)
+    if isinstance(given, np.ndarray) and given.ndim == 2:  # [in, out]
+        y = _weight(ctx, given, node.proto.input[1], 1, 0)
+    else:
+        y = _operand(ctx, given, node.proto.input[1])  # type: ignore[arg-type]
     xr, yr = x.tensor.rank, y.tensor.rank
     if xr >= 2 and yr >= 2:
         return [ctx.op("matmul", node.out[0], x=x, y=y)]
@@ -52,11 +64,15 @@ def gemm(ctx: Lowering, node: Node) -> list[Value]:
     a, b, c = node.given(0), node.given(1), node.input(2)
     if alpha != 1 and isinstance(b, np.ndarray):
         b, alpha = (b.astype(np.float32) * alpha), 1.0
+        weight = _operand(ctx, b, node.proto.input[1])  # scaled: not the initializer's values
+    else:
+        axes = (0, 1) if node.attr("transB", 0) else (1, 0)  # output channels, inputs
+        weight = _weight(ctx, b, node.proto.input[1], *axes)
     y = ctx.op(
         "matmul",
         None if c is not None or alpha != 1 else node.out[0],
         x=_operand(ctx, a, node.proto.input[0]),
-        y=_operand(ctx, b, node.proto.input[1]),
+        y=weight,
         transpose_x=bool(node.attr("transA", 0)),
         transpose_y=bool(node.attr("transB", 0)),
     )
@@ -74,7 +90,7 @@ def gemm(ctx: Lowering, node: Node) -> list[Value]:
 
 def conv(ctx: Lowering, node: Node) -> list[Value]:
     x = node.var(0)
-    w = _operand(ctx, node.given(1), node.proto.input[1])
+    w = _weight(ctx, node.given(1), node.proto.input[1], 0, 1)
     spatial = x.tensor.rank - 2
     strides = list(node.attr("strides") or [1] * spatial)
     dilations = list(node.attr("dilations") or [1] * spatial)
@@ -198,6 +214,7 @@ _REDUCE = {
     "ReduceSum": "reduce_sum",
     "ReduceMax": "reduce_max",
     "ReduceL2": "reduce_l2_norm",
+    "ReduceProd": "reduce_prod",
 }
 
 
@@ -223,6 +240,16 @@ def reduce(ctx: Lowering, node: Node) -> list[Value]:
         return [ctx.op("mul", out, x=ctx.op("reduce_max", x=negated, **args), y=_f32(-1))]
     if node.op_type == "ReduceSumSquare":
         return [ctx.op("reduce_sum", out, x=ctx.op("square", x=x), **args)]
+    if node.op_type == "ReduceL1":
+        return [ctx.op("reduce_sum", out, x=ctx.op("abs", x=x), **args)]
+    if node.op_type == "ReduceLogSum":
+        return [ctx.op("log", out, x=ctx.op("reduce_sum", x=x, **args))]
+    if node.op_type == "ReduceLogSumExp":  # m + log Σ exp(x − m), m the maximum: no overflow
+        top = ctx.op("reduce_max", x=x, axes=args["axes"], keep_dims=True)
+        total = ctx.op("reduce_sum", x=ctx.op("exp", x=ctx.op("sub", x=x, y=top)), **args)
+        if not keep:
+            top = reshape_to(ctx, top, list(total.tensor.shape), None)
+        return [ctx.op("add", out, x=top, y=ctx.op("log", x=total))]
     return [ctx.op(_REDUCE[node.op_type], out, x=x, **args)]
 
 
@@ -241,7 +268,10 @@ HANDLERS: dict[str, Handler] = {
     "LayerNormalization": layer_norm,
     "InstanceNormalization": instance_norm,
     "GroupNormalization": group_norm,
-    **dict.fromkeys((*_REDUCE, "ReduceMin", "ReduceSumSquare"), reduce),
+    **dict.fromkeys(
+        (*_REDUCE, "ReduceMin", "ReduceSumSquare", "ReduceL1", "ReduceLogSum", "ReduceLogSumExp"),
+        reduce,
+    ),
     "GlobalAveragePool": global_pool,
     "GlobalMaxPool": global_pool,
 }

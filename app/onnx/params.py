@@ -25,10 +25,15 @@ class OnnxParams(OpParams):
     model: str = Field(
         pattern=ONNX_FILE_PATTERN, max_length=255, description="the model file, among the files"
     )
-    shapes: dict[Annotated[str, Field(min_length=1, max_length=256)], list[OnnxDim]] = Field(
+    shapes: dict[
+        Annotated[str, Field(min_length=1, max_length=256)],
+        list[OnnxDim | Annotated[list[OnnxDim], Field(min_length=1, max_length=16)]],
+    ] = Field(
         default_factory=dict,
         max_length=64,
-        description="input name -> its shape (dynamic axes fixed; `--shape NAME=D0,D1,...`)",
+        description="input name -> its shape (dynamic axes fixed; `--shape NAME=D0,D1,...`); "
+        "one axis may list several sizes (`--shape input_ids=1,{64,128,256}`): one function per "
+        "size in one package, sharing the weights",
     )
     io_dtype: Literal["fp16", "fp32"] = Field(
         "fp16", description="the float inputs' and outputs' dtype (the program computes in fp16)"
@@ -43,11 +48,47 @@ class OnnxParams(OpParams):
 
     @field_validator("shapes")
     @classmethod
-    def _ranks(cls, shapes: dict[str, list[int]]) -> dict[str, list[int]]:
+    def _ranks(cls, shapes: dict[str, list]) -> dict[str, list]:
+        counts = set()
         for name, dims in shapes.items():
             if not 1 <= len(dims) <= 5:
                 raise ValueError(f"shapes.{name}: a program input has rank 1 to 5")
+            listed = [d for d in dims if isinstance(d, list)]
+            if len(listed) > 1:
+                raise ValueError(f"shapes.{name}: one axis may list several sizes, not two")
+            if listed:
+                if len(set(listed[0])) != len(listed[0]):
+                    raise ValueError(f"shapes.{name}: a size listed twice in {listed[0]}")
+                counts.add(len(listed[0]))
+        if len(counts) > 1:
+            raise ValueError(
+                "shapes: the inputs that list several sizes list as many (one per function)"
+            )
         return shapes
+
+    def functions(self) -> dict[str, dict[str, list[int]]]:
+        """Function name -> the shapes it takes: one function (`main`) unless an axis lists
+        several sizes, then one per size, `length_<size>` after the first input listing them
+        (the first the default)."""
+        listed = {
+            n: next(d for d in dims if isinstance(d, list))
+            for n, dims in self.shapes.items()
+            if any(isinstance(d, list) for d in dims)
+        }
+        if not listed:
+            return {
+                "main": {
+                    n: [d for d in dims if isinstance(d, int)] for n, dims in self.shapes.items()
+                }
+            }
+        first = next(iter(listed.values()))
+        out = {}
+        for i, size in enumerate(first):
+            out[f"length_{size}"] = {
+                n: [d[i] if isinstance(d, list) else d for d in dims]
+                for n, dims in self.shapes.items()
+            }
+        return out
 
 
 def file_problem(name: str) -> str | None:

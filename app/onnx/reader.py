@@ -10,6 +10,7 @@ model keeps its weights as external data, and a model file over that is not an O
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -132,6 +133,10 @@ def parse_model(files: ModelFiles, limits: ReadLimits) -> ModelProto:
             title="Model too large",
             limit=limits.max_model_bytes,
         )
+    handed = _HANDOFF.pop(_file_key(path), None)
+    _HANDOFF.clear()
+    if handed is not None:
+        return handed
     proto = ModelProto()
     try:
         proto.ParseFromString(path.read_bytes())
@@ -284,11 +289,25 @@ def _inputs_of(node: NodeProto) -> Iterator[str]:
             yield from (n for sub_node in sub.node for n in _inputs_of(sub_node) if n not in inner)
 
 
-def local_files(model_path: str | Path) -> dict[str, Path]:
+# A model parsed by `local_files(..., keep=True)`, taken by the next `parse_model` of the same
+# file (unchanged since): the command line lists a model's files, then imports it, and an
+# embedded model's protobuf takes seconds to parse (one entry, dropped by any other parse).
+_HANDOFF: dict[tuple[str, int, int], ModelProto] = {}
+
+
+def _file_key(path: Path) -> tuple[str, int, int]:
+    stat = path.stat()
+    return (os.path.realpath(path), stat.st_size, stat.st_mtime_ns)
+
+
+def local_files(model_path: str | Path, *, keep: bool = False) -> dict[str, Path]:
     """The model and the external-data files its tensors name, by their names relative to the
-    model's folder (each location checked as `ModelFiles.external` checks it)."""
+    model's folder (each location checked as `ModelFiles.external` checks it); `keep` hands
+    the parsed model to the import that follows in this process."""
     files = ModelFiles.in_folder(model_path)
     proto = parse_model(files, ReadLimits())
+    if keep:
+        _HANDOFF[_file_key(files.model_path)] = proto
     found = {files.model: files.model_path}
     graphs = [proto.graph]
     while graphs:

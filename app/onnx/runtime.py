@@ -25,12 +25,20 @@ class OnnxIO:
     id_range: int | None = None  # an integer input that indexes a table: its size
 
 
-def _model_bytes(files: ModelFiles) -> bytes:
+def _model_bytes(files: ModelFiles, overrides: Mapping[str, np.ndarray]) -> bytes:
     """The model with its external data inside (onnxruntime resolves external files itself and
-    refuses links; read from the files the import checked), for onnxruntime to load."""
+    refuses links; read from the files the import checked), for onnxruntime to load; the
+    initializers named in `overrides` hold those values instead."""
+    from onnx import numpy_helper
+
     proto = ModelProto()
     proto.ParseFromString(files.model_path.read_bytes())
     for tensor in proto.graph.initializer:
+        if tensor.name in overrides:
+            dtype = helper.tensor_dtype_to_np_dtype(tensor.data_type)
+            value = np.asarray(overrides[tensor.name]).astype(dtype).reshape(tuple(tensor.dims))
+            tensor.CopyFrom(numpy_helper.from_array(value, tensor.name))
+            continue
         if tensor.data_location != TensorProto.EXTERNAL:
             continue
         info = {e.key: e.value for e in tensor.external_data}
@@ -52,9 +60,12 @@ def run_original(
     inputs: Sequence[OnnxIO],
     outputs: Sequence[OnnxIO],
     values: Mapping[str, np.ndarray],
+    overrides: Mapping[str, np.ndarray] | None = None,
 ) -> dict[str, np.ndarray]:
     """The original model's outputs (float64, by program name) on the program's input `values`
-    (by program name, given to onnxruntime in each input's ONNX dtype)."""
+    (by program name, given to onnxruntime in each input's ONNX dtype); with `overrides`, the
+    initializers they name hold their values (quantized weights as the program decompresses
+    them)."""
     import onnxruntime as ort
 
     feeds = {}
@@ -66,7 +77,10 @@ def run_original(
     options = ort.SessionOptions()
     options.log_severity_level = 3  # errors only: its shape-merge warnings are not ours
     options.intra_op_num_threads = 1  # one build, one core: the same sums on every machine
-    model = _model_bytes(files)
+    # the model's own ops as written: onnxruntime's graph optimizations rewrite a weight-only
+    # QDQ MatMul into an integer product that quantizes the activations too
+    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    model = _model_bytes(files, overrides or {})
     try:
         session = ort.InferenceSession(model, options, providers=["CPUExecutionProvider"])
         results = session.run([io.onnx_name for io in outputs], feeds)

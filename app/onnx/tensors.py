@@ -41,6 +41,7 @@ _STORED: dict[int, np.dtype] = {
     TensorProto.UINT64: np.dtype("<u8"),
     TensorProto.BOOL: np.dtype("?"),
 }
+_CONVERTED = frozenset({TensorProto.FLOAT, TensorProto.DOUBLE, TensorProto.BFLOAT16})
 FLOAT_TYPES = frozenset(
     {TensorProto.FLOAT, TensorProto.FLOAT16, TensorProto.BFLOAT16, TensorProto.DOUBLE}
 )
@@ -125,7 +126,9 @@ def _embedded(tensor: TensorProto, field: str, stored: np.dtype, count: int) -> 
                 f"tensor {tensor.name!r}: {len(raw)} bytes of data for a shape of {count} "
                 f"elements of {type_name(tensor.data_type)} ({count * stored.itemsize} bytes)",
             )
-        values = np.frombuffer(raw, stored).copy()
+        values = np.frombuffer(raw, stored)
+        if tensor.data_type not in _CONVERTED:  # those _as_float converts (a copy) anyway
+            values = values.copy()
         tensor.ClearField("raw_data")  # the model holds no second copy
         return values
     typed = _typed_field(tensor)

@@ -51,21 +51,31 @@ def describe(
         "inputs": [_io(v) for v in main.inputs if v.type == v.tensor],
         "states": [_io(v) for v in main.inputs if v.type != v.tensor],
         "outputs": [_io(v) for v in main.outputs],
+        # one weight at a time: weights read on demand are read (and let go) here in turn
         "weights": {
-            key: {
-                "shape": list(array.shape),
-                "dtype": str(array.dtype),
-                "stored_dtype": stored[key],
-                "sha256": digests.get(key) or tensor_digest(array),
-                **({"quantized": dict(quantized[key])} if key in quantized else {}),
-            }
-            for key, array in sorted(weights.items())
+            key: _weight(weights[key], stored[key], digests.get(key), (quantized or {}).get(key))
+            for key in sorted(weights)
         },
         "generator": generator(),
         "coremltools_version": coremltools_version(),
         # model.mil names no default function (Apple's printer sorts them): kernel.json does
         **({"default_function": program.default} if program.multifunction else {}),
         **(extra or {}),
+    }
+
+
+def _weight(
+    array: np.ndarray,
+    stored: str,
+    digest: str | None,
+    quantized: Mapping[str, Any] | None,
+) -> dict[str, Any]:
+    return {
+        "shape": list(array.shape),
+        "dtype": str(array.dtype),
+        "stored_dtype": stored,
+        "sha256": digest or tensor_digest(array),
+        **({"quantized": dict(quantized)} if quantized is not None else {}),
     }
 
 

@@ -13,6 +13,11 @@ def plan_weights(program: Program) -> tuple[BlobWriter, dict[str, int]]:
     offsets = {}
     for op in program.blob_consts():
         assert op.value is not None and not isinstance(op.value.data, str)
+        if op.name in offsets:
+            # another function's const of this name: it holds the same value (offsets are
+            # looked up by name; app/kernels/functions.py renames those that differ), which
+            # the writer would find stored already, after packing and comparing it whole
+            continue
         dtype = blob_dtype(op.value.type.dtype)
         if op.value.type.dtype.is_subbyte:  # packed LSB-first, as coremltools' writer does
             data = pack_subbyte(op.value.stored_array(), dtype)

@@ -10,11 +10,27 @@ from app.passes.edit import Editor
 from app.passes.patterns import wide
 
 
+def out_channels(conv: Operation) -> int:
+    return conv.outputs[0].tensor.shape[1]
+
+
+def scale_out_channels(conv: Operation, weight: np.ndarray, scale: np.ndarray) -> np.ndarray:
+    """The weight with output channel o multiplied by scale[o]: a conv's weight is
+    [C_out, C_in/groups, ...]; a conv_transpose's [C_in, C_out/groups, ...], input channel i of
+    group i // (C_in/groups) making that group's C_out/groups outputs."""
+    if conv.type == "conv":
+        return weight * scale.reshape((-1,) + (1,) * (weight.ndim - 1))
+    c_in, per_group = weight.shape[0], weight.shape[1]
+    groups = len(scale) // per_group
+    rows = np.arange(c_in) // (c_in // groups)  # the group of each input channel
+    factors = scale.reshape(groups, per_group)[rows]  # [C_in, C_out/groups]
+    return weight * factors.reshape(factors.shape + (1,) * (weight.ndim - 2))
+
+
 def bias_of(conv: Operation) -> np.ndarray | None:
     """The conv's bias in float64 (zeros without one); None when it is not a plain const."""
-    weight: Var = conv.var("weight")
     if "bias" not in conv.inputs:
-        return np.zeros(weight.tensor.shape[0])
+        return np.zeros(out_channels(conv))
     return wide(conv.var("bias"))
 
 
@@ -33,8 +49,8 @@ def remade(
     weight: np.ndarray | None = None,
     bias: np.ndarray | None = None,
 ) -> Operation:
-    """`conv` again, named `name` with output `out` and placed before `anchor`, with a new weight
-    and/or bias (each stored in the weight's dtype, rounded once)."""
+    """`conv` (or conv_transpose) again, named `name` with output `out` and placed before
+    `anchor`, with a new weight and/or bias (each stored in the weight's dtype, rounded once)."""
     w: Var = conv.var("weight")
     dtype = w.tensor.dtype
     args = dict(conv.inputs)
@@ -42,4 +58,4 @@ def remade(
         args["weight"] = edit.const(f"{name}_weight", weight, dtype, anchor)
     if bias is not None:
         args["bias"] = edit.const(f"{name}_bias", bias, dtype, anchor)
-    return edit.op("conv", name, args, anchor, out=[out])
+    return edit.op(conv.type, name, args, anchor, out=[out])

@@ -11,7 +11,7 @@ or within one that walks the result again).
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 
 import numpy as np
 
@@ -116,7 +116,7 @@ class Editor:
         self,
         op_type: str,
         name: str,
-        inputs: dict[str, Input],
+        inputs: Mapping[str, Input],
         before: Operation,
         out: list[str] | None = None,
     ) -> Operation:
@@ -213,7 +213,7 @@ class Editor:
         return any(self._types[t] > 0 for t in types)
 
     # -- the usual rewrites -----------------------------------------------------------------------
-    def swap(self, old: Operation, op_type: str, inputs: dict[str, Input]) -> Operation:
+    def swap(self, old: Operation, op_type: str, inputs: Mapping[str, Input]) -> Operation:
         """A new op in `old`'s place: its name, its outputs' names and their readers; `old` is
         dropped (with the consts only it read)."""
         new = self.op(op_type, old.name, inputs, old, out=[v.name for v in old.outputs])

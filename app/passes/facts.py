@@ -119,7 +119,7 @@ def meaning(op: Operation, values: Mapping[str, np.ndarray | str]) -> list[np.nd
 
 
 def output_types(
-    op_type: str, name: str, inputs: dict[str, Input], target: Target
+    op_type: str, name: str, inputs: Mapping[str, Input], target: Target
 ) -> list[TensorType]:
     """The op's output types, checked as the builder checks them (raises MILBuildError)."""
     return ops.infer(op_type, name, inputs, target)

@@ -13,8 +13,9 @@ from typing import Any
 
 from app.passes.edit import Editor
 
-# The seed's groups (coremltools' modules of graph passes), in its order.
-GROUPS = (
+# The seed's groups (coremltools' modules of graph passes), in its order; then the group of the
+# passes beyond the seed, for the ANE (docs/passes.md, "Beyond the seed").
+SEED_GROUPS = (
     "cleanup",
     "optimize_activation",
     "optimize_conv",
@@ -29,6 +30,7 @@ GROUPS = (
     "quantization",
     "symbol_transform",
 )
+GROUPS = (*SEED_GROUPS, "ane")
 
 
 @dataclass(frozen=True)
@@ -47,7 +49,7 @@ Options = Mapping[str, Any]
 @dataclass(frozen=True)
 class GraphPass:
     name: str  # the seed's name
-    group: str  # the seed's group (GROUPS)
+    group: str  # the seed's group, or "ane" (GROUPS)
     summary: str
     run: Callable[[Editor, Options], None]
     options: Mapping[str, Option] = field(default_factory=dict)

@@ -4,6 +4,7 @@ does it broadcast against an op's output."""
 from __future__ import annotations
 
 import hashlib
+import weakref
 
 import numpy as np
 
@@ -81,8 +82,37 @@ def value_key(var: Var) -> tuple:
     t = var.tensor
     if isinstance(value, str):
         return ("const", t.dtype, value)
-    data = np.ascontiguousarray(value)
-    return ("const", t.dtype, t.shape, hashlib.sha256(data.tobytes()).digest())
+    return ("const", t.dtype, t.shape, _digest(np.asarray(value)))
+
+
+# Digests of the arrays hashed lately, by the array that holds their memory (a const's stored
+# value is a new view of it at each call), each with a weak reference that says whether that id
+# is still that array's: the dedup passes key every const each time they run, and a model's
+# weights are hundreds of megabytes (no pass writes a const's array in place).
+_DIGESTS: dict[tuple, tuple[weakref.ref, bytes]] = {}
+
+
+def _digest(array: np.ndarray) -> bytes:
+    root = array
+    while isinstance(root.base, np.ndarray):
+        root = root.base
+    key = (
+        id(root),
+        array.__array_interface__["data"][0],
+        array.shape,
+        array.strides,
+        array.dtype.str,
+    )
+    known = _DIGESTS.get(key)
+    if known is not None and known[0]() is root:
+        return known[1]
+    data = np.ascontiguousarray(array)  # hashed in place: no copy of a large weight
+    digest = hashlib.sha256(data.reshape(-1).view(np.uint8).data).digest()
+    if array.nbytes >= 1 << 16:
+        if len(_DIGESTS) > 4096:
+            _DIGESTS.clear()
+        _DIGESTS[key] = (weakref.ref(root), digest)
+    return digest
 
 
 def fits(value: np.ndarray | None, var: Var) -> bool:

@@ -20,7 +20,7 @@ from app.passes.graph_pass import GraphPass
 
 # Bump when a pass or a pipeline changes what any program becomes: it is part of the key of every
 # request that runs passes, so artifacts built before are built again.
-VERSION = 1
+VERSION = 2
 
 # The default order, coremltools' own (its default and cleanup pipelines, pass_pipeline.py in
 # coremltools 9.0) restricted to the passes implemented here, and written once:
@@ -29,17 +29,42 @@ DEFAULT: tuple[str, ...] = (
     # the ops that compute
     "cast_optimization",
     "noop_elimination",
+    # quantized activations: a dequantize straight back to the same quantization goes, and a
+    # dequantize of a constant becomes a constexpr before const_elimination would store it
+    # decompressed (coremltools runs both before its const_elimination)
+    "nullify_redundant_quantization_zero_point",
+    "dequantize_quantize_pair_elimination",
+    "distributive_quantized_binary_op_scale_normalization",
+    "dequantize_to_constexpr",
+    # a conv_transpose's output shape written out
+    "add_conv_transpose_output_shape",
     # constants settle: divisions by constants become multiplications, and whatever is computed
     # from constants alone is computed now; duplicates are merged once all are made
     "const_elimination",
     "divide_to_multiply",
     "const_elimination",
+    # a select on a constant condition is one operand (or a mask added), once constants settle
+    "select_optimization",
     "const_deduplication",
     "noop_elimination",
     # fusions, activations first (their spelled-out forms are the longest)
+    "fuse_gelu_exact",
     "fuse_gelu_tanh_approximation",
+    "fuse_leaky_relu",
+    "fuse_prelu",
     "rank0_expand_dims_swap",
     "reduce_transposes",
+    # a reflection written as slices and a concat is a pad; paddings merge, then a zero pad
+    # melds into the conv it feeds
+    "use_reflection_padding",
+    "merge_consecutive_paddings",
+    "fuse_pad_conv",
+    # a product by a constant weight over the channels, between transposes, is a 1×1 conv in
+    # (B, C, 1, S) (the ANE's best form), before the conv fusions that may fold into it
+    "matmul_to_conv",
+    # a batch norm folds into its conv first: what it leaves is a conv whose scale and bias
+    # are folded already
+    "fuse_conv_batchnorm",
     # a scale before a bias: folding a scale multiplies the bias, so the bias folded after it
     # stays exact; each twice, since one fusion can expose the other
     "fuse_conv_scale",
@@ -47,12 +72,24 @@ DEFAULT: tuple[str, ...] = (
     "fuse_reduce_mean",
     "fuse_conv_scale",
     "fuse_conv_bias",
+    # a normalization spelt out, once its means are reduce_means (fuse_reduce_mean above)
+    "fuse_layernorm_or_instancenorm",
+    # a per-channel scale and shift the conv fusions did not take (no conv before them)
+    "fuse_elementwise_to_batchnorm",
+    "replace_stack_reshape",
     "detect_concat_interleave",
+    "concat_to_pixel_shuffle",
     "merge_consecutive_relus",
     "merge_consecutive_reshapes",
     "merge_consecutive_transposes",
     "fuse_transpose_matmul",
+    # a matmul by a constant weight with a constant bias is linear; a bias after it folds in
+    # (fuse_onehot_matmul_to_gather is not here: it changes what an index out of range gives)
+    "fuse_matmul_weight_bias",
+    "fuse_linear_bias",
     "reduce_transposes",
+    # a rank-5 stretch left by the fusions above computes in rank 4 (the ANE's)
+    "fold_high_rank",
     # duplicates left by the fusions above, then names (before add_fp16_cast makes new ones)
     "remove_redundant_ops",
     "dedup_op_and_var_names",

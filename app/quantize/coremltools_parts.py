@@ -5,6 +5,7 @@ which would land on every command's stderr."""
 from app.toolchain import quiet_coremltools
 
 with quiet_coremltools():
+    from coremltools._deps.kmeans1d import core as _kmeans1d_core
     from coremltools.models.neural_network.quantization_utils import (
         _get_kmeans_lookup_table_and_weight,
     )
@@ -15,9 +16,17 @@ with quiet_coremltools():
         prune_weights,
     )
 
+
+def kmeans1d_library():
+    """The C library of coremltools' bundled kmeans1d (its `cluster` wrapper calls
+    `cluster_with_weights` in it), loaded through ctypes, which releases the GIL during a call."""
+    return _kmeans1d_core._DLL
+
+
 __all__ = [
     "_get_kmeans_lookup_table_and_weight",
     "ct_utils",
+    "kmeans1d_library",
     "linear_quantize_weights",
     "palettize_weights",
     "prune_weights",

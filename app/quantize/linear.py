@@ -8,12 +8,14 @@ are the ones `coremltools.optimize.coreml.linear_quantize_weights` writes for th
 
 from __future__ import annotations
 
+from functools import partial
+
 import numpy as np
 
 from app.language.targets import DEFAULT_TARGET, Target, get_target
 from app.mil.types import DType
 from app.quantize.config import LinearConfig, check_config
-from app.quantize.coremltools_parts import ct_utils, linear_quantize_weights
+from app.quantize.coremltools_parts import ct_utils
 from app.quantize.result import Compressed, ConstexprOp, Param, as_weight
 
 
@@ -31,13 +33,8 @@ def quantize_blocks(
     w: np.ndarray, dtype: str, symmetric: bool, sizes: list[int]
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
     """(data, scale, offset) of `w`, scale and offset of the weight's rank (one per block)."""
-    mode = "LINEAR_SYMMETRIC" if symmetric else "LINEAR"
     with np.errstate(divide="ignore", invalid="ignore"):  # an all-zero block has scale 0
-        params = linear_quantize_weights.blockwise_compress_by_dtype(w, dtype, mode, sizes)
-    plain = np.dtype(params.data.dtype.str)  # int8/uint8 without coremltools' sub-byte metadata
-    scale = np.asarray(params.scale, w.dtype)
-    data = params.data.astype(plain)  # astype, not np.array: that keeps the metadata
-    offset = None if params.offset is None else np.asarray(params.offset).astype(plain)
+        data, scale, offset = _affine(w, dtype, symmetric, sizes)
     # An all-zero block has scale 0, and 0/0 left NaN (no integer) in its data and offset: store
     # zeros there, which decompress to the same 0 whatever they are.
     if (scale == 0).any():
@@ -47,6 +44,56 @@ def quantize_blocks(
         if offset is not None:
             offset[scale == 0] = 0
     return data, scale, offset
+
+
+_INT_RANGES = {"int8": (-128, 127), "uint8": (0, 255), "int4": (-8, 7), "uint4": (0, 15)}
+
+
+def _affine(
+    w: np.ndarray, dtype: str, symmetric: bool, sizes: list[int]
+) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
+    """coremltools' `compute_qparams_by_dtype` (LINEAR_SYMMETRIC or LINEAR), the same numbers
+    computed faster. Its arithmetic runs on the fp16 weight, where NumPy computes each fp16
+    operation in float32 and rounds the result to fp16, element by element; here the weight-sized
+    steps run as float32 arrays with the same roundings made explicit (a float32 quotient rounded
+    to fp16 is the correctly rounded fp16 quotient: 24 ≥ 2·11 + 2 bits, so the double rounding is
+    innocuous) and the per-block ones on the fp16 values as coremltools writes them."""
+    q_min, q_max = _INT_RANGES[dtype]
+    if symmetric and dtype.startswith("int"):
+        q_min += 1  # a symmetric signed range leaves out its most negative value
+    if symmetric and dtype.startswith("uint"):
+        q_max -= 1
+    blocks = [n // b if b else 1 for n, b in zip(w.shape, sizes, strict=True)]
+    blocked = w.reshape(_blocked_shape(w.shape, tuple(blocks)))
+    inner = tuple(range(1, blocked.ndim, 2))  # each block's own elements
+    wide = blocked.astype(np.float32)
+    low = np.amin(wide, axis=inner, keepdims=True).astype(w.dtype)
+    high = np.amax(wide, axis=inner, keepdims=True).astype(w.dtype)
+    if not symmetric and ((low == 0).any() or (high == 0).any()):
+        # the sign of a zero extremum reaches the scale and offset here: take it as
+        # coremltools' own fp16 reduction gives it
+        low = np.amin(blocked, axis=inner, keepdims=True)
+        high = np.amax(blocked, axis=inner, keepdims=True)
+    offset = None
+    if symmetric:
+        high = np.maximum(np.abs(low), np.abs(high))
+        low = -high
+    else:
+        low, high = np.minimum(0.0, low), np.maximum(0.0, high)
+    scale = (high - low) / (q_max - q_min)  # fp16, as coremltools computes it
+    values = (wide / scale.astype(np.float32)).astype(w.dtype).astype(np.float32)
+    np.rint(values, out=values)
+    if symmetric and dtype.startswith("uint"):
+        offset = np.full(scale.shape, q_max // 2, np.float64)
+        values = (values.astype(np.float64) + offset).astype(w.dtype).astype(np.float32)
+    elif not symmetric:
+        offset = np.clip(np.round((q_min * high - q_max * low) / (high - low)), q_min, q_max)
+        values = (values + offset.astype(np.float32)).astype(w.dtype).astype(np.float32)
+    np.clip(values, q_min, q_max, out=values)
+    integer = np.int8 if dtype.startswith("int") else np.uint8
+    data = values.reshape(w.shape).astype(integer)
+    scale = scale.reshape(blocks).astype(w.dtype)
+    return data, scale, None if offset is None else offset.reshape(blocks).astype(integer)
 
 
 def linear(
@@ -69,13 +116,14 @@ def linear(
     w = as_weight(weight, dtype, weight_field)
     sizes = block_sizes(config, w.ndim, channel_axis, input_axis)
     data, scale, offset = quantize_blocks(w, config.dtype, config.symmetric, sizes)
-    dense = dequantize(data, scale, offset, dtype)
+    dense = partial(dequantize, data, scale, offset, dtype)
     int_dtype = DType(config.dtype)
     if get_target(target).ios18_compression:
         args = {"data": Param(data, int_dtype), "scale": Param(scale, dtype)}
         if offset is not None:
             args["offset"] = Param(offset, int_dtype)
-        return Compressed((ConstexprOp("constexpr_blockwise_shift_scale", args),), dense)
+        op = ConstexprOp("constexpr_blockwise_shift_scale", args)
+        return Compressed((op,), w.shape, dtype, dense)
     old = ct_utils.ios18_quant_params_to_ios16(
         ct_utils.QuantParams(data=data, scale=scale, offset=offset, nbits=int_dtype.bits)
     )
@@ -85,7 +133,7 @@ def linear(
         "scale": Param(np.asarray(old.scale, dtype.numpy), dtype),
         "axis": Param(np.asarray(old.axis, np.int32), DType.INT32),
     }
-    return Compressed((ConstexprOp("constexpr_affine_dequantize", args),), dense)
+    return Compressed((ConstexprOp("constexpr_affine_dequantize", args),), w.shape, dtype, dense)
 
 
 def dequantize(

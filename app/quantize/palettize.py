@@ -5,12 +5,15 @@ The grouping, the LUT layout and the iOS16 conversion are coremltools' own
 arrays. The clustering is coremltools' k-means helper forced onto its bundled `kmeans1d`, the
 optimal 1-D k-means (a dynamic programme over the sorted distinct values, weighted by their
 counts): deterministic on every machine, and no larger an error than any other clustering of the
-same values. coremltools itself takes this path for fp16 weights of 10,000 elements or more per
+same values; for fp16 groups its input comes from their histogram (app/quantize/kmeans.py), not
+from sorting their elements. coremltools itself takes this path for fp16 weights of 10,000 elements or more per
 group and scikit-learn's seeded KMeans below that (not a dependency here), so for those large
 weights our tables are coremltools' byte for byte.
 """
 
 from __future__ import annotations
+
+from functools import partial
 
 import numpy as np
 
@@ -22,6 +25,7 @@ from app.quantize.coremltools_parts import (
     ct_utils,
     palettize_weights,
 )
+from app.quantize.kmeans import kmeans_palette
 from app.quantize.result import Compressed, ConstexprOp, Param, as_weight
 
 _INDEX_DTYPES = {
@@ -34,12 +38,13 @@ _INDEX_DTYPES = {
 }
 
 
-def _kmeans(nbits: int):
-    def lut_function(group: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        lut, indices = _get_kmeans_lookup_table_and_weight(nbits, group, force_kmeans1d=True)
-        return lut.astype(group.dtype), np.asarray(indices, np.uint8)
-
-    return lut_function
+def _kmeans(nbits: int, group: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """coremltools' kmeans1d palette of one group: from its histogram when it is fp16
+    (app/quantize/kmeans.py, the same LUT and indices), from its sorted elements otherwise."""
+    if group.dtype == np.float16:
+        return kmeans_palette(group, nbits)
+    lut, indices = _get_kmeans_lookup_table_and_weight(nbits, group, force_kmeans1d=True)
+    return lut.astype(group.dtype), np.asarray(indices, np.uint8)
 
 
 def palettize(
@@ -59,11 +64,11 @@ def palettize(
     w = as_weight(weight, dtype, weight_field)
     group = config.group_size if config.granularity == "per_grouped_channel" else 0
     params = palettize_weights.grouped_channelwise_compress(
-        w, "CUSTOM", config.nbits, channel_axis, group, lut_function=_kmeans(config.nbits)
+        w, "CUSTOM", config.nbits, channel_axis, group, lut_function=partial(_kmeans, config.nbits)
     )
     indices = params.indices.astype(np.uint8)  # drops coremltools' sub-byte dtype metadata
     lut = np.asarray(params.lut, dtype.numpy)
-    dense = _dense(indices, lut, channel_axis)
+    dense = partial(_dense, indices, lut, channel_axis)
     if get_target(target).ios18_compression:
         args = {"indices": Param(indices, _INDEX_DTYPES[config.nbits]), "lut": Param(lut, dtype)}
     else:
@@ -73,7 +78,7 @@ def palettize(
             "lut": Param(np.asarray(old.lut, dtype.numpy), dtype),
             "shape": Param(np.asarray(old.shape, np.uint32), DType.UINT32),
         }
-    return Compressed((ConstexprOp("constexpr_lut_to_dense", args),), dense)
+    return Compressed((ConstexprOp("constexpr_lut_to_dense", args),), w.shape, dtype, dense)
 
 
 def _dense(indices: np.ndarray, lut: np.ndarray, channel_axis: int) -> np.ndarray:

@@ -1,14 +1,17 @@
 """Magnitude pruning: the smallest weights become zeros, stored as a bit mask plus the rest.
 
 The selection is coremltools' own (`prune_weights.compress_by_magnitude`: every weight whose
-magnitude is at most the target_sparsity percentile, so ties may prune a little more), and so are
-the mask layouts (`ios16_sparse_params_to_ios18`). With int8, the pruned weight is quantized per
+magnitude is at most the target_sparsity percentile, so ties may prune a little more, computed
+here with its expressions), and so are the mask layouts (bits packed LSB first for iOS16, one
+uint1 per element for iOS18). With int8, the pruned weight is quantized per
 channel (symmetric) the way coremltools' joint compression quantizes a pruned weight: the scales
 come from the dense pruned tensor, the kept integers go to
 `constexpr_sparse_blockwise_shift_scale`, whose (mask, values) feed `constexpr_sparse_to_dense`.
 """
 
 from __future__ import annotations
+
+from functools import partial
 
 import numpy as np
 
@@ -34,27 +37,38 @@ def prune(
     the weight) or, on ios17, the iOS16 form (a byte-packed mask and the shape)."""
     check_config(config, np.shape(weight), target, channel_axis=channel_axis, field=field)
     w = as_weight(weight, dtype, weight_field)
-    old = prune_weights.compress_by_magnitude(w, config.target_sparsity)
-    if old.nonzero_data.size == 0:
+    kept, mask = _by_magnitude(w, config.target_sparsity)
+    if kept.size == 0:
         raise QuantizeConfigError(
             f"{field}.target_sparsity", "prunes every weight (they are all zero or equal)"
         )
     if not get_target(target).ios18_compression:
+        packed = np.packbits(mask.reshape(-1), bitorder="little")
+        old = ct_utils.SparseParamsIos16(nonzero_data=kept, mask=packed, shape=w.shape)
         args = {
             "mask": Param(np.asarray(old.mask, np.uint8), DType.UINT8),
             "nonzero_data": Param(np.asarray(old.nonzero_data, dtype.numpy), dtype),
             "shape": Param(np.asarray(old.shape, np.uint32), DType.UINT32),
         }
-        dense = prune_weights.decompress(old).astype(dtype.numpy)
-        return Compressed((ConstexprOp("constexpr_sparse_to_dense", args),), dense)
-    new = ct_utils.ios16_sparse_params_to_ios18(old)
-    mask = new.mask.astype(np.uint8)  # astype drops coremltools' uint1 dtype metadata
+        dense = partial(_decompressed_ios16, old, dtype)
+        return Compressed((ConstexprOp("constexpr_sparse_to_dense", args),), w.shape, dtype, dense)
+    bits = mask.astype(np.uint8)  # the iOS18 uint1 mask, one value per element
     if config.dtype is None:
-        args = {"mask": Param(mask, DType.UINT1), "nonzero_data": Param(new.nonzero_data, dtype)}
-        dense = ct_utils.sparse_to_dense(new.nonzero_data, mask).astype(dtype.numpy)
-        return Compressed((ConstexprOp("constexpr_sparse_to_dense", args),), dense)
-    pruned = ct_utils.sparse_to_dense(new.nonzero_data, mask)
-    return _pruned_int8(pruned, mask, config, dtype, channel_axis)
+        args = {"mask": Param(bits, DType.UINT1), "nonzero_data": Param(kept, dtype)}
+        dense = partial(_decompressed, kept, bits, dtype)
+        return Compressed((ConstexprOp("constexpr_sparse_to_dense", args),), w.shape, dtype, dense)
+    pruned = ct_utils.sparse_to_dense(kept, bits)
+    return _pruned_int8(pruned, bits, config, dtype, channel_axis)
+
+
+def _by_magnitude(w: np.ndarray, target_sparsity: float) -> tuple[np.ndarray, np.ndarray]:
+    """coremltools' selection (`compress_by_magnitude`: zero every weight whose magnitude is at
+    most the target_sparsity percentile): the kept values in order, and where they are. Its
+    packing of the mask into bytes and unpacking again for iOS18 are left out."""
+    magnitude = np.abs(w)
+    pruned = np.where(magnitude <= np.percentile(magnitude, target_sparsity * 100), 0, w)
+    mask = pruned != 0
+    return pruned[mask], mask
 
 
 def _pruned_int8(
@@ -65,14 +79,32 @@ def _pruned_int8(
     sizes = block_sizes(linear, pruned.ndim, channel_axis, input_axis=channel_axis)  # per channel
     data, scale, offset = quantize_blocks(pruned, config.dtype, linear.symmetric, sizes)
     int_dtype = DType(config.dtype)
+    kept = data[mask != 0]
     args = {
         "data_mask": Param(mask, DType.UINT1),
-        "nonzero_data": Param(data[mask != 0], int_dtype),
+        "nonzero_data": Param(kept, int_dtype),
         "scale": Param(scale, dtype),
     }
     if offset is not None:
         args["offset"] = Param(offset, int_dtype)
     gather = ConstexprOp("constexpr_sparse_blockwise_shift_scale", args)
     scatter = ConstexprOp("constexpr_sparse_to_dense", {}, {"mask": 0, "nonzero_data": 1})
-    dense = np.where(mask != 0, dequantize(data, scale, offset, dtype), 0).astype(dtype.numpy)
-    return Compressed((gather, scatter), dense)
+    dense = partial(_decompressed_int8, kept, mask, scale, offset, dtype)
+    return Compressed((gather, scatter), pruned.shape, dtype, dense)
+
+
+def _decompressed_ios16(params, dtype: DType) -> np.ndarray:
+    return prune_weights.decompress(params).astype(dtype.numpy)
+
+
+def _decompressed(nonzero: np.ndarray, mask: np.ndarray, dtype: DType) -> np.ndarray:
+    return ct_utils.sparse_to_dense(nonzero, mask).astype(dtype.numpy)
+
+
+def _decompressed_int8(
+    kept: np.ndarray, mask: np.ndarray, scale: np.ndarray, offset: np.ndarray | None, dtype: DType
+) -> np.ndarray:
+    """The kept integers scattered back (the pruned ones are 0, as quantized), dequantized."""
+    data = np.zeros(mask.shape, kept.dtype)
+    data[mask != 0] = kept
+    return np.where(mask != 0, dequantize(data, scale, offset, dtype), 0).astype(dtype.numpy)

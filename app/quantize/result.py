@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -35,18 +36,23 @@ class ConstexprOp:
 
 @dataclass(frozen=True)
 class Compressed:
-    """A compressed weight: ops[-1] produces `decompressed` (shape and dtype of the weight)."""
+    """A compressed weight: ops[-1] produces the weight (`shape`, `dtype`), which `decompressed`
+    computes from the stored arguments each time it is asked for. It is not held: a program's
+    weights decompressed take as much memory as its fp16 weights, and only verifying needs them."""
 
     ops: tuple[ConstexprOp, ...]
-    decompressed: np.ndarray
+    shape: tuple[int, ...]
+    dtype: DType
+    rebuild: Callable[[], np.ndarray] = field(repr=False, compare=False)
 
     @property
-    def dtype(self) -> DType:
-        return DType.from_numpy(self.decompressed.dtype)
+    def decompressed(self) -> np.ndarray:
+        """The weight the ops give, computed now."""
+        return self.rebuild()
 
     @property
     def nbytes(self) -> int:
-        """Bytes of every stored argument, against `decompressed.nbytes` uncompressed."""
+        """Bytes of every stored argument, against `math.prod(shape)` values uncompressed."""
         return sum(p.nbytes for op in self.ops for p in op.params.values())
 
 

@@ -197,6 +197,17 @@ def _convert(name: str, value, t: TensorType) -> np.ndarray:
         )
     if t.dtype.is_int and array.dtype.kind == "f":
         raise RequestError(f"inputs.{name}", f"expects {t.dtype.value}, received floats")
+    if t.dtype.is_int and array.dtype.kind in "iu" and array.size:
+        # int64 ids (what ONNX models take) into an int32 input: held to int32, never wrapped
+        low, high = np.iinfo(t.dtype.numpy).min, np.iinfo(t.dtype.numpy).max
+        smallest, largest = int(array.min()), int(array.max())
+        if smallest < low or largest > high:
+            bad = smallest if smallest < low else largest
+            raise RequestError(
+                f"inputs.{name}",
+                f"holds {bad}, beyond {t.dtype.value}'s range [{low}, {high}] (received "
+                f"{array.dtype})",
+            )
     if t.dtype.is_float and array.dtype.kind == "f" and np.isfinite(array).all():
         limit = float(np.finfo(t.dtype.numpy).max)
         if array.size and float(np.abs(array).max()) > limit:

@@ -11,7 +11,7 @@ from app.api.context import Services, services
 from app.api.examples import PLAN_EXAMPLES
 from app.api.openapi import problems
 from app.devices import CHIPS
-from app.errors import ErrorKind, FieldError
+from app.errors import ErrorKind, FieldError, RequestError
 from app.estimates import devices_or_error, estimate_works, works_from_json
 from app.planner import make_plan
 from app.schemas.plans import PlanAnswer, PlanRequest
@@ -40,14 +40,24 @@ async def list_devices() -> list[dict[str, Any]]:
 def plan(  # plain def: FastAPI runs it off the event loop
     body: Annotated[PlanRequest, Body(openapi_examples=PLAN_EXAMPLES)],
 ) -> dict[str, Any]:
-    return make_plan(
+    plan = make_plan(
         body.config,
         body.device,
         quantize=body.quantize,
         context=body.context,
         prefill=body.prefill,
+        prompt=body.prompt,
+        kv=body.kv,
         path=body.path,
-    ).to_json()
+    )
+    refused = plan.strict_refusals()
+    if body.strict and refused:
+        raise RequestError(
+            "quantize",
+            "refused (strict): " + "; ".join(f"{w['part']}: {w['message']}" for w in refused),
+            title="Quantization not honest to promise",
+        )
+    return plan.to_json()
 
 
 @router.get(

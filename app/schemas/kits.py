@@ -20,11 +20,39 @@ class ModelJob(BaseModel):
     )
     format: Literal["mlpackage", "mlmodelc", "mil"] = Field("mlpackage", description="--format")
     context: int | None = Field(None, ge=1, le=MAX_CONTEXT, description="--context")
-    prefill: int | None = Field(None, ge=1, le=MAX_CONTEXT, description="--prefill")
-    device: str | None = Field(None, description="--device: a device name (GET /v1/devices)")
-    quantize: dict[str, Any] | None = Field(None, description="--quantize")
+    prefill: int | None = Field(
+        None, ge=1, le=MAX_CONTEXT, description="--prefill: tokens per prefill call"
+    )
+    device: str | None = Field(
+        None,
+        description="--device: a device name (GET /v1/devices); none: the envelope every chip "
+        "takes",
+    )
+    quantize: dict[str, Any] | str | None = Field(
+        None,
+        description='--quantize: one config for layers and head, {"layers": …, "head": …} (a '
+        'part may be "auto"), or "auto": the lightest setting that passes max_kl / min_top1',
+    )
     kv: Literal["io", "state"] = Field("io", description="--kv")
     verify: bool = Field(False, description="--verify")
+    strict: bool = Field(
+        False,
+        description="--strict: refuse (422, `quantize`) a quantization reported failing on the "
+        "device and path, or one the planner cannot model, instead of warning in kit.json",
+    )
+    max_kl: float | None = Field(
+        None,
+        ge=0,
+        allow_inf_nan=False,
+        description="--max-kl: the quality gate's most mean KL divergence from the checkpoint",
+    )
+    min_top1: float | None = Field(
+        None,
+        ge=0,
+        le=1,
+        allow_inf_nan=False,
+        description="--min-top1: the quality gate's least top-1 agreement with the checkpoint",
+    )
 
 
 class DeviceCheck(BaseModel):

@@ -3,7 +3,7 @@ import's options (docs/onnx.md)."""
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import Field
 
@@ -24,15 +24,22 @@ class OnnxBody(RequestOptions):
     model: str | None = Field(
         None, max_length=255, description="which file is the model (default: the one *.onnx)"
     )
-    shapes: dict[Annotated[str, Field(max_length=256)], list[int]] = Field(
+    shapes: dict[Annotated[str, Field(max_length=256)], list[int | list[int]]] = Field(
         default_factory=dict,
-        description="input name -> its shape, fixing its dynamic axes",
+        description="input name -> its shape, fixing its dynamic axes; one axis may list several "
+        "sizes ([1, [64, 128, 256]]): one function per size in one package, sharing the weights",
         examples=[{"input_ids": [1, 128]}],
     )
     io_dtype: Literal["fp16", "fp32"] = Field(
         "fp16", description="float inputs' and outputs' dtype"
     )
     passes: Passes = None
+    quantize: dict[str, Any] | None = Field(
+        None,
+        description="compress the model's weight matrices (MatMul, Gemm, Conv) as a kernel's: "
+        "palettize, linear or prune (docs/quantization.md)",
+        examples=[{"mode": "linear", "dtype": "int8"}],
+    )
 
 
 class OnnxSpec(OnnxBody):

@@ -3,7 +3,7 @@ becomes gelu(x, mode=TANH_APPROXIMATION).
 
 The product of x, 0.5 and (1 + tanh(...)) may be grouped any way (the seed's two patterns, and
 x·(...) then ·0.5), every mul and add with its operands in either order; x³ is x·x·x or
-x·square(x) in any grouping (pow(x, 3) once `pow` is a primitive). Every intermediate must be
+x·square(x) in any grouping, or pow(x, 3). Every intermediate must be
 read by the pattern alone, and each constant must be the one meant within fp16 rounding."""
 
 from __future__ import annotations
@@ -13,47 +13,14 @@ import math
 from app.mil.ir import Operation, Var
 from app.passes.edit import Editor
 from app.passes.graph_pass import GraphPass, Options
-from app.passes.patterns import close, scalar
+from app.passes.products import Taken
 
 _SQRT_2_OVER_PI = math.sqrt(2 / math.pi)
 _CUBIC = 0.044715
 
 
-class _Pattern:
-    """One match being tried: the ops taken so far, each read by the pattern alone."""
-
-    def __init__(self, edit: Editor):
-        self.edit = edit
-        self.ops: list[Operation] = []
-
-    def take(self, var: Var, op_type: str, reader: Operation) -> Operation | None:
-        op = var.op
-        if op is None or op.type != op_type or self.edit.sole_reader(var) is not reader:
-            return None
-        self.ops.append(op)
-        return op
-
-    def factors(self, var: Var, reader: Operation, squares: bool = False) -> list[Var]:
-        """The leaves of the product tree at `var` (muls, and squares counted twice when
-        `squares`, read by the tree alone)."""
-        for op_type in ("mul", "square") if squares else ("mul",):
-            op = self.take(var, op_type, reader)
-            if op is not None:
-                if op_type == "square":
-                    return [op.var("x")] * 2
-                return self.factors(op.var("x"), op, squares) + self.factors(
-                    op.var("y"), op, squares
-                )
-        return [var]
-
-    def other(self, op: Operation | None, constant: float) -> Var | None:
-        """For a binary op with the scalar `constant` as one operand: the other one."""
-        if op is None:
-            return None
-        x, y = op.var("x"), op.var("y")
-        if close(scalar(y), constant):
-            return x
-        return y if close(scalar(x), constant) else None
+class _Pattern(Taken):
+    """One match being tried (app/passes/products.py), and the bracket of the tanh form."""
 
     def tanh_of(self, var: Var, reader: Operation) -> Var | None:
         """For var = 1 + tanh(√(2/π)·(x + 0.044715·x³)): x."""
@@ -86,16 +53,12 @@ class _Pattern:
 def _match(edit: Editor, op: Operation) -> tuple[Var, list[Operation]] | None:
     """For the final mul of the pattern: x and the pattern's ops."""
     pattern = _Pattern(edit)
-    leaves = pattern.factors(op.var("x"), op) + pattern.factors(op.var("y"), op)
-    halves = [v for v in leaves if close(scalar(v), 0.5)]
-    if len(leaves) != 3 or len(halves) != 1:
+    pair = pattern.beside_a_half(op)
+    if pair is None:
         return None
-    rest = [v for v in leaves if v is not halves[0]]
-    for x, bracket in (rest, rest[::-1]):
-        trial = _Pattern(edit)
-        trial.ops = list(pattern.ops)
-        reader = next(o for o in [op, *pattern.ops] if bracket in o.inputs.values())
-        if trial.tanh_of(bracket, reader) is x:
+    for x, bracket in (pair, pair[::-1]):
+        trial = _Pattern(edit, pattern.ops)
+        if trial.tanh_of(bracket, pattern.reader_of(bracket, op)) is x:
             return x, [op, *trial.ops]
     return None
 

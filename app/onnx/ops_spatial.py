@@ -1,0 +1,285 @@
+"""Lowerings of ONNX's spatial ops: Pad, the pools (AveragePool, MaxPool, LpPool),
+ConvTranspose, DepthToSpace, SpaceToDepth and Resize.
+
+ONNX lists pads as every start then every end; MIL pairs them per axis. LpPool is a sum pool
+(an average over a window that counts its padding, times the window's size) of |x| (p = 1) or
+x² then √ (p = 2). DepthToSpace's DCR order is MIL's depth_to_space, its CRD order MIL's
+pixel_shuffle. Resize keeps the batch and channel axes and scales the last two:
+nearest-neighbour as upsample_nearest_neighbor, whose source row floor(i / scale) is ONNX's for
+asymmetric coordinates rounded down at any scale, and for half-pixel ones rounded to nearest at
+a whole scale ((i + ½)/s − ½ lies within ½ of floor(i / s)); linear as upsample_bilinear.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from app.errors import RequestError
+from app.mil import Var
+from app.onnx.lowering import Handler, Lowering, Node, Unlowered, Value
+from app.onnx.ops_layout import _ints
+
+
+def _text(node: Node, name: str, default: str) -> str:
+    value = node.attr(name, default)
+    return value.decode() if isinstance(value, bytes) else value
+
+
+def _paired(pads: list[int], n: int) -> list[int]:
+    """ONNX's [starts..., ends...] as MIL's [before, after] per axis."""
+    return [p for i in range(n) for p in (pads[i], pads[i + n])]
+
+
+def pad(ctx: Lowering, node: Node) -> list[Value]:
+    x = node.var(0)
+    rank = x.tensor.rank
+    given = _ints(node.known(1, "pads"))
+    axes = _ints(node.known(3, "axes")) if node.input(3) is not None else list(range(rank))
+    axes = [a % rank for a in axes]
+    if len(given) != 2 * len(axes):
+        raise RequestError(node.field, f"Pad node {node.label!r}: {len(given)} pads for {axes}")
+    before, after = [0] * rank, [0] * rank
+    for i, axis in enumerate(axes):
+        before[axis], after[axis] = given[i], given[i + len(axes)]
+    mode = {"constant": "constant", "reflect": "reflect", "edge": "replicate"}.get(
+        _text(node, "mode", "constant")
+    )
+    if mode is None:
+        raise Unlowered(f"pad mode {_text(node, 'mode', '')!r} (MIL pads constant, reflect, edge)")
+    if not x.tensor.dtype.is_float:
+        raise Unlowered("pad of integers (MIL's pad takes floats)")
+    value = node.known(2, "constant value")
+    grow = [(max(b, 0), max(a, 0)) for b, a in zip(before, after, strict=True)]
+    first = next((i for i, (b, a) in enumerate(grow) if b or a), None)
+    y = x
+    if first is not None:
+        args = {
+            "x": x,
+            "pad": np.array([p for b, a in grow[first:] for p in (b, a)], np.int32),
+            "mode": mode,
+        }
+        if mode == "constant" and value is not None and value.size:
+            args["constant_val"] = np.array(float(value.reshape(-1)[0]), np.float32)
+        crops = any(b < 0 or a < 0 for b, a in zip(before, after, strict=True))
+        y = ctx.op("pad", None if crops else node.out[0], **args)
+    if any(b < 0 or a < 0 for b, a in zip(before, after, strict=True)):  # negative pads crop
+        shape = y.tensor.shape
+        begin = [-min(b, 0) for b in before]
+        end = [d + min(a, 0) for d, a in zip(shape, after, strict=True)]
+        y = ctx.op(
+            "slice_by_index",
+            node.out[0],
+            x=y,
+            begin=np.array(begin, np.int32),
+            end=np.array(end, np.int32),
+        )
+    return [y]
+
+
+def _pool_args(node: Node, x: Var) -> dict:
+    n = x.tensor.rank - 2
+    kernel = list(node.attr("kernel_shape"))
+    if any(d != 1 for d in node.attr("dilations") or []):
+        raise Unlowered("pool dilations other than 1 (MIL's pools take none)")
+    auto = _text(node, "auto_pad", "NOTSET")
+    args = {
+        "x": x,
+        "kernel_sizes": np.array(kernel, np.int32),
+        "strides": np.array(node.attr("strides") or [1] * n, np.int32),
+        "ceil_mode": bool(node.attr("ceil_mode", 0)),
+    }
+    if auto in ("SAME_UPPER", "SAME_LOWER", "VALID"):
+        args["pad_type"] = {"SAME_UPPER": "same", "SAME_LOWER": "same_lower"}.get(auto, "valid")
+    else:
+        args["pad_type"] = "custom"
+        args["pad"] = np.array(_paired(list(node.attr("pads") or [0] * (2 * n)), n), np.int32)
+    return args
+
+
+def pool(ctx: Lowering, node: Node) -> list[Value]:
+    x = node.var(0)
+    args = _pool_args(node, x)
+    if node.op_type == "MaxPool":
+        return [ctx.op("max_pool", node.out[0], **args)]
+    exclude = not node.attr("count_include_pad", 0)
+    return [ctx.op("avg_pool", node.out[0], exclude_padding_from_average=exclude, **args)]
+
+
+def lp_pool(ctx: Lowering, node: Node) -> list[Value]:
+    x = node.var(0)
+    p = int(node.attr("p", 2))
+    if p not in (1, 2):
+        raise Unlowered(f"LpPool with p = {p} (lowered for p = 1 and 2)")
+    args = _pool_args(node, x)
+    if args["ceil_mode"]:
+        raise Unlowered("LpPool in ceil mode (its last windows would not sum the whole kernel)")
+    size = float(np.prod(args["kernel_sizes"]))
+    powered = ctx.op("abs" if p == 1 else "square", x=x)
+    mean = ctx.op("avg_pool", exclude_padding_from_average=False, **{**args, "x": powered})
+    total = ctx.op("mul", node.out[0] if p == 1 else None, x=mean, y=np.array(size, np.float32))
+    return [total if p == 1 else ctx.op("sqrt", node.out[0], x=total)]
+
+
+def conv_transpose(ctx: Lowering, node: Node) -> list[Value]:
+    from app.onnx.ops_nn import _operand
+
+    x = node.var(0)
+    w = _operand(ctx, node.given(1), node.proto.input[1])
+    n = x.tensor.rank - 2
+    strides = list(node.attr("strides") or [1] * n)
+    dilations = list(node.attr("dilations") or [1] * n)
+    groups = int(node.attr("group", 1))
+    extra = list(node.attr("output_padding") or [0] * n)
+    kernel = [d * (k - 1) + 1 for k, d in zip(w.tensor.shape[2:], dilations, strict=True)]
+    full = [
+        (size - 1) * s + k + e
+        for size, s, k, e in zip(x.tensor.shape[2:], strides, kernel, extra, strict=True)
+    ]
+    auto = _text(node, "auto_pad", "NOTSET")
+    wanted = node.attr("output_shape")
+    if wanted is not None:
+        sizes = list(wanted)[-n:]
+        totals = [f - o for f, o in zip(full, sizes, strict=True)]
+        if min(totals) < 0:
+            raise RequestError(
+                node.field, f"ConvTranspose node {node.label!r}: output_shape {list(wanted)}"
+            )
+        upper = auto == "SAME_UPPER"  # onnxruntime: the larger half first unless SAME_UPPER
+        pads = [t // 2 if upper else t - t // 2 for t in totals]
+        pads += [t - p for t, p in zip(totals, pads, strict=True)]
+    elif auto in ("SAME_UPPER", "SAME_LOWER"):
+        totals = [
+            f - size * s for f, size, s in zip(full, x.tensor.shape[2:], strides, strict=True)
+        ]
+        lower = auto == "SAME_LOWER"
+        pads = [t - t // 2 if lower else t // 2 for t in totals]
+        pads += [t - p for t, p in zip(totals, pads, strict=True)]
+    elif auto == "VALID":
+        pads = [0] * (2 * n)
+    else:
+        pads = list(node.attr("pads") or [0] * (2 * n))
+    sizes = [f - pads[i] - pads[i + n] for i, f in enumerate(full)]
+    c_out = w.tensor.shape[1] * groups
+    args = {
+        "x": x,
+        "weight": w,
+        "strides": np.array(strides, np.int32),
+        "dilations": np.array(dilations, np.int32),
+        "groups": np.array(groups, np.int32),
+        "pad_type": "custom",
+        "pad": np.array(_paired(pads, n), np.int32),
+        "output_shape": np.array([x.tensor.shape[0], c_out, *sizes], np.int32),
+    }
+    bias = node.input(2)
+    if bias is not None:
+        args["bias"] = _operand(ctx, bias, node.proto.input[2])
+    return [ctx.op("conv_transpose", node.out[0], **args)]
+
+
+def depth_to_space(ctx: Lowering, node: Node) -> list[Value]:
+    x, block = node.var(0), int(node.attr("blocksize"))
+    if _text(node, "mode", "DCR") == "CRD":
+        return [ctx.op("pixel_shuffle", node.out[0], x=x, upscale_factor=block)]
+    return [ctx.op("depth_to_space", node.out[0], x=x, block_size=block)]
+
+
+def space_to_depth(ctx: Lowering, node: Node) -> list[Value]:
+    x, block = node.var(0), int(node.attr("blocksize"))
+    return [ctx.op("space_to_depth", node.out[0], x=x, block_size=block)]
+
+
+def resize(ctx: Lowering, node: Node) -> list[Value]:
+    x = node.var(0)
+    rank = x.tensor.rank
+    shape = list(x.tensor.shape)
+    scales_in = node.known(2, "scales")
+    sizes_in = node.known(3, "sizes")
+    axes = [a % rank for a in (node.attr("axes") or range(rank))]
+    scales = [1.0] * rank
+    out = list(shape)
+    if sizes_in is not None and sizes_in.size:
+        policy = _text(node, "keep_aspect_ratio_policy", "stretch")
+        if policy != "stretch":
+            raise Unlowered(f"Resize with keep_aspect_ratio_policy {policy!r}")
+        for axis, size in zip(axes, _ints(sizes_in), strict=True):
+            out[axis], scales[axis] = size, size / shape[axis]
+    elif scales_in is not None and scales_in.size:
+        for axis, scale in zip(axes, [float(s) for s in scales_in.reshape(-1)], strict=True):
+            scales[axis], out[axis] = scale, math.floor(shape[axis] * scale)
+    else:
+        raise RequestError(node.field, f"Resize node {node.label!r}: neither scales nor sizes")
+    if out[:-2] != shape[:-2] or rank < 3:
+        raise Unlowered("Resize of other axes than the last two (MIL's upsamplings scale H and W)")
+    mode = _text(node, "mode", "nearest")
+    coords = _text(node, "coordinate_transformation_mode", "half_pixel")
+    if node.attr("antialias", 0) and min(scales[-2:]) < 1:
+        raise Unlowered("Resize with antialias when it shrinks")
+    sh, sw = scales[-2:]
+    if mode == "nearest":
+        rounding = _text(node, "nearest_mode", "round_prefer_floor")
+        whole = all(s >= 1 and float(s).is_integer() for s in (sh, sw))
+        floor_any = coords == "asymmetric" and rounding == "floor"
+        half = coords in ("half_pixel", "pytorch_half_pixel") and rounding.startswith("round")
+        if not (floor_any or (half and whole)):
+            raise Unlowered(
+                f"nearest Resize with {coords} coordinates rounded {rounding} at scales "
+                f"{sh:g}, {sw:g} (lowered: asymmetric + floor, or half-pixel + round at whole "
+                "scales)"
+            )
+        if any(
+            math.floor(d * np.float32(s)) != o
+            for d, s, o in zip(shape[-2:], (sh, sw), out[-2:], strict=True)
+        ):
+            raise Unlowered(f"nearest Resize to {out[-2:]} (not a float32 scale of {shape[-2:]})")
+        return [
+            ctx.op(
+                "upsample_nearest_neighbor",
+                node.out[0],
+                x=x,
+                scale_factor_height=float(sh),
+                scale_factor_width=float(sw),
+            )
+        ]
+    if mode != "linear":
+        raise Unlowered(f"Resize mode {mode!r} (lowered: nearest, linear)")
+    flags = {
+        "half_pixel": (False, True),
+        "pytorch_half_pixel": (False, True),
+        "align_corners": (True, False),
+        "asymmetric": (False, False),
+    }.get(coords)
+    if flags is None or (coords == "pytorch_half_pixel" and min(out[-2:]) == 1):
+        raise Unlowered(f"linear Resize with {coords} coordinates")
+    if any(not (d * s).is_integer() for d, s in zip(shape[-2:], (sh, sw), strict=True)):
+        raise Unlowered("linear Resize to a fractional size (MIL's grid is the sizes' ratio)")
+    factors = []
+    for d, o in zip(shape[-2:], out[-2:], strict=True):
+        f = np.float32(o / d)
+        while math.floor(d * float(f)) < o:  # the float32 ratio may land below the size
+            f = np.nextafter(f, np.float32(np.inf))
+        factors.append(float(f))
+    return [
+        ctx.op(
+            "upsample_bilinear",
+            node.out[0],
+            x=x,
+            scale_factor_height=factors[0],
+            scale_factor_width=factors[1],
+            align_corners=flags[0],
+            half_pixel_centers=flags[1],
+        )
+    ]
+
+
+HANDLERS: dict[str, Handler] = {
+    "Pad": pad,
+    "AveragePool": pool,
+    "MaxPool": pool,
+    "LpPool": lp_pool,
+    "ConvTranspose": conv_transpose,
+    "DepthToSpace": depth_to_space,
+    "SpaceToDepth": space_to_depth,
+    "Resize": resize,
+}
