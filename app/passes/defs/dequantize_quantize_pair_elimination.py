@@ -14,10 +14,9 @@ from app.passes.patterns import stored
 
 
 def _param(op: Operation, arg: str):
-    var = op.inputs.get(arg)
-    if var is None:
+    if arg not in op.inputs:
         return None
-    value = stored(var)  # type: ignore[arg-type]
+    value = stored(op.var(arg))
     return "not a const" if value is None else np.asarray(value)
 
 

@@ -19,10 +19,10 @@ def run(edit: Editor, options: Options) -> None:
     for op in edit.ops("dequantize"):
         data = op.var("input")
         scale = op.var("scale")
-        zero = op.inputs.get("zero_point")
+        zero = op.var("zero_point") if "zero_point" in op.inputs else None
         if const_op(data) is None or const_op(scale) is None:
             continue
-        if zero is not None and const_op(zero) is None:  # type: ignore[arg-type]
+        if zero is not None and const_op(zero) is None:
             continue
         dtype = data.tensor.dtype
         args: dict[str, Input] = {"quantized_data": data, "scale": scale}

@@ -22,9 +22,9 @@ def run(edit: Editor, options: Options) -> None:
                 continue
             alpha = operands(mul, x)
             value = None if alpha is None else scalar(alpha)
-            if value is None or not 0 <= value <= 1 or x.type != out.type:
+            if alpha is None or value is None or not 0 <= value <= 1 or x.type != out.type:
                 continue
-            dtype = alpha.tensor.dtype  # type: ignore[union-attr]
+            dtype = alpha.tensor.dtype
             a = edit.const(f"{op.name}_alpha", np.array(value), dtype, op)
             new = edit.op("leaky_relu", op.name, {"x": x, "alpha": a}, op, out=[out.name])
             edit.replace(out, new.outputs[0])

@@ -29,7 +29,7 @@ def _perm(op: Operation) -> list[int] | None:
 
 
 def _flag(op: Operation, arg: str) -> bool:
-    return arg in op.inputs and bool(stored(op.inputs[arg]))  # type: ignore[arg-type]
+    return arg in op.inputs and bool(stored(op.var(arg)))
 
 
 def run(edit: Editor, options: Options) -> None:

@@ -23,10 +23,12 @@ _OTHER = {DType.INT8: (DType.UINT8, -128), DType.UINT8: (DType.INT8, 128)}
 
 
 def _zero_point(op: Operation) -> np.ndarray | None:
-    var = op.inputs.get("zero_point")
-    if var is None or const_op(var) is None:  # type: ignore[arg-type]
+    if "zero_point" not in op.inputs:
         return None
-    return np.asarray(stored(var)).astype(np.int64)  # type: ignore[arg-type]
+    var = op.var("zero_point")
+    if const_op(var) is None:
+        return None
+    return np.asarray(stored(var)).astype(np.int64)
 
 
 def _without(op: Operation, **changed) -> dict:
