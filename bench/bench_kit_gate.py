@@ -28,6 +28,7 @@ import tempfile
 import time
 import zipfile
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -70,7 +71,7 @@ def shapes(layers: int) -> dict[str, tuple[int, ...]]:
         "mlp.up_proj.weight": (INTERMEDIATE, HIDDEN),
         "mlp.down_proj.weight": (HIDDEN, INTERMEDIATE),
     }
-    out = {"model.embed_tokens.weight": (VOCAB, HIDDEN)}
+    out: dict[str, tuple[int, ...]] = {"model.embed_tokens.weight": (VOCAB, HIDDEN)}
     for i in range(layers):
         out |= {f"model.layers.{i}.{n}": s for n, s in layer.items()}
     return out | {"model.norm.weight": (HIDDEN,)}
@@ -80,7 +81,8 @@ def write_checkpoint(folder: Path, layers: int) -> int:
     """config.json and model.safetensors (bf16, N(0, 1/fan_in) matrices, gains near 1)."""
     folder.mkdir(parents=True)
     (folder / "config.json").write_text(json.dumps(config(layers), indent=2))
-    header, offset = {"__metadata__": {"format": "pt"}}, 0
+    header: dict[str, Any] = {"__metadata__": {"format": "pt"}}
+    offset = 0
     for name, shape in shapes(layers).items():
         size = 2 * int(np.prod(shape))
         header[name] = {

@@ -11,11 +11,10 @@ from __future__ import annotations
 import os
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import BinaryIO
 
 import numpy as np
 
-from app.files import atomic_file
+from app.files import Sink, atomic_file
 
 from .dtypes import (
     STORAGE_NP_DTYPE,
@@ -48,7 +47,7 @@ class _ArraySource:
 
     def chunks(
         self, chunk_bytes: int, first_bytes: int | None = None, width: int | None = None
-    ) -> Iterator[np.ndarray]:
+    ) -> Iterator[memoryview]:
         a = self.array
         n = a.size
         width = width or self.width
@@ -64,7 +63,7 @@ class _ArraySource:
             # Overflow to inf is the intended fp16 semantics, not an error worth a warning.
             with np.errstate(over="ignore", invalid="ignore"):
                 out = part.astype(self.store, copy=False)
-            yield out.view(np.uint8)
+            yield out.view(np.uint8).data
             start, step = stop, per
 
     def same_memory(self, other: _ArraySource) -> bool:
@@ -145,7 +144,7 @@ def _equal_contents(x: _Source, y: _Source, chunk_bytes: int) -> bool:
     return True
 
 
-def _write_all(f: BinaryIO, buf: bytes | memoryview | np.ndarray) -> int:
+def _write_all(f: Sink, buf: bytes | memoryview) -> int:
     mv = memoryview(buf).cast("B")
     total = len(mv)
     while mv:
@@ -229,7 +228,7 @@ class BlobWriter:
         """The planned entries, in file order."""
         return list(self._entries)
 
-    def write(self, f: BinaryIO) -> int:
+    def write(self, f: Sink) -> int:
         """Stream the file to a writable binary object without seeking; return bytes written."""
         pos = _write_all(f, pack_header(len(self._entries)))
         for entry, source in zip(self._entries, self._sources, strict=True):

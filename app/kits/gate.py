@@ -156,7 +156,8 @@ def compare(got: np.ndarray, reference: np.ndarray, prompts: Prompts | None = No
 
 def _perplexity(log_probs: np.ndarray, prompts: Prompts) -> float:
     """exp of the mean negative log-likelihood of each prompt's next tokens."""
-    nll, start = [], 0
+    nll: list[float] = []
+    start = 0
     for ids in prompts.ids:
         rows = log_probs[start : start + len(ids) - 1]
         nll.extend(-rows[np.arange(len(ids) - 1), ids[1:]])
@@ -219,7 +220,7 @@ def gate_report(
     build against the checkpoint (the floor no quantization goes under), and, with thresholds,
     whether the kit passes them."""
     against_exact = compare(kit, exact, prompts)
-    report = {
+    report: dict[str, Any] = {
         "method": METHOD,
         "prompts": prompts.to_json(),
         "kit_vs_checkpoint": against_exact,

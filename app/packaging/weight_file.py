@@ -20,7 +20,7 @@ def plan_weights(program: Program) -> tuple[BlobWriter, dict[str, int]]:
             continue
         dtype = blob_dtype(op.value.type.dtype)
         if op.value.type.dtype.is_subbyte:  # packed LSB-first, as coremltools' writer does
-            offsets[op.name] = writer.add_subbyte(op.value.stored(), dtype)
+            offsets[op.name] = writer.add_subbyte(op.value.stored_array(), dtype)
         else:
             offsets[op.name] = writer.add(op.value.data, dtype)
     return writer, offsets

@@ -29,25 +29,26 @@ _RSQRT_EPSILON = 1e-12  # rsqrt's default (app/mil/ops/elementwise.py)
 
 def _axes(op: Operation) -> tuple[int, ...] | None:
     """The axes of a reduce_mean with keep_dims, sorted and non-negative."""
-    x: Var = op.inputs["x"]  # type: ignore[assignment]
-    if "keep_dims" not in op.inputs or not bool(stored(op.inputs["keep_dims"])):  # type: ignore[arg-type]
+    x: Var = op.var("x")
+    if "keep_dims" not in op.inputs or not bool(stored(op.var("keep_dims"))):
         return None
-    axes = stored(op.inputs["axes"]) if "axes" in op.inputs else list(range(x.tensor.rank))  # type: ignore[arg-type]
+    axes = stored(op.var("axes")) if "axes" in op.inputs else list(range(x.tensor.rank))
     listed = np.asarray(axes).reshape(-1)
     return tuple(sorted({int(a) % x.tensor.rank for a in listed}))
 
 
 def _squared(op: Operation, d: Var) -> bool:
     if op.type == "square":
-        return op.inputs["x"] is d
+        return op.var("x") is d
     if op.type == "mul":
-        return op.inputs["x"] is d and op.inputs["y"] is d
-    return op.type == "pow" and op.inputs["x"] is d and close(scalar(op.inputs["y"]), 2.0)  # type: ignore[arg-type]
+        return op.var("x") is d and op.var("y") is d
+    return op.type == "pow" and op.var("x") is d and close(scalar(op.var("y")), 2.0)
 
 
 class _Match:
     def __init__(self, edit: Editor):
-        self.edit, self.ops = edit, []
+        self.edit = edit
+        self.ops: list[Operation] = []
 
     def sole(self, var: Var, *types: str) -> Operation | None:
         op = self.edit.sole_reader(var)
@@ -68,20 +69,20 @@ class _Match:
                 return None
             epsilon, var = value, step.outputs[0]
             step = self.sole(var, "rsqrt", "sqrt", "pow")
-        if step is None or step.inputs["x"] is not var:
+        if step is None or step.var("x") is not var:
             return None
         root = step.outputs[0]
         if step.type == "rsqrt":
-            given = scalar(step.inputs["epsilon"]) if "epsilon" in step.inputs else _RSQRT_EPSILON  # type: ignore[arg-type]
+            given = scalar(step.var("epsilon")) if "epsilon" in step.inputs else _RSQRT_EPSILON
             if given is None:
                 return None
             epsilon += given
-        if step.type == "pow" and not close(scalar(step.inputs["y"]), -0.5):  # type: ignore[arg-type]
+        if step.type == "pow" and not close(scalar(step.var("y")), -0.5):
             return None
         last = self.sole(root, "real_div" if step.type == "sqrt" else "mul")
         if last is None:
             return None
-        if last.type == "real_div" and not (last.inputs["x"] is d and last.inputs["y"] is root):
+        if last.type == "real_div" and not (last.var("x") is d and last.var("y") is root):
             return None
         if last.type == "mul" and operands(last, root) is not d:
             return None
@@ -93,18 +94,18 @@ class _Match:
         op = self.edit.sole_reader(var)
         other = None if op is None or op.type != op_type else operands(op, var)
         value = None if other is None else wide(other)
-        if value is None or op.outputs[0].type != var.type:  # type: ignore[union-attr]
+        if op is None or value is None or op.outputs[0].type != var.type:
             return None, var
-        self.ops.append(op)  # type: ignore[arg-type]
-        return value, op.outputs[0]  # type: ignore[union-attr]
+        self.ops.append(op)
+        return value, op.outputs[0]
 
 
 def _match(edit: Editor, mean: Operation):
-    x: Var = mean.inputs["x"]  # type: ignore[assignment]
+    x: Var = mean.var("x")
     axes = _axes(mean)
     m = _Match(edit)
     sub = m.sole(mean.outputs[0], "sub")
-    if axes is None or sub is None or sub.inputs["x"] is not x:
+    if axes is None or sub is None or sub.var("x") is not x:
         return None
     d = sub.outputs[0]
     readers = edit.readers(d)
@@ -115,7 +116,7 @@ def _match(edit: Editor, mean: Operation):
         return None
     m.ops.append(squares[0])
     var = m.sole(squares[0].outputs[0], "reduce_mean")
-    if var is None or var.inputs["x"] is not squares[0].outputs[0] or _axes(var) != axes:
+    if var is None or var.var("x") is not squares[0].outputs[0] or _axes(var) != axes:
         return None
     root = m.inverse_root(var.outputs[0], d)
     if root is None:
