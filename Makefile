@@ -15,7 +15,7 @@ EXTRAS ?= dev,coreai,onnx
 WORKERS ?= auto
 PYTEST := $(BIN)/python -m pytest -n $(WORKERS) --dist loadfile
 
-.PHONY: run test test-fast lint format bench clean
+.PHONY: run test test-fast lint typecheck format bench clean
 
 $(BIN)/activate: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -36,6 +36,7 @@ test: $(BIN)/activate
 	fi
 	$(BIN)/ruff check app tests bench
 	$(BIN)/ruff format --check app tests bench
+	$(MAKE) --no-print-directory typecheck
 	$(PYTEST) --durations=20; rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "no tests were collected" >&2; exit 1; fi; exit $$rc
 
@@ -48,6 +49,13 @@ test-fast: $(BIN)/activate
 lint: $(BIN)/activate
 	$(BIN)/ruff check app tests bench
 	$(BIN)/ruff format --check app tests bench
+	$(MAKE) --no-print-directory typecheck
+
+# mypy as [tool.mypy] in pyproject.toml sets it; `make test` and `make lint` run it after ruff
+# and before the tests, so a type error fails them. Its cache (.mypy_cache) makes a second run
+# take about a second.
+typecheck: $(BIN)/activate
+	$(BIN)/mypy
 
 format: $(BIN)/activate
 	$(BIN)/ruff format app tests bench

@@ -24,7 +24,7 @@ from collections.abc import Hashable, Mapping
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
-from typing import Any, BinaryIO, Generic, Protocol, TypeVar
+from typing import Any, Generic, Protocol, TypeVar
 
 from app.cache.faults import ARTIFACT_STORE, storage_fault
 from app.cache.hot import SMALL_ARTIFACT_BYTES
@@ -37,7 +37,7 @@ from app.kernels import ProgramBuild
 from app.language.targets import DEFAULT_TARGET
 from app.mil.ceilings import Ceilings
 from app.packagers import Packager, ZipContents, packager_for
-from app.packaging import Entry
+from app.packaging import Entry, ZipSink
 from app.packaging.digesting import DigestingWriter
 from app.preflight import (
     Finding,
@@ -269,7 +269,7 @@ def _verify(
     return packager.verified(report, build, files)
 
 
-def write(prepared: Prepared, out: BinaryIO, fmt: str | None = None) -> dict[str, Any]:
+def write(prepared: Prepared, out: ZipSink, fmt: str | None = None) -> dict[str, Any]:
     """Package into `out` (written front to back, never seeked) in the request's format, or in
     `fmt` (a compiled format starts from its .mlpackage); returns kernel.json."""
     description = {"preflight": findings_to_json(prepared.findings), **prepared.build.describe()}

@@ -139,7 +139,8 @@ def _build(
     builder.compressed.update({const_name(k): q.compressed for k, q in compressed.items()})
     op = catalog_op.name
     try:
-        outputs = catalog_op.build(builder, p, prepared if values is None else values)
+        # a compressed weight's value is None: the op takes it from the builder's compressed map
+        outputs = catalog_op.build(builder, p, prepared if values is None else values)  # type: ignore[arg-type]
         program = builder.build(outputs)
     except OpsetError as exc:
         raise RequestError("target", f"{op} is not available for {tgt.name}: {exc}") from None

@@ -47,7 +47,7 @@ def tensor_digest(array: np.ndarray) -> str:
     flat = canonical(array).reshape(-1).view(np.uint8)
     h = hashlib.sha256()
     for start in range(0, flat.size, _CHUNK):
-        h.update(flat[start : start + _CHUNK])
+        h.update(flat[start : start + _CHUNK].data)
     return spelled(h.hexdigest())
 
 

@@ -19,9 +19,17 @@ import signal
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
-from typing import BinaryIO
+from typing import BinaryIO, Protocol
 
 from app.tempnames import owner_gone, temp_name
+
+
+class Sink(Protocol):
+    """Where bytes go front to back, never seeked or read: a file, a zip entry, or a wrapper
+    that hashes what passes. A raw file may take fewer bytes than given (write says how many)."""
+
+    def write(self, data: bytes | memoryview, /) -> int: ...
+
 
 # What a scratch directory in the system's temp directory is called before its owner's name: the
 # service's own there, so a sweep of it touches nothing else.

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, get_args
 
 
 @dataclass(frozen=True)
@@ -35,7 +35,7 @@ FORMATS: dict[str, Format] = {
         Format("aimodel", "Core AI .aimodel (needs the coreai extra: coreai-core)", False),
     )
 }
-DEFAULT_FORMAT = "mlpackage"
+DEFAULT_FORMAT: FormatName = "mlpackage"
 PACKAGED = tuple(name for name, f in FORMATS.items() if not f.compiled)
 COMPILED = tuple(name for name, f in FORMATS.items() if f.compiled)
 # The formats a model kit's programs take (app/kits): Core ML's and the raw MIL bundle
@@ -44,7 +44,7 @@ KIT_FORMATS = ("mlpackage", "mlmodelc", "mil")
 # For pydantic models and type hints; spelled out because Literal needs literal values, and
 # checked against the table below so the two cannot drift.
 FormatName = Literal["mlpackage", "mil", "mlmodelc", "aimodel"]
-assert FormatName.__args__ == tuple(FORMATS)  # type: ignore[attr-defined]
+assert get_args(FormatName) == tuple(FORMATS)
 
 
 def artifact_filename(name: str, fmt: str, for_devices: bool = False) -> str:

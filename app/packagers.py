@@ -15,14 +15,14 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any, BinaryIO
+from typing import Any
 
 from app.coreai.package import aimodel_of, write_aimodel_zip
 from app.errors import RequestError
 from app.formats import FORMATS
 from app.graphs.split import Chain
 from app.kernels import ProgramBuild
-from app.packaging import Entry, write_chain_zip, write_kernel_zip
+from app.packaging import Entry, ZipSink, write_chain_zip, write_kernel_zip
 from app.reference.apple import with_apple_runtime
 
 
@@ -74,7 +74,7 @@ class Packager:
         """The reference verification's report, with what the format's own runtime adds."""
         return report
 
-    def write(self, build: ProgramBuild, out: BinaryIO, contents: ZipContents) -> dict[str, Any]:
+    def write(self, build: ProgramBuild, out: ZipSink, contents: ZipContents) -> dict[str, Any]:
         """Write the zip into `out` front to back; returns kernel.json."""
         return write_kernel_zip(build, out, self.format, **contents.options)
 
@@ -83,7 +83,7 @@ class Packager:
 class Chained(Packager):
     """A chain of programs in one zip, each packaged in the format (app/packaging/bundle.py)."""
 
-    def write(self, build: ProgramBuild, out: BinaryIO, contents: ZipContents) -> dict[str, Any]:
+    def write(self, build: ProgramBuild, out: ZipSink, contents: ZipContents) -> dict[str, Any]:
         chain = contents.chain
         assert chain is not None
         return write_chain_zip(
@@ -111,7 +111,7 @@ class Aimodel(Packager):
         assert files is not None
         return with_apple_runtime(report, build, files)
 
-    def write(self, build: ProgramBuild, out: BinaryIO, contents: ZipContents) -> dict[str, Any]:
+    def write(self, build: ProgramBuild, out: ZipSink, contents: ZipContents) -> dict[str, Any]:
         assert contents.files is not None
         return write_aimodel_zip(build, contents.files, out, **contents.options)
 

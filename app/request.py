@@ -194,7 +194,9 @@ class KernelRequest:
         store) or `WeightRef`s an edge resolved already; an edge that resolves them after
         the checks attaches them with `with_weights`."""
         kind = _kind(op, params, graph, functions, quantize, onnx)
+        checked: OpParams
         if kind is RequestKind.GRAPH:
+            assert graph is not None
             op, checked = GRAPH_OP, _graph_params(graph)
         elif kind is RequestKind.ONNX:
             op, checked = ONNX_OP, _onnx_params(onnx, weights)
@@ -376,7 +378,6 @@ class KernelRequest:
     def _as_built(
         self, random_seed: int | None, ceilings: Ceilings, weight_budget: int | None
     ) -> ProgramBuild:
-        options = {"target": self.target, "name": self.name, "random_seed": random_seed}
         match self.kind:
             case RequestKind.ONNX:
                 # onnx and onnxruntime are an extra: imported by those who import a model
@@ -402,7 +403,14 @@ class KernelRequest:
                 )
             case RequestKind.GRAPH:
                 assert isinstance(self.params, GraphParams)
-                return build_graph(self.params, self.arrays(), ceilings=ceilings, **options)
+                return build_graph(
+                    self.params,
+                    self.arrays(),
+                    ceilings=ceilings,
+                    target=self.target,
+                    name=self.name,
+                    random_seed=random_seed,
+                )
             case RequestKind.FUNCTIONS:
                 assert self.functions is not None
                 return build_functions(
@@ -411,7 +419,9 @@ class KernelRequest:
                     self.functions,
                     self.arrays(),
                     quantize=self.quantize,
-                    **options,
+                    target=self.target,
+                    name=self.name,
+                    random_seed=random_seed,
                 )
             case RequestKind.OP:
                 return build_kernel(
@@ -420,7 +430,9 @@ class KernelRequest:
                     self.arrays(),
                     quantize=self.quantize,
                     ceilings=ceilings,
-                    **options,
+                    target=self.target,
+                    name=self.name,
+                    random_seed=random_seed,
                 )
 
     def splits_within(self, weight_bytes: int, budget: int) -> bool:
@@ -608,7 +620,8 @@ def _quantization(
     ):
         raise RequestError("max_quantization_error", f"must be a positive number, not {limit!r}")
     if kind is RequestKind.GRAPH:
-        quantized = any(n.quantize is not None for n in params.nodes)  # type: ignore[attr-defined]
+        assert isinstance(params, GraphParams)
+        quantized = any(n.quantize is not None for n in params.nodes)
     else:
         quantized = quantize is not None
     if limit is not None and not quantized:

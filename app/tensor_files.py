@@ -15,6 +15,7 @@ import math
 import struct
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Literal
 
 import numpy as np
 
@@ -122,14 +123,16 @@ def parse_header(
 
 
 def _more(field: str, whole: bool) -> None:
-    """None (wait for more bytes), or the error for a file that ends inside its header."""
+    """Nothing (the caller waits for more bytes), or the error for a file that ends inside its
+    header."""
     if whole:
         raise _bad(field, "the file ends inside its header")
 
 
 def _npy(head: bytes, field: str, whole: bool) -> Header | None:
     if len(head) < 12:
-        return _more(field, whole)
+        _more(field, whole)
+        return None
     major = head[6]
     if major == 1:
         end = 10 + struct.unpack("<H", head[8:10])[0]
@@ -138,7 +141,8 @@ def _npy(head: bytes, field: str, whole: bool) -> Header | None:
     if end > MAX_HEADER:
         raise _bad(field, f"a .npy header of {end} bytes is implausible")
     if len(head) < end:
-        return _more(field, whole)
+        _more(field, whole)
+        return None
     f = io.BytesIO(head)
     try:
         version = np.lib.format.read_magic(f)
@@ -163,7 +167,8 @@ def _safetensors(
     try:
         length = safetensors_header.header_length(head)
         if len(head) < 8 + length:
-            return _more(field, whole)
+            _more(field, whole)
+            return None
         data_size = None if file_size is None else file_size - 8 - length
         tensors = safetensors_header.parse(head[8 : 8 + length], data_size).entries
     except safetensors_header.HeaderFault as exc:
@@ -253,7 +258,7 @@ def read_tensor(path: Path, field: str, tensor_name: str | None = None) -> np.nd
         raise _bad(field, "not a .npy or safetensors file")
     if header.offset + header.nbytes > path.stat().st_size:
         raise _bad(field, f"truncated {header.source}: the data ends before {header.nbytes} bytes")
-    order = "F" if header.fortran else "C"
+    order: Literal["F", "C"] = "F" if header.fortran else "C"
     return np.memmap(path, header.dtype, "r", offset=header.offset, shape=header.shape, order=order)
 
 

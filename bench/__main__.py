@@ -15,6 +15,7 @@ SUITES = [
     "bench.bench_coreai",
     "bench.bench_checkpoint",
     "bench.bench_kit_scale",
+    "bench.bench_kit_quantized",
     "bench.bench_jobs",
     "bench.bench_http",
 ]

@@ -102,7 +102,7 @@ def write_checkpoint(folder: Path, layers: int, dtype: str) -> Path:
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "config.json").write_text(json.dumps({**CONFIG, "num_hidden_layers": layers}))
     half = layers // 2
-    weight_map = {}
+    weight_map: dict[str, str] = {}
     for k, part in enumerate((range(half), range(half, layers))):
         weight_map |= write_shard(
             folder / f"model-{k + 1:05d}-of-00002.safetensors", part, dtype, seed=k

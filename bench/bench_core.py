@@ -65,13 +65,14 @@ def bench_against_coremltools(repeat: int = 15) -> dict:
         with tempfile.TemporaryDirectory() as tmp:
             model.save(os.path.join(tmp, "conv.mlpackage"))
 
-    ours(), theirs()  # warm both paths (imports, first-call caches)
+    ours()  # warm both paths (imports, first-call caches)
+    theirs()
     # Alternate the two in rounds so a neighbour's load on the shared machine hits both alike.
-    t_ours, t_theirs = [], []
+    runs_ours, runs_theirs = [], []
     for _ in range(repeat):
-        t_theirs.append(_median_seconds(theirs, 1))
-        t_ours.append(_median_seconds(ours, 10))
-    t_ours, t_theirs = statistics.median(t_ours), statistics.median(t_theirs)
+        runs_theirs.append(_median_seconds(theirs, 1))
+        runs_ours.append(_median_seconds(ours, 10))
+    t_ours, t_theirs = statistics.median(runs_ours), statistics.median(runs_theirs)
     return {"ours_ms": t_ours * 1e3, "coremltools_ms": t_theirs * 1e3, "speedup": t_theirs / t_ours}
 
 

@@ -111,7 +111,8 @@ def ffn_against_coremltools(D: int, H: int, rounds: int = 5) -> dict:
         with tempfile.TemporaryDirectory() as tmp:
             model.save(os.path.join(tmp, "ffn.mlpackage"))
 
-    ours(), theirs()  # warm both paths
+    ours()  # warm both paths
+    theirs()
     t_ours, t_theirs = [], []
     for _ in range(rounds):  # alternating, so a neighbour's load hits both alike
         t_theirs.append(_median(theirs, 1))
@@ -196,9 +197,9 @@ def main() -> None:
     print(f"\nwhere the D={d} FFN's build goes (fastest of 15, ms):\n")
     print("| phase | ms | share |")
     print("|---|---:|---:|")
-    rows = ffn_phases(d, h)
-    whole = rows[-1][1]
-    for name, ms in rows:
+    phases = ffn_phases(d, h)
+    whole = phases[-1][1]
+    for name, ms in phases:
         print(f"| {name} | {ms:.2f} | {ms / whole:.0%} |")
 
 

@@ -83,6 +83,14 @@ def ensure_wrk() -> str:
     return found
 
 
+def _found(pattern: str, text: str, flags: int = 0) -> str:
+    """The first group of `pattern` in a tool's output; a changed format is an error."""
+    match = re.search(pattern, text, flags)
+    if match is None:
+        raise RuntimeError(f"no {pattern!r} in:\n{text}")
+    return match.group(1)
+
+
 def _seconds(text: str) -> float:
     found = re.match(r"([\d.]+)(us|ms|s|m)", text)
     if found is None:
@@ -110,9 +118,9 @@ def wrk(
     if bad or errors:
         raise RuntimeError(f"wrk saw failures:\n{out}")
     return {
-        "rps": float(re.search(r"Requests/sec:\s+([\d.]+)", out).group(1)),
+        "rps": float(_found(r"Requests/sec:\s+([\d.]+)", out)),
         # The distribution line ("     99%   12.34ms"), not a "+/- Stdev" such as "98.99%".
-        "p99": _seconds(re.search(r"^\s+99%\s+(\S+)", out, re.M).group(1)),
+        "p99": _seconds(_found(r"^\s+99%\s+(\S+)", out, re.M)),
     }
 
 
@@ -158,7 +166,7 @@ class Server:
     def status(pid: int, field: str) -> int:
         """VmRSS / VmHWM of a process, in bytes."""
         text = Path(f"/proc/{pid}/status").read_text()
-        return int(re.search(rf"{field}:\s+(\d+) kB", text).group(1)) * 1024
+        return int(_found(rf"{field}:\s+(\d+) kB", text)) * 1024
 
     @staticmethod
     def reset_peak(pid: int) -> None:

@@ -29,12 +29,23 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
+
+if TYPE_CHECKING:
+    import redis
 
 REPO = Path(__file__).resolve().parent.parent
 CHANNELS = 1024
 POLL = 0.005
+
+
+def _keys(client: redis.Redis, pattern: str) -> list[bytes]:
+    """A sync client's keys (redis' stubs type each call for the async client as well)."""
+    keys = client.keys(pattern)
+    assert isinstance(keys, list)
+    return keys
 
 
 def _free_port() -> int:
@@ -175,7 +186,7 @@ class Farm:
         self.workers.append(proc)
         client = redis.Redis.from_url(self.url)
         deadline = time.monotonic() + 60
-        while not any(k.decode().endswith(f":{proc.pid}") for k in client.keys("ane:worker:*")):
+        while not any(k.decode().endswith(f":{proc.pid}") for k in _keys(client, "ane:worker:*")):
             if proc.poll() is not None or time.monotonic() > deadline:
                 raise RuntimeError(f"worker did not start; see {log.name}")
             time.sleep(0.05)
@@ -213,7 +224,7 @@ async def _engines(args, root: Path) -> dict:
 
     # The embedded engine builds in a build pool, as the API process wires it.
     pool = BuildPool(settings.workers, settings.max_backlog, settings.retry_after_seconds)
-    common = {
+    common: dict[str, Any] = {
         "store": cache,
         "blobs": blobs,
         "compiler": None,

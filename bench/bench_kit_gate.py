@@ -12,7 +12,8 @@ Each: wall seconds, the ratio to (a), the child's peak RSS; (c) and (d) print wh
 measured and what auto chose. Random weights: the numbers measure the gate's cost, not any
 model's quality.
 
-Run: `python -m bench.bench_kit_gate [--layers N]` (N < 28: fewer layers, the same widths).
+Run: `python -m bench.bench_kit_gate [--layers N] [--only ad]` (N < 28: fewer layers, the same
+widths; --only: the runs by letter).
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ import tempfile
 import time
 import zipfile
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -69,7 +71,7 @@ def shapes(layers: int) -> dict[str, tuple[int, ...]]:
         "mlp.up_proj.weight": (INTERMEDIATE, HIDDEN),
         "mlp.down_proj.weight": (HIDDEN, INTERMEDIATE),
     }
-    out = {"model.embed_tokens.weight": (VOCAB, HIDDEN)}
+    out: dict[str, tuple[int, ...]] = {"model.embed_tokens.weight": (VOCAB, HIDDEN)}
     for i in range(layers):
         out |= {f"model.layers.{i}.{n}": s for n, s in layer.items()}
     return out | {"model.norm.weight": (HIDDEN,)}
@@ -79,7 +81,8 @@ def write_checkpoint(folder: Path, layers: int) -> int:
     """config.json and model.safetensors (bf16, N(0, 1/fan_in) matrices, gains near 1)."""
     folder.mkdir(parents=True)
     (folder / "config.json").write_text(json.dumps(config(layers), indent=2))
-    header, offset = {"__metadata__": {"format": "pt"}}, 0
+    header: dict[str, Any] = {"__metadata__": {"format": "pt"}}
+    offset = 0
     for name, shape in shapes(layers).items():
         size = 2 * int(np.prod(shape))
         header[name] = {
@@ -118,7 +121,9 @@ def _child(*args: str) -> tuple[float, int]:
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--layers", type=int, default=28)
-    layers = parser.parse_args().layers
+    parser.add_argument("--only", default="abcd", help="the runs to make, by letter (a first)")
+    args = parser.parse_args()
+    layers = args.layers
     four = json.dumps({"mode": "palettize", "nbits": 4})
     runs = [
         ("(a) fp16", []),
@@ -136,6 +141,8 @@ def main() -> None:
         )
         unit = None
         for label, extra in runs:
+            if label[1] not in args.only:
+                continue
             kit = root / "kit.zip"
             seconds, peak = _child(
                 "model", str(checkpoint), "-o", str(kit), "--format", "mlmodelc", *extra

@@ -142,8 +142,8 @@ def run_shape(root: Path, shape: str, runs: list[str]) -> list[tuple]:
         rows.append((name, seconds, cpu, peak, kit.stat().st_size, _programs(kit)))
         print(f"  {name}: {seconds:.1f} s ({cpu:.1f} s CPU), {peak / MiB:.0f} MiB", flush=True)
         kit.unlink()
-    for f in checkpoint.iterdir():
-        f.unlink()
+    for path in checkpoint.iterdir():
+        path.unlink()
     checkpoint.rmdir()
     return rows
 

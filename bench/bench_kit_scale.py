@@ -28,6 +28,7 @@ import tempfile
 import time
 import zipfile
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -100,7 +101,8 @@ def write_checkpoint(folder: Path, config: dict = CONFIG) -> int:
     folder.mkdir(parents=True)
     (folder / "config.json").write_text(json.dumps(config, indent=2))
     shapes = _shapes(config)
-    header, offset = {"__metadata__": {"format": "pt"}}, 0
+    header: dict[str, Any] = {"__metadata__": {"format": "pt"}}
+    offset = 0
     for name, shape in shapes.items():
         size = 2 * int(np.prod(shape))
         header[name] = {
@@ -194,7 +196,8 @@ def main() -> None:
         with open(checkpoint / "model.safetensors", "rb") as f:  # page cache warm for everyone
             while f.read(64 << 20):
                 pass
-        rows = []
+        # (label, seconds, peak RSS, the largest program's bytes, the kit's verification)
+        rows: list[tuple[str, float, int, int | None, dict | None]] = []
         seconds, peak = _child(
             _BASELINE, str(checkpoint / "model.safetensors"), str(root / "baseline.f16")
         )

@@ -41,7 +41,8 @@ def _seconds(fn: Callable[[], None]) -> float:
 
 
 def _side_by_side(package: Callable[[], None], bundle: Callable[[], None], rounds: int) -> dict:
-    package(), bundle()  # warm both (imports, page cache)
+    package()  # warm both (imports, page cache)
+    bundle()
     # Alternate so a neighbour's load on the shared machine hits both alike.
     t_package, t_bundle = [], []
     for _ in range(rounds):

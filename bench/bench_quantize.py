@@ -24,12 +24,14 @@ import tempfile
 import time
 import zipfile
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
 N, S = 4096, 16
 PARAMS = {"in_channels": N, "out_channels": N, "spatial": S}
-MODES = [
+# (our config, coremltools.optimize's function, its config class, that config's arguments)
+MODES: list[tuple[dict[str, Any], str, str, dict[str, Any]]] = [
     (
         {"mode": "palettize", "nbits": 4},
         "palettize_weights",
@@ -99,7 +101,7 @@ def main() -> None:
             zf.extractall(work / "fp16")
         package = str(work / "fp16" / "conv.mlpackage")
 
-        rows = []
+        rows: list[tuple[dict[str, Any], int, float, float, float, float]] = []
         for ours_config, fn_name, config_name, ct_kwargs in MODES:
             config = parse_config(ours_config)
             compressed = quantize(w16, config, "ios18")
@@ -118,23 +120,25 @@ def main() -> None:
                 optimized.save(str(out))
                 shutil.rmtree(out)
 
-            quant, ours, theirs = [], [], []
+            quant_s: list[float] = []
+            ours_s: list[float] = []
+            theirs_s: list[float] = []
             for _ in range(args.rounds):
-                quant.append(_seconds(lambda config=config: quantize(w16, config, "ios18")))
-                ours.append(
+                quant_s.append(_seconds(lambda config=config: quantize(w16, config, "ios18")))
+                ours_s.append(
                     _seconds(
                         lambda c=ours_config: kernel_zip("conv", PARAMS, {"weight": w}, quantize=c)
                     )
                 )
-                theirs.append(_seconds(coremltools_path))
+                theirs_s.append(_seconds(coremltools_path))
             rows.append(
                 (
                     ours_config,
                     compressed.nbytes,
-                    statistics.median(quant),
+                    statistics.median(quant_s),
                     error,
-                    statistics.median(ours),
-                    statistics.median(theirs),
+                    statistics.median(ours_s),
+                    statistics.median(theirs_s),
                 )
             )
     finally:
@@ -149,9 +153,9 @@ def main() -> None:
         "| build s (ours) | coremltools.optimize s | coremltools / ours |"
     )
     print("|---|---|---:|---:|---:|---:|---:|---:|---:|")
-    for config, nbytes, quant, error, ours, theirs in rows:
+    for given, nbytes, quant, error, ours, theirs in rows:
         print(
-            f"| {config['mode']} | {_describe(config)} | {nbytes:,} | {nbytes / fp16_bytes:.3f} "
+            f"| {given['mode']} | {_describe(given)} | {nbytes:,} | {nbytes / fp16_bytes:.3f} "
             f"| {quant:.2f} | {error:.2e} | {ours:.2f} | {theirs:.2f} | "
             f"{theirs / ours:.2f} |"
         )

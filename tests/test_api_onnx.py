@@ -89,6 +89,14 @@ def test_a_small_model_as_multipart_parts(live, tmp_path):
     )
     assert answer.status_code == 200, answer.text
     assert "mlp.mlpackage/Manifest.json" in _zip(answer.content).namelist()
+    # the part's digest is the file's, hashed as it arrived: the same model named by that digest
+    # is the same request, answered from the cache
+    with Client(live.url) as c:
+        c.upload_file(path)
+    body = {**spec, "files": {"mlp.onnx": file_digest(path)}, "model": "mlp.onnx"}
+    again = live.client.post("/v1/onnx", json=body)
+    assert again.status_code == 200, again.text
+    assert again.headers["X-Cache"] == "hit" and again.content == answer.content
 
 
 def test_a_compiled_format_runs_as_a_job(live, tmp_path):

@@ -112,3 +112,26 @@ def test_a_subbyte_const_refuses_values_it_cannot_hold(dtype, bad):
     # refused as it is converted, naming the value and the dtype's range
     with pytest.raises(MILBuildError, match=rf"{bad} is outside {dtype.value} \["):
         Builder().const("c", np.array([0, bad]), dtype)
+
+
+@pytest.mark.parametrize("dtype", SUBBYTE, ids=lambda d: d.value)
+def test_values_packed_as_written_are_the_packed_values(dtype):
+    """add_subbyte packs chunk by chunk as it writes (the writer's chunks of 64 bytes: 3- and
+    6-bit values straddle them): the bytes add_packed writes, and each finds the other's equal
+    entry."""
+    n = 5000 + 3  # a part-used last byte
+    v = values(dtype, n)
+    code = blob_dtype(dtype)
+    packed, lazy = BlobWriter(chunk_bytes=64), BlobWriter(chunk_bytes=64)
+    packed.add_packed(pack_subbyte(v, code), code, n)
+    lazy.add_subbyte(v, code)
+    a, b = io.BytesIO(), io.BytesIO()
+    packed.write(a)
+    lazy.write(b)
+    assert a.getvalue() == b.getvalue()
+    both = BlobWriter(chunk_bytes=64)
+    first = both.add_packed(pack_subbyte(v, code), code, n)
+    assert both.add_subbyte(v, code) == first and len(both) == 1
+    changed = v.copy()
+    changed[-1] = v[-1] ^ 1 if dtype.int_range[0] == 0 else -1 - v[-1]
+    assert both.add_subbyte(changed, code) != first and len(both) == 2

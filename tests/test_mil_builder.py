@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from app.mil import TARGETS, Builder, DType, MILBuildError, ops
+from app.mil import TARGETS, Builder, DType, MILBuildError, TensorType, ops
 
 F16 = DType.FP16
 
@@ -158,5 +158,15 @@ def test_states_and_write_state_checks():
     with pytest.raises(MILBuildError, match="expects a state"):
         b.op("read_state", "r", input=b.input("t", F16, (1, 4)))
     with pytest.raises(MILBuildError, match="does not match the state"):
-        b.op("write_state", "w", input=s, data=b.input("v", F16, (1, 5)))
-    assert b.op("write_state", "w", input=s, data=b.input("v2", F16, (1, 4))) is None
+        b.op_outputs("write_state", "w", input=s, data=b.input("v", F16, (1, 5)))
+    assert b.op_outputs("write_state", "w", input=s, data=b.input("v2", F16, (1, 4))) == ()
+
+
+def test_op_is_for_one_output_and_op_outputs_for_any():
+    b = Builder()
+    x = b.input("x", F16, (1, 4, 1, 6))
+    with pytest.raises(MILBuildError, match="2 outputs where one was asked for"):
+        b.op("split", "halves", x=x, num_splits=2, axis=1)
+    first, second = b.op_outputs("split", "halves", x=x, num_splits=2, axis=1)
+    assert (first.name, second.name) == ("halves_0", "halves_1")
+    assert first.tensor == second.tensor == TensorType(F16, (1, 2, 1, 6))

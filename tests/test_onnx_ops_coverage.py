@@ -599,7 +599,35 @@ WEIGHT_QDQ = [
 ]
 QUANTIZATION += WEIGHT_QDQ
 
-FAMILIES = ["MATH", "LOGIC", "INDEXING", "REDUCTIONS", "SPATIAL", "EINSUM", "QUANTIZATION"]
+FOLDED = [
+    Case(  # a mask's positions, known at import, picking columns of the data
+        "nonzero_folds",
+        [
+            op("NonZero", ["mask"], ["nz"]),
+            op("Squeeze", ["nz", "zero_axis"], ["idx"]),
+            op("Gather", ["x", "idx"], axis=1),
+        ],
+        {"x": [2, 8]},
+        consts={"mask": np.array([1, 0, 1, 1, 0, 0, 1, 0], bool), "zero_axis": _i([0])},
+    ),
+    Case(
+        "compress_folds",
+        [op("Compress", ["table", "keep"], ["rows"], axis=0), op("MatMul", ["x", "rows"])],
+        {"x": [2, 3]},
+        consts={"table": rng_array([5, 4]), "keep": np.array([1, 0, 1, 1, 0], bool)},
+    ),
+]
+
+FAMILIES = [
+    "MATH",
+    "LOGIC",
+    "INDEXING",
+    "REDUCTIONS",
+    "SPATIAL",
+    "EINSUM",
+    "QUANTIZATION",
+    "FOLDED",
+]
 
 
 @pytest.mark.parametrize("family", FAMILIES)
@@ -633,3 +661,33 @@ def test_a_weight_only_qdq_stays_compressed(tmp_path):
             if o.type == "const" and o.name.endswith("quantized_data")
         ]
         assert len(stored) == 1 and np.array_equal(stored[0], case.consts["w8"])
+
+
+def test_ops_whose_shape_follows_the_data_are_refused_naming_every_node(tmp_path):
+    """NonZero, Compress and Range on values the program computes: one refusal naming each,
+    with the reason (their output's shape depends on the data), and an op that waits named with
+    its primitive."""
+    from onnx_support import check
+
+    from app.errors import RequestError
+
+    case = Case(
+        "data_shapes",
+        [
+            op("NonZero", ["x"], ["nz"]),
+            op("Greater", ["x", "zero"], ["pos"]),
+            op("Compress", ["x", "pos"], ["c"], axis=1),
+            op("Atan", ["x"], ["y"]),
+        ],
+        {"x": [2, 8]},
+        ["y", "nz", "c"],
+        consts={"zero": _f(0.0)},
+        output_types={"nz": INT64},
+    )
+    with pytest.raises(RequestError) as caught:
+        check(case, tmp_path)
+    reasons = {u["op_type"]: u["reason"] for u in caught.value.extra["unsupported"]}
+    assert set(reasons) == {"NonZero", "Compress", "Atan"}, reasons
+    assert "its output's shape depends on the data" in reasons["NonZero"]
+    assert "its output's shape depends on the data" in reasons["Compress"]
+    assert reasons["Atan"] == "waits on the MIL primitive atan"

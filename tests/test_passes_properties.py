@@ -1057,7 +1057,7 @@ def test_canonicalize_inplace_pattern_moves_a_write_unless_a_read_lies_between(d
             later = b.op(
                 "add", f"{prefix}peek", x=later, y=b.op("read_state", f"{prefix}read", input=state)
             )
-        b.op("write_state", f"{prefix}write", input=state, data=made)
+        b.op_outputs("write_state", f"{prefix}write", input=state, data=made)
         outputs.append(later)
     program = b.build(outputs)
     after, _ = run_pipeline(program, resolve(parse_passes("canonicalize_inplace_pattern")))

@@ -1675,7 +1675,7 @@ def test_dead_code_elimination_keeps_a_state_write():
     b = Builder("ios18")
     x = b.input("x", DType.FP16, (1, 4))
     cache = b.state("cache", DType.FP16, (1, 4))
-    b.op("write_state", "keep", input=cache, data=x)
+    b.op_outputs("write_state", "keep", input=cache, data=x)
     y = b.op("relu", "y", x=x)
     program = b.build([y])
     after, report = _run(program, "dead_code_elimination")
@@ -1764,7 +1764,7 @@ def _inplace(read_between: bool):
     add = b.op("add", "add", x=mul, y=x)
     if read_between:
         add = b.op("add", "again", x=add, y=b.op("read_state", "peek", input=state))
-    b.op("write_state", "update", input=state, data=mul)
+    b.op_outputs("write_state", "update", input=state, data=mul)
     return b.build([add])
 
 

@@ -182,7 +182,7 @@ def read_state(shape) -> Program:
 def update_state() -> Program:
     b = Builder()
     kv, value = b.state("kv", F16, (1, 1, 4, 32)), b.input("value", F16, (1, 1, 4, 32))
-    b.op("write_state", "kv_write", input=kv, data=value)
+    b.op_outputs("write_state", "kv_write", input=kv, data=value)
     return b.build([b.op("read_state", "y", input=kv)])
 
 

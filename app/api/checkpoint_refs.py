@@ -44,7 +44,7 @@ def with_checkpoint(data: dict[str, Any], op: str, blobs: BlobStore) -> dict[str
             title="Invalid checkpoint reference",
         ) from None
     weights = {name: f"{files[t.name]}#{t.name}" for name, t in resolved.located.items()}
-    given = data.get("weights") if isinstance(data.get("weights"), dict) else {}
+    given = listed if isinstance(listed := data.get("weights"), dict) else {}
     rest = {k: v for k, v in data.items() if k != FIELD}
     return {**rest, **resolved.params, "weights": {**weights, **given}}
 

@@ -17,7 +17,7 @@ from typing import Any
 
 import orjson
 import pydantic_core
-from pydantic import BaseModel, ValidationError
+from pydantic import ValidationError
 from starlette.requests import Request
 
 from app.api.checkpoint_refs import FIELD as CHECKPOINT
@@ -36,11 +36,12 @@ from app.checkpoints import CHECKPOINT_OPS, check_role
 from app.errors import FieldError, RequestError
 from app.graphs.spec import GRAPH_OP
 from app.kernels import get_op
-from app.request import KernelRequest, RequestKind, WeightRef
+from app.request import KernelRequest, WeightRef
 from app.schemas.wire import (
     KERNEL_REQUEST_ADAPTER,
     REQUEST_MODELS,
     GraphRequest,
+    KernelOptions,
     RawWeight,
     RequestOptions,
     params_of,
@@ -84,7 +85,7 @@ def parse_json(raw: bytes, what: str) -> Any:
         raise Problem(400, f"{what} is not valid JSON: {exc}", title="Malformed JSON") from None
 
 
-def _validate(data: Any, path_op: str | None) -> BaseModel:
+def _validate(data: Any, path_op: str | None) -> KernelOptions:
     if not isinstance(data, dict):
         raise Problem(422, "the request body must be a JSON object", title="Invalid request")
     if path_op is not None:
@@ -168,7 +169,7 @@ async def _from_data(
     if path_op == ANY:  # a job: a graph has nodes, a kernel an op
         path_op = GRAPH_OP if isinstance(data, dict) and "nodes" in data else None
     if path_op == GRAPH_OP:
-        wire: BaseModel = _validate_graph(data, svc.settings.max_graph_nodes)
+        wire: GraphRequest | KernelOptions = _validate_graph(data, svc.settings.max_graph_nodes)
     else:
         if isinstance(data, dict) and data.get(CHECKPOINT) is not None:
             op = path_op or data.get("op")
@@ -178,10 +179,10 @@ async def _from_data(
         wire = _validate(data, path_op)
     request = _checked(wire, bypass)
     parts = body.files if body is not None else {}
-    if request.kind is RequestKind.GRAPH:
-        slots = _graph_slots(wire, parts)  # type: ignore[arg-type]
+    if isinstance(wire, GraphRequest):  # the request's kind is GRAPH
+        slots = _graph_slots(wire, parts)
     else:
-        slots = _kernel_slots(request, wire.weights, parts)  # type: ignore[attr-defined]
+        slots = _kernel_slots(request, wire.weights, parts)
     weights = await _weights(slots, parts, svc)
     _check_roles(slots, weights)
     return request.with_weights(weights)
@@ -277,20 +278,20 @@ class _Slot:
     role: str | None = None
 
 
-def _checked(wire: BaseModel, bypass: bool) -> KernelRequest:
+def _checked(wire: GraphRequest | KernelOptions, bypass: bool) -> KernelRequest:
     """The request a validated wire body asks for, checked (before any weight is read), still
     without its weights."""
-    options = {k: getattr(wire, k) for k in RequestOptions.model_fields}
+    options: dict[str, Any] = {k: getattr(wire, k) for k in RequestOptions.model_fields}
     options["bypass_cache"] = bypass or options["bypass_cache"]
     if isinstance(wire, GraphRequest):
         return KernelRequest.create(graph=wire.graph(), passes=wire.passes, **options)
     return KernelRequest.create(
         wire.op,
         params_of(wire),
-        quantize=wire.quantize,  # type: ignore[attr-defined]
+        quantize=wire.quantize,
         functions=wire.functions,
         **options,
-    )  # type: ignore[attr-defined]
+    )
 
 
 def _kernel_slots(
@@ -321,14 +322,14 @@ def _graph_slots(wire: GraphRequest, parts: dict[str, Any]) -> dict[str, _Slot]:
         for w, value in node.weights.items():
             slots[f"{node.id}.{w}"] = _Slot(f"{node.id}.{w}", f"nodes[{i}].weights.{w}", value)
     for name in parts:
-        node, dot, w = name.partition(".")
-        if not dot or node not in index:
+        node_id, dot, w = name.partition(".")
+        if not dot or node_id not in index:
             raise RequestError(
                 name,
                 f"unexpected part {name!r}: a graph's file parts are named <node>.<weight>",
                 title="Unexpected multipart part",
             )
-        slots.setdefault(name, _Slot(name, f"nodes[{index[node]}].weights.{w}", None))
+        slots.setdefault(name, _Slot(name, f"nodes[{index[node_id]}].weights.{w}", None))
     return slots
 
 

@@ -25,7 +25,6 @@ from app.api.intake import (
     validation_problem,
 )
 from app.api.problems import Problem
-from app.digest import file_digest
 from app.errors import ErrorKind, RequestError
 from app.request import KernelRequest, WeightRef
 from app.schemas.onnx import OnnxBody, OnnxSpec
@@ -55,13 +54,16 @@ async def incoming_onnx(
                 raise RequestError(
                     f"files.{name}", f"{name!r} is given twice: in the spec and as a part"
                 )
-            digest = part.hasher.result() if part.hasher is not None else None
-            files[name] = await asyncio.to_thread(_part, part.path, digest)
+            streamed = part.hasher.result() if part.hasher is not None else None
+            files[name] = await asyncio.to_thread(_part, part.path, streamed)
         yield _request(spec, files, bypass)
 
 
-def _part(path: Path, digest: str | None) -> WeightRef:
-    ref = WeightRef.of_file(path, digest or file_digest(path))
+def _part(path: Path, streamed: tuple[int, int, str] | None) -> WeightRef:
+    """A file part as the import's file: its digest the one hashed as it arrived when that
+    covered the whole file (it always does for a part that is not a tensor file), else read."""
+    whole = streamed is not None and streamed[:2] == (0, path.stat().st_size)
+    ref = WeightRef.of_file(path, streamed[2] if streamed is not None and whole else None)
     return WeightRef(ref.digest, ref.dtype, ref.shape, file=ref.file, spooled=True)
 
 

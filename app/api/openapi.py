@@ -42,6 +42,7 @@ class JobView(Job):
     """A job as the API shows it (`Job.public`): the request in its JSON form, inline weight
     values left out."""
 
+    # the request in its JSON form, where Job holds the request itself
     request: dict[str, Any] = Field(  # type: ignore[assignment]
         description="what was asked: a kernel or graph request, a model kit's files and options, "
         "or a device check's kit and device"
@@ -344,4 +345,4 @@ def install(app: FastAPI, *, with_api_keys: bool) -> None:
         app.openapi_schema = schema
         return schema
 
-    app.openapi = openapi  # type: ignore[method-assign]
+    app.openapi = openapi  # type: ignore[method-assign]  # FastAPI's documented way to amend it

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import difflib
 import logging
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from http import HTTPStatus
 from typing import Any
 
@@ -125,7 +125,7 @@ def field_path(loc: Iterable[Any], skip: int = 0) -> str:
     return out
 
 
-def from_validation_errors(errors: list[dict[str, Any]], *, skip: int = 0) -> Problem:
+def from_validation_errors(errors: Sequence[Mapping[str, Any]], *, skip: int = 0) -> Problem:
     """Pydantic errors -> one 422 listing every field; the first one is named in the detail, and
     so is any field sent that is not one (a misspelt name is why another is "required")."""
     items = [_err(field_path(e["loc"], skip) or "body", _message(e)) for e in errors]

@@ -15,10 +15,33 @@ import numpy as np
 from app.language.dtypes import DType
 from app.language.packing import pack_bits, unpack_bits
 
-# The codes, named as the MIL dtypes they store (BlobDType.FP16 == 1, ...), in code order.
-BlobDType = IntEnum(
-    "BlobDType",
-    sorted(((d.name, d.blob_code) for d in DType if d.in_blob), key=lambda item: item[1]),
+
+class BlobDType(IntEnum):
+    """The codes, named as the MIL dtypes they store (BlobDType.FP16 == 1, ...), in code order.
+    The members are spelled out so the type checker knows them; the codes are the table's."""
+
+    FP16 = DType.FP16.blob_code
+    FP32 = DType.FP32.blob_code
+    UINT8 = DType.UINT8.blob_code
+    INT8 = DType.INT8.blob_code
+    BF16 = DType.BF16.blob_code
+    INT16 = DType.INT16.blob_code
+    UINT16 = DType.UINT16.blob_code
+    INT4 = DType.INT4.blob_code
+    UINT1 = DType.UINT1.blob_code
+    UINT2 = DType.UINT2.blob_code
+    UINT4 = DType.UINT4.blob_code
+    UINT3 = DType.UINT3.blob_code
+    UINT6 = DType.UINT6.blob_code
+    INT32 = DType.INT32.blob_code
+    UINT32 = DType.UINT32.blob_code
+    FP8E4M3FN = DType.FP8E4M3FN.blob_code
+    FP8E5M2 = DType.FP8E5M2.blob_code
+
+
+# Every dtype weight.bin stores, and no other, in code order.
+assert [(m.name, m.value) for m in BlobDType] == sorted(
+    ((d.name, d.blob_code) for d in DType if d.in_blob), key=lambda item: item[1]
 )
 
 # Bits per element for the packed (sub-byte) types.

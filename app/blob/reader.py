@@ -46,7 +46,7 @@ class BlobReader:
             raise BlobFormatError(
                 f"truncated file: {self.size} bytes at offset 0, the storage header needs 64"
             )
-        count, version = HEADER.unpack_from(self._buf, 0)
+        count, version = HEADER.unpack_from(self._buf.data, 0)
         if version != VERSION:
             raise BlobFormatError(
                 f"bad header version {version} at offset 4: expected file format version 2"
@@ -72,7 +72,7 @@ class BlobReader:
                 f"truncated file: blob_metadata at offset {off} needs bytes [{off}, {off + 64}), "
                 f"file is {self.size} bytes"
             )
-        sentinel, code, size, data_offset, padding = METADATA.unpack_from(self._buf, off)
+        sentinel, code, size, data_offset, padding = METADATA.unpack_from(self._buf.data, off)
         if sentinel != SENTINEL:
             raise BlobFormatError(
                 f"Invalid sentinel in blob_metadata at offset {off}: 0x{sentinel:08x}, "
@@ -218,7 +218,10 @@ class BlobReader:
 
     def _check_tail(self, end: int) -> None:
         nxt = round_up(end)
-        if nxt + ALIGNMENT <= self.size and METADATA.unpack_from(self._buf, nxt)[0] == SENTINEL:
+        if (
+            nxt + ALIGNMENT <= self.size
+            and METADATA.unpack_from(self._buf.data, nxt)[0] == SENTINEL
+        ):
             raise BlobFormatError(
                 f"header count is {self.count} but another blob_metadata follows at offset {nxt}"
             )

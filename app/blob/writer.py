@@ -11,17 +11,18 @@ from __future__ import annotations
 import os
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import BinaryIO
 
 import numpy as np
 
-from app.files import atomic_file
+from app.files import Sink, atomic_file
 
 from .dtypes import (
     STORAGE_NP_DTYPE,
+    SUBBYTE_BITS,
     BlobDType,
     blob_dtype_for,
     is_subbyte,
+    pack_subbyte,
     packed_size,
     source_is_compatible,
 )
@@ -46,7 +47,7 @@ class _ArraySource:
 
     def chunks(
         self, chunk_bytes: int, first_bytes: int | None = None, width: int | None = None
-    ) -> Iterator[np.ndarray]:
+    ) -> Iterator[memoryview]:
         a = self.array
         n = a.size
         width = width or self.width
@@ -62,7 +63,7 @@ class _ArraySource:
             # Overflow to inf is the intended fp16 semantics, not an error worth a warning.
             with np.errstate(over="ignore", invalid="ignore"):
                 out = part.astype(self.store, copy=False)
-            yield out.view(np.uint8)
+            yield out.view(np.uint8).data
             start, step = stop, per
 
     def same_memory(self, other: _ArraySource) -> bool:
@@ -93,7 +94,37 @@ class _RawSource:
             step = chunk_bytes
 
 
-_Source = _ArraySource | _RawSource
+@dataclass(frozen=True)
+class _SubbyteSource:
+    """Sub-byte values (one integer per element) packed as they are read: a program's packed
+    weights are never all held at once beside its unpacked ones."""
+
+    values: np.ndarray  # flat
+    dtype: BlobDType
+
+    width = 1
+
+    def chunks(
+        self, chunk_bytes: int, first_bytes: int | None = None, width: int | None = None
+    ) -> Iterator[memoryview]:
+        """The packed bytes in the chunks a `_RawSource` of them gives (comparisons between the
+        two go chunk by chunk), each packed when it is asked for: a comparison that stops at
+        the first chunk packs little more than that chunk."""
+        step = chunk_bytes if first_bytes is None else min(chunk_bytes, first_bytes)
+        bits = SUBBYTE_BITS[self.dtype]
+        held, start, n = bytearray(), 0, self.values.size
+        while start < n or held:
+            while len(held) < step and start < n:
+                # a multiple of 8 values packs into whole bytes: pieces join without a seam
+                count = max(8, (step - len(held)) * 8 // bits // 8 * 8)
+                held += pack_subbyte(self.values[start : start + count], self.dtype)
+                start += count
+            yield memoryview(bytes(held[:step]))
+            del held[:step]
+            step = chunk_bytes
+
+
+_Source = _ArraySource | _RawSource | _SubbyteSource
 
 
 def _equal_contents(x: _Source, y: _Source, chunk_bytes: int) -> bool:
@@ -113,7 +144,7 @@ def _equal_contents(x: _Source, y: _Source, chunk_bytes: int) -> bool:
     return True
 
 
-def _write_all(f: BinaryIO, buf: bytes | memoryview | np.ndarray) -> int:
+def _write_all(f: Sink, buf: bytes | memoryview) -> int:
     mv = memoryview(buf).cast("B")
     total = len(mv)
     while mv:
@@ -161,6 +192,16 @@ class BlobWriter:
             raise ValueError(f"{n_elements} {dt.name} values pack into {size} bytes, got {len(mv)}")
         return self._plan(dt, size, padding, _RawSource(mv.toreadonly()))
 
+    def add_subbyte(self, values: np.ndarray, dtype: BlobDType) -> int:
+        """Register sub-byte values, one integer per element, packed (LSB first, as
+        `pack_subbyte`) only as they are written or compared."""
+        dt = BlobDType(dtype)
+        if not is_subbyte(dt):
+            raise TypeError(f"add_subbyte() is for sub-byte types, not {dt.name}: use add()")
+        flat = np.ascontiguousarray(values).reshape(-1)
+        size, padding = packed_size(dt, flat.size)
+        return self._plan(dt, size, padding, _SubbyteSource(flat, dt))
+
     def _plan(self, dtype: BlobDType, size: int, padding: int, source: _Source) -> int:
         key = (dtype, size, padding)
         candidates = self._by_key.setdefault(key, [])
@@ -187,7 +228,7 @@ class BlobWriter:
         """The planned entries, in file order."""
         return list(self._entries)
 
-    def write(self, f: BinaryIO) -> int:
+    def write(self, f: Sink) -> int:
         """Stream the file to a writable binary object without seeking; return bytes written."""
         pos = _write_all(f, pack_header(len(self._entries)))
         for entry, source in zip(self._entries, self._sources, strict=True):

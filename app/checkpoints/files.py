@@ -140,8 +140,8 @@ def open_checkpoint(path: str | Path) -> dict[str, Tensor]:
 
 def _sharded(index: Path, limits: JsonLimits | None = None) -> dict[str, Tensor]:
     limits = limits or json_limits()
-    weight_map = read_model(index, ShardIndex, str(index), field="checkpoint", limits=limits)
-    weight_map = weight_map.weight_map
+    shards = read_model(index, ShardIndex, str(index), field="checkpoint", limits=limits)
+    weight_map = shards.weight_map
     tensors: dict[str, Tensor] = {}
     for shard in sorted(set(weight_map.values())):
         found = read_header(index.parent / shard)

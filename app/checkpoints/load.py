@@ -22,6 +22,7 @@ from app.checkpoints.convert import to_fp16
 from app.checkpoints.files import Mapped, Tensor, open_checkpoint
 from app.errors import RequestError
 from app.kernels import get_op, parse_params
+from app.kernels.transformer_params import TokenParams
 from app.kernels.weight_check import WeightsOnRead
 
 LAYER_TENSOR = re.compile(r"^(.*?)layers\.(\d+)\.(self_attn\.q_proj|mlp\.down_proj)\.weight$")
@@ -83,6 +84,7 @@ def op_params(op: str, config: Mapping[str, Any], layers: range, call: Mapping[s
         raise RequestError("layers", f"{op} builds one layer; decoder_stack builds a range")
     params |= dict(call)
     parsed = parse_params(catalog_op, params)
+    assert isinstance(parsed, TokenParams)  # every checkpoint op reads the residual stream
     span = getattr(parsed, "position_offset", 0) + getattr(parsed, "kv_len", parsed.seq_len)
     check_window(dict(config), span)
     return catalog_op, parsed, params

@@ -45,8 +45,10 @@ class CheckpointReference(BaseModel):
         return [self.blob] if isinstance(self.blob, str) else list(self.blob)
 
     def layer_range(self) -> range:
-        field = "checkpoint.layer" if self.layers is None else "checkpoint.layers"
-        return parse_layers(self.layer if self.layers is None else self.layers, field)
+        if self.layers is not None:
+            return parse_layers(self.layers, "checkpoint.layers")
+        assert self.layer is not None  # the validator asks for one of the two
+        return parse_layers(self.layer, "checkpoint.layer")
 
 
 def check_role(field: str, weight: str, tensor_name: str) -> None:

@@ -190,7 +190,7 @@ def cmd_generate(args) -> int:
 def _tokenizer(kit):
     """The kit's own tokenizer.json, read with the tokenizers package (when installed)."""
     try:
-        from tokenizers import Tokenizer  # type: ignore[import-not-found]
+        from tokenizers import Tokenizer
     except ImportError:
         raise CLIError("--prompt needs the tokenizers package; pass --prompt-ids") from None
     if kit.tokenizer is None:

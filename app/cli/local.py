@@ -93,7 +93,8 @@ def write_and_summarize(prepared, args) -> int:
         compile_locally(prepared, output)
     else:
         artifacts.save(prepared, output)
-    estimate = header_value(*works_from_json(prepared.work))
+    work = works_from_json(prepared.work)
+    estimate = header_value(*work) if work is not None else None
     emit(summary_of_zip(output, estimate=estimate), args.json)
     return _verified(prepared)
 

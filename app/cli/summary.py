@@ -114,7 +114,7 @@ def _worst(report: dict[str, Any], passed_key: str) -> dict[str, Any]:
         for r in _reports(report)
         for o in {**r.get("outputs", {}), **r.get("states", {})}.values()
     ]
-    worst = max(outputs, key=lambda o: o.get("max_rel_error", 0.0), default={})
+    worst: dict[str, Any] = max(outputs, key=lambda o: o.get("max_rel_error", 0.0), default={})
     return {
         "passed": bool(report.get(passed_key)),
         "max_rel_error": worst.get("max_rel_error"),

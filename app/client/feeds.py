@@ -18,7 +18,12 @@ from typing import Any
 
 import numpy as np
 
-_DTYPES = {"fp16": np.float16, "fp32": np.float32, "int32": np.int32, "bool": np.bool_}
+_DTYPES: dict[str, type[np.generic]] = {
+    "fp16": np.float16,
+    "fp32": np.float32,
+    "int32": np.int32,
+    "bool": np.bool_,
+}
 
 
 class InputError(ValueError):

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import io
 import json
+import os
 from collections.abc import Callable, Generator, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -53,6 +54,13 @@ Flow = Generator[Call | Sleep, httpx.Response | None, Any]
 Resubmit = Callable[[], Flow]  # submits a job's request again; returns the job
 
 
+def _call(call: Call) -> Generator[Call | Sleep, httpx.Response | None, httpx.Response]:
+    """Yields `call` and returns its response (a Call is always answered with one)."""
+    response = yield call
+    assert response is not None
+    return response
+
+
 def _npy_stream(array: np.ndarray) -> Callable[[], Iterator[bytes]]:
     """The tensor as a .npy file, streamed from the array's own memory (no full copy)."""
     array = canonical(array)
@@ -71,12 +79,12 @@ def _npy_stream(array: np.ndarray) -> Callable[[], Iterator[bytes]]:
 def upload(array: np.ndarray) -> Flow:
     """Upload a tensor unless the service already has it; return its digest."""
     digest = tensor_digest(array)
-    present = yield Call("HEAD", f"/v1/blobs/{digest}", ok=(200, 404))
+    present = yield from _call(Call("HEAD", f"/v1/blobs/{digest}", ok=(200, 404)))
     if present.status_code == 200:
         return digest
     headers = {"content-type": "application/octet-stream"}
-    answer = yield Call(
-        "POST", "/v1/blobs", content=_npy_stream(array), headers=headers, ok=(200, 201)
+    answer = yield from _call(
+        Call("POST", "/v1/blobs", content=_npy_stream(array), headers=headers, ok=(200, 201))
     )
     returned = answer.json()["digest"]
     if returned != digest:
@@ -105,8 +113,8 @@ def upload_file(
     it: start, parts from where the service says it stands, finish. A part that fails in
     transit is sent again from the offset the service reports. Returns the stored blob."""
     size = path.stat().st_size
-    started = yield Call(
-        "POST", "/v1/blobs/uploads", json={"digest": digest, "bytes": size}, ok=(200, 201)
+    started = yield from _call(
+        Call("POST", "/v1/blobs/uploads", json={"digest": digest, "bytes": size}, ok=(200, 201))
     )
     upload = started.json()
     if upload["stored"]:
@@ -116,23 +124,28 @@ def upload_file(
         offset = upload["received"]
         length = min(upload["part_bytes"], size - offset)
         try:
-            answer = yield Call(
-                "PUT",
-                where,
-                params={"offset": offset},
-                content=_file_part(path, offset, length),
-                headers={"content-type": "application/octet-stream", "content-length": str(length)},
+            answer = yield from _call(
+                Call(
+                    "PUT",
+                    where,
+                    params={"offset": offset},
+                    content=_file_part(path, offset, length),
+                    headers={
+                        "content-type": "application/octet-stream",
+                        "content-length": str(length),
+                    },
+                )
             )
         except httpx.TransportError:
             failures += 1
             if failures > MAX_PART_RETRIES:
                 raise
-            upload = (yield Call("GET", where)).json()  # where to resume
+            upload = (yield from _call(Call("GET", where))).json()  # where to resume
             continue
         upload = answer.json()
         if progress is not None:
             progress(upload["received"], size)
-    return (yield Call("POST", f"{where}/finish")).json()["blob"]
+    return (yield from _call(Call("POST", f"{where}/finish"))).json()["blob"]
 
 
 CHECKPOINT_SUFFIXES = (".json", ".safetensors")  # what a kit reads from a checkpoint folder
@@ -166,14 +179,16 @@ def compile_model(
     body = {"files": files, **{k: v for k, v in options.items() if v is not None}}
 
     def again() -> Flow:
-        return (yield Call("POST", "/v1/models", json=body, ok=(200, 202))).json()
+        return (yield from _call(Call("POST", "/v1/models", json=body, ok=(200, 202)))).json()
 
     job = yield from wait((yield from again())["id"], poll, None, None, again)
     return (yield from artifact(job, save_to, again, poll))
 
 
 def checkpoint_reference(
-    checkpoint: str | Path, layers: int | str, config: str | Path | Mapping[str, Any] | None
+    checkpoint: str | Path,
+    layers: int | str,
+    config: str | os.PathLike[str] | Mapping[str, Any] | None,
 ) -> Flow:
     """The request's `checkpoint` for a checkpoint on this machine (model.safetensors, its
     index.json of shards, or their folder; config.json beside it unless given): its files
@@ -190,12 +205,14 @@ def checkpoint_reference(
     digests = []
     for file in files:  # through the resumable protocol, unless the service has the file
         digests.append((yield from upload_file(file, file_digest(file)))["digest"])
-    if config is None or isinstance(config, str | Path):
-        config = json.loads(Path(config or folder / "config.json").read_text())
+    if isinstance(config, Mapping):
+        settings = dict(config)
+    else:
+        settings = json.loads(Path(config or folder / "config.json").read_text())
     key = "layers" if isinstance(layers, str) else "layer"
     return {
         "blob": digests[0] if len(digests) == 1 else digests,
-        "config": dict(config),
+        "config": settings,
         key: layers,
     }
 
@@ -266,9 +283,9 @@ def compile_onnx(model: Path, save_to: Path | None, poll: float, **options: Any)
     body.update({k: v for k, v in options.items() if v is not None})
 
     def again() -> Flow:
-        return (yield Call("POST", "/v1/onnx", json=body, ok=(202,))).json()
+        return (yield from _call(Call("POST", "/v1/onnx", json=body, ok=(202,)))).json()
 
-    answer = yield Call("POST", "/v1/onnx", json=body, ok=(200, 202), save_to=save_to)
+    answer = yield from _call(Call("POST", "/v1/onnx", json=body, ok=(200, 202), save_to=save_to))
     if answer.status_code == 200:
         return save_to if save_to is not None else answer.content
     job = yield from wait(answer.json()["id"], poll, None, None, again)
@@ -283,7 +300,7 @@ def answer_or_job(
     weights: Mapping[str, np.ndarray] | None = None,
 ) -> Flow:
     """The answer to `body`, or (202: a compile that outlived the service's wait) its job's."""
-    answer = yield Call("POST", path, json=body, ok=(200, 202), save_to=save_to)
+    answer = yield from _call(Call("POST", path, json=body, ok=(200, 202), save_to=save_to))
     if answer.status_code == 200:
         return save_to if save_to is not None else answer.content
     again = resubmission(body, weights)  # POST /v1/jobs takes kernel and graph bodies alike
@@ -293,7 +310,7 @@ def answer_or_job(
 
 def submit(bodies: list[dict]) -> Flow:
     payload = bodies[0] if len(bodies) == 1 else {"kernels": bodies}
-    answer = yield Call("POST", "/v1/jobs", json=payload, ok=(200, 201, 202))
+    answer = yield from _call(Call("POST", "/v1/jobs", json=payload, ok=(200, 201, 202)))
     return answer.json()
 
 
@@ -326,7 +343,7 @@ def record_resubmission(request: Mapping[str, Any]) -> Resubmit:
         return resubmission(body_of(request))
 
     def again() -> Flow:
-        return (yield Call("POST", path, json=body, ok=(200, 202))).json()
+        return (yield from _call(Call("POST", path, json=body, ok=(200, 202)))).json()
 
     return again
 
@@ -355,7 +372,7 @@ def body_of(request: Mapping[str, Any]) -> dict:
 
 
 def get_job(job_id: str) -> Flow:
-    return (yield Call("GET", f"/v1/jobs/{job_id}")).json()
+    return (yield from _call(Call("GET", f"/v1/jobs/{job_id}"))).json()
 
 
 def wait(
@@ -369,7 +386,7 @@ def wait(
     vanishes (404) is submitted again with `resubmit` when there is one."""
     waited, last, resubmits = 0.0, None, 0
     while True:
-        answer = yield Call("GET", f"/v1/jobs/{job_id}", ok=(200, 404))
+        answer = yield from _call(Call("GET", f"/v1/jobs/{job_id}", ok=(200, 404)))
         if answer.status_code == 404:
             if resubmit is None or resubmits >= MAX_RESUBMITS:
                 raise error_from_response(answer)
@@ -401,11 +418,13 @@ def artifact(
                 f"job {job.get('id')} {job.get('state')}: {job.get('error') or 'no artifact'}"
             )
         retry = resubmit is not None and resubmits < MAX_RESUBMITS
-        answer = yield Call(
-            "GET",
-            f"/v1/jobs/{job['id']}/artifact",
-            save_to=save_to,
-            ok=(200, 404) if retry else (200,),
+        answer = yield from _call(
+            Call(
+                "GET",
+                f"/v1/jobs/{job['id']}/artifact",
+                save_to=save_to,
+                ok=(200, 404) if retry else (200,),
+            )
         )
         if answer.status_code == 200:
             return save_to if save_to is not None else answer.content
@@ -418,5 +437,5 @@ def artifact(
 def simple(
     method: str, path: str, params: Mapping[str, Any] | None = None, ok=(200,), json: Any = None
 ) -> Flow:
-    answer = yield Call(method, path, params=params, json=json, ok=ok)
+    answer = yield from _call(Call(method, path, params=params, json=json, ok=ok))
     return answer.json() if answer.content else None

@@ -20,7 +20,7 @@ import zipfile
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import Any
 
 from app.artifacts import Limits, Prepared, prepare, write
 from app.compile.base import CompileFailure, Compiler, CompileResult
@@ -28,6 +28,7 @@ from app.compile.linux import NAME as LINUX_COMPILER
 from app.compile.linux import LinuxCompiler
 from app.compile.placement import placement_report
 from app.compile.runner import RunBuild, in_thread
+from app.files import Sink
 from app.language.profiles import DEFAULT_PROFILE, get_profile
 from app.mil import Target, get_target
 from app.packaging import Entry, layout, to_json, write_zip
@@ -240,8 +241,8 @@ def _write_zip(
         return out.digest()
 
 
-def _copier(path: Path) -> Callable[[BinaryIO], int]:
-    def copy(out: BinaryIO) -> int:
+def _copier(path: Path) -> Callable[[Sink], int]:
+    def copy(out: Sink) -> int:
         written = 0
         with path.open("rb") as src:
             while chunk := src.read(1 << 20):

@@ -21,11 +21,29 @@ import gc
 import json
 import os
 import sys
+from collections.abc import Mapping
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from app.coreai.exchange import ASSET, CALLS, DONE
+
+if TYPE_CHECKING:  # imported where they run: the coreai extra loads only in this child
+    from coreai.runtime import NDArray
+    from PIL.Image import Image  # what the runtime's functions take besides tensors
+
+
+def _arrays(
+    prefix: str, values: Mapping[str, NDArray | Image], tensor: type[NDArray]
+) -> dict[str, Any]:
+    """Tensors by `<prefix>:<name>`, as the parent reads them (the programs give no images)."""
+    out: dict[str, Any] = {}
+    for name, value in values.items():
+        if not isinstance(value, tensor):
+            raise TypeError(f"{prefix} {name!r} is an image, not a tensor")
+        out[f"{prefix}:{name}"] = np.asarray(value.numpy())
+    return out
 
 
 async def _run(workdir: Path) -> None:
@@ -40,15 +58,16 @@ async def _run(workdir: Path) -> None:
             if name not in functions:
                 functions[name] = model.load_function(name)
             with np.load(workdir / call["arrays"]) as given:
-                inputs = {k[3:]: NDArray(given[k]) for k in given.files if k.startswith("in:")}
+                inputs: dict[str, NDArray | Image] = {
+                    k[3:]: NDArray(given[k]) for k in given.files if k.startswith("in:")
+                }
                 states = {k[6:]: NDArray(given[k]) for k in given.files if k.startswith("state:")}
             out = (
                 await functions[name](inputs, state=states)
                 if states
                 else await functions[name](inputs)
             )
-            arrays = {f"out:{k}": np.asarray(v.numpy()) for k, v in out.items()}
-            arrays |= {f"state:{k}": np.asarray(v.numpy()) for k, v in states.items()}
+            arrays = {**_arrays("out", out, NDArray), **_arrays("state", states, NDArray)}
             np.savez(workdir / f"out{i}.npz", **arrays)
         functions.clear()
     gc.collect()

@@ -12,7 +12,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from typing import Any, BinaryIO
+from typing import Any
 
 from app.coreai.asset import SUFFIX, aimodel_files
 from app.coreai.availability import require_coreai
@@ -20,7 +20,7 @@ from app.coreai.translate import TranslationError, Untranslatable, translate, un
 from app.coreai.weights import SUBBYTE_NOTE
 from app.errors import RequestError
 from app.kernels import ProgramBuild
-from app.packaging import Entry, write_zip
+from app.packaging import Entry, ZipSink, write_zip
 from app.packaging.bundle import describe_build
 from app.packaging.describe import to_json
 from app.packaging.layout import KERNEL_JSON
@@ -69,7 +69,7 @@ def subbyte_weights(build: ProgramBuild) -> list[str]:
 def write_aimodel_zip(
     build: ProgramBuild,
     files: Mapping[str, bytes],
-    out: BinaryIO,
+    out: ZipSink,
     *,
     digests: Mapping[str, str] | None = None,
     extra_entries: Iterable[Entry] = (),

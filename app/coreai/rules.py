@@ -132,7 +132,8 @@ def _concat(step: Step) -> list:
     if not step.const("interleave", False):
         return [_ca().concat(np.array(axis, np.int32), values)]
     # interleaved: a new axis after `axis` holds the inputs side by side, then folds into it
-    first = step.op.inputs["values"][0].tensor  # type: ignore[index]
+    given = step.op.inputs["values"]
+    first = (given[0] if isinstance(given, tuple) else given).tensor
     spread = (*first.shape[: axis + 1], 1, *first.shape[axis + 1 :])
     stacked = _ca().concat(
         np.array(axis + 1, np.int32), [_reshape(step, v, spread) for v in values]

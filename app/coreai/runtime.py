@@ -16,6 +16,7 @@ import sys
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -60,7 +61,7 @@ def run_aimodel(files: dict[str, bytes], calls: list[Call], timeout_s: float = 3
         assert asset.name == ASSET
         plan = []
         for i, call in enumerate(calls):
-            arrays = {f"in:{k}": v for k, v in call.inputs.items()}
+            arrays: dict[str, Any] = {f"in:{k}": v for k, v in call.inputs.items()}
             arrays |= {f"state:{k}": v for k, v in call.states.items()}
             np.savez(workdir / f"call{i}.npz", **arrays)
             plan.append({"function": call.function, "arrays": f"call{i}.npz"})

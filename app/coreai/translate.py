@@ -12,6 +12,7 @@ handles as the function's states and drops the tokens).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from app.coreai import compressed, rules_math, rules_nn, rules_tensor
 from app.coreai.dtypes import coreai_dtype, dtype_name, has_dtype
@@ -135,7 +136,7 @@ def _graph(fn: Function, constants: Constants) -> None:
         def value_of(var: Var):
             if var.name not in env:
                 assert var.op is not None and var.op.type == "const" and var.op.value is not None
-                stored = var.op.value.stored()
+                stored = var.op.value.stored_array()
                 env[var.name] = constants.make(stored, dtype_name(var.tensor.dtype))
             return env[var.name]
 
@@ -143,13 +144,15 @@ def _graph(fn: Function, constants: Constants) -> None:
             if op.type == "const":
                 continue
             if op.type == "read_state":
-                state = op.inputs["input"].name  # type: ignore[union-attr]
-                read, tokens[state] = raw.read_handle(handles[state], token(state))
+                state = op.var("input").name
+                # (value, token); coreai's stub gives OpResultList no __iter__, it is a sequence
+                pair: Any = raw.read_handle(handles[state], token(state))
+                read, tokens[state] = pair
                 env[op.output.name] = Value._from_mlir(read)
                 continue
             if op.type == "write_state":
-                state = op.inputs["input"].name  # type: ignore[union-attr]
-                data = value_of(op.inputs["data"])._to_mlir()  # type: ignore[arg-type]
+                state = op.var("input").name
+                data = value_of(op.var("data"))._to_mlir()
                 tokens[state] = raw.write_handle(handles[state], data, token(state))
                 continue
             try:
@@ -159,5 +162,5 @@ def _graph(fn: Function, constants: Constants) -> None:
                 raise TranslationError(found) from None
             for var, result in zip(op.outputs, results, strict=True):
                 env[var.name] = result
-        outputs = [value_of(v)._to_mlir() for v in fn.outputs]  # type: ignore[attr-defined]
+        outputs = [value_of(v)._to_mlir() for v in fn.outputs]
         raw.output(outputs + [token(v.name) for v in states])

@@ -55,5 +55,5 @@ class Constants:
         mlir_type = TensorType(tuple(array.shape), dtype)._to_mlir()
         name = f"w{self.count}"
         self.count += 1
-        attr = DenseResourceElementsAttr.get_from_buffer(memoryview(buffer), name, mlir_type)
+        attr = DenseResourceElementsAttr.get_from_buffer(buffer.data, name, mlir_type)
         return Value._from_mlir(ConstantOp(value=attr).result)

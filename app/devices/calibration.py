@@ -588,8 +588,10 @@ def _seconds(obs: Observation, eff: Efficiency) -> float:
 
 
 def observe(row: Row) -> Observation:
-    chip = CHIPS_BY_NAME[row.chip]  # type: ignore[index]
-    floors, compute, memory = unfitted_split(chip, row.works(chip))  # type: ignore[misc]
+    if row.chip is None or row.works is None:
+        raise ValueError(f"{row.id}: a row the model fits names its chip and its work")
+    chip = CHIPS_BY_NAME[row.chip]
+    floors, compute, memory = unfitted_split(chip, row.works(chip))
     return Observation(row, chip.generation, floors, compute, memory, row.measured_seconds())
 
 

@@ -10,6 +10,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from enum import StrEnum
+from typing import Generic, TypeVar
+
+V = TypeVar("V", covariant=True)  # the kind of value: a count, a rate, a yes or no
+T = TypeVar("T")
 
 
 class Provenance(StrEnum):
@@ -20,8 +24,8 @@ class Provenance(StrEnum):
 
 
 @dataclass(frozen=True)
-class Fact:
-    value: float | int | bool
+class Fact(Generic[V]):
+    value: V
     source: str  # a key of app.devices.sources.SOURCES
     provenance: Provenance
     basis: tuple[str, ...] = ()  # for an extrapolated fact: the chips it is carried over from
@@ -33,8 +37,12 @@ class Fact:
             return f"extrapolated from {', '.join(self.basis)}"
         return self.provenance.value
 
-    def to_json(self) -> dict:
-        out = {"value": self.value, "source": self.source, "provenance": self.provenance.value}
+    def to_json(self) -> dict[str, object]:
+        out: dict[str, object] = {
+            "value": self.value,
+            "source": self.source,
+            "provenance": self.provenance.value,
+        }
         if self.basis:
             out["basis"] = list(self.basis)
         if self.note:
@@ -42,23 +50,23 @@ class Fact:
         return out
 
 
-def measured(value, source: str, note: str = "") -> Fact:
+def measured(value: T, source: str, note: str = "") -> Fact[T]:
     return Fact(value, source, Provenance.MEASURED, note=note)
 
 
-def specified(value, source: str, note: str = "") -> Fact:
+def specified(value: T, source: str, note: str = "") -> Fact[T]:
     return Fact(value, source, Provenance.SPECIFIED, note=note)
 
 
-def extrapolated(value, source: str, basis: tuple[str, ...], note: str = "") -> Fact:
+def extrapolated(value: T, source: str, basis: tuple[str, ...], note: str = "") -> Fact[T]:
     return Fact(value, source, Provenance.EXTRAPOLATED, basis, note)
 
 
-def assumed(value, source: str, note: str = "") -> Fact:
+def assumed(value: T, source: str, note: str = "") -> Fact[T]:
     return Fact(value, source, Provenance.ASSUMED, note=note)
 
 
-def carried(fact: Fact, basis: tuple[str, ...], note: str = "") -> Fact:
+def carried(fact: Fact[T], basis: tuple[str, ...], note: str = "") -> Fact[T]:
     """`fact`, measured or specified on the chips in `basis`, carried over to another chip."""
     if fact.provenance is Provenance.ASSUMED:
         return fact

@@ -28,12 +28,18 @@ from app.devices.table import REPORT_FAMILIES
 class QuantFormatLike(Protocol):
     """What a report matches against (app.preflight.quant_config.QuantFormat)."""
 
-    mode: str
-    nbits: int | None
-    dtype: str | None
-    granularity: str | None
-    op: str
-    group_size: int | None
+    @property
+    def mode(self) -> str: ...
+    @property
+    def nbits(self) -> int | None: ...
+    @property
+    def dtype(self) -> str | None: ...
+    @property
+    def granularity(self) -> str | None: ...
+    @property
+    def op(self) -> str: ...
+    @property
+    def group_size(self) -> int | None: ...
 
 
 # The families the reports may name: every family of the device table.

@@ -32,22 +32,22 @@ class Chip:
     kind: str  # "mac" (Mac or iPad with an M chip) or "iphone"
     generation: str  # the ANE generation, named by its M chip: "m1" ... "m5"
     report_family: str  # the family the quantization reports name: "M1", "A17", ...
-    peak_tflops: Fact  # fp16, dense
-    bandwidth_gbs: Fact  # what the ANE streams at, GB/s
-    floor_us: Fact  # fixed cost of dispatching one program
-    axis_max: Fact  # the largest size of any tensor axis
-    program_weight_bytes: Fact  # weights one program may hold and still compile for the ANE
-    working_set_bytes: Fact  # on-chip SRAM: beyond it, throughput drops
-    ram_bytes: Fact  # the smallest memory the chip shipped with
-    app_memory_share: Fact  # the part of it an app may use
-    streams_palettized: Fact  # reads LUT-compressed weights compressed (less bandwidth)
-    streams_int8: Fact  # reads int8 weights as int8 (less bandwidth)
+    peak_tflops: Fact[float]  # fp16, dense
+    bandwidth_gbs: Fact[float]  # what the ANE streams at, GB/s
+    floor_us: Fact[float]  # fixed cost of dispatching one program
+    axis_max: Fact[int]  # the largest size of any tensor axis
+    program_weight_bytes: Fact[int]  # weights one program may hold and still compile for the ANE
+    working_set_bytes: Fact[int]  # on-chip SRAM: beyond it, throughput drops
+    ram_bytes: Fact[int]  # the smallest memory the chip shipped with
+    app_memory_share: Fact[float]  # the part of it an app may use
+    streams_palettized: Fact[bool]  # reads LUT-compressed weights compressed (less bandwidth)
+    streams_int8: Fact[bool]  # reads int8 weights as int8 (less bandwidth)
 
     @property
     def app_memory_bytes(self) -> int:
         return int(self.ram_bytes.value * self.app_memory_share.value)
 
-    def facts(self) -> dict[str, Fact]:
+    def facts(self) -> dict[str, Fact[object]]:
         return {name: value for name, value in vars(self).items() if isinstance(value, Fact)}
 
     def to_json(self) -> dict:

@@ -50,9 +50,10 @@ def _toolchain(path: Path) -> dict[str, Any]:
 
 
 def _up_to_date(kernel: Kernel, entry: dict[str, Any] | None, path: Path) -> bool:
+    if not entry:
+        return False
     return (
-        bool(entry)
-        and entry.get("inputs") == fingerprint(kernel.inputs)
+        entry.get("inputs") == fingerprint(kernel.inputs)
         and path.is_file()
         and (file_digest(path) == entry.get("artifact"))
     )
@@ -103,7 +104,7 @@ async def build(
                             name=kernel.name,
                             save_to=path,
                         )
-                    else:
+                    elif kernel.model is not None:
                         await client.compile_model(
                             kernel.model, save_to=path, format=kernel.format, **kernel.kit_options
                         )
@@ -118,21 +119,27 @@ async def build(
                     await record(kernel.name, entry)
                     reporter.update(kernel.name, "done")
                     return Outcome(kernel.name, "built", entry)
-                options = {
-                    "format": kernel.format,
-                    "target": kernel.target,
-                    "name": kernel.name,
-                    "architectures": kernel.architectures,
-                }
                 if kernel.graph is not None:
-                    job = await client.submit_graph(kernel.graph, kernel.weights, **options)
+                    job = await client.submit_graph(
+                        kernel.graph,
+                        kernel.weights,
+                        format=kernel.format,
+                        target=kernel.target,
+                        name=kernel.name,
+                        architectures=kernel.architectures,
+                    )
                 else:
+                    # an op entry: not a graph, not a model kit (they have no target)
+                    assert kernel.op is not None and kernel.target is not None
                     job = await client.submit(
                         kernel.op,
                         kernel.params,
                         kernel.weights,
                         quantize=kernel.quantize,
-                        **options,
+                        format=kernel.format,
+                        target=kernel.target,
+                        name=kernel.name,
+                        architectures=kernel.architectures,
                     )
                 await job.wait(
                     progress=lambda j: reporter.update(kernel.name, j.get("state", "queued"))

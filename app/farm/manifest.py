@@ -182,6 +182,16 @@ class Manifest(BaseModel):
 class Kernel:
     """One manifest kernel, resolved: options filled in, weights loaded (memory-mapped) and hashed."""
 
+    graph: dict[str, Any] | None
+    weights: dict[str, np.ndarray]
+    format: FormatName
+    target: TargetName | None  # None for a model kit: it builds for its device's target
+    architectures: list[str] | None
+    digests: dict[str, str]
+    kit_options: dict[str, Any]  # a model kit's options as its request takes them
+    onnx_options: dict[str, Any]  # an ONNX import's shapes and io_dtype
+    passes: str | list[str] | dict[str, Any] | None  # an ONNX import's
+
     def __init__(self, name: str, entry: KernelEntry, defaults: Defaults, base: Path):
         self.name, self.op, self.params = name, entry.op, entry.params
         self.quantize = entry.quantize
@@ -287,19 +297,29 @@ class Kernel:
         bad entry fails before anything is hashed or uploaded (its weights the service checks
         when it builds)."""
         where = f"kernels.{self.name}"
-        options = {
-            "format": self.format,
-            "target": self.target,
-            "name": self.name,
-            "architectures": self.architectures,
-        }
+        assert self.target is not None  # only a model kit has none, and it is not checked here
         try:
             if self.graph is None:
-                KernelRequest.create(self.op, self.params, quantize=self.quantize, **options)
+                KernelRequest.create(
+                    self.op,
+                    self.params,
+                    quantize=self.quantize,
+                    format=self.format,
+                    target=self.target,
+                    name=self.name,
+                    architectures=self.architectures,
+                )
             else:
                 where += ".graph"  # faults are named by their path in the graph file
                 wire = GraphRequest.model_validate(self.graph)
-                KernelRequest.create(graph=wire.graph(), passes=wire.passes, **options)
+                KernelRequest.create(
+                    graph=wire.graph(),
+                    passes=wire.passes,
+                    format=self.format,
+                    target=self.target,
+                    name=self.name,
+                    architectures=self.architectures,
+                )
         except ValidationError as exc:
             err = exc.errors()[0]
             raise ManifestError(f"{where}.{field_of(err['loc'])}: {err['msg']}") from None
@@ -322,7 +342,7 @@ class Kernel:
                 "format": self.format,
                 "target": self.target,
             }
-        what = (
+        what: dict[str, Any] = (
             {"graph": self.graph}
             if self.graph is not None
             else {"op": self.op, "params": self.params}

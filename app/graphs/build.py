@@ -188,6 +188,7 @@ class _Builder:
                 self.quantized[f"{node.id}.{w}"] = q
         out_name = self.exported.get(node.id, node.id)
         scope = NodeScope(self.b, node.id, where, inputs, out_name)
+        # the scope stands in for the Builder a catalog op builds with (its methods, node-named)
         (result,) = op.build(scope, params, prepared)  # type: ignore[arg-type]
         unread = set(inputs) - scope.read
         if unread:
@@ -225,11 +226,10 @@ class _Builder:
             consts[w], keys[w] = array, self._keep(node, w, array)
         params = {k: v for k, v in node.params.items() if v is not None}
         out = self._out_names(node, op)
-        result = self.b.op(op.name, node.id, out=out, **args, **consts, **params)
-        if result is None:
+        produced = self.b.op_outputs(op.name, node.id, out=out, **args, **consts, **params)
+        if not produced:
             raise RequestError(where, f"{op.name} has no output to use")
-        self.values[node.id] = result
-        produced = result if isinstance(result, tuple) else (result,)
+        self.values[node.id] = produced[0] if len(produced) == 1 else produced
         return BuiltNode(index, node, op, None, _names(args), tuple(v.name for v in produced), keys)
 
     def _out_names(self, node: GraphNode, op: Primitive) -> list[str] | None:

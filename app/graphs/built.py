@@ -24,10 +24,10 @@ from typing import Any
 import numpy as np
 
 from app.graphs.primitives import Primitive
-from app.graphs.spec import GRAPH_OP, GraphNode
+from app.graphs.spec import GRAPH_OP, GraphNode, GraphParams
 from app.kernels import CatalogOp, ProgramBuild
 from app.kernels.op import Arrays
-from app.mil import DType, ops
+from app.mil import DType, Operation, ops
 from app.mil.args import Args
 from app.mil.ops.common import U
 
@@ -49,6 +49,7 @@ class BuiltNode:
 class GraphBuild(ProgramBuild):
     """A graph's build: many ops, each a node (`params` is the graph)."""
 
+    params: GraphParams
     nodes: tuple[BuiltNode, ...] = ()
     consts: dict[str, str] = field(default_factory=dict)  # weight key -> its const op
 
@@ -93,16 +94,18 @@ def evaluate(
     for node in build.nodes:
         if isinstance(node.op, Primitive):
             op = ops[node.node.id]
-            view = dict(values)
+            view: dict[str, np.ndarray | str] = dict(values)
             for value in op.inputs.values():
                 for var in value if isinstance(value, tuple) else (value,):
                     if var.op is not None and var.op.type == "const":
                         view[var.name] = _const(var.op, originals)
             result = _exact(op, view)
             results = result if len(op.outputs) > 1 else [result]
+            assert isinstance(results, list | tuple)  # a meaning gives a list for several
             for var, array in zip(op.outputs, results, strict=True):
                 values[var.name] = np.asarray(array)
         else:
+            # a catalog op reads one var per argument (a tuple only ever feeds a primitive)
             args = {arg: values[name] for arg, name in node.args.items()}  # type: ignore[index]
             given = {w: weights[key] for w, key in node.weights.items()}
             outputs, _ = node.op.definition(node.params, args, given, {})
@@ -110,15 +113,18 @@ def evaluate(
     return {name: values[name] for name in build.params.outputs}
 
 
-def _const(op, originals: Mapping[str, np.ndarray]) -> np.ndarray | str:
+def _const(op: Operation, originals: Mapping[str, np.ndarray]) -> np.ndarray | str:
     given = originals.get(op.name)
     if given is None:
+        assert op.value is not None  # a const op
         return op.value.stored()
     # a weight: its values as given, not as fp16 stores them
     return np.asarray(given, np.float64) if given.dtype.kind == "f" else given
 
 
-def _exact(op, values: dict) -> np.ndarray | list[np.ndarray]:
+def _exact(
+    op: Operation, values: dict[str, np.ndarray | str]
+) -> np.ndarray | list[np.ndarray] | tuple[np.ndarray, ...] | None:
     return ops.meaning(op.type)(Args(op, values, {}, exact=True))
 
 

@@ -53,7 +53,12 @@ class NodeScope:
     def unique(self, base: str) -> str:
         return self._b.unique(self._name(base))
 
-    def op(self, op_type: str, name: str, out=None, **args):
+    def op(self, op_type: str, name: str, out: str | None = None, **args: object) -> Var:
         if name == "y":  # the op's result: the node itself
             return self._b.op(op_type, self._id, out=self._output_name, **args)
         return self._b.op(op_type, self._name(name), out=out, **args)
+
+    def op_outputs(
+        self, op_type: str, name: str, out: Sequence[str] | None = None, **args: object
+    ) -> tuple[Var, ...]:
+        return self._b.op_outputs(op_type, self._name(name), out=out, **args)

@@ -10,8 +10,11 @@ A node whose weights alone exceed the budget cannot be cut: that is refused, nam
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
+
+import numpy as np
 
 from app.catalog_build import build_kernel
 from app.errors import RequestError
@@ -94,10 +97,12 @@ def cut(build: GraphBuild, budget: int) -> list[list[BuiltNode]]:
     return groups
 
 
-def split(build: GraphBuild, budget: int, weights: dict, target, name: str) -> Chain:
+def split(
+    build: GraphBuild, budget: int, weights: Mapping[str, np.ndarray], target, name: str
+) -> Chain:
     """The chain for a graph already built whole (`build`), with the weights it was built with
     (`build.weights`: as validated, random ones included)."""
-    graph: GraphParams = build.params  # type: ignore[assignment]
+    graph = build.params
     groups = cut(build, budget)
     home = {var: k for k, group in enumerate(groups) for n in group for var in n.outputs}
     types = _var_types(build)

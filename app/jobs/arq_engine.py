@@ -16,6 +16,7 @@ ever behind it.
 
 from __future__ import annotations
 
+import builtins
 import functools
 from collections.abc import Callable
 from typing import Any
@@ -136,7 +137,7 @@ class ArqEngine(JobEngine):
         await self.redis.zadd(abort_jobs_ss, {arq_id(job): timestamp_ms()})
 
     @_through_broker
-    async def workers(self) -> list[WorkerInfo]:
+    async def workers(self) -> builtins.list[WorkerInfo]:  # `list` is a method here
         assert self.redis is not None
         keys = [k async for k in self.redis.scan_iter(match=WORKER + "*", count=100)]
         raws = await self.redis.mget(keys) if keys else []

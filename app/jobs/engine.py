@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 from abc import ABC, abstractmethod
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -113,7 +114,7 @@ class JobEngine(ABC):
 
         return await producer_of(request).stored(request, self.store, toolchains)
 
-    async def submit_batch(self, requests: list[JobRequest]) -> dict[str, Any]:
+    async def submit_batch(self, requests: Sequence[JobRequest]) -> dict[str, Any]:
         """One job per kernel (each deduplicated on its own) and a batch listing them."""
         for request in requests:
             self.check(request)

@@ -241,8 +241,12 @@ def check(queue: str, settings: Settings | None = None) -> tuple[bool, str]:
     )
     try:
         for key in client.scan_iter(match=f"{WORKER}{platform.node()}:*"):
-            raw = client.get(key)
-            if raw and WorkerInfo.model_validate_json(raw).queue == queue:
+            raw = client.get(key)  # typed for the async client too: narrowed to what it reads
+            if (
+                isinstance(raw, bytes | str)
+                and raw
+                and WorkerInfo.model_validate_json(raw).queue == queue
+            ):
                 return True, f"a {queue} worker on {platform.node()} heartbeats in {broker}"
         return False, f"no {queue} worker on {platform.node()} heartbeats in {broker}"
     except redis.RedisError as exc:

@@ -20,6 +20,7 @@ from app import artifacts
 from app.cache.store import ContentStore
 from app.compile import CompilerUnavailable
 from app.compile.aimodelc import build_asset, compile_asset_zip
+from app.compile.coreai_build import CoreAIBuild
 from app.compile.coreai_build import available as coreai_build_available
 from app.compile.kernel import build_package, compile_package_zip
 from app.compile.placement import unavailable_reason as placement_unavailable
@@ -137,7 +138,7 @@ async def _compiled(rt: Runtime, job: Job, request: KernelRequest) -> dict[str, 
     alone = runs_alone(request.weight_bytes)
     workdir = rt.scratch()
     timeout_s = rt.settings.compile_timeout_s
-    meta = {
+    meta: dict[str, Any] = {
         "op": request.op,
         "format": request.format,
         "toolchain": toolchain,
@@ -161,6 +162,7 @@ async def _compiled(rt: Runtime, job: Job, request: KernelRequest) -> dict[str, 
             }
             entry = await asyncio.to_thread(rt.store.publish, key, aimodelc.zip_path, meta)
             return {"artifact": artifact_ref(entry), "toolchain": toolchain}
+        assert not isinstance(compiler, CoreAIBuild)  # no architectures: Core ML's compiler
         package = await rt.run_build(build_package, request, limits, workdir, alone=alone)
         compiled = await compile_package_zip(
             package,

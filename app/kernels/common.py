@@ -10,7 +10,12 @@ import numpy as np
 from app.mil import Builder, DType, TensorType, Var
 
 FP16 = DType.FP16
-CONV_1X1 = {"strides": [1, 1], "pad_type": "valid", "pad": [0, 0, 0, 0], "dilations": [1, 1]}
+CONV_1X1: dict[str, Any] = {
+    "strides": [1, 1],
+    "pad_type": "valid",
+    "pad": [0, 0, 0, 0],
+    "dilations": [1, 1],
+}
 
 
 def cast_in(b: Builder, x: Var, compute: DType) -> Var:

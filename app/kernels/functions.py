@@ -91,7 +91,7 @@ def weight_shapes(build: KernelBuild) -> dict[str, tuple[int, ...]]:
 
 def merge_functions(parts: Mapping[str, KernelBuild]) -> Program:
     """One Program of the parts' main functions, named after them, the first the default."""
-    taken: dict[str, np.ndarray] = {}  # blob const name -> the value it holds
+    taken: dict[str, np.ndarray | str] = {}  # blob const name -> the value it holds
     functions = {}
     target = next(iter(parts.values())).target
     # offsets are looked up by name for every const: an inline const named like another

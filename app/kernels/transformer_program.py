@@ -144,7 +144,7 @@ def _head_norm(b: Builder, n: Name, label: str, x: Var, w, key: str, p: Attentio
 
 
 def _rotate(b: Builder, n: Name, label: str, x: Var, rope: Rope) -> Var:
-    first, second = b.op("split", n(f"{label}_halves"), x=x, num_splits=2, axis=2)  # type: ignore[misc]
+    first, second = b.op_outputs("split", n(f"{label}_halves"), x=x, num_splits=2, axis=2)
     swapped = b.op("concat", n(f"{label}_swapped"), values=(second, first), axis=2)
     return b.op(
         "add",
@@ -225,7 +225,7 @@ def _write_rows(b: Builder, n: Name, label: str, state: Var, rows: Var, past: Pa
     updated = b.op(
         "slice_update", n(f"{label}_updated"), x=old, update=rows, begin=past.begin, end=past.end
     )
-    b.op("write_state", n(f"{label}_write_state"), input=state, data=updated)
+    b.op_outputs("write_state", n(f"{label}_write_state"), input=state, data=updated)
     return b.op("read_state", n(f"{label}_read"), input=state)
 
 

@@ -20,7 +20,7 @@ class UpdateStateParams(ReadStateParams):
 def build(b: Builder, p: UpdateStateParams, w: dict[str, np.ndarray]):
     state = b.state(p.state_name, FP16, p.shape)
     value = b.input("value", FP16, p.shape)
-    b.op("write_state", f"{p.state_name}_write_state", input=state, data=value)
+    b.op_outputs("write_state", f"{p.state_name}_write_state", input=state, data=value)
     return [b.op("read_state", "y", input=state)]
 
 

@@ -25,7 +25,7 @@ import numpy as np
 from app.artifacts import Limits, Prepared, prepare, weight_bytes
 from app.errors import RequestError
 from app.estimates import device_or_error
-from app.files import atomic_file, scratch_dir
+from app.files import Sink, atomic_file, scratch_dir
 from app.formats import KIT_FORMATS
 from app.kernels.rope import tables
 from app.kits import manifest
@@ -126,7 +126,7 @@ def _check_options(options: KitOptions) -> None:
                 raise RequestError(name, "the quality gate's: give it with verify or quantize auto")
 
 
-def _check_quantize(quantize: Mapping[str, Any] | None) -> None:
+def _check_quantize(quantize: Mapping[str, Any] | str | None) -> None:
     """Each part's config read as the option spells it, before any program is built: later the
     config sits inside each program's own request, under paths the user never wrote."""
     read_parts(quantize)
@@ -372,7 +372,7 @@ def _write_embeddings(writing: _Writing) -> None:
     row_bytes = 2 * model.hidden_size
     step = max(1, EMBEDDING_ROWS_BYTES // row_bytes)
 
-    def stream(out: BinaryIO) -> int:
+    def stream(out: Sink) -> int:
         written = 0
         for start in range(0, model.vocab_size, step):
             rows = model.embedding_rows(range(start, min(start + step, model.vocab_size)))
@@ -406,7 +406,8 @@ def _verify(
     from app.kits.verify import DEFAULT_PROMPT_TOKENS, default_prompt, verify_kit
 
     draft = {**meta, "files": dict(sorted((kit.digests | manifest.digests(tail)).items()))}
-    files = ChainMap({manifest.KIT_JSON: manifest.to_bytes(draft)}, dict(tail), kit.files())
+    # ChainMap writes to its first map only; typeshed asks every map to be mutable
+    files = ChainMap({manifest.KIT_JSON: manifest.to_bytes(draft)}, dict(tail), kit.files())  # type: ignore[arg-type]
     runner = Kit(files, being_written=True)
     count = min(DEFAULT_PROMPT_TOKENS, runner.context - 4)
     return verify_kit(runner, whole, default_prompt(vocab, max(count, 1)))
@@ -471,7 +472,11 @@ def _kit_json(
         "prefill": prefill,
         "kv": options.kv,
         **({"kv_note": manifest.STATE_NOTE} if options.kv == "state" else {}),
-        "quantize": dict(options.quantize) if options.quantize else None,
+        "quantize": (
+            dict(options.quantize)
+            if isinstance(options.quantize, Mapping) and options.quantize
+            else options.quantize or None
+        ),
         "programs": programs,
         "positions": manifest.POSITIONS,
         "embeddings": {

@@ -83,7 +83,8 @@ class CoreMLRuntime:
                 kind=ErrorKind.UNAVAILABLE,
                 title="Core ML unavailable",
             )
-        self.root, self.models, self.state = root, {}, kit.meta["kv"] == "state"
+        self.root, self.state = root, kit.meta["kv"] == "state"
+        self.models: dict[str, dict[str | None, Any]] = {}  # program -> function -> MLModel
         self.compiled: dict[str, Path] = {}
 
     def _open(self, path: Path, function: str | None):

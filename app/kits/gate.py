@@ -100,12 +100,12 @@ def final_hidden(
     xs = [f64(weights.embeddings(ids)) for ids in prompts.ids]
     longest = max(len(ids) for ids in prompts.ids)
     cos, sin = tables(np.arange(longest), p.dim, p.rope_theta, p.rope_scaling)
+    ends = np.cumsum([len(ids) for ids in prompts.ids])[:-1]
     for i in range(num_layers):
         w = {name: f64(v) for name, v in weights.layer(i).items()}
-        for k, x in enumerate(xs):
-            n = len(x)
-            x, _, _ = attention(p, x, w, f"layers.{i}.", cos[:n], sin[:n])
-            xs[k] = mlp(p, x, w, f"layers.{i}.", norm=True, residual=True)
+        xs = [attention(p, x, w, f"layers.{i}.", cos[: len(x)], sin[: len(x)])[0] for x in xs]
+        # the MLP works token by token: every prompt's tokens in one product
+        xs = np.split(mlp(p, np.concatenate(xs), w, f"layers.{i}.", norm=True, residual=True), ends)
         del w
     norm = weights.norm()
     return [rms_norm(x, norm, p.rms_norm_eps) for x in xs]
@@ -156,7 +156,8 @@ def compare(got: np.ndarray, reference: np.ndarray, prompts: Prompts | None = No
 
 def _perplexity(log_probs: np.ndarray, prompts: Prompts) -> float:
     """exp of the mean negative log-likelihood of each prompt's next tokens."""
-    nll, start = [], 0
+    nll: list[float] = []
+    start = 0
     for ids in prompts.ids:
         rows = log_probs[start : start + len(ids) - 1]
         nll.extend(-rows[np.arange(len(ids) - 1), ids[1:]])
@@ -219,7 +220,7 @@ def gate_report(
     build against the checkpoint (the floor no quantization goes under), and, with thresholds,
     whether the kit passes them."""
     against_exact = compare(kit, exact, prompts)
-    report = {
+    report: dict[str, Any] = {
         "method": METHOD,
         "prompts": prompts.to_json(),
         "kit_vs_checkpoint": against_exact,

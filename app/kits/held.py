@@ -59,7 +59,7 @@ class _Pieces(Sequence[np.ndarray]):
     def __len__(self) -> int:
         return len(self._held._heads)
 
-    def __getitem__(self, index):  # type: ignore[override]
+    def __getitem__(self, index):
         if isinstance(index, slice):
             return [self[i] for i in range(*index.indices(len(self)))]
         return self._held._get(self._held._heads[sorted(self._held._heads)[index]])

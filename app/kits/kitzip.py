@@ -18,6 +18,7 @@ import zlib
 from collections.abc import Iterator, Mapping
 from typing import BinaryIO
 
+from app.files import Sink
 from app.packaging.zipread import MAPPED_BYTES
 from app.packaging.zipwriter import Entry, ZipStream
 
@@ -27,7 +28,7 @@ _LOCAL_HEADER = 30  # bytes before a local header's name and extra field (APPNOT
 class _Hashing:
     """The stream an entry writes into, passing the bytes on and hashing them."""
 
-    def __init__(self, out: BinaryIO, digest):
+    def __init__(self, out: Sink, digest):
         self._out, self._digest = out, digest
 
     def write(self, data) -> int:
@@ -107,6 +108,7 @@ class _Written(Mapping[str, bytes]):
     def __getitem__(self, path: str) -> bytes:
         if path not in self._kit.digests:
             raise KeyError(path)
+        # a large entry comes back as a memoryview of its mapping, which readers take as bytes
         return self._kit.read(path)  # type: ignore[return-value]
 
     def __iter__(self) -> Iterator[str]:

@@ -129,6 +129,7 @@ class ProgramEntry(BaseModel):
         if missing:
             raise ValueError(f"a {self.role} program needs {missing[0]}")
         span = self.layers if self.role == "decoder" else self.vocab
+        assert span is not None  # a missing one is refused just above
         if span[0] > span[1] or (self.role == "head" and span[0] == span[1]):
             raise ValueError(f"{span} is not a range")
         return self
@@ -151,6 +152,7 @@ class KitManifest(BaseModel):
 
     model_config = _OPEN
 
+    # Literals of tuples kept elsewhere: pydantic reads their values, a checker needs them spelled
     kit_version: Literal[READABLE_KIT_VERSIONS]  # type: ignore[valid-type]
     format: Literal[KIT_FORMATS]  # type: ignore[valid-type]
     kv: Literal["io", "state"]

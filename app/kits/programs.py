@@ -13,15 +13,16 @@ budget, preflighted as every program is), and their files in the kit's format.
 from __future__ import annotations
 
 import contextlib
+from abc import ABC, abstractmethod
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import Any
 
 import numpy as np
 
 from app.catalog_build import build_functions
-from app.files import scratch_dir
+from app.files import Sink, scratch_dir
 from app.graphs.build import build_graph
 from app.graphs.spec import GraphParams
 from app.graphs.split import Chain
@@ -38,7 +39,7 @@ COPY_CHUNK = 8 << 20
 
 
 @dataclass(frozen=True)
-class KitProgram:
+class KitProgram(ABC):
     """One program of a kit as a request to the builder (`ProgramRequest`): built from the
     checkpoint's weights as they are (not hashed: the kit hashes each file once, as it writes
     it), in the kit's format, its preflight findings kept for kit.json; never split (the plan
@@ -57,6 +58,12 @@ class KitProgram:
     @property
     def known_digests(self) -> Mapping[str, str]:
         return {}
+
+    @abstractmethod
+    def build(
+        self, random_seed: int | None, ceilings: Ceilings, weight_budget: int | None = None
+    ) -> ProgramBuild:
+        """The program from the checkpoint's weights (each kind of program its own)."""
 
     def splits_within(self, weight_bytes: int, budget: int) -> bool:
         return False
@@ -160,7 +167,11 @@ def _compiled(build: ProgramBuild, profile: str | None, work: Path) -> list[Entr
         target = work / "src" / entry.path
         target.parent.mkdir(parents=True, exist_ok=True)
         with open(target, "wb") as f:
-            f.write(entry.data) if entry.data is not None else entry.stream(f)  # type: ignore[misc]
+            if entry.data is not None:
+                f.write(entry.data)
+            else:
+                assert entry.stream is not None  # an entry has its data or a stream
+                entry.stream(f)
     for folder in package.empty_dirs:
         (work / "src" / folder).mkdir(parents=True, exist_ok=True)
     source = work / "src" / layout.package_root(build.name)
@@ -182,7 +193,7 @@ def _on_disk(path: str, file: Path) -> Entry:
     if size < STREAMED_BYTES:
         return Entry(path, file.read_bytes())
 
-    def copy(out: BinaryIO) -> int:
+    def copy(out: Sink) -> int:
         written = 0
         with open(file, "rb") as f:
             while chunk := f.read(COPY_CHUNK):

@@ -2,8 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import TypeVar
+
 from app.language.errors import MilSyntaxError
 from app.language.lexer import Source, Token
+
+T = TypeVar("T")
 
 
 class Cursor:
@@ -53,9 +58,9 @@ class Cursor:
             return token.text
         raise self.error(f"expected {what}")
 
-    def separated(self, close: str, item) -> list:
+    def separated(self, close: str, item: Callable[[], T]) -> list[T]:
         """`item (',' item)*` up to (and consuming) `close`; empty when `close` comes first."""
-        out = []
+        out: list[T] = []
         if self.accept(close):
             return out
         while True:

@@ -90,6 +90,10 @@ class DType(Enum):
     FP8E4M3FN = "fp8e4m3fn"
     FP8E5M2 = "fp8e5m2"
 
+    # Set on each member below the class (annotated only, so not members themselves).
+    _row: _Row
+    _numpy: np.dtype
+
     @property
     def proto(self) -> int:
         return self._row.proto

@@ -62,6 +62,7 @@ class Source:
             if m is None:
                 raise self.error(f"unexpected character {text[pos]!r}", pos)
             kind = m.lastgroup
+            assert kind is not None  # every alternative of _TOKEN is a named group
             if kind != "space":
                 out.append(Token(kind, m.group(), pos))
             pos = m.end()

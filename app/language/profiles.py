@@ -151,14 +151,14 @@ def get_profile(
     _check_version(coremlc_version, "coremlc version")
     if mil_version is not None:
         _check_version(mil_version, "MIL version")
-    profile = PROFILES.get(coremlc_version)
-    if profile is not None:
-        seen = (profile.mil_version, *profile.other_mil_versions)
-        if mil_version is None or mil_version == profile.mil_version:
-            return profile
+    known = PROFILES.get(coremlc_version)
+    if known is not None:
+        seen = (known.mil_version, *known.other_mil_versions)
+        if mil_version is None or mil_version == known.mil_version:
+            return known
         if mil_version in seen:
-            return replace(profile, mil_version=mil_version)
-        return _unobserved(profile, coremlc_version, mil_version)
+            return replace(known, mil_version=mil_version)
+        return _unobserved(known, coremlc_version, mil_version)
     rules = _nearest(coremlc_version)
     return _unobserved(rules, coremlc_version, mil_version or rules.mil_version)
 

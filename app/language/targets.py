@@ -4,7 +4,7 @@ capabilities. A capability is asked by name (`target.supports_state`), never by 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, get_args
 
 from app.language.dtypes import DType
 
@@ -82,10 +82,10 @@ ALL_TARGETS: dict[str, Target] = {
 }
 # The targets programs are built for.
 TARGETS: dict[str, Target] = {n: t for n, t in ALL_TARGETS.items() if t.buildable}
-DEFAULT_TARGET = "ios18"
+DEFAULT_TARGET: TargetName = "ios18"
 # For pydantic models and type hints; checked against the table so the two cannot drift.
 TargetName = Literal["ios18", "ios17"]
-assert set(TargetName.__args__) == set(TARGETS)  # type: ignore[attr-defined]
+assert set(get_args(TargetName)) == set(TARGETS)
 BY_OPSET = {t.opset: t for t in ALL_TARGETS.values()}
 
 

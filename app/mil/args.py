@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import MutableMapping
+from collections.abc import Mapping, MutableMapping
 
 import numpy as np
 
@@ -10,12 +10,13 @@ from app.mil.ir import Input, Operation, Var
 
 
 class Args:
-    """An op's arguments during execution: arrays by argument name, consts as Python values."""
+    """An op's arguments during execution: arrays by argument name, consts as Python values.
+    `values` holds every var's value by name: an array, or a string const's string."""
 
     def __init__(
         self,
         op: Operation,
-        values: MutableMapping[str, np.ndarray],
+        values: Mapping[str, np.ndarray | str],
         states: MutableMapping[str, np.ndarray],
         exact: bool = False,
     ):
@@ -26,19 +27,30 @@ class Args:
     def has(self, arg: str) -> bool:
         return arg in self.op.inputs
 
-    def __getitem__(self, arg: str) -> np.ndarray:
+    def _value(self, arg: str) -> np.ndarray | str:
         var = self.op.inputs[arg]
         assert isinstance(var, Var)
         return self._values[var.name]
 
+    def _array(self, name: str) -> np.ndarray:
+        value = self._values[name]
+        if isinstance(value, str):
+            raise TypeError(f"{self.op.type} {self.op.name}: {name!r} is a string, not a tensor")
+        return value
+
+    def __getitem__(self, arg: str) -> np.ndarray:
+        var = self.op.inputs[arg]
+        assert isinstance(var, Var)
+        return self._array(var.name)
+
     def many(self, arg: str) -> list[np.ndarray]:
         value: Input = self.op.inputs[arg]
-        return [self._values[v.name] for v in (value if isinstance(value, tuple) else (value,))]
+        return [self._array(v.name) for v in (value if isinstance(value, tuple) else (value,))]
 
     def const(self, arg: str, default=None):
         if arg not in self.op.inputs:
             return default
-        value = self[arg]
+        value = self._value(arg)
         return value if isinstance(value, str) else np.asarray(value).tolist()
 
     def state_name(self, arg: str) -> str:

@@ -57,7 +57,8 @@ class WeightFile:
             raise MILParseError(where, f"const {name!r} is in weight.bin, but none was given")
         if self.reader is None:
             try:
-                self.reader = BlobReader(self.source)  # type: ignore[arg-type]
+                assert not isinstance(self.source, BlobReader)  # that one is the reader already
+                self.reader = BlobReader(self.source)
             except (OSError, BlobFormatError) as exc:
                 raise MILParseError("weight.bin", str(exc)) from None
         try:
@@ -152,10 +153,9 @@ class Assembler:
                 else (self._var(where, ref))
             )
         try:
-            out = self.builder.op(op_type, name, out=[n for n, _ in outputs], **bound)
+            produced = self.builder.op_outputs(op_type, name, out=[n for n, _ in outputs], **bound)
         except MILBuildError as exc:
             raise MILParseError(where, str(exc)) from None
-        produced = [] if out is None else list(out) if isinstance(out, tuple) else [out]
         for var, (out_name, declared) in zip(produced, outputs, strict=True):
             if var.type != declared:
                 raise MILParseError(

@@ -105,21 +105,34 @@ class Builder:
         return op.outputs[0]
 
     # -- ops ---------------------------------------------------------------------------------
-    def op(
-        self, op_type: str, name: str, out: str | Sequence[str] | None = None, **args
-    ) -> Var | tuple[Var, ...] | None:
-        """Adds an op named `name` and returns its output (a tuple for several, None for ops
-        without outputs, e.g. write_state). Its outputs are named `out`, by default the op's own
-        name (`<name>_<i>` for several)."""
+    def op(self, op_type: str, name: str, out: str | None = None, **args: object) -> Var:
+        """Adds an op with one output and returns it, named `out` (by default the op's own
+        name). An op with no output or several (write_state, split, topk) is `op_outputs`'."""
+        return self._add(op_type, name, None if out is None else [out], args, one=True)[0]
+
+    def op_outputs(
+        self, op_type: str, name: str, out: Sequence[str] | None = None, **args: object
+    ) -> tuple[Var, ...]:
+        """Adds an op and returns its outputs, as many as it has (none for write_state). They
+        are named `out`, by default the op's own name for one and `<name>_<i>` for several."""
+        return self._add(op_type, name, None if out is None else list(out), args, one=False)
+
+    def _add(
+        self, op_type: str, name: str, names: list[str] | None, args: dict[str, object], one: bool
+    ) -> tuple[Var, ...]:
         inputs = self._bind(op_type, name, {k: v for k, v in args.items() if v is not None})
         out_types = infer(op_type, name, inputs, self.target)
+        if one and len(out_types) != 1:
+            raise MILBuildError(
+                f"{op_type} {name}",
+                None,
+                f"{len(out_types)} outputs where one was asked for (Builder.op_outputs takes any)",
+            )
         for t in out_types:
             self._count(t, f"{op_type} {name}")
-        if out is None:
+        if names is None:
             several = len(out_types) != 1
             names = [f"{name}_{i}" for i in range(len(out_types))] if several else [name]
-        else:
-            names = [out] if isinstance(out, str) else list(out)
         if len(names) != len(out_types):
             raise MILBuildError(
                 f"{op_type} {name}", None, f"{len(names)} output names for {len(out_types)} outputs"
@@ -129,11 +142,9 @@ class Builder:
             var_name = out_name if out_name == name else self._claim(out_name, op_type)
             op.outputs.append(Var(var_name, t, op))
         self._ops.append(op)
-        if not op.outputs:
-            return None
-        return op.outputs[0] if len(op.outputs) == 1 else tuple(op.outputs)
+        return tuple(op.outputs)
 
-    def _bind(self, op_type: str, name: str, args: dict) -> dict[str, Input]:
+    def _bind(self, op_type: str, name: str, args: dict[str, object]) -> dict[str, Input]:
         """Turns literal arguments into const ops; floats follow their partner tensor's dtype."""
         opdef = lookup(op_type, self.target)
         partner: dict[str, DType] = {}

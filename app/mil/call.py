@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 import numpy as np
 
 from app.mil.ir import Input, MILBuildError, Var
@@ -11,7 +13,7 @@ from app.mil.types import TensorType
 class Call:
     """One op application being checked: typed access to its arguments for inference rules."""
 
-    def __init__(self, op_type: str, name: str, inputs: dict[str, Input]):
+    def __init__(self, op_type: str, name: str, inputs: Mapping[str, Input]):
         self.op_type, self.name, self.inputs = op_type, name, inputs
 
     def fail(self, arg: str | None, message: str) -> MILBuildError:

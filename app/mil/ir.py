@@ -61,6 +61,13 @@ class ConstValue:
             np.asarray(self.data).astype(self.type.dtype.numpy, copy=False).reshape(self.type.shape)
         )
 
+    def stored_array(self) -> np.ndarray:
+        """`stored()` of a tensor (every const but a string)."""
+        stored = self.stored()
+        if isinstance(stored, str):
+            raise TypeError(f"a string const ({stored!r}) where a tensor was expected")
+        return stored
+
     @property
     def nbytes(self) -> int:
         """Bytes the value takes stored (sub-byte values packed)."""
@@ -85,6 +92,13 @@ class Operation:
     def output(self) -> Var:
         (out,) = self.outputs
         return out
+
+    def var(self, arg: str) -> Var:
+        """The var a one-var argument reads (a variadic argument's tuple is in `inputs`)."""
+        value = self.inputs[arg]
+        if not isinstance(value, Var):
+            raise TypeError(f"{self.type} {self.name}: argument {arg!r} is a tuple of vars")
+        return value
 
 
 @dataclass(eq=False)

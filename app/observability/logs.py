@@ -67,6 +67,7 @@ class BatchWriter(logging.Handler):
             self.flush()
 
     def flush(self) -> None:
+        # made by Handler.__init__ (createLock); typeshed allows None for a subclass that skips it
         with self.lock:  # type: ignore[union-attr]
             lines, self._lines = self._lines, []
         if lines:

@@ -73,7 +73,14 @@ def _cast(a: Arrays, attrs: dict[str, Any]) -> list[np.ndarray]:
 
 def _range(a: Arrays, attrs: dict[str, Any]) -> list[np.ndarray]:
     start, limit, delta = (np.asarray(v).reshape(()) for v in a)
-    return [np.arange(start, limit, delta).astype(np.asarray(a[0]).dtype)]
+    # numpy's stubs take no 0-d arrays here; arange reads them as scalars of their own dtype
+    return [np.arange(start, limit, delta).astype(np.asarray(a[0]).dtype)]  # type: ignore[call-overload]
+
+
+def _given(value: np.ndarray | None) -> np.ndarray:
+    """A required input (the model's checker has seen that it is there)."""
+    assert value is not None
+    return value
 
 
 def _constant_of_shape(a: Arrays, attrs: dict[str, Any]) -> list[np.ndarray]:
@@ -145,7 +152,7 @@ def _expand(a: Arrays, attrs: dict[str, Any]) -> list[np.ndarray]:
 
 
 FOLDS: dict[str, Fold] = {
-    "Identity": lambda a, _: [a[0]],  # type: ignore[list-item]
+    "Identity": lambda a, _: [_given(a[0])],
     "Cast": _cast,
     "Shape": _shape,
     "Size": lambda a, _: [np.array(np.asarray(a[0]).size, np.int64)],
@@ -170,7 +177,7 @@ FOLDS: dict[str, Fold] = {
     "Greater": _binary(np.greater),
     "And": _binary(np.logical_and),
     "Or": _binary(np.logical_or),
-    "Not": lambda a, _: [np.logical_not(a[0])],
+    "Not": lambda a, _: [np.logical_not(_given(a[0]))],
 }
 
 
@@ -196,7 +203,9 @@ def evaluate(
             with np.errstate(all="ignore"):
                 results = fold([feeds.get(name) if name else None for name in proto.input], attrs)
         else:
-            results = ReferenceEvaluator(proto, opsets={"": opset}).run(None, feeds)
+            computed = ReferenceEvaluator(proto, opsets={"": opset}).run(None, feeds)
+            assert isinstance(computed, list)  # every output in order, none being named
+            results = computed
     except FieldError:
         raise
     except Exception as exc:  # the implementation's own refusal of bad inputs

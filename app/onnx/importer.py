@@ -153,7 +153,7 @@ def _input(
                 raise RequestError(
                     where, f"input {given.name!r} axis {axis} is {dim} in the model, not {size}"
                 )
-        shape = tuple(fixed)
+        shape = tuple(d for d in fixed if isinstance(d, int))  # one size per axis here
     else:
         for axis, dim in enumerate(given.dims):
             if not isinstance(dim, int) or dim <= 0:
@@ -166,7 +166,7 @@ def _input(
                     f"input {given.name!r} axis {axis} is dynamic{symbol}: fix its size "
                     f"(--shape {given.name}={example})",
                 )
-        shape = tuple(int(d) for d in given.dims)  # type: ignore[arg-type]
+        shape = tuple(d for d in given.dims if isinstance(d, int))  # each checked above
     elem = given.elem_type
     if elem in FLOAT_TYPES:
         dtype = DType.FP32 if fp32 else DType.FP16
@@ -184,7 +184,7 @@ def _input(
         raise RequestError(f"inputs.{given.name}", str(exc)) from None
     value = var
     if dtype is DType.FP32:
-        value = b.op("cast", b.unique(f"{name}_fp16"), x=var, dtype="fp16")  # type: ignore[assignment]
+        value = b.op("cast", b.unique(f"{name}_fp16"), x=var, dtype="fp16")
     lowering.values[given.name] = value
     return OnnxIO(given.name, name, elem, shape, _id_range(lowering.model, given.name))
 
@@ -225,11 +225,11 @@ def _output(lowering: Lowering, onnx_name: str, name: str, to_fp32: bool, inputs
         )
     b = lowering.b
     if to_fp32:
-        return b.op("cast", name, x=value, dtype="fp32")  # type: ignore[return-value]
+        return b.op("cast", name, x=value, dtype="fp32")
     if value.name == name:
         return value
     # the output is another value unchanged (an Identity of a computed value): one op names it
-    return b.op("reshape", name, x=value, shape=list(value.tensor.shape))  # type: ignore[return-value]
+    return b.op("reshape", name, x=value, shape=list(value.tensor.shape))
 
 
 def onnx_program(

@@ -70,6 +70,13 @@ class Node:
     def input(self, i: int) -> Value | None:
         return self.inputs[i] if i < len(self.inputs) else None
 
+    def given(self, i: int) -> Value:
+        """Input `i`, known or computed, which the op cannot do without."""
+        value = self.input(i)
+        if value is None:
+            raise RequestError(self.field, f"{self.op_type} input {i} is missing")
+        return value
+
     def var(self, i: int) -> Var:
         value = self.input(i)
         if not isinstance(value, Var):
@@ -163,21 +170,20 @@ class Lowering:
         record = ops.get(op_type)
         if record is not None and record.has(Trait.ELEMENTWISE, Trait.BINARY):
             args = _full_rank(args)
-        bound = {
+        bound: dict[str, Any] = {
             k: self.tensor(v, keys.get(id(given[k])), given[k]) if isinstance(v, np.ndarray) else v
             for k, v in args.items()
         }
         result = self.b.op(op_type, name, **bound)
         self.origin[name] = self.node.label
-        assert isinstance(result, Var)
         return result
 
     def ops(self, op_type: str, names: list[str], **args: Any) -> tuple[Var, ...]:
         assert self.node is not None
         name = names[0] if len(names) == 1 else self.fresh(f"{self.node.out[0]}_{op_type}")
-        result = self.b.op(op_type, name, out=names, **args)
+        result = self.b.op_outputs(op_type, name, out=names, **args)
         self.origin[name] = self.node.label
-        return result if isinstance(result, tuple) else (result,)  # type: ignore[return-value]
+        return result
 
     def weight(self, value: np.ndarray, key: str, channel_axis: int, input_axis: int) -> Var:
         """A weight matrix (a product's or a convolution's, its output channels on
@@ -377,6 +383,7 @@ def _lower_node(
     node = Node(proto, index, inputs, attrs, names)
     lowering.node = node
     handler = pattern[1] if pattern is not None else lowering.handlers.get(proto.op_type)
+    known = [v for v in inputs if not isinstance(v, Var)]  # every one, for a node computed now
     try:
         if (
             pattern is None
@@ -385,7 +392,7 @@ def _lower_node(
             and not _weight_only_qdq(proto, inputs)
         ):
             results: Sequence[Value] = evaluate(
-                proto, node.inputs, attrs, model.opset, (node.field, node.label)
+                proto, known, attrs, model.opset, (node.field, node.label)
             )
         elif handler is None:
             return _refusal(lowering, proto, index)
@@ -400,14 +407,12 @@ def _lower_node(
             "target", f"{proto.op_type} node {node.label!r}: not in the target's opset: {exc}"
         ) from None
     except MILBuildError as exc:
-        kind = (
-            {"kind": ErrorKind.TOO_LARGE, "title": "Tensor too large"}
-            if isinstance(exc, CeilingError)
-            else {}
-        )
-        raise RequestError(
-            node.field, f"{proto.op_type} node {node.label!r}: {exc}", **kind
-        ) from None
+        message = f"{proto.op_type} node {node.label!r}: {exc}"
+        if isinstance(exc, CeilingError):
+            raise RequestError(
+                node.field, message, kind=ErrorKind.TOO_LARGE, title="Tensor too large"
+            ) from None
+        raise RequestError(node.field, message) from None
     missing = [name for name in proto.output[len(results) :] if name]
     if missing:  # e.g. Dropout's mask: not computed by the program
         return refused(f"its output {missing[0]!r} has no lowering")

@@ -83,7 +83,7 @@ def gather(ctx: Lowering, node: Node) -> list[Value]:
 def gather_elements(ctx: Lowering, node: Node) -> list[Value]:
     x = _operand(ctx, node, 0)
     axis = _axis(node, int(node.attr("axis", 0)), x.tensor.rank)
-    idx = _non_negative(ctx, node, node.input(1), x.tensor.shape[axis])  # type: ignore[arg-type]
+    idx = _non_negative(ctx, node, node.given(1), x.tensor.shape[axis])
     return [_gathered(ctx, node, "gather_along_axis", x, indices=idx, axis=axis)]
 
 
@@ -128,7 +128,7 @@ def _mode(node: Node) -> str:
 def scatter_elements(ctx: Lowering, node: Node) -> list[Value]:
     data = _operand(ctx, node, 0)
     axis = _axis(node, int(node.attr("axis", 0)), data.tensor.rank)
-    idx = _non_negative(ctx, node, node.input(1), data.tensor.shape[axis])  # type: ignore[arg-type]
+    idx = _non_negative(ctx, node, node.given(1), data.tensor.shape[axis])
     updates = _operand(ctx, node, 2)
     return [
         ctx.op(
@@ -156,7 +156,11 @@ def scatter_nd(ctx: Lowering, node: Node) -> list[Value]:
     if idx.size and ((idx < 0).any() or (idx >= sizes).any()):
         raise RequestError(node.field, f"ScatterND node {node.label!r}: an index outside {shape}")
     block = int(np.prod(shape[depth:], dtype=np.int64))
-    starts = np.ravel_multi_index(tuple(idx.T), shape[:depth]) * block if depth else np.zeros(1)
+    starts = (
+        np.asarray(np.ravel_multi_index(tuple(idx.T), shape[:depth])) * block
+        if depth
+        else np.zeros(1)
+    )
     flat_idx = (starts[:, None] + np.arange(block)).reshape(-1).astype(np.int32)
     total = int(np.prod(shape, dtype=np.int64))
     flat = reshape_to(ctx, data, [total], None)

@@ -208,8 +208,9 @@ def clip(ctx: Lowering, node: Node) -> list[Value]:
     x = node.var(0)
     low = node.known(1, "min", waits="clip (bounds computed from the data)")
     high = node.known(2, "max", waits="clip (bounds computed from the data)")
-    steps = [("maximum", low), ("minimum", high)]
-    steps = [(op, bound) for op, bound in steps if bound is not None]
+    steps = [
+        (op, bound) for op, bound in (("maximum", low), ("minimum", high)) if bound is not None
+    ]
     if not steps:
         return [x]
     for i, (op, bound) in enumerate(steps):
@@ -229,7 +230,7 @@ def softsign(ctx: Lowering, node: Node) -> list[Value]:
 
 
 def identity(ctx: Lowering, node: Node) -> list[Value]:
-    return [node.input(0)]  # type: ignore[list-item]
+    return [node.given(0)]
 
 
 def cast(ctx: Lowering, node: Node) -> list[Value]:

@@ -10,6 +10,8 @@ shift β − μ·γ/√(σ²+ε) computed at import (in float64, stored fp16).
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from app.errors import RequestError
@@ -36,7 +38,7 @@ def _weight(ctx: Lowering, value: Value, key: str, channel_axis: int, input_axis
 
 def matmul(ctx: Lowering, node: Node) -> list[Value]:
     """numpy's matmul: rank-1 operands get a unit axis for the product, removed after."""
-    x = _operand(ctx, node.input(0), node.proto.input[0])  # type: ignore[arg-type]
+    x = _operand(ctx, node.given(0), node.proto.input[0])
     given = node.input(1)
     if isinstance(given, np.ndarray) and given.ndim == 2:  # [in, out]
         y = _weight(ctx, given, node.proto.input[1], 1, 0)
@@ -59,17 +61,17 @@ def matmul(ctx: Lowering, node: Node) -> list[Value]:
 
 def gemm(ctx: Lowering, node: Node) -> list[Value]:
     alpha, beta = float(node.attr("alpha", 1.0)), float(node.attr("beta", 1.0))
-    a, b, c = node.input(0), node.input(1), node.input(2)
+    a, b, c = node.given(0), node.given(1), node.input(2)
     if alpha != 1 and isinstance(b, np.ndarray):
         b, alpha = (b.astype(np.float32) * alpha), 1.0
         weight = _operand(ctx, b, node.proto.input[1])  # scaled: not the initializer's values
     else:
         axes = (0, 1) if node.attr("transB", 0) else (1, 0)  # output channels, inputs
-        weight = _weight(ctx, b, node.proto.input[1], *axes)  # type: ignore[arg-type]
+        weight = _weight(ctx, b, node.proto.input[1], *axes)
     y = ctx.op(
         "matmul",
         None if c is not None or alpha != 1 else node.out[0],
-        x=_operand(ctx, a, node.proto.input[0]),  # type: ignore[arg-type]
+        x=_operand(ctx, a, node.proto.input[0]),
         y=weight,
         transpose_x=bool(node.attr("transA", 0)),
         transpose_y=bool(node.attr("transB", 0)),
@@ -78,6 +80,7 @@ def gemm(ctx: Lowering, node: Node) -> list[Value]:
         y = ctx.op("mul", None if c is not None else node.out[0], x=y, y=_f32(alpha))
     if c is None or beta == 0:
         return [y]
+    bias: Value
     if isinstance(c, np.ndarray):
         bias = c.astype(np.float32) * beta if beta != 1 else c
     else:
@@ -87,7 +90,7 @@ def gemm(ctx: Lowering, node: Node) -> list[Value]:
 
 def conv(ctx: Lowering, node: Node) -> list[Value]:
     x = node.var(0)
-    w = _weight(ctx, node.input(1), node.proto.input[1], 0, 1)  # type: ignore[arg-type]
+    w = _weight(ctx, node.given(1), node.proto.input[1], 0, 1)
     spatial = x.tensor.rank - 2
     strides = list(node.attr("strides") or [1] * spatial)
     dilations = list(node.attr("dilations") or [1] * spatial)
@@ -230,7 +233,7 @@ def reduce(ctx: Lowering, node: Node) -> list[Value]:
         raise RequestError(
             node.field, f"{node.op_type} node {node.label!r}: a program holds no rank-0 tensor"
         )
-    args = {"axes": np.array(axes, np.int32), "keep_dims": keep}
+    args: dict[str, Any] = {"axes": np.array(axes, np.int32), "keep_dims": keep}
     out = node.out[0]
     if node.op_type == "ReduceMin":
         negated = ctx.op("mul", x=x, y=_f32(-1))

@@ -10,6 +10,8 @@ weight.bin holds the model's bytes and not their fp16 expansion.
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from app.mil import DType, Var
@@ -69,7 +71,7 @@ def _weight(ctx: Lowering, node: Node, data: np.ndarray) -> Var:
     key = node.proto.input[0]
     name = ctx.fresh(f"{key}_dequantized")
     b = ctx.b
-    args = {
+    args: dict[str, Any] = {
         "quantized_data": b.const(b.unique(f"{name}_quantized_data"), data, dtype),
         "zero_point": b.const(b.unique(f"{name}_zero_point"), zero, dtype),
         "scale": b.const(b.unique(f"{name}_scale"), scale.astype(np.float16), DType.FP16),

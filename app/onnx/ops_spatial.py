@@ -126,7 +126,7 @@ def conv_transpose(ctx: Lowering, node: Node) -> list[Value]:
     from app.onnx.ops_nn import _operand
 
     x = node.var(0)
-    w = _operand(ctx, node.input(1), node.proto.input[1])  # type: ignore[arg-type]
+    w = _operand(ctx, node.given(1), node.proto.input[1])
     n = x.tensor.rank - 2
     strides = list(node.attr("strides") or [1] * n)
     dilations = list(node.attr("dilations") or [1] * n)

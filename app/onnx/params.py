@@ -76,7 +76,11 @@ class OnnxParams(OpParams):
             if any(isinstance(d, list) for d in dims)
         }
         if not listed:
-            return {"main": {n: list(d) for n, d in self.shapes.items()}}  # type: ignore[misc]
+            return {
+                "main": {
+                    n: [d for d in dims if isinstance(d, int)] for n, dims in self.shapes.items()
+                }
+            }
         first = next(iter(listed.values()))
         out = {}
         for i, size in enumerate(first):

@@ -2,7 +2,7 @@
     y = x · ½ · (1 + erf(x / √2))
 (torch.nn.GELU and transformers' gelu, as torch.onnx writes them: Div or Mul by a constant, Erf,
 Add 1, then two Muls in any grouping) becomes one `gelu` (mode EXACT). Each intermediate value
-must feed only the next step; anything else is left as it is (and its Erf waits on `erf`).
+must feed only the next step; anything else is left as it is (its Erf an `erf`).
 """
 
 from __future__ import annotations

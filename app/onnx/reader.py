@@ -25,6 +25,7 @@ from app.errors import ErrorKind, RequestError
 from app.graphs.spec import dependency_order
 from app.onnx.files import MODEL_FIELD, ModelFiles
 from app.onnx.tensors import External, element_count, fp16_bytes, read_tensor, stored_dtype
+from app.onnx.wire import lean_model
 
 MAX_MODEL_BYTES = (2 << 30) - 1  # protobuf's limit on one message
 MAX_NODES = 100_000  # a Whisper-large encoder export has ~4,000
@@ -60,6 +61,7 @@ class OnnxModel:
     outputs: list[str]
     nodes: list[NodeProto]
     initializers: dict[str, TensorProto]
+    embedded: dict[str, tuple[int, int]] = field(default_factory=dict)  # raw_data left in the file
     _read: dict[str, np.ndarray] = field(default_factory=dict)
 
     @property
@@ -76,7 +78,10 @@ class OnnxModel:
 
     def _external(self, tensor: TensorProto, where: str) -> External | None:
         if tensor.data_location != TensorProto.EXTERNAL:
-            return None
+            at = self.embedded.get(tensor.name)
+            if at is None:
+                return None
+            return External(self.files.model, self.files.model_path, at[0], at[1])
         info = {e.key: e.value for e in tensor.external_data}
         file, path = self.files.external(info.get("location", ""), tensor.name)
         try:
@@ -92,7 +97,7 @@ class OnnxModel:
 def read_model(files: ModelFiles, limits: ReadLimits = ReadLimits()) -> OnnxModel:
     """Parse and check the model (not its weights, which `OnnxModel.value` reads as they are
     needed)."""
-    proto = parse_model(files, limits)
+    proto, embedded = parse_lean(files, limits)
     opset = _opset(proto)
     graph = proto.graph
     if proto.functions:
@@ -114,11 +119,23 @@ def read_model(files: ModelFiles, limits: ReadLimits = ReadLimits()) -> OnnxMode
     if not outputs:
         raise RequestError(MODEL_FIELD, "the graph has no outputs")
     nodes = _ordered(graph, {*initializers, *(i.name for i in inputs)}, outputs)
-    return OnnxModel(files, proto, opset, inputs, outputs, nodes, initializers)
+    return OnnxModel(files, proto, opset, inputs, outputs, nodes, initializers, embedded)
 
 
 def parse_model(files: ModelFiles, limits: ReadLimits) -> ModelProto:
     """The model file's protobuf, parsed within the size limit (not yet checked)."""
+    return parse_lean(files, limits)[0]
+
+
+LEAN_MIN_BYTES = 64 << 20  # a model file this large is parsed without its weights' bytes
+
+
+def parse_lean(
+    files: ModelFiles, limits: ReadLimits
+) -> tuple[ModelProto, dict[str, tuple[int, int]]]:
+    """The model file's protobuf, parsed within the size limit (not yet checked); a large one
+    without its initializers' raw_data (app/onnx/wire.py), each one's (offset, length) in the
+    file given beside it."""
     name, path = files.model, files.model_path
     try:
         size = path.stat().st_size
@@ -138,8 +155,14 @@ def parse_model(files: ModelFiles, limits: ReadLimits) -> ModelProto:
     if handed is not None:
         return handed
     proto = ModelProto()
+    lean = lean_model(path, size) if size >= LEAN_MIN_BYTES else None
+    raw: dict[str, tuple[int, int]] = {}
     try:
-        proto.ParseFromString(path.read_bytes())
+        if lean is not None:
+            proto.ParseFromString(lean[0])
+            raw = lean[1]
+        else:
+            proto.ParseFromString(path.read_bytes())
     except (DecodeError, RuntimeError, ValueError) as exc:
         raise RequestError(
             MODEL_FIELD, f"{name!r} is not an ONNX model (its protobuf does not parse: {exc})"
@@ -149,7 +172,7 @@ def parse_model(files: ModelFiles, limits: ReadLimits) -> ModelProto:
             MODEL_FIELD,
             f"{name!r} is not an ONNX model (no IR version, graph or opset import)",
         )
-    return proto
+    return proto, raw
 
 
 def _opset(proto: ModelProto) -> int:
@@ -292,7 +315,7 @@ def _inputs_of(node: NodeProto) -> Iterator[str]:
 # A model parsed by `local_files(..., keep=True)`, taken by the next `parse_model` of the same
 # file (unchanged since): the command line lists a model's files, then imports it, and an
 # embedded model's protobuf takes seconds to parse (one entry, dropped by any other parse).
-_HANDOFF: dict[tuple[str, int, int], ModelProto] = {}
+_HANDOFF: dict[tuple[str, int, int], tuple[ModelProto, dict[str, tuple[int, int]]]] = {}
 
 
 def _file_key(path: Path) -> tuple[str, int, int]:
@@ -305,9 +328,10 @@ def local_files(model_path: str | Path, *, keep: bool = False) -> dict[str, Path
     model's folder (each location checked as `ModelFiles.external` checks it); `keep` hands
     the parsed model to the import that follows in this process."""
     files = ModelFiles.in_folder(model_path)
-    proto = parse_model(files, ReadLimits())
+    parsed = parse_lean(files, ReadLimits())
+    proto = parsed[0]
     if keep:
-        _HANDOFF[_file_key(files.model_path)] = proto
+        _HANDOFF[_file_key(files.model_path)] = parsed
     found = {files.model: files.model_path}
     graphs = [proto.graph]
     while graphs:

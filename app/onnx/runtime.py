@@ -72,7 +72,7 @@ def run_original(
     for io in inputs:
         dtype = helper.tensor_dtype_to_np_dtype(io.elem_type)
         if io.elem_type == TensorProto.BFLOAT16:
-            dtype = np.float32
+            dtype = np.dtype(np.float32)
         feeds[io.onnx_name] = values[io.name].astype(dtype)
     options = ort.SessionOptions()
     options.log_severity_level = 3  # errors only: its shape-merge warnings are not ours

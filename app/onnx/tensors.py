@@ -186,7 +186,7 @@ def _read_external(
         f.seek(external.offset)
         for start in range(0, count, step):
             chunk = buffer[: min(step, count - start)]
-            if f.readinto(memoryview(chunk).cast("B")) != chunk.nbytes:
+            if f.readinto(chunk.data.cast("B")) != chunk.nbytes:
                 raise RequestError(field, f"{claims}: {external.name!r} ended early")
             if floats:
                 chunk = _widened(chunk, tensor.data_type)

@@ -15,7 +15,7 @@ import hashlib
 import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, BinaryIO
+from typing import Any
 
 from app.formats import PACKAGED
 from app.kernels import ProgramBuild
@@ -24,7 +24,7 @@ from app.mil.to_proto import emit_proto
 from app.packaging import layout
 from app.packaging.describe import build_info, describe, to_json
 from app.packaging.weight_file import plan_weights
-from app.packaging.zipwriter import Entry, write_zip
+from app.packaging.zipwriter import Entry, ZipSink, write_zip
 
 
 def _uuid(*parts: bytes) -> str:
@@ -143,7 +143,7 @@ def describe_build(
 
 def write_kernel_zip(
     build: ProgramBuild,
-    f: BinaryIO,
+    f: ZipSink,
     fmt: str = "mlpackage",
     *,
     digests: Mapping[str, str] | None = None,
@@ -161,7 +161,7 @@ def write_chain_zip(
     whole: ProgramBuild,
     parts: Sequence[ProgramBuild],
     chain: Callable[[list[str]], dict[str, Any]],
-    f: BinaryIO,
+    f: ZipSink,
     fmt: str = "mlpackage",
     *,
     digests: Mapping[str, str] | None = None,

@@ -39,6 +39,7 @@ def describe(
 ) -> dict[str, Any]:
     main = program.main
     digests = digests or {}
+    quantized = quantized or {}
     return {
         "op": op,
         "name": name,

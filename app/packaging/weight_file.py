@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from app.blob import BlobWriter, blob_dtype, pack_subbyte
+from app.blob import BlobWriter, blob_dtype
 from app.mil import Program
 
 
@@ -20,8 +20,7 @@ def plan_weights(program: Program) -> tuple[BlobWriter, dict[str, int]]:
             continue
         dtype = blob_dtype(op.value.type.dtype)
         if op.value.type.dtype.is_subbyte:  # packed LSB-first, as coremltools' writer does
-            data = pack_subbyte(op.value.stored(), dtype)
-            offsets[op.name] = writer.add_packed(data, dtype, op.value.type.size)
+            offsets[op.name] = writer.add_subbyte(op.value.stored_array(), dtype)
         else:
             offsets[op.name] = writer.add(op.value.data, dtype)
     return writer, offsets

@@ -80,9 +80,9 @@ class CheckedZip(Mapping[str, Any]):
         """`source`: a path, or a real file open for reading (left open: its owner closes it)."""
         self.field, self.max_bytes = field, max_bytes
         self.label = label or str(getattr(source, "name", source))
-        self._owned = not hasattr(source, "fileno")
+        self._owned = isinstance(source, str | os.PathLike)
         try:
-            self._file = open(source, "rb") if self._owned else source  # type: ignore[arg-type]  # noqa: SIM115
+            self._file = open(source, "rb") if isinstance(source, str | os.PathLike) else source  # noqa: SIM115
         except OSError as exc:
             raise self._fault(f"cannot be read: {exc.strerror or exc}") from None
         try:

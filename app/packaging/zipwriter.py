@@ -17,7 +17,9 @@ from __future__ import annotations
 import zipfile
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import BinaryIO
+from typing import Protocol
+
+from app.files import Sink
 
 FIXED_TIME = (1980, 1, 1, 0, 0, 0)
 _DEFLATE_MIN = (
@@ -30,11 +32,18 @@ _FILE_MODE = 0o100644 << 16
 _DIR_MODE = (0o040755 << 16) | 0x10  # S_IFDIR|755, plus the MS-DOS directory flag
 
 
+class ZipSink(Sink, Protocol):
+    """Where a zip goes: a file, or a wrapper that hashes what passes (`DigestingWriter`) or
+    drops it (a compile that wants only kernel.json). zipfile flushes it when it closes."""
+
+    def flush(self) -> None: ...
+
+
 @dataclass(frozen=True)
 class Entry:
     path: str
     data: bytes | None = None
-    stream: Callable[[BinaryIO], int] | None = None  # writes exactly `size` bytes
+    stream: Callable[[Sink], int] | None = None  # writes exactly `size` bytes
     size: int = 0
     compress: bool = True
 
@@ -50,11 +59,11 @@ def _info(path: str, mode: int, compress: bool) -> zipfile.ZipInfo:
 class _ForwardOnly:
     """`f` without seek: zipfile then writes data descriptors (see the module docstring)."""
 
-    def __init__(self, f: BinaryIO):
+    def __init__(self, f: ZipSink):
         self._f = f
         self._pos = 0
 
-    def write(self, data) -> int:
+    def write(self, data: bytes | memoryview) -> int:
         n = memoryview(data).nbytes
         self._f.write(data)
         self._pos += n
@@ -72,8 +81,9 @@ class ZipStream:
     its entries one after another and must not hold them all (a model kit). The same entries
     give the same bytes as `write_zip`. Close it to write the central directory."""
 
-    def __init__(self, f: BinaryIO):
-        self._zip = zipfile.ZipFile(_ForwardOnly(f), "w")  # type: ignore[arg-type]
+    def __init__(self, f: ZipSink):
+        # typeshed asks the file for a close(), which ZipFile never calls on a file it is handed
+        self._zip = zipfile.ZipFile(_ForwardOnly(f), "w")  # type: ignore[call-overload]
         self._last = ""
 
     def add(self, entry: Entry) -> zipfile.ZipInfo:
@@ -113,7 +123,7 @@ class ZipStream:
         self._zip.fp = None  # zipfile's own mark of a closed archive
 
 
-def write_zip(f: BinaryIO, entries: Iterable[Entry], empty_dirs: Iterable[str] = ()) -> None:
+def write_zip(f: ZipSink, entries: Iterable[Entry], empty_dirs: Iterable[str] = ()) -> None:
     """Write the zip to `f` from its current position, front to back."""
     dirs = {d.rstrip("/") + "/" for d in empty_dirs}
     items: list[tuple[str, Entry | None]] = [(d, None) for d in dirs]

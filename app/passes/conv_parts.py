@@ -31,13 +31,13 @@ def bias_of(conv: Operation) -> np.ndarray | None:
     """The conv's bias in float64 (zeros without one); None when it is not a plain const."""
     if "bias" not in conv.inputs:
         return np.zeros(out_channels(conv))
-    return wide(conv.inputs["bias"])  # type: ignore[arg-type]
+    return wide(conv.var("bias"))
 
 
 def weight_of(conv: Operation) -> np.ndarray | None:
     """The conv's weight in float64, when it is a plain const (a compressed one is not folded
     into: that would undo its compression)."""
-    return wide(conv.inputs["weight"])  # type: ignore[arg-type]
+    return wide(conv.var("weight"))
 
 
 def remade(
@@ -51,7 +51,7 @@ def remade(
 ) -> Operation:
     """`conv` (or conv_transpose) again, named `name` with output `out` and placed before
     `anchor`, with a new weight and/or bias (each stored in the weight's dtype, rounded once)."""
-    w: Var = conv.inputs["weight"]  # type: ignore[assignment]
+    w: Var = conv.var("weight")
     dtype = w.tensor.dtype
     args = dict(conv.inputs)
     if weight is not None:

@@ -11,7 +11,7 @@ or within one that walks the result again).
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 
 import numpy as np
 
@@ -116,7 +116,7 @@ class Editor:
         self,
         op_type: str,
         name: str,
-        inputs: dict[str, Input],
+        inputs: Mapping[str, Input],
         before: Operation,
         out: list[str] | None = None,
     ) -> Operation:
@@ -197,10 +197,15 @@ class Editor:
                 self._unread(op, arg)
         self.changed = self._dirty = True
 
-    def remove_if_unused(self, *ops: Operation) -> None:
-        """Drop those of `ops` (in order) whose outputs nothing reads: the leftovers of a fusion."""
+    def remove_if_unused(self, *ops: Operation | None) -> None:
+        """Drop those of `ops` (in order) whose outputs nothing reads: the leftovers of a fusion
+        (None, a function input's missing producer, is skipped)."""
         for op in ops:
-            if not facts.is_stateful(op.type) and not any(self.used(v) for v in op.outputs):
+            if (
+                op is not None
+                and not facts.is_stateful(op.type)
+                and not any(self.used(v) for v in op.outputs)
+            ):
                 self.remove(op)
 
     def has(self, types: frozenset[str]) -> bool:
@@ -208,7 +213,7 @@ class Editor:
         return any(self._types[t] > 0 for t in types)
 
     # -- the usual rewrites -----------------------------------------------------------------------
-    def swap(self, old: Operation, op_type: str, inputs: dict[str, Input]) -> Operation:
+    def swap(self, old: Operation, op_type: str, inputs: Mapping[str, Input]) -> Operation:
         """A new op in `old`'s place: its name, its outputs' names and their readers; `old` is
         dropped (with the consts only it read)."""
         new = self.op(op_type, old.name, inputs, old, out=[v.name for v in old.outputs])

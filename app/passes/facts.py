@@ -120,13 +120,13 @@ def has_meaning(op_type: str) -> bool:
 def meaning(op: Operation, values: Mapping[str, np.ndarray | str]) -> list[np.ndarray]:
     """The op's outputs in float64 from its inputs' values (by var name), unrounded: the caller
     stores each in its output's dtype."""
-    result = ops.meaning(op.type)(Args(op, dict(values), {}, exact=True))  # type: ignore[arg-type]
+    result = ops.meaning(op.type)(Args(op, values, {}, exact=True))
     parts = list(result) if isinstance(result, list | tuple) else [result]
     return [np.asarray(p) for p in parts]
 
 
 def output_types(
-    op_type: str, name: str, inputs: dict[str, Input], target: Target
+    op_type: str, name: str, inputs: Mapping[str, Input], target: Target
 ) -> list[TensorType]:
     """The op's output types, checked as the builder checks them (raises MILBuildError)."""
     return ops.infer(op_type, name, inputs, target)
@@ -137,7 +137,7 @@ def takes_fp16(op_type: str, arg: str, target: Target) -> bool:
     an epsilon some ops declare fp32 only stays fp32)."""
     form = ops.lookup(op_type, target)
     spec = None if form is None else form.args.get(arg)
-    return spec is not None and DType.FP16 in form.allowed(spec)  # type: ignore[union-attr]
+    return form is not None and spec is not None and DType.FP16 in form.allowed(spec)
 
 
 def reported_failing() -> frozenset[str]:

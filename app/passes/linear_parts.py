@@ -33,7 +33,7 @@ def bias_after(edit: Editor, product: Var) -> Bias | None:
         return None
     if op.type == "add":
         return Bias(op, vector, 1.0)
-    if op.inputs["x"] is product:  # product - c
+    if op.var("x") is product:  # product - c
         return Bias(op, -vector, 1.0)
     return Bias(op, vector, -1.0)  # c - product
 

@@ -20,15 +20,15 @@ class Pad:
 
 def pad_of(op: Operation) -> Pad | None:
     """The pad's parts, when its pad amounts are a const (they always are here)."""
-    amounts = stored(op.inputs["pad"])  # type: ignore[arg-type]
+    amounts = stored(op.var("pad"))
     if amounts is None or isinstance(amounts, str):
         return None
     flat = [int(v) for v in np.asarray(amounts).reshape(-1)]
-    rank = op.inputs["x"].tensor.rank  # type: ignore[union-attr]
+    rank = op.var("x").tensor.rank
     given = [(flat[2 * i], flat[2 * i + 1]) for i in range(len(flat) // 2)]
     pairs = tuple([(0, 0)] * (rank - len(given)) + given)
-    mode = str(stored(op.inputs["mode"])) if "mode" in op.inputs else "constant"  # type: ignore[arg-type]
-    value = scalar(op.inputs["constant_val"]) if "constant_val" in op.inputs else 0.0  # type: ignore[arg-type]
+    mode = str(stored(op.var("mode"))) if "mode" in op.inputs else "constant"
+    value = scalar(op.var("constant_val")) if "constant_val" in op.inputs else 0.0
     return Pad(mode, value, pairs)
 
 

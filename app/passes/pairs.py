@@ -16,7 +16,7 @@ def merged_pair(
     """Replace `inner` then `outer` by one op of their type reading inner's input with `param`
     set to `value`, or by nothing when the pair is the `identity`; False when the pair must
     stay (an identity that would make a function input or a const the function's output)."""
-    source: Var = inner.inputs["x"]  # type: ignore[assignment]
+    source: Var = inner.var("x")
     if identity:
         if not edit.merge_into(outer, [source]):
             return False

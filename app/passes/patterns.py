@@ -24,17 +24,18 @@ def const_op(var: Var) -> Operation | None:
 def stored(var: Var) -> np.ndarray | str | None:
     """A const's value as the program holds it (in its declared dtype)."""
     op = const_op(var)
-    return None if op is None else op.value.stored()  # type: ignore[union-attr]
+    return None if op is None or op.value is None else op.value.stored()
 
 
 def wide(var: Var) -> np.ndarray | None:
     """A numeric const's value as given, in float64 for floats: a float weight given in fp32 and
     stored in fp16 is folded from its given values, rounded once when the result is stored."""
     op = const_op(var)
-    if op is None or isinstance(op.value.data, str):  # type: ignore[union-attr]
+    value = op.value if op is not None else None
+    if value is None or isinstance(value.data, str):
         return None
     t = var.tensor
-    data = np.asarray(op.value.data).reshape(t.shape)  # type: ignore[union-attr]
+    data = np.asarray(value.data).reshape(t.shape)
     return data.astype(np.float64) if t.dtype.is_float else data
 
 
@@ -56,10 +57,10 @@ def operands(op: Operation, var: Var) -> Var | None:
     """For a binary op reading `var` once: its other operand (None when it reads `var` twice or
     not at all)."""
     x, y = op.inputs.get("x"), op.inputs.get("y")
-    if x is var and y is not var:
-        return y  # type: ignore[return-value]
-    if y is var and x is not var:
-        return x  # type: ignore[return-value]
+    if x is var and isinstance(y, Var) and y is not var:
+        return y
+    if y is var and isinstance(x, Var) and x is not var:
+        return x
     return None
 
 
@@ -106,7 +107,7 @@ def _digest(array: np.ndarray) -> bytes:
     if known is not None and known[0]() is root:
         return known[1]
     data = np.ascontiguousarray(array)  # hashed in place: no copy of a large weight
-    digest = hashlib.sha256(data.reshape(-1).view(np.uint8)).digest()
+    digest = hashlib.sha256(data.reshape(-1).view(np.uint8).data).digest()
     if array.nbytes >= 1 << 16:
         if len(_DIGESTS) > 4096:
             _DIGESTS.clear()

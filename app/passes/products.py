@@ -16,7 +16,7 @@ def _times(var: Var) -> int:
         return 0
     if op.type == "square":
         return 2
-    power = scalar(op.inputs["y"]) if op.type == "pow" else None  # type: ignore[arg-type]
+    power = scalar(op.var("y")) if op.type == "pow" else None
     return int(power) if power in (2.0, 3.0) else 0
 
 
@@ -39,12 +39,11 @@ class Taken:
         twice and pow(x, 2 or 3) two or three times, read by the tree alone)."""
         op = self.take(var, "mul", reader)
         if op is not None:
-            return self.factors(op.inputs["x"], op, squares) + self.factors(
-                op.inputs["y"], op, squares
-            )  # type: ignore[arg-type]
+            return self.factors(op.var("x"), op, squares) + self.factors(op.var("y"), op, squares)
         times = _times(var) if squares else 0
-        if times and self.take(var, var.op.type, reader) is not None:  # type: ignore[union-attr]
-            return [var.op.inputs["x"]] * times  # type: ignore[union-attr, list-item]
+        made = var.op
+        if times and made is not None and self.take(var, made.type, reader) is not None:
+            return [made.var("x")] * times
         return [var]
 
     @staticmethod
@@ -52,16 +51,16 @@ class Taken:
         """For a binary op with the scalar `constant` as one operand: the other one."""
         if op is None:
             return None
-        x, y = op.inputs["x"], op.inputs["y"]
-        if close(scalar(y), constant):  # type: ignore[arg-type]
-            return x  # type: ignore[return-value]
-        return y if close(scalar(x), constant) else None  # type: ignore[arg-type, return-value]
+        x, y = op.var("x"), op.var("y")
+        if close(scalar(y), constant):
+            return x
+        return y if close(scalar(x), constant) else None
 
     def beside_a_half(self, op: Operation) -> tuple[Var, Var] | None:
         """For the last mul of x · 0.5 · bracket, grouped any way and each mul's operands in
         either order: the two leaves beside the 0.5 (x and bracket, in some order); the muls
         are taken."""
-        leaves = self.factors(op.inputs["x"], op) + self.factors(op.inputs["y"], op)  # type: ignore[arg-type]
+        leaves = self.factors(op.var("x"), op) + self.factors(op.var("y"), op)
         halves = [v for v in leaves if close(scalar(v), 0.5)]
         if len(leaves) != 3 or len(halves) != 1:
             return None

@@ -97,8 +97,10 @@ def envelope_for(device: str | None, max_program_weight_bytes: int | None = None
         budget = max_program_weight_bytes or Settings().max_program_weight_bytes
         return Envelope(None, budget, AXIS_MAX_EVERY_CHIP)
     chip = device_or_error(device)
-    budget = min(chip.program_weight_bytes.value, max_program_weight_bytes or math.inf)
-    return Envelope(chip.name, int(budget), chip.axis_max.value)
+    budget = chip.program_weight_bytes.value
+    if max_program_weight_bytes:
+        budget = min(budget, max_program_weight_bytes)
+    return Envelope(chip.name, budget, chip.axis_max.value)
 
 
 @dataclass(frozen=True)
@@ -270,7 +272,7 @@ def lay_out(
     config: Mapping[str, Any],
     *,
     device: str | None = None,
-    quantize: Mapping[str, Any] | None = None,
+    quantize: Mapping[str, Any] | str | None = None,
     context: int | None = None,
     prefill: int | None = None,
     kv: str = "io",

@@ -10,6 +10,8 @@ from typing import Any
 
 from app.errors import RequestError
 from app.quantize import (
+    LinearConfig,
+    PalettizeConfig,
     QuantizeConfig,
     QuantizeConfigError,
     check_config,
@@ -35,8 +37,9 @@ class Part:
         """Output channels a piece of this part's weight must come in: a palette per group of
         channels needs whole groups."""
         c = self.config
-        grouped = c is not None and c.mode == "palettize" and c.granularity == "per_grouped_channel"
-        return c.group_size if grouped else 1  # type: ignore[union-attr]
+        if isinstance(c, PalettizeConfig) and c.granularity == "per_grouped_channel":
+            return c.group_size
+        return 1
 
     def check(self, shape: tuple[int, ...]) -> None:
         """The config applies to a weight of `shape` (groups and blocks divide it), named as the
@@ -52,10 +55,10 @@ class Part:
         c = self.config
         if c is None:
             return FP16
-        if c.mode == "palettize":
+        if isinstance(c, PalettizeConfig):
             groups = f", groups of {c.group_size}" if c.granularity == "per_grouped_channel" else ""
             return f"{c.nbits}-bit palettized{groups}"
-        if c.mode == "linear":
+        if isinstance(c, LinearConfig):
             return f"linear {c.dtype} {c.granularity}"
         return f"pruned {c.target_sparsity:g}" + (f" + {c.dtype}" if c.dtype else "")
 

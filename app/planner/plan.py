@@ -306,7 +306,7 @@ def make_plan(
     config: Mapping[str, Any],
     device: str | None = None,
     *,
-    quantize: Mapping[str, Any] | None = None,
+    quantize: Mapping[str, Any] | str | None = None,
     context: int | None = None,
     prefill: int | None = None,
     prompt: int | None = None,
@@ -359,7 +359,7 @@ def _reported_failing(candidate: Mapping[str, Any], chip: Chip, path: str) -> bo
 
 def _again(plan: Plan, **options: Any) -> Plan:
     layout = plan.layout
-    chosen = {
+    chosen: dict[str, Any] = {
         "device": layout.envelope.device,
         "quantize": options.get("quantize", plan.layout.layers.quantize),
         "context": layout.context,

@@ -56,7 +56,11 @@ def shape_from_config(config: Mapping[str, Any]) -> DecoderShape:
         return _shape(config)
     except RequestError as exc:
         model_type = config.get("model_type")
-        if not exc.field.startswith("config.") or model_type is None or model_type in CAUSAL_LMS:
+        if (
+            not (exc.field or "").startswith("config.")
+            or model_type is None
+            or model_type in CAUSAL_LMS
+        ):
             raise
         raise not_a_decoder(dict(config), exc) from None
 

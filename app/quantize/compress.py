@@ -26,11 +26,33 @@ def quantize(
 ) -> Compressed:
     """Compress `weight` (output channels on `channel_axis`, their inputs on `input_axis`) for
     `target`; the decompressed weight has `dtype`. Errors name `field` or `weight_field`."""
-    names = {"dtype": dtype, "field": field, "weight_field": weight_field}
     if isinstance(config, PalettizeConfig):
-        return palettize(weight, config, target, channel_axis=channel_axis, **names)
+        return palettize(
+            weight,
+            config,
+            target,
+            channel_axis=channel_axis,
+            dtype=dtype,
+            field=field,
+            weight_field=weight_field,
+        )
     if isinstance(config, LinearConfig):
         return linear(
-            weight, config, target, channel_axis=channel_axis, input_axis=input_axis, **names
+            weight,
+            config,
+            target,
+            channel_axis=channel_axis,
+            input_axis=input_axis,
+            dtype=dtype,
+            field=field,
+            weight_field=weight_field,
         )
-    return prune(weight, config, target, channel_axis=channel_axis, **names)
+    return prune(
+        weight,
+        config,
+        target,
+        channel_axis=channel_axis,
+        dtype=dtype,
+        field=field,
+        weight_field=weight_field,
+    )

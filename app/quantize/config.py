@@ -94,7 +94,7 @@ def parse_config(data: Mapping[str, Any], field: str = "quantize") -> QuantizeCo
         raise QuantizeConfigError(f"{field}.mode", f"must be one of {', '.join(_MODES)}")
     cls = _MODES[mode]
     known = {f.name for f in fields(cls)}
-    values = {}
+    values: dict[str, Any] = {}  # each checked against its field's type below
     for key, value in data.items():
         if key == "mode":
             continue

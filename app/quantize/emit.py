@@ -7,6 +7,8 @@ program read back has the same names. The first of a chained pair is `<name>_spa
 
 from __future__ import annotations
 
+from typing import Any
+
 from app.mil.builder import Builder
 from app.mil.ir import Var
 from app.quantize.result import Compressed
@@ -17,10 +19,9 @@ def add_compressed(builder: Builder, name: str, compressed: Compressed) -> Var:
     outputs: list[Var] = []
     for index, step in enumerate(compressed.ops):
         op_name = name if index == len(compressed.ops) - 1 else f"{name}_sparse"
-        args: dict[str, Var] = {arg: outputs[i] for arg, i in step.chained.items()}
+        args: dict[str, Any] = {arg: outputs[i] for arg, i in step.chained.items()}
         for arg in sorted(step.params):  # sorted: the order a reader makes them in
             param = step.params[arg]
             args[arg] = builder.const(builder.unique(f"{op_name}_{arg}"), param.array, param.dtype)
-        out = builder.op(step.op_type, op_name, **args)
-        outputs = list(out) if isinstance(out, tuple) else [out]  # type: ignore[list-item]
+        outputs = list(builder.op_outputs(step.op_type, op_name, **args))
     return outputs[0]

@@ -65,10 +65,18 @@ def _by_magnitude(w: np.ndarray, target_sparsity: float) -> tuple[np.ndarray, np
     """coremltools' selection (`compress_by_magnitude`: zero every weight whose magnitude is at
     most the target_sparsity percentile): the kept values in order, and where they are. Its
     packing of the mask into bytes and unpacking again for iOS18 are left out."""
-    magnitude = np.abs(w)
-    pruned = np.where(magnitude <= np.percentile(magnitude, target_sparsity * 100), 0, w)
-    mask = pruned != 0
-    return pruned[mask], mask
+    if w.dtype != np.float16:
+        magnitude = np.abs(w)
+        pruned = np.where(magnitude <= np.percentile(magnitude, target_sparsity * 100), 0, w)
+        mask = pruned != 0
+        return pruned[mask], mask
+    # fp16: the magnitudes are the bits without the sign, and for values ≥ +0 the bits' order is
+    # the values' order, so "kept" (magnitude above the fp16 percentile, hence not zero) is one
+    # integer comparison instead of NumPy's element-by-element fp16 abs, compare and select
+    magnitude = w.view(np.uint16) & np.uint16(0x7FFF)
+    threshold = np.percentile(magnitude.view(np.float16), target_sparsity * 100)
+    mask = magnitude > np.asarray(threshold, np.float16).view(np.uint16)
+    return w[mask], mask
 
 
 def _pruned_int8(

@@ -37,16 +37,18 @@ def fp16_accumulations(program: Program) -> list[int]:
     for fn in program.functions.values():
         for op in fn.operations:
             if op.type == "matmul":
-                x, y = op.inputs["x"], op.inputs["y"]
-                if is_weight(x) or is_weight(y) or x.tensor.dtype is not DType.FP16:  # type: ignore[union-attr]
+                x, y = op.var("x"), op.var("y")
+                if is_weight(x) or is_weight(y) or x.tensor.dtype is not DType.FP16:
                     continue
-                transposed = op.inputs.get("transpose_x")
-                value = transposed.op.value.stored() if transposed is not None else False  # type: ignore[union-attr]
-                dims.append(x.tensor.shape[-2] if bool(value) else x.tensor.shape[-1])  # type: ignore[union-attr]
+                transposed = op.var("transpose_x").op if "transpose_x" in op.inputs else None
+                value = transposed.value if transposed is not None else None
+                dims.append(
+                    x.tensor.shape[-2] if value and bool(value.stored()) else x.tensor.shape[-1]
+                )
             elif op.type == "scaled_dot_product_attention":
-                q, k = op.inputs["query"], op.inputs["key"]
-                if q.tensor.dtype is DType.FP16:  # type: ignore[union-attr]
-                    dims += [q.tensor.shape[-1], k.tensor.shape[-2]]  # type: ignore[union-attr]
+                q, k = op.var("query"), op.var("key")
+                if q.tensor.dtype is DType.FP16:
+                    dims += [q.tensor.shape[-1], k.tensor.shape[-2]]
     return dims
 
 
@@ -76,14 +78,14 @@ def apple_report(
             k: compare(result.outputs[k], v, part.tolerance(k) + allowance)
             for k, v in exact_out.items()
         }
-        states = {
+        held = {
             k: compare(result.states[k], v, part.tolerance(k) + allowance)
             for k, v in exact_states.items()
         }
         functions[name] = {
             "outputs": outputs,
-            "states": states,
-            "passed": all(c["passed"] for c in (*outputs.values(), *states.values())),
+            "states": held,
+            "passed": all(c["passed"] for c in (*outputs.values(), *held.values())),
         }
     report: dict[str, Any] = {
         "runtime": f"coreai-core {coreai_version()} CPU runtime, in a child process",

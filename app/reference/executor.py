@@ -50,7 +50,8 @@ class Anomaly:
 class RunResult:
     outputs: dict[str, np.ndarray]
     anomalies: list[Anomaly] = field(default_factory=list)
-    values: dict[str, np.ndarray] | None = None  # every var of the run, when asked to keep them
+    # every var of the run, when asked to keep them (a string const's value is its string)
+    values: dict[str, np.ndarray | str] | None = None
 
     @property
     def overflowed(self) -> bool:
@@ -103,6 +104,8 @@ class Executor:
         blob = {op.name for op in program.blob_consts()} if offsets is not None else set()
         reader = None
         if blob:
+            if weights is None:
+                raise RequestError("weights", "cannot read weight.bin: none was given")
             try:
                 reader = weights if isinstance(weights, BlobReader) else BlobReader(weights)
             except (OSError, TypeError, BlobFormatError) as exc:
@@ -128,7 +131,7 @@ class Executor:
     def run(self, inputs: Mapping[str, np.ndarray], *, keep: bool = False) -> RunResult:
         """Run once. `inputs` maps each input name to an array (cast to the declared dtype, the
         shape must match); a state's name sets that state's contents first (zeros otherwise)."""
-        values: dict[str, np.ndarray] = {}
+        values: dict[str, np.ndarray | str] = {}  # a string const's value is its string
         flags: dict[str, tuple[bool, bool]] = {}  # var -> (has inf, has nan)
         self._bind_inputs(inputs, values)
         for name, arr in values.items():
@@ -136,26 +139,31 @@ class Executor:
         anomalies: list[Anomaly] = []
         for index, op in enumerate(self.function.operations):
             if op.type == "const":
-                values[op.name] = self._consts[op.name]  # type: ignore[assignment]
+                values[op.name] = self._consts[op.name]
                 flags[op.name] = (False, False)
                 continue
             with np.errstate(all="ignore"):
                 result = ops.meaning(op.type)(Args(op, values, self.states))
                 parts = result if len(op.outputs) > 1 else [result] * len(op.outputs)
-                for out, part in zip(op.outputs, parts, strict=True):
-                    values[out.name] = _store(op.type, out, part)
+                assert isinstance(parts, list | tuple)  # a meaning gives a list for several
+                stored = [
+                    _store(op.type, out, part) for out, part in zip(op.outputs, parts, strict=True)
+                ]
             inherited = _input_flags(op, flags)
-            for out in op.outputs:
-                flags[out.name] = _nonfinite(values[out.name])
+            for out, array in zip(op.outputs, stored, strict=True):
+                values[out.name] = array
+                flags[out.name] = _nonfinite(array)
                 if any(flags[out.name]):
-                    anomalies += _anomalies(op.name, out, values[out.name], inherited)
+                    anomalies += _anomalies(op.name, out, array, inherited)
             if not keep:
                 for name in self._last_use.get(index, ()):
                     values.pop(name, None)
-        outputs = {v.name: values[v.name] for v in self.function.outputs}
+        outputs = {v.name: np.asarray(values[v.name]) for v in self.function.outputs}
         return RunResult(outputs, anomalies, values if keep else None)
 
-    def _bind_inputs(self, inputs: Mapping[str, np.ndarray], values: dict[str, np.ndarray]) -> None:
+    def _bind_inputs(
+        self, inputs: Mapping[str, np.ndarray], values: dict[str, np.ndarray | str]
+    ) -> None:
         params = {v.name: v for v in self.function.inputs}
         for name in inputs:
             if name not in params:
@@ -167,9 +175,8 @@ class Executor:
             if name in inputs:
                 array = _convert(name, inputs[name], t)
             elif isinstance(var.type, StateType):
-                array = self.states.get(name)
-                if array is None:
-                    array = np.zeros(t.shape, t.dtype.numpy)
+                held = self.states.get(name)
+                array = np.zeros(t.shape, t.dtype.numpy) if held is None else held
             else:
                 raise RequestError(
                     f"inputs.{name}", f"missing input of shape {list(t.shape)} ({t.dtype.value})"

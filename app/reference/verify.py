@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 
 from app.errors import RequestError
-from app.graphs.split import Chain
+from app.graphs.split import Chain, Link
 from app.kernels import ProgramBuild
 from app.packaging import Entry
 from app.packaging.layout import VERIFICATION_JSON
@@ -184,15 +184,16 @@ def run_chain(chain: Chain, inputs: dict[str, np.ndarray]) -> RunResult:
     the graph's outputs and every program's anomalies."""
     produced: list[dict[str, np.ndarray]] = []
     anomalies = []
+
+    def value(link: Link) -> np.ndarray:
+        return inputs[link.name] if link.program is None else produced[link.program][link.name]
+
     for part, links in zip(chain.parts, chain.inputs, strict=True):
-        fed = {
-            name: inputs[link.name] if link.program is None else produced[link.program][link.name]
-            for name, link in links.items()
-        }
+        fed = {name: value(link) for name, link in links.items()}
         result = Executor.from_written_weights(part.program).run(fed)
         produced.append(result.outputs)
         anomalies += result.anomalies
-    outputs = {name: produced[link.program][link.name] for name, link in chain.outputs.items()}
+    outputs = {name: value(link) for name, link in chain.outputs.items()}
     return RunResult(outputs, anomalies)
 
 

@@ -135,7 +135,7 @@ def _store(
     hasher: StreamHasher | None,
     dtype: str | None,
     shape: tuple[int, ...] | None,
-) -> tuple[bool, TensorFile]:
+) -> tuple[bool, BlobInfo]:
     try:
         count = stored_whole(path)  # every range of a safetensors file checked
         if count is not None:  # a checkpoint (or a shard of one, or a BF16 tensor): stored whole
@@ -226,8 +226,10 @@ async def start_upload(
     owner = owner_of(request.scope)
     state = await asyncio.to_thread(svc.uploads.start, body.digest, body.bytes, owner)
     if state.stored:
-        response.status_code = 200
-        return _upload(state, describe_file(await asyncio.to_thread(svc.blobs.file, state.digest)))
+        entry = await asyncio.to_thread(svc.blobs.file, state.digest)
+        if entry is not None:  # else evicted since: the upload starts over
+            response.status_code = 200
+            return _upload(state, describe_file(entry))
     return _upload(state)
 
 

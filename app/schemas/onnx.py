@@ -45,6 +45,6 @@ class OnnxBody(RequestOptions):
 class OnnxSpec(OnnxBody):
     """The `spec` part of a multipart POST /v1/onnx: the files come as parts, named by file."""
 
-    files: dict[Annotated[str, Field(min_length=1, max_length=255)], Digest] = Field(  # type: ignore[assignment]
+    files: dict[Annotated[str, Field(min_length=1, max_length=255)], Digest] = Field(
         default_factory=dict, description="files already uploaded (the rest come as parts)"
     )

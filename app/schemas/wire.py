@@ -7,7 +7,7 @@ by `op`. The intake turns a validated one into the `KernelRequest` the service c
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal, Union
+from typing import TYPE_CHECKING, Annotated, Any, Literal, Union, cast
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, create_model
 
@@ -148,6 +148,9 @@ class KernelOptions(RequestOptions):
         ],
     )
 
+    if TYPE_CHECKING:
+        op: str  # each op's request model adds it, as the Literal of its name (_request_model)
+
 
 class WireGraphNode(GraphNode):
     weights: dict[str, WeightValue] = Field(
@@ -176,29 +179,33 @@ class GraphRequest(RequestOptions):
         )
 
 
-def _request_model(op: str, params: type[OpParams]) -> type[BaseModel]:
+def _request_model(op: str, params: type[OpParams]) -> type[KernelOptions]:
     camel = "".join(part.capitalize() for part in op.split("_"))
     model = create_model(
         f"{camel}KernelRequest",
         __base__=(KernelOptions, params),
         __doc__=params.__doc__,
-        op=(Literal[op], Field(description="the catalog op")),  # type: ignore[valid-type]
+        # a Literal of a name known at run time: pydantic builds it, no checker can
+        op=(Literal[op], Field(description="the catalog op")),  # type: ignore[arg-type]
     )
-    return model
+    # a subclass of its first base; the checker sees only a class made at run time
+    return cast("type[KernelOptions]", model)
 
 
-REQUEST_MODELS: dict[str, type[BaseModel]] = {
+REQUEST_MODELS: dict[str, type[KernelOptions]] = {
     name: _request_model(name, op.params) for name, op in CATALOG.items()
 }
 
 # A union built from the catalog: adding an op to the catalog adds it here.
-WireKernelRequest = Annotated[Union[tuple(REQUEST_MODELS.values())], Field(discriminator="op")]  # noqa: UP007
-KERNEL_REQUEST_ADAPTER: TypeAdapter[Any] = TypeAdapter(WireKernelRequest)
+KERNEL_REQUEST_ADAPTER: TypeAdapter[KernelOptions] = TypeAdapter(
+    # a union of the catalog's models, made at run time: to the checker, one KernelOptions
+    Annotated[Union[tuple(REQUEST_MODELS.values())], Field(discriminator="op")]  # type: ignore[arg-type]  # noqa: UP007
+)
 
 
-def params_of(req: BaseModel) -> OpParams:
+def params_of(req: KernelOptions) -> OpParams:
     """The op's params of a validated wire request, without validating them again."""
-    model = CATALOG[req.op].params  # type: ignore[attr-defined]
+    model = CATALOG[req.op].params
     return model.model_construct(**{k: getattr(req, k) for k in model.model_fields})
 
 

@@ -35,14 +35,11 @@ def job_failure(job: Job) -> FieldError:
     error = job.error
     kind = error.kind if error else "cancelled"
     message = error.message if error else f"job {job.id} was cancelled"
-    options = {
-        "kind": JOB_FAILURE_KINDS.get(kind, ErrorKind.INTERNAL),
-        "job": job.id,
-        "title": "Compile failed" if kind == "compiler" else f"Job {kind}",
-    }
+    failure = JOB_FAILURE_KINDS.get(kind, ErrorKind.INTERNAL)
+    title = "Compile failed" if kind == "compiler" else f"Job {kind}"
     if error is not None and error.field is not None:
-        return FieldError(error.field, message, **options)
-    return ServiceError(message, **options)
+        return FieldError(error.field, message, kind=failure, job=job.id, title=title)
+    return ServiceError(message, kind=failure, job=job.id, title=title)
 
 
 class CompiledService:

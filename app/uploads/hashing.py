@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 from concurrent.futures import Future, ThreadPoolExecutor
+from typing import Literal
 
 from app.digest import spelled
 from app.errors import RequestError
@@ -20,7 +21,9 @@ _BATCH = 1 << 20
 _MAX_PREFIX = 1 << 20  # give up on headers larger than this
 
 
-def tensor_range(prefix: bytes, tensor_name: str | None) -> tuple[int, int | None] | bool | None:
+def tensor_range(
+    prefix: bytes, tensor_name: str | None
+) -> tuple[int, int | None] | Literal[False] | None:
     """(start, end or None for "to the end of the file") of the tensor bytes; None if more bytes
     are needed to tell; False if the stream cannot say (the caller falls back)."""
     try:
@@ -68,10 +71,10 @@ class StreamHasher:
                 return
             if found is None:
                 return
-            self._range = found  # type: ignore[assignment]
+            self._range = found
             chunk, start_pos = bytes(self._prefix), 0
             self._prefix = bytearray()
-        begin, end = self._range  # type: ignore[misc]
+        begin, end = self._range
         lo = max(begin - start_pos, 0)
         hi = len(chunk) if end is None else min(end - start_pos, len(chunk))
         if hi > lo:

@@ -11,7 +11,7 @@ import contextlib
 from collections.abc import AsyncIterator, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import BinaryIO, Protocol
+from typing import TYPE_CHECKING, BinaryIO, Protocol
 
 from python_multipart.exceptions import FormParserError
 from python_multipart.multipart import MultipartParser, MultipartState, parse_options_header
@@ -21,12 +21,16 @@ from app.files import discard
 from app.settings import Settings
 from app.uploads.hashing import StreamHasher
 
+if TYPE_CHECKING:  # the package declares it for type checkers only
+    from python_multipart.multipart import MultipartCallbacks
+
 
 class Body(Protocol):
     """An incoming body: its headers (looked up by lower-case name) and its bytes as they come
     (an HTTP request is one)."""
 
-    headers: Mapping[str, str]
+    @property
+    def headers(self) -> Mapping[str, str]: ...
 
     def stream(self) -> AsyncIterator[bytes]: ...
 
@@ -34,10 +38,10 @@ class Body(Protocol):
 def too_large(what: str, limit: int, part: str | None = None) -> FieldError:
     """A body, or one of its parts (named as the field at fault), over its limit."""
     message = f"{what} is larger than the limit of {limit} bytes"
-    options = {"kind": ErrorKind.TOO_LARGE, "title": "Payload too large", "limit": limit}
+    kind, title = ErrorKind.TOO_LARGE, "Payload too large"
     if part is None:
-        return BodyError(message, **options)
-    return FieldError(part, message, **options)
+        return BodyError(message, kind=kind, title=title, limit=limit)
+    return FieldError(part, message, kind=kind, title=title, limit=limit)
 
 
 def malformed(detail: str, title: str = "Bad request") -> BodyError:
@@ -150,7 +154,7 @@ class _Collector:
         self.file: BinaryIO | None = None
         self.count = 0
 
-    def callbacks(self) -> dict:
+    def callbacks(self) -> MultipartCallbacks:
         return {
             "on_part_begin": self.on_part_begin,
             "on_header_field": lambda d, s, e: self._add("header_field", d[s:e]),

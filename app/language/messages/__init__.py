@@ -13,8 +13,14 @@ from __future__ import annotations
 
 import importlib.util
 import os
+from typing import TYPE_CHECKING, Any
 
 _coremltools = importlib.util.find_spec("coremltools")  # locates the package, does not run it
 if _coremltools is None or not _coremltools.submodule_search_locations:
     raise ImportError("coremltools is not installed; its generated protobuf messages are needed")
 __path__ = [os.path.join(_coremltools.submodule_search_locations[0], "proto")]
+
+if TYPE_CHECKING:
+    # The checker does not follow the search path set above, and the generated modules carry no
+    # types: to it, every message module imported from here is Any.
+    def __getattr__(name: str) -> Any: ...

@@ -12,6 +12,8 @@ module holds one family's records (`F`) and a family may span modules (elementwi
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from app.language.targets import Target
 from app.mil.ir import Input
 from app.mil.ops import (
@@ -119,7 +121,7 @@ def lookup(op_type: str, target: Target) -> Form | None:
     return record.form_in(target) if record is not None else None
 
 
-def infer(op_type: str, name: str, inputs: dict[str, Input], target: Target) -> list[TensorType]:
+def infer(op_type: str, name: str, inputs: Mapping[str, Input], target: Target) -> list[TensorType]:
     """Check an op application against its declaration and return its output types."""
     return check(get(op_type), op_type, name, inputs, target)
 

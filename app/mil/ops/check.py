@@ -3,6 +3,8 @@ record's type rule, which gives the output types."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from app.language.targets import Target
 from app.mil.call import Call
 from app.mil.ir import Input, MILBuildError, OpsetError, Var
@@ -11,7 +13,7 @@ from app.mil.types import DType, StateType, TensorType
 
 
 def check(
-    record: OpRecord | None, op_type: str, name: str, inputs: dict[str, Input], target: Target
+    record: OpRecord | None, op_type: str, name: str, inputs: Mapping[str, Input], target: Target
 ) -> list[TensorType]:
     """The output types of `op_type` applied to `inputs` in a target's opset."""
     form = record.form_in(target) if record is not None else None

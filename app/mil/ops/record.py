@@ -156,9 +156,10 @@ class Seen(NamedTuple):
 
 @dataclass(frozen=True)
 class Decompression:
-    """What a constexpr op decompresses from: a palette, scaled integers or a sparse mask."""
+    """What a constexpr op decompresses from: a palette, scaled integers, a sparse mask, or
+    values of another dtype (`cast`)."""
 
-    kind: Literal["palette", "linear", "sparse"]
+    kind: Literal["palette", "linear", "sparse", "cast"]
     source: str | None = None  # linear: the operand whose element type is the stored precision
 
 

@@ -101,12 +101,13 @@ def _half(edit: Editor, var: Var, before: Operation, halves: dict[Var, Var]) -> 
     if not _fp32(var):
         return var
     if var not in halves:
-        if const_op(var) is not None and edit.readers(var) == [before]:
+        const, data = const_op(var), wide(var)  # an fp32 const's data: never a string
+        if const is not None and data is not None and edit.readers(var) == [before]:
             # read here alone: stored in fp16 under its own name (a weight keeps its name)
-            edit.remove(var.op)  # type: ignore[arg-type]
-            halves[var] = edit.const(var.name, wide(var), DType.FP16, before, fresh=False)  # type: ignore[arg-type]
-        elif const_op(var) is not None:
-            halves[var] = edit.const(f"{var.name}_to_fp16", wide(var), DType.FP16, before)  # type: ignore[arg-type]
+            edit.remove(const)
+            halves[var] = edit.const(var.name, data, DType.FP16, before, fresh=False)
+        elif const is not None and data is not None:
+            halves[var] = edit.const(f"{var.name}_to_fp16", data, DType.FP16, before)
         else:
             halves[var] = _cast(edit, var, "fp16", edit.fresh(f"{var.name}_to_fp16"), before)
     return halves[var]

@@ -16,8 +16,8 @@ def run(edit: Editor, options: Options) -> None:
     edit.commit()
     ops = list(edit.fn.operations)
     for write in [op for op in ops if op.type == "write_state"]:
-        maker = write.inputs["data"].op  # type: ignore[union-attr]
-        state = write.inputs["input"]
+        maker = write.var("data").op
+        state = write.var("input")
         at, since = ops.index(write), ops.index(maker) if maker in ops else -1
         between = ops[since + 1 : at]
         if any(_touches(op, state) for op in between):

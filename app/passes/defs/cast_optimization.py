@@ -37,29 +37,31 @@ def _through(*dtypes: DType) -> tuple[float, float, float]:
 
 
 def _target(op) -> DType:
-    return _CAST_NAMES[stored(op.inputs["dtype"])]  # type: ignore[index]
+    name = stored(op.var("dtype"))
+    assert isinstance(name, str)  # a cast's dtype is a string const
+    return _CAST_NAMES[name]
 
 
 def run(edit: Editor, options: Options) -> None:
     for op in edit.ops("cast"):
-        x: Var = op.inputs["x"]  # type: ignore[assignment]
+        x: Var = op.var("x")
         source = x
         first = x.op if x.op is not None and x.op.type == "cast" else None
         if first is not None:
-            origin = first.inputs["x"].tensor.dtype  # type: ignore[union-attr]
+            origin = first.var("x").tensor.dtype
             if _through(origin, _target(first), _target(op)) != _through(origin, _target(op)):
                 first = None
             else:
-                source = first.inputs["x"]  # type: ignore[assignment]
+                source = first.var("x")
         if source.tensor.dtype == op.outputs[0].tensor.dtype:
             changed = edit.merge_into(op, [source])
         elif first is not None:
-            changed = bool(edit.swap(op, "cast", {"x": source, "dtype": op.inputs["dtype"]}))
+            changed = bool(edit.swap(op, "cast", {"x": source, "dtype": op.var("dtype")}))
         else:
             changed = False
         if changed and first is not None:
             edit.remove_if_unused(first)
-            edit.remove_if_unused(first.inputs["dtype"].op)  # type: ignore[union-attr, arg-type]
+            edit.remove_if_unused(first.var("dtype").op)
 
 
 PASS = GraphPass(

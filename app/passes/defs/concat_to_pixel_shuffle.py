@@ -24,9 +24,9 @@ def _interleaved(op: Operation | None, axis: int) -> tuple[Var, Var] | None:
     if op is None or op.type != "concat" or op.outputs[0].tensor.rank != 4:
         return None
     values = op.inputs["values"]
-    if "interleave" not in op.inputs or not bool(stored(op.inputs["interleave"])):  # type: ignore[arg-type]
+    if "interleave" not in op.inputs or not bool(stored(op.var("interleave"))):
         return None
-    if int(np.asarray(stored(op.inputs["axis"]))) % 4 != axis or len(values) != 2:  # type: ignore[arg-type]
+    if int(np.asarray(stored(op.var("axis")))) % 4 != axis or len(values) != 2:  # type: ignore[arg-type]
         return None
     return values[0], values[1]  # type: ignore[index]
 

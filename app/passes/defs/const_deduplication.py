@@ -5,15 +5,17 @@ coremltools, where they are written inline anyway."""
 
 from __future__ import annotations
 
-from app.mil.ir import Var
+from app.mil.ir import Input, Var
 from app.passes import facts
 from app.passes.edit import Editor
 from app.passes.graph_pass import AtLeast, GraphPass, Option, Options
 from app.passes.patterns import const_op, value_key
 
 
-def _input_key(var: Var) -> tuple:
-    return value_key(var) if const_op(var) is not None else ("var", id(var))
+def _input_key(value: Input) -> tuple:
+    if isinstance(value, tuple):
+        return tuple(_input_key(v) for v in value)
+    return value_key(value) if const_op(value) is not None else ("var", id(value))
 
 
 def run(edit: Editor, options: Options) -> None:
@@ -25,7 +27,7 @@ def run(edit: Editor, options: Options) -> None:
                 continue
             key = value_key(op.output)
         elif facts.is_constexpr(op.type):
-            key = (op.type, *sorted((arg, _input_key(v)) for arg, v in op.inputs.items()))  # type: ignore[arg-type]
+            key = (op.type, *sorted((arg, _input_key(v)) for arg, v in op.inputs.items()))
         else:
             continue
         kept = first.setdefault(key, op.outputs)

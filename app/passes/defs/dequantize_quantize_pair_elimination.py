@@ -14,10 +14,9 @@ from app.passes.patterns import stored
 
 
 def _param(op: Operation, arg: str):
-    var = op.inputs.get(arg)
-    if var is None:
+    if arg not in op.inputs:
         return None
-    value = stored(var)  # type: ignore[arg-type]
+    value = stored(op.var(arg))
     return "not a const" if value is None else np.asarray(value)
 
 
@@ -32,16 +31,16 @@ def _same(a: Operation, b: Operation, arg: str, default) -> bool:
 
 def run(edit: Editor, options: Options) -> None:
     for quantize in edit.ops("quantize"):
-        deq = quantize.inputs["input"].op  # type: ignore[union-attr]
+        deq = quantize.var("input").op
         if deq is None or deq.type != "dequantize" or edit.removed(deq):
             continue
-        q: Var = deq.inputs["input"]  # type: ignore[assignment]
+        q: Var = deq.var("input")
         out = quantize.outputs[0]
         if q.type != out.type:
             continue
         if not all(_same(deq, quantize, arg, d) for arg, d in (("scale", 1.0), ("zero_point", 0))):
             continue
-        scalar_params = _param(deq, "scale").ndim == 0  # type: ignore[union-attr]
+        scalar_params = _param(deq, "scale").ndim == 0
         if not scalar_params and not _same(deq, quantize, "axis", 0):
             continue
         if edit.merge_into(quantize, [q]) and not edit.used(deq.outputs[0]):

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from app.mil.ir import Input
 from app.mil.types import DType
 from app.passes.edit import Editor
 from app.passes.graph_pass import GraphPass, Options
@@ -16,24 +17,24 @@ from app.passes.patterns import const_op
 
 def run(edit: Editor, options: Options) -> None:
     for op in edit.ops("dequantize"):
-        data = op.inputs["input"]
-        scale = op.inputs["scale"]
-        zero = op.inputs.get("zero_point")
-        if const_op(data) is None or const_op(scale) is None:  # type: ignore[arg-type]
+        data = op.var("input")
+        scale = op.var("scale")
+        zero = op.var("zero_point") if "zero_point" in op.inputs else None
+        if const_op(data) is None or const_op(scale) is None:
             continue
-        if zero is not None and const_op(zero) is None:  # type: ignore[arg-type]
+        if zero is not None and const_op(zero) is None:
             continue
-        dtype = data.tensor.dtype  # type: ignore[union-attr]
-        args = {"quantized_data": data, "scale": scale}
+        dtype = data.tensor.dtype
+        args: dict[str, Input] = {"quantized_data": data, "scale": scale}
         if zero is None:
             args["zero_point"] = edit.const(f"{op.name}_zero_point", np.array(0), dtype, op)
         else:
             args["zero_point"] = zero
         if "axis" in op.inputs:
-            args["axis"] = op.inputs["axis"]
+            args["axis"] = op.var("axis")
         else:
             args["axis"] = edit.const(f"{op.name}_axis", np.array(0), DType.INT32, op)
-        edit.swap(op, "constexpr_affine_dequantize", args)  # type: ignore[arg-type]
+        edit.swap(op, "constexpr_affine_dequantize", args)
 
 
 PASS = GraphPass(

@@ -20,16 +20,16 @@ from app.passes.patterns import const_op, stored
 
 
 def _scale(op: Operation) -> float | None:
-    var = op.inputs["scale"]
-    if const_op(var) is None:  # type: ignore[arg-type]
+    var = op.var("scale")
+    if const_op(var) is None:
         return None
-    value = np.asarray(stored(var), np.float64)  # type: ignore[arg-type]
+    value = np.asarray(stored(var), np.float64)
     return float(value) if value.ndim == 0 else None
 
 
 def _rescaled(edit: Editor, op: Operation, scale: float) -> Operation:
     args = dict(op.inputs)
-    dtype = op.inputs["scale"].tensor.dtype  # type: ignore[union-attr]
+    dtype = op.var("scale").tensor.dtype
     args["scale"] = edit.const(f"{op.name}_scale", np.array(scale), dtype, op)
     return edit.swap(op, op.type, args)
 
@@ -38,7 +38,7 @@ def run(edit: Editor, options: Options) -> None:
     for binary in edit.ops("add", "sub"):
         if edit.removed(binary):
             continue
-        dx, dy = binary.inputs["x"].op, binary.inputs["y"].op  # type: ignore[union-attr]
+        dx, dy = binary.var("x").op, binary.var("y").op
         quantize = edit.sole_reader(binary.outputs[0])
         if quantize is None or quantize.type != "quantize" or dx is None or dy is None:
             continue

@@ -14,16 +14,16 @@ from app.passes.patterns import wide
 
 def run(edit: Editor, options: Options) -> None:
     for op in edit.ops("real_div"):
-        x, y = op.inputs["x"], op.inputs["y"]
-        divisor = wide(y)  # type: ignore[arg-type]
-        dtype = y.tensor.dtype  # type: ignore[union-attr]
+        x, y = op.var("x"), op.var("y")
+        divisor = wide(y)
+        dtype = y.tensor.dtype
         if divisor is None or not dtype.is_float or not np.all(divisor != 0):
             continue
         reciprocal = 1.0 / divisor
         if not np.isfinite(reciprocal.astype(dtype.numpy)).all():
             continue
         edit.remove(op)  # first, so that the names it and its divisor held are free
-        edit.remove_if_unused(y.op)  # type: ignore[union-attr, arg-type]
+        edit.remove_if_unused(y.op)
         edit.swap(op, "mul", {"x": x, "y": edit.const(f"{op.name}_y", reciprocal, dtype, op)})
 
 

@@ -29,12 +29,13 @@ ANE_RANK = 4
 
 
 def _perm(op: Operation) -> list[int]:
-    return [int(v) for v in np.asarray(stored(op.inputs["perm"])).reshape(-1)]  # type: ignore[arg-type]
+    return [int(v) for v in np.asarray(stored(op.var("perm"))).reshape(-1)]
 
 
 def _chain(edit: Editor, v: Var) -> tuple[list[Operation], Operation] | None:
     """The ops from v to the reshape that leaves the stretch, each read by the next alone."""
-    chain, current = [], v
+    chain: list[Operation] = []
+    current = v
     while True:
         op = edit.sole_reader(current)
         if op is None:

@@ -37,14 +37,21 @@ def run(edit: Editor, options: Options) -> None:
             _param(norm, "epsilon", _EPSILON, 1),
         )
         weight, bias = weight_of(conv), bias_of(conv)
-        parts = (mean, variance, gamma, beta, epsilon, weight, bias)
-        if any(p is None for p in parts):
+        if (
+            mean is None
+            or variance is None
+            or gamma is None
+            or beta is None
+            or epsilon is None
+            or weight is None
+            or bias is None
+        ):
             continue
-        scale = gamma / np.sqrt(variance + epsilon[0])  # type: ignore[operator, index]
-        weight = scale_out_channels(conv, weight, scale)  # type: ignore[arg-type]
-        bias = (bias - mean) * scale + beta  # type: ignore[operator]
-        w = conv.inputs["weight"]
-        if not np.all(np.isfinite(scale)) or not fits(weight, w) or not fits(bias, w):  # type: ignore[arg-type]
+        scale = gamma / np.sqrt(variance + epsilon[0])
+        weight = scale_out_channels(conv, weight, scale)
+        bias = (bias - mean) * scale + beta
+        w = conv.var("weight")
+        if not np.all(np.isfinite(scale)) or not fits(weight, w) or not fits(bias, w):
             continue
         out = norm.outputs[0]
         new = remade(edit, conv, norm, norm.name, out.name, weight, bias)

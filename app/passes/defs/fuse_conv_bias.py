@@ -10,7 +10,7 @@ from app.mil.ir import Operation, Var
 from app.passes.conv_parts import bias_of, remade, weight_of
 from app.passes.edit import Editor
 from app.passes.graph_pass import GraphPass, Options
-from app.passes.patterns import fits, operands, per_channel, stored, wide
+from app.passes.patterns import fits, operands, per_channel, wide
 
 
 def _fold(edit: Editor, conv: Operation, moved: Operation | None, op: Operation, via: Var) -> bool:
@@ -22,7 +22,10 @@ def _fold(edit: Editor, conv: Operation, moved: Operation | None, op: Operation,
         return False
     axis = 1
     if moved is not None:
-        perm = [int(p) % via.tensor.rank for p in stored(moved.inputs["perm"])]  # type: ignore[union-attr]
+        given = wide(moved.var("perm"))
+        if given is None:  # not a const
+            return False
+        perm = [int(p) % via.tensor.rank for p in given]
         axis = perm.index(1)
     vector = per_channel(value, via.tensor.shape, axis)
     bias = bias_of(conv)
@@ -31,14 +34,14 @@ def _fold(edit: Editor, conv: Operation, moved: Operation | None, op: Operation,
     weight = None
     if op.type == "add":
         bias = bias + vector
-    elif op.inputs["x"] is via:  # conv - c
+    elif op.var("x") is via:  # conv - c
         bias = bias - vector
     else:  # c - conv: the conv negated
         weight = weight_of(conv)
         if weight is None:
             return False
         weight, bias = -weight, vector - bias
-    if not fits(bias, conv.inputs["weight"]):  # type: ignore[arg-type]
+    if not fits(bias, conv.var("weight")):
         return False
     out = op.outputs[0]
     if moved is None:

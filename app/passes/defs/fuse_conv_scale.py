@@ -27,7 +27,7 @@ def _sweep(edit: Editor) -> bool:
         value = None if other is None else wide(other)
         if value is None or op.outputs[0].type != y.type:
             continue
-        if op.type == "real_div" and (op.inputs["x"] is not y or not np.all(value != 0)):
+        if op.type == "real_div" and (op.var("x") is not y or not np.all(value != 0)):
             continue
         scale = per_channel(value, y.tensor.shape, 1)
         weight, bias = weight_of(conv), bias_of(conv)
@@ -37,8 +37,8 @@ def _sweep(edit: Editor) -> bool:
             scale = 1.0 / scale
         weight = weight * scale.reshape((-1,) + (1,) * (weight.ndim - 1))
         bias = bias * scale if "bias" in conv.inputs else None
-        w = conv.inputs["weight"]
-        if not fits(weight, w) or not fits(bias, w):  # type: ignore[arg-type]
+        w = conv.var("weight")
+        if not fits(weight, w) or not fits(bias, w):
             continue
         out = op.outputs[0]
         new = remade(edit, conv, op, op.name, out.name, weight, bias)

@@ -25,11 +25,11 @@ def run(edit: Editor, options: Options) -> None:
         if add is None or add.type != "add" or y.tensor.rank != 4:
             continue
         c = y.tensor.shape[1]
-        for x, s in ((mul.inputs["x"], mul.inputs["y"]), (mul.inputs["y"], mul.inputs["x"])):
-            scale, shift = _channels(s, c), _channels(operands(add, y), c)  # type: ignore[arg-type]
-            if scale is None or shift is None or wide(x) is not None:  # type: ignore[arg-type]
+        for x, s in ((mul.var("x"), mul.var("y")), (mul.var("y"), mul.var("x"))):
+            scale, shift = _channels(s, c), _channels(operands(add, y), c)
+            if scale is None or shift is None or wide(x) is not None:
                 continue
-            if x.type != y.type or add.outputs[0].type != y.type:  # type: ignore[union-attr]
+            if x.type != y.type or add.outputs[0].type != y.type:
                 continue
             dtype, out = y.tensor.dtype, add.outputs[0]
             args = {"x": x}
@@ -41,7 +41,7 @@ def run(edit: Editor, options: Options) -> None:
             ):
                 args[name] = edit.const(f"{add.name}_{name}", value, dtype, add)
             args["epsilon"] = edit.const(f"{add.name}_epsilon", np.array(0.0), dtype, add)
-            new = edit.op("batch_norm", add.name, args, add, out=[out.name])  # type: ignore[arg-type]
+            new = edit.op("batch_norm", add.name, args, add, out=[out.name])
             edit.replace(out, new.outputs[0])
             edit.drop(add, mul)
             break

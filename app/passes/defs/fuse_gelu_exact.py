@@ -22,10 +22,10 @@ def _erf_of(match: Taken, bracket: Var, reader: Operation) -> Var | None:
     erf = match.take(match.other(add, 1.0), "erf", add)
     if erf is None:
         return None
-    scaled: Var = erf.inputs["x"]  # type: ignore[assignment]
+    scaled: Var = erf.var("x")
     div = match.take(scaled, "real_div", erf)
     if div is not None:
-        return div.inputs["x"] if close(scalar(div.inputs["y"]), math.sqrt(2)) else None  # type: ignore[arg-type, return-value]
+        return div.var("x") if close(scalar(div.var("y")), math.sqrt(2)) else None
     return match.other(match.take(scaled, "mul", erf), 1 / math.sqrt(2))
 
 

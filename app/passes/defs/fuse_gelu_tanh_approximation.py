@@ -24,26 +24,28 @@ class _Pattern(Taken):
 
     def tanh_of(self, var: Var, reader: Operation) -> Var | None:
         """For var = 1 + tanh(√(2/π)·(x + 0.044715·x³)): x."""
-        t = self.other(self.take(var, "add", reader), 1.0)
-        tanh = None if t is None else self.take(t, "tanh", var.op)  # type: ignore[arg-type]
+        add = self.take(var, "add", reader)
+        t = self.other(add, 1.0)
+        tanh = None if t is None or add is None else self.take(t, "tanh", add)
         if tanh is None:
             return None
-        inner = self.other(self.take(tanh.inputs["x"], "mul", tanh), _SQRT_2_OVER_PI)  # type: ignore[arg-type]
-        total = None if inner is None else self.take(inner, "add", tanh.inputs["x"].op)  # type: ignore[union-attr]
+        scaled = self.take(tanh.var("x"), "mul", tanh)
+        inner = self.other(scaled, _SQRT_2_OVER_PI)
+        total = None if inner is None or scaled is None else self.take(inner, "add", scaled)
         if total is None:
             return None
         for x, term in (
-            (total.inputs["x"], total.inputs["y"]),
-            (total.inputs["y"], total.inputs["x"]),
+            (total.var("x"), total.var("y")),
+            (total.var("y"), total.var("x")),
         ):
-            mul = term.op  # type: ignore[union-attr]
+            mul = term.op
             cube = self.other(mul if mul is not None and mul.type == "mul" else None, _CUBIC)
-            if cube is None or self.edit.sole_reader(term) is not total:  # type: ignore[arg-type]
+            if cube is None or mul is None or self.edit.sole_reader(term) is not total:
                 continue
             taken = len(self.ops)
-            self.ops.append(mul)  # type: ignore[arg-type]
-            if [v is x for v in self.factors(cube, mul, squares=True)] == [True] * 3:  # type: ignore[arg-type]
-                return x  # type: ignore[return-value]
+            self.ops.append(mul)
+            if [v is x for v in self.factors(cube, mul, squares=True)] == [True] * 3:
+                return x
             del self.ops[taken:]
         return None
 

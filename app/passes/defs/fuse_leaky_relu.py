@@ -16,17 +16,17 @@ from app.passes.patterns import operands, scalar
 def run(edit: Editor, options: Options) -> None:
     for op in edit.ops("maximum"):
         out: Var = op.outputs[0]
-        for scaled, x in ((op.inputs["x"], op.inputs["y"]), (op.inputs["y"], op.inputs["x"])):
-            mul = scaled.op  # type: ignore[union-attr]
-            if mul is None or mul.type != "mul" or edit.sole_reader(scaled) is not op:  # type: ignore[arg-type]
+        for scaled, x in ((op.var("x"), op.var("y")), (op.var("y"), op.var("x"))):
+            mul = scaled.op
+            if mul is None or mul.type != "mul" or edit.sole_reader(scaled) is not op:
                 continue
-            alpha = operands(mul, x)  # type: ignore[arg-type]
+            alpha = operands(mul, x)
             value = None if alpha is None else scalar(alpha)
-            if value is None or not 0 <= value <= 1 or x.type != out.type:  # type: ignore[union-attr]
+            if alpha is None or value is None or not 0 <= value <= 1 or x.type != out.type:
                 continue
-            dtype = alpha.tensor.dtype  # type: ignore[union-attr]
+            dtype = alpha.tensor.dtype
             a = edit.const(f"{op.name}_alpha", np.array(value), dtype, op)
-            new = edit.op("leaky_relu", op.name, {"x": x, "alpha": a}, op, out=[out.name])  # type: ignore[dict-item]
+            new = edit.op("leaky_relu", op.name, {"x": x, "alpha": a}, op, out=[out.name])
             edit.replace(out, new.outputs[0])
             edit.drop(op, mul)
             break

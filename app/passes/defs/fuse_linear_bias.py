@@ -14,9 +14,9 @@ from app.passes.patterns import fits, wide
 
 def run(edit: Editor, options: Options) -> None:
     for op in edit.ops("linear"):
-        w = op.inputs["weight"]
-        weight = wide(w)  # type: ignore[arg-type]
-        given = wide(op.inputs["bias"]) if "bias" in op.inputs else None  # type: ignore[arg-type]
+        w = op.var("weight")
+        weight = wide(w)
+        given = wide(op.var("bias")) if "bias" in op.inputs else None
         if weight is None or ("bias" in op.inputs and given is None):
             continue
         bias = bias_after(edit, op.outputs[0])
@@ -24,9 +24,9 @@ def run(edit: Editor, options: Options) -> None:
             continue
         old = np.zeros(weight.shape[0]) if given is None else given.reshape(-1)
         new_weight, new_bias = weight * bias.sign, old * bias.sign + bias.value
-        if not fits(new_weight, w) or not fits(new_bias, w):  # type: ignore[arg-type]
+        if not fits(new_weight, w) or not fits(new_bias, w):
             continue
-        linear(edit, op.inputs["x"], new_weight, new_bias, w, bias)  # type: ignore[arg-type]
+        linear(edit, op.var("x"), new_weight, new_bias, w, bias)
         edit.drop(bias.op, op)
 
 

@@ -17,19 +17,19 @@ def _flag(op, arg: str) -> bool:
 
 def run(edit: Editor, options: Options) -> None:
     for mm in edit.ops("matmul"):
-        x, w = mm.inputs["x"], mm.inputs["y"]
-        weight = wide(w)  # type: ignore[arg-type]
-        if weight is None or weight.ndim != 2 or wide(x) is not None or _flag(mm, "transpose_x"):  # type: ignore[arg-type]
+        x, w = mm.var("x"), mm.var("y")
+        weight = wide(w)
+        if weight is None or weight.ndim != 2 or wide(x) is not None or _flag(mm, "transpose_x"):
             continue
-        if x.tensor.rank not in (1, 2, 3):  # type: ignore[union-attr]
+        if x.tensor.rank not in (1, 2, 3):
             continue
         bias = bias_after(edit, mm.outputs[0])
         if bias is None:
             continue
         weight = (weight if _flag(mm, "transpose_y") else weight.T) * bias.sign
-        if not fits(weight, w) or not fits(bias.value, w):  # type: ignore[arg-type]
+        if not fits(weight, w) or not fits(bias.value, w):
             continue
-        linear(edit, x, weight, bias.value, w, bias)  # type: ignore[arg-type]
+        linear(edit, x, weight, bias.value, w, bias)
         edit.drop(bias.op, mm)
 
 

@@ -22,8 +22,8 @@ def _const(op, arg: str, default):
 
 def run(edit: Editor, options: Options) -> None:
     for mm in edit.ops("matmul"):
-        hot = mm.inputs["x"].op  # type: ignore[union-attr]
-        table = wide(mm.inputs["y"])  # type: ignore[arg-type]
+        hot = mm.var("x").op
+        table = wide(mm.var("y"))
         if hot is None or hot.type != "one_hot" or table is None or table.ndim != 2:
             continue
         if edit.sole_reader(hot.outputs[0]) is not mm:
@@ -32,14 +32,14 @@ def run(edit: Editor, options: Options) -> None:
             continue
         rank = hot.outputs[0].tensor.rank
         axis = int(np.asarray(_const(hot, "axis", -1)))
-        on = scalar(hot.inputs["on_value"]) if "on_value" in hot.inputs else 1.0  # type: ignore[arg-type]
-        off = scalar(hot.inputs["off_value"]) if "off_value" in hot.inputs else 0.0  # type: ignore[arg-type]
+        on = scalar(hot.var("on_value")) if "on_value" in hot.inputs else 1.0
+        off = scalar(hot.var("off_value")) if "off_value" in hot.inputs else 0.0
         if axis % rank != rank - 1 or on != 1.0 or off != 0.0:
             continue
         out = mm.outputs[0]
         axis0 = edit.const(f"{mm.name}_axis", np.array(0), DType.INT32, mm)
-        args = {"x": mm.inputs["y"], "indices": hot.inputs["indices"], "axis": axis0}
-        new = edit.op("gather", mm.name, args, mm, out=[out.name])  # type: ignore[arg-type]
+        args = {"x": mm.var("y"), "indices": hot.var("indices"), "axis": axis0}
+        new = edit.op("gather", mm.name, args, mm, out=[out.name])
         edit.replace(out, new.outputs[0])
         edit.drop(mm, hot)
 

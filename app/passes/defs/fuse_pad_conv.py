@@ -17,11 +17,11 @@ from app.passes.patterns import stored
 
 
 def _conv_pad(conv: Operation, spatial: int) -> list[int] | None:
-    pad_type = str(stored(conv.inputs["pad_type"])) if "pad_type" in conv.inputs else "valid"  # type: ignore[arg-type]
+    pad_type = str(stored(conv.var("pad_type"))) if "pad_type" in conv.inputs else "valid"
     if pad_type == "valid":
         return [0] * (2 * spatial)
     if pad_type == "custom":
-        given = stored(conv.inputs["pad"]) if "pad" in conv.inputs else [0] * (2 * spatial)  # type: ignore[arg-type]
+        given = stored(conv.var("pad")) if "pad" in conv.inputs else [0] * (2 * spatial)
         return [int(v) for v in np.asarray(given).reshape(-1)]
     return None
 
@@ -35,11 +35,11 @@ def run(edit: Editor, options: Options) -> None:
         reader = edit.sole_reader(out)
         pairs, between = list(parts.pairs), None
         if reader is not None and reader.type == "transpose":
-            perm = stored(reader.inputs["perm"])  # type: ignore[arg-type]
+            perm = stored(reader.var("perm"))
             between, out = reader, reader.outputs[0]
             pairs = [pairs[int(p) % len(pairs)] for p in np.asarray(perm).reshape(-1)]
             reader = edit.sole_reader(out)
-        if reader is None or reader.type != "conv" or reader.inputs["x"] is not out:
+        if reader is None or reader.type != "conv" or reader.var("x") is not out:
             continue
         conv, spatial = reader, len(pairs) - 2
         if any(pairs[0]) or any(pairs[1]):
@@ -48,12 +48,12 @@ def run(edit: Editor, options: Options) -> None:
         if own is None:
             continue
         total = [own[i] + pairs[2 + i // 2][i % 2] for i in range(2 * spatial)]
-        source: Var = pad.inputs["x"]  # type: ignore[assignment]
+        source: Var = pad.var("x")
         if between is not None:
             moved = edit.op(
                 "transpose",
                 between.name,
-                {"x": source, "perm": between.inputs["perm"]},
+                {"x": source, "perm": between.var("perm")},
                 between,
                 out=[between.outputs[0].name],
             )

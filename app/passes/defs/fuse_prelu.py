@@ -22,13 +22,13 @@ def _negative_branch(match: Taken, var: Var, add: Operation) -> tuple[Var, Var] 
     scale = match.take(var, "mul", add)
     if scale is None:
         return None
-    for r, a in ((scale.inputs["x"], scale.inputs["y"]), (scale.inputs["y"], scale.inputs["x"])):
+    for r, a in ((scale.var("x"), scale.var("y")), (scale.var("y"), scale.var("x"))):
         trial = Taken(match.edit, match.ops)
-        relu = trial.take(r, "relu", scale)  # type: ignore[arg-type]
-        x = None if relu is None else trial.other(trial.take(relu.inputs["x"], "mul", relu), -1.0)  # type: ignore[arg-type]
-        if x is not None and wide(a) is not None:  # type: ignore[arg-type]
+        relu = trial.take(r, "relu", scale)
+        x = None if relu is None else trial.other(trial.take(relu.var("x"), "mul", relu), -1.0)
+        if x is not None and wide(a) is not None:
             match.ops = trial.ops
-            return x, a  # type: ignore[return-value]
+            return x, a
     return None
 
 
@@ -50,13 +50,13 @@ def run(edit: Editor, options: Options) -> None:
     for op in edit.ops("add"):
         out: Var = op.outputs[0]
         for positive, negative in (
-            (op.inputs["x"], op.inputs["y"]),
-            (op.inputs["y"], op.inputs["x"]),
+            (op.var("x"), op.var("y")),
+            (op.var("y"), op.var("x")),
         ):
             match = Taken(edit)
-            relu = match.take(positive, "relu", op)  # type: ignore[arg-type]
-            found = None if relu is None else _negative_branch(match, negative, op)  # type: ignore[arg-type]
-            if found is None or found[0] is not relu.inputs["x"]:  # type: ignore[union-attr]
+            relu = match.take(positive, "relu", op)
+            found = None if relu is None else _negative_branch(match, negative, op)
+            if found is None or found[0] is not relu.var("x"):  # type: ignore[union-attr]
                 continue
             x, a = found
             if x.type != out.type or x.tensor.rank not in (3, 4, 5):

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
+
 from app.mil.ir import Var
 from app.passes.edit import Editor
 from app.passes.graph_pass import GraphPass, Options
@@ -13,9 +15,9 @@ from app.passes.patterns import close, operands, scalar, stored
 
 
 def _count(op) -> int:
-    x = op.inputs["x"].tensor
-    axes = stored(op.inputs["axes"]) if "axes" in op.inputs else list(range(x.rank))
-    axes = [int(a) % x.rank for a in ([axes] if isinstance(axes, int) else list(axes))]  # type: ignore[arg-type]
+    x = op.var("x").tensor
+    given = stored(op.var("axes")) if "axes" in op.inputs else np.arange(x.rank)
+    axes = [int(a) % x.rank for a in np.asarray(given).reshape(-1)]
     return math.prod(x.shape[a] for a in axes)
 
 
@@ -32,7 +34,7 @@ def run(edit: Editor, options: Options) -> None:
         if reader.type == "mul" and not close(scalar(other), 1 / n):
             continue
         if reader.type == "real_div" and (
-            reader.inputs["x"] is not total or not close(scalar(other), n)
+            reader.var("x") is not total or not close(scalar(other), n)
         ):
             continue
         edit.swap(reader, "reduce_mean", dict(op.inputs))

@@ -4,15 +4,20 @@ transpose read elsewhere as well would stay, and nothing would be saved)."""
 
 from __future__ import annotations
 
+import numpy as np
+
 from app.mil.types import DType
 from app.passes.edit import Editor
 from app.passes.graph_pass import GraphPass, Options
-from app.passes.patterns import stored
+from app.passes.patterns import stored, wide
 
 
 def _swaps_last_two(op) -> bool:
     rank = op.outputs[0].tensor.rank
-    perm = [int(p) % rank for p in stored(op.inputs["perm"])]
+    given = wide(op.var("perm"))
+    if given is None:  # not a const
+        return False
+    perm = [int(p) % rank for p in given]
     return rank >= 2 and perm == [*range(rank - 2), rank - 1, rank - 2]
 
 
@@ -21,16 +26,16 @@ def run(edit: Editor, options: Options) -> None:
         args = dict(op.inputs)
         fused = []
         for side in ("x", "y"):
-            var = op.inputs[side]
-            t = var.op  # type: ignore[union-attr]
-            if t is None or t.type != "transpose" or edit.sole_reader(var) is not op:  # type: ignore[arg-type]
+            var = op.var(side)
+            t = var.op
+            if t is None or t.type != "transpose" or edit.sole_reader(var) is not op:
                 continue
-            if not _swaps_last_two(t) or op.inputs["x"] is op.inputs["y"]:
+            if not _swaps_last_two(t) or op.var("x") is op.var("y"):
                 continue
             flag = f"transpose_{side}"
-            now = bool(stored(op.inputs[flag])) if flag in op.inputs else False  # type: ignore[arg-type]
-            args[side] = t.inputs["x"]
-            args[flag] = edit.const(f"{op.name}_{flag}", not now, DType.BOOL, op)
+            now = bool(stored(op.var(flag))) if flag in op.inputs else False
+            args[side] = t.var("x")
+            args[flag] = edit.const(f"{op.name}_{flag}", np.array(not now), DType.BOOL, op)
             fused.append(t)
         if fused:
             edit.swap(op, "matmul", args)

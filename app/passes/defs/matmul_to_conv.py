@@ -24,23 +24,23 @@ from app.passes.patterns import fits, stored, wide
 
 
 def _perm(op: Operation) -> list[int] | None:
-    value = stored(op.inputs["perm"])  # type: ignore[arg-type]
+    value = stored(op.var("perm"))
     return None if value is None else [int(v) for v in np.asarray(value).reshape(-1)]
 
 
 def _flag(op: Operation, arg: str) -> bool:
-    return arg in op.inputs and bool(stored(op.inputs[arg]))  # type: ignore[arg-type]
+    return arg in op.inputs and bool(stored(op.var(arg)))
 
 
 def run(edit: Editor, options: Options) -> None:
     for mm in edit.ops("matmul"):
-        moved: Var = mm.inputs["x"]  # type: ignore[assignment]
+        moved: Var = mm.var("x")
         first = moved.op
         if first is None or first.type != "transpose" or edit.sole_reader(moved) is not mm:
             continue
-        x: Var = first.inputs["x"]  # type: ignore[assignment]
+        x: Var = first.var("x")
         p = _perm(first)
-        weight = wide(mm.inputs["y"])  # type: ignore[arg-type]
+        weight = wide(mm.var("y"))
         if p is None or x.tensor.rank != 4 or p[3] != 1 or weight is None or weight.ndim != 2:
             continue
         if _flag(mm, "transpose_x"):
@@ -58,7 +58,7 @@ def run(edit: Editor, options: Options) -> None:
         if bias is not None:
             weight = weight * bias.sign
         b = bias.value if bias is not None else None
-        w: Var = mm.inputs["y"]  # type: ignore[assignment]
+        w: Var = mm.var("y")
         if not fits(weight, w) or not fits(b, w):
             continue
         out = back.outputs[0]

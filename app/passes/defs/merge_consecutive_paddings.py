@@ -20,7 +20,7 @@ def run(edit: Editor, options: Options) -> None:
 def _sweep(edit: Editor) -> bool:
     merged = False
     for outer in edit.ops("pad"):
-        inner_out: Var = outer.inputs["x"]  # type: ignore[assignment]
+        inner_out: Var = outer.var("x")
         inner = inner_out.op
         if inner is None or inner.type != "pad" or edit.sole_reader(inner_out) is not outer:
             continue
@@ -34,7 +34,7 @@ def _sweep(edit: Editor) -> bool:
             continue
         pairs = tuple((p[0] + q[0], p[1] + q[1]) for p, q in zip(a.pairs, b.pairs, strict=True))
         args = dict(outer.inputs)
-        args["x"] = inner.inputs["x"]
+        args["x"] = inner.var("x")
         args["pad"] = edit.const(f"{outer.name}_pad", amounts(pairs), DType.INT32, outer)
         out = outer.outputs[0]
         new = edit.op("pad", outer.name, args, outer, out=[out.name])

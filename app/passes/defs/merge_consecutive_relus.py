@@ -9,9 +9,9 @@ from app.passes.graph_pass import GraphPass, Options
 
 def run(edit: Editor, options: Options) -> None:
     for op in edit.ops("relu"):
-        inner = op.inputs["x"]
-        if inner.op is not None and inner.op.type == "relu":  # type: ignore[union-attr]
-            edit.merge_into(op, [inner])  # type: ignore[list-item]
+        inner = op.var("x")
+        if inner.op is not None and inner.op.type == "relu":
+            edit.merge_into(op, [inner])
 
 
 PASS = GraphPass(

@@ -11,11 +11,11 @@ from app.passes.pairs import merged_pair
 
 def run(edit: Editor, options: Options) -> None:
     for op in edit.ops("reshape"):
-        inner = op.inputs["x"].op  # type: ignore[union-attr]
+        inner = op.var("x").op
         if inner is None or inner.type != "reshape" or edit.sole_reader(inner.outputs[0]) is not op:
             continue
         shape = op.outputs[0].tensor.shape
-        merged_pair(edit, op, inner, "shape", list(shape), inner.inputs["x"].tensor.shape == shape)  # type: ignore[union-attr]
+        merged_pair(edit, op, inner, "shape", list(shape), inner.var("x").tensor.shape == shape)
 
 
 PASS = GraphPass(

@@ -14,12 +14,12 @@ from app.passes.patterns import stored
 
 def perm_of(op) -> list[int]:
     rank = op.outputs[0].tensor.rank
-    return [int(p) % rank for p in np.asarray(stored(op.inputs["perm"])).reshape(-1)]
+    return [int(p) % rank for p in np.asarray(stored(op.var("perm"))).reshape(-1)]
 
 
 def run(edit: Editor, options: Options) -> None:
     for op in edit.ops("transpose"):
-        inner = op.inputs["x"].op  # type: ignore[union-attr]
+        inner = op.var("x").op
         if (
             inner is None
             or inner.type != "transpose"

@@ -53,7 +53,10 @@ def _moves_nothing(op: Operation) -> Var | None:
     if len(tensors) != 1 or tensors[0].type != op.outputs[0].type:
         return None
     (x,) = tensors
-    values: dict[str, np.ndarray | str] = {v.name: stored(v) for v in read if v is not x}  # type: ignore[misc]
+    values: dict[str, np.ndarray | str] = {}
+    for v in read:
+        if v is not x and (value := stored(v)) is not None:  # every one but x is a const
+            values[v.name] = value
     size = x.tensor.size
     values[x.name] = (np.arange(size, dtype=np.float64) - size + 0.5).reshape(x.tensor.shape)
     (result,) = facts.meaning(op, values)
@@ -67,10 +70,10 @@ def _vars(value) -> tuple[Var, ...]:
 def _passed_on(op: Operation) -> Var | None:
     """The input `op` hands on unchanged, if it does."""
     if facts.is_binary(op.type):
-        x, y = op.inputs["x"], op.inputs["y"]
+        x, y = op.var("x"), op.var("y")
         for kept, other in ((x, y), (y, x)):
-            if _keeps(op, kept, other):  # type: ignore[arg-type]
-                return kept  # type: ignore[return-value]
+            if _keeps(op, kept, other):
+                return kept
         return None
     if (facts.moves_data(op.type) or facts.is_reduction(op.type)) and facts.has_meaning(op.type):
         return _moves_nothing(op)

@@ -23,10 +23,12 @@ _OTHER = {DType.INT8: (DType.UINT8, -128), DType.UINT8: (DType.INT8, 128)}
 
 
 def _zero_point(op: Operation) -> np.ndarray | None:
-    var = op.inputs.get("zero_point")
-    if var is None or const_op(var) is None:  # type: ignore[arg-type]
+    if "zero_point" not in op.inputs:
         return None
-    return np.asarray(stored(var)).astype(np.int64)  # type: ignore[arg-type]
+    var = op.var("zero_point")
+    if const_op(var) is None:
+        return None
+    return np.asarray(stored(var)).astype(np.int64)
 
 
 def _without(op: Operation, **changed) -> dict:
@@ -44,12 +46,12 @@ def run(edit: Editor, options: Options) -> None:
         if not zero.any():
             edit.swap(op, op.type, _without(op))
             continue
-        integer = (op.outputs[0] if op.type == "quantize" else op.inputs["input"]).tensor.dtype  # type: ignore[union-attr]
+        integer = (op.outputs[0] if op.type == "quantize" else op.var("input")).tensor.dtype
         other, shift = _OTHER.get(integer, (None, 0))
         if other is None or not np.all(zero == shift):
             continue
-        if op.type == "dequantize" and const_op(op.inputs["input"]) is not None:  # type: ignore[arg-type]
-            data = np.asarray(stored(op.inputs["input"])).astype(np.int64) - shift  # type: ignore[arg-type]
+        if op.type == "dequantize" and const_op(op.var("input")) is not None:
+            data = np.asarray(stored(op.var("input"))).astype(np.int64) - shift
             moved = edit.const(f"{op.name}_input", data, other, op)
             edit.swap(op, "dequantize", _without(op, input=moved))
         elif op.type == "quantize":
@@ -57,7 +59,8 @@ def run(edit: Editor, options: Options) -> None:
             if (
                 deq is None
                 or deq.type != "dequantize"
-                or not np.array_equal(_zero_point(deq), zero)
+                or (given := _zero_point(deq)) is None
+                or not np.array_equal(given, zero)
             ):
                 continue
             dtype = edit.const(f"{op.name}_output_dtype", other.value, DType.STRING, op)

@@ -17,9 +17,9 @@ from app.passes.patterns import const_op, stored, wide
 
 
 def _expands_axis_0(op: Operation) -> bool:
-    return op.type == "expand_dims" and np.asarray(stored(op.inputs["axes"])).reshape(
-        -1
-    ).tolist() == [0]  # type: ignore[arg-type]
+    return op.type == "expand_dims" and np.asarray(stored(op.var("axes"))).reshape(-1).tolist() == [
+        0
+    ]
 
 
 def run(edit: Editor, options: Options) -> None:
@@ -27,10 +27,10 @@ def run(edit: Editor, options: Options) -> None:
     for op in edit.ops():
         if not facts.is_binary(op.type) or edit.is_output(op.outputs[0]):
             continue
-        x, y, out = op.inputs["x"], op.inputs["y"], op.outputs[0]
-        if out.tensor.rank or x.tensor.rank or y.tensor.rank:  # type: ignore[union-attr]
+        x, y, out = op.var("x"), op.var("y"), op.outputs[0]
+        if out.tensor.rank or x.tensor.rank or y.tensor.rank:
             continue
-        consts = [v for v in (x, y) if const_op(v) is not None]  # type: ignore[arg-type]
+        consts = [v for v in (x, y) if const_op(v) is not None]
         readers = edit.readers(out)
         expands = [r for r in readers if _expands_axis_0(r)]
         if len(consts) != 1 or len(expands) != 1 or not all(r in order for r in readers):
@@ -40,12 +40,14 @@ def run(edit: Editor, options: Options) -> None:
         args: dict[str, Var] = {}
         for arg, value in (("x", x), ("y", y)):
             if value is consts[0]:
+                data = wide(value)
+                assert data is not None  # a numeric const: a binary op reads no strings
                 args[arg] = edit.const(
-                    f"{value.name}_1d", wide(value).reshape(1), value.tensor.dtype, first
-                )  # type: ignore[union-attr, union-attr]
+                    f"{value.name}_1d", data.reshape(1), value.tensor.dtype, first
+                )
             else:
-                axes = edit.const(f"{value.name}_expanded_axes", np.array([0]), DType.INT32, first)  # type: ignore[union-attr]
-                name = edit.fresh(f"{value.name}_expanded")  # type: ignore[union-attr]
+                axes = edit.const(f"{value.name}_expanded_axes", np.array([0]), DType.INT32, first)
+                name = edit.fresh(f"{value.name}_expanded")
                 args[arg] = edit.op("expand_dims", name, {"x": value, "axes": axes}, first).outputs[
                     0
                 ]
@@ -63,7 +65,7 @@ def run(edit: Editor, options: Options) -> None:
             )
             edit.replace(out, squeezed.outputs[0])
         edit.remove(op)
-        edit.remove_if_unused(consts[0].op, expand.inputs["axes"].op)  # type: ignore[arg-type, union-attr]
+        edit.remove_if_unused(consts[0].op, expand.var("axes").op)
 
 
 PASS = GraphPass(

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from app.mil.ir import Operation, Var
+from app.mil.ir import Input, Operation, Var
 from app.mil.types import DType
 from app.passes import facts
 from app.passes.defs.merge_consecutive_transposes import perm_of
@@ -58,9 +58,7 @@ class _Region:
             kept = {op for op in found if all(_outside_ok(v, values) for v in _read(op))}
             changed, found = kept != found, kept
         self.ops = sorted(found, key=order.__getitem__)
-        self.cancels = sorted(
-            (c for c in cancels if c.inputs["x"] in values), key=order.__getitem__
-        )
+        self.cancels = sorted((c for c in cancels if c.var("x") in values), key=order.__getitem__)
         for var in values:
             if self.edit.is_output(var):
                 self.materialized.setdefault(var, [])
@@ -80,8 +78,8 @@ class _Region:
         return (
             facts.is_reduction(op.type)
             and "keep_dims" in op.inputs
-            and bool(stored(op.inputs["keep_dims"]))
-        )  # type: ignore[arg-type]
+            and bool(stored(op.var("keep_dims")))
+        )
 
     @property
     def worth_it(self) -> bool:
@@ -102,29 +100,31 @@ def _outside_ok(var: Var, values: set[Var]) -> bool:
 
 def _rewrite(edit: Editor, region: _Region) -> bool:
     start, perm, inverse = region.start, region.perm, region.inverse
-    now: dict[Var, Var] = {start.outputs[0]: start.inputs["x"]}  # type: ignore[dict-item]
+    now: dict[Var, Var] = {start.outputs[0]: start.var("x")}
     for cancel in region.cancels:
-        out, source = cancel.outputs[0], cancel.inputs["x"]
-        if source is start.outputs[0] and not edit.can_replace(out, start.inputs["x"]):  # type: ignore[arg-type]
+        out, source = cancel.outputs[0], cancel.var("x")
+        if source is start.outputs[0] and not edit.can_replace(out, start.var("x")):
             return False
     for op in region.ops:
-        args = {}
+        args: dict[str, Input] = {}
         for arg, value in op.inputs.items():
             if value in now:
-                args[arg] = now[value]  # type: ignore[index]
+                args[arg] = now[value]
+            elif isinstance(value, tuple):  # a variadic argument: read as it is
+                args[arg] = value
             elif arg in ("axes", "axis"):
-                axes = np.asarray(stored(value)).reshape(-1)  # type: ignore[arg-type]
+                axes = np.asarray(stored(value)).reshape(-1)
                 rank = len(perm)
                 renumbered = np.array([perm[int(a) % rank] for a in axes])
-                if np.asarray(stored(value)).ndim == 0:  # type: ignore[arg-type]
+                if np.asarray(stored(value)).ndim == 0:
                     renumbered = renumbered.reshape(())
                 args[arg] = edit.const(f"{op.name}_{arg}", renumbered, DType.INT32, op)
-            elif arg in ("x", "y") and facts.is_binary(op.type) and wide(value) is not None:  # type: ignore[arg-type]
-                value_ = wide(value)  # type: ignore[arg-type]
+            elif arg in ("x", "y") and facts.is_binary(op.type) and wide(value) is not None:
+                value_ = wide(value)
                 assert value_ is not None
                 padded = value_.reshape((1,) * (len(perm) - value_.ndim) + value_.shape)
                 permuted = np.transpose(padded, inverse)
-                args[arg] = edit.const(f"{op.name}_{arg}", permuted, value.tensor.dtype, op)  # type: ignore[union-attr]
+                args[arg] = edit.const(f"{op.name}_{arg}", permuted, value.tensor.dtype, op)
             else:
                 args[arg] = value
         out = op.outputs[0]
@@ -133,7 +133,7 @@ def _rewrite(edit: Editor, region: _Region) -> bool:
         now[out] = new.outputs[0]
     # cancels first: materializing an output below redirects every reader of its value
     for cancel in region.cancels:
-        edit.replace(cancel.outputs[0], now[cancel.inputs["x"]])  # type: ignore[index]
+        edit.replace(cancel.outputs[0], now[cancel.var("x")])
     perm_const = None
     for var, readers in region.materialized.items():
         anchor = var.op if var is not start.outputs[0] else start

@@ -21,7 +21,7 @@ def run(edit: Editor, options: Options) -> None:
         values = stack.inputs["values"]
         shape = list(values[0].tensor.shape)  # type: ignore[index]
         n, rank = len(values), len(shape)  # type: ignore[arg-type]
-        a = int(np.asarray(stored(stack.inputs["axis"]))) % (rank + 1)  # type: ignore[arg-type]
+        a = int(np.asarray(stored(stack.var("axis")))) % (rank + 1)
         target = list(reshape.outputs[0].tensor.shape)
         if a < rank and target == [*shape[:a], n * shape[a], *shape[a + 1 :]]:
             axis, interleave = a, False
@@ -38,7 +38,7 @@ def run(edit: Editor, options: Options) -> None:
                 f"{reshape.name}_interleave", np.array(True), DType.BOOL, reshape
             )
         out = reshape.outputs[0]
-        new = edit.op("concat", reshape.name, args, reshape, out=[out.name])  # type: ignore[arg-type]
+        new = edit.op("concat", reshape.name, args, reshape, out=[out.name])
         edit.replace(out, new.outputs[0])
         edit.drop(reshape, stack)
 

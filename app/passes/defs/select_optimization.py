@@ -19,25 +19,25 @@ from app.passes.patterns import scalar, stored, wide
 
 def run(edit: Editor, options: Options) -> None:
     for op in edit.ops("select"):
-        cond, a, b = op.inputs["cond"], op.inputs["a"], op.inputs["b"]
-        values = stored(cond)  # type: ignore[arg-type]
+        cond, a, b = op.var("cond"), op.var("a"), op.var("b")
+        values = stored(cond)
         if values is None or isinstance(values, str):
             continue
         out = op.outputs[0]
         flat = np.asarray(values).astype(bool).reshape(-1)
         if flat.size and np.all(flat == flat[0]):
             kept = a if flat[0] else b
-            if kept.type == out.type:  # type: ignore[union-attr]
-                edit.merge_into(op, [kept])  # type: ignore[list-item]
+            if kept.type == out.type:
+                edit.merge_into(op, [kept])
             continue
         for infinite, other, picked in ((a, b, True), (b, a, False)):
-            number = scalar(infinite)  # type: ignore[arg-type]
-            if number is None or not np.isinf(number) or wide(other) is not None:  # type: ignore[arg-type]
+            number = scalar(infinite)
+            if number is None or not np.isinf(number) or wide(other) is not None:
                 continue
             mask = np.where(np.asarray(values).astype(bool) == picked, number, 0.0)
-            mask = np.broadcast_to(mask, np.broadcast_shapes(mask.shape, infinite.tensor.shape))  # type: ignore[union-attr]
-            shape = np.broadcast_shapes(mask.shape, other.tensor.shape)  # type: ignore[union-attr]
-            if shape != out.tensor.shape or other.tensor.dtype != out.tensor.dtype:  # type: ignore[union-attr]
+            mask = np.broadcast_to(mask, np.broadcast_shapes(mask.shape, infinite.tensor.shape))
+            shape = np.broadcast_shapes(mask.shape, other.tensor.shape)
+            if shape != out.tensor.shape or other.tensor.dtype != out.tensor.dtype:
                 continue
             constant = edit.const(f"{op.name}_mask", mask, out.tensor.dtype, op)
             new = edit.op("add", op.name, {"x": constant, "y": other}, op, out=[out.name])

@@ -18,13 +18,13 @@ from app.passes.patterns import stored
 
 def _index(op: Operation, x: Var, axis: int) -> int | None:
     """The one index along `axis` a slice of x takes whole along the other axes, or None."""
-    if op.type != "slice_by_index" or op.inputs["x"] is not x:
+    if op.type != "slice_by_index" or op.var("x") is not x:
         return None
     shape = x.tensor.shape
     probe = np.arange(shape[axis], dtype=np.float64).reshape(
         [-1 if i == axis else 1 for i in range(len(shape))]
     )
-    values = {v.name: stored(v) for k, v in op.inputs.items() if k != "x"}  # type: ignore[union-attr]
+    values = {v.name: stored(v) for k, v in op.inputs.items() if k != "x" and isinstance(v, Var)}
     values[x.name] = np.broadcast_to(probe, shape).copy()
     (result,) = facts.meaning(op, values)  # type: ignore[arg-type]
     expected = tuple(1 if i == axis else d for i, d in enumerate(shape))
@@ -37,14 +37,14 @@ def _index(op: Operation, x: Var, axis: int) -> int | None:
 def run(edit: Editor, options: Options) -> None:
     for concat in edit.ops("concat"):
         parts: tuple[Var, ...] = concat.inputs["values"]  # type: ignore[assignment]
-        if "interleave" in concat.inputs and bool(stored(concat.inputs["interleave"])):  # type: ignore[arg-type]
+        if "interleave" in concat.inputs and bool(stored(concat.var("interleave"))):
             continue
         middles = [v for v in parts if v.op is None or v.op.type != "slice_by_index"]
         if len(middles) != 1 or len(parts) < 2:
             continue
         x = middles[0]
         rank = x.tensor.rank
-        axis = int(np.asarray(stored(concat.inputs["axis"]))) % rank  # type: ignore[arg-type]
+        axis = int(np.asarray(stored(concat.var("axis")))) % rank
         n = x.tensor.shape[axis]
         at = parts.index(x)
         indices = []
@@ -68,7 +68,7 @@ def run(edit: Editor, options: Options) -> None:
         }
         new = edit.op("pad", concat.name, args, concat, out=[out.name])
         edit.replace(out, new.outputs[0])
-        edit.drop(concat, *(v.op for v in parts if v is not x))
+        edit.drop(concat, *(v.op for v in parts if v is not x and v.op is not None))
 
 
 PASS = GraphPass(
