@@ -32,8 +32,8 @@ def _ints(op: Operation, arg: str) -> list[int] | None:
     return (
         None
         if arg not in op.inputs
-        else [int(v) for v in np.asarray(stored(op.inputs[arg])).reshape(-1)]
-    )  # type: ignore[arg-type]
+        else [int(v) for v in np.asarray(stored(op.var(arg))).reshape(-1)]
+    )
 
 
 def run(edit: Editor, options: Options) -> None:

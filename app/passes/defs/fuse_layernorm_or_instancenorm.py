@@ -221,7 +221,7 @@ class _Match:
                 beta = None if beta is None else beta * value
             else:
                 beta = value if beta is None else beta + value
-            self.ops.append(op)  # type: ignore[arg-type]
+            self.ops.append(op)
             y = op.outputs[0]  # type: ignore[union-attr]
         return gamma, beta, y
 

@@ -10,6 +10,8 @@ any perm that moves axis 1), a one constant per channel along the axis the chann
 
 from __future__ import annotations
 
+import numpy as np
+
 from app.mil.ir import Operation, Var
 from app.passes.edit import Editor
 from app.passes.graph_pass import GraphPass, Options
@@ -41,7 +43,7 @@ def _channels_last(edit: Editor, x: Var, a: Var, pattern: list[Operation]):
     if {id(r) for r in edit.readers(x)} != {id(o) for o in pattern}:
         return None
     src: Var = moved.inputs["x"]  # type: ignore[assignment]
-    perm = [int(p) % src.tensor.rank for p in stored(moved.inputs["perm"])]  # type: ignore[union-attr]
+    perm = [int(p) % src.tensor.rank for p in np.asarray(stored(moved.var("perm"))).reshape(-1)]
     alpha = per_channel(wide(a), x.tensor.shape, perm.index(1))  # type: ignore[arg-type]
     return None if alpha is None else (src, alpha, moved)
 
