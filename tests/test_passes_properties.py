@@ -629,13 +629,15 @@ def _requantize(d, p, src, s, near):
 def _token_major(d, p, src, s, near):
     """A product by a constant weight over the channels written token-major between transposes
     (planted), or with a transpose back that does not undo the first (near-miss)."""
-    first = d.draw(st.sampled_from([[0, 2, 3, 1], [0, 3, 2, 1]]))
-    back = [first.index(i) for i in range(4)]
+    rank3 = not near and d.draw(st.booleans())  # (B, C, S): src with H and W as one axis
+    first = [0, 2, 1] if rank3 else d.draw(st.sampled_from([[0, 2, 3, 1], [0, 3, 2, 1]]))
+    back = [first.index(i) for i in range(len(first))]
     if near:
         back = [0, 3, 2, 1] if back != [0, 3, 2, 1] else [0, 3, 1, 2]
     out = d.draw(st.sampled_from([2, 3, 5]))
-    nodes = [
-        node(f"{p}t", "transpose", {"x": src}, perm=first),
+    nodes = [node(f"{p}flat", "reshape", {"x": src}, shape=[1, s.c, s.h * s.w])] if rank3 else []
+    nodes += [
+        node(f"{p}t", "transpose", {"x": f"{p}flat" if rank3 else src}, perm=first),
         node(f"{p}mm", "mil.matmul", {"x": f"{p}t"}),
     ]
     weights = {f"{p}mm.y": _w(s.c, out, low=-0.5, high=0.5, seed=5)}

@@ -730,12 +730,12 @@ def _quantized_add(shared: bool = False):
 
 # -- beyond the seed: the ANE's passes ------------------------------------------------------------
 def _token_major_matmul(
-    bias: bool = True, back: list[int] | None = None, const_weight=True, shared=False
+    bias: bool = True, back: list[int] | None = None, const_weight=True, shared=False, rank3=False
 ):
-    """x (B, C, 1, S) -> transpose channels last -> matmul by W [C, 5] [-> + b] -> transpose
-    back: a linear over the channels written token-major."""
+    """x (B, C, 1, S), or (B, C, S) when `rank3`, -> transpose channels last -> matmul by
+    W [C, 5] [-> + b] -> transpose back: a linear over the channels written token-major."""
     nodes = [
-        node("t", "transpose", {"x": "x"}, perm=[0, 2, 3, 1]),
+        node("t", "transpose", {"x": "x"}, perm=[0, 2, 1] if rank3 else [0, 2, 3, 1]),
         node("mm", "mil.matmul", {"x": "t"} if const_weight else {"x": "t", "y": "w"}),
     ]
     last = "mm"
@@ -743,10 +743,13 @@ def _token_major_matmul(
     if bias:
         nodes.append(node("b", "add", {"x": "mm"}))
         weights["b.y"], last = values(5), "b"
-    nodes.append(node("y", "transpose", {"x": last}, perm=back or [0, 3, 1, 2]))
+    nodes.append(
+        node("y", "transpose", {"x": last}, perm=back or ([0, 2, 1] if rank3 else [0, 3, 1, 2]))
+    )
     extra = {} if const_weight else {"w": ([C, 5], "fp16")}
     outputs = {"out": "y", **({"product": "mm"} if shared else {})}
-    return graph(nodes, outputs, x=([1, C, 1, 6], "fp16"), **extra), weights
+    x = ([1, C, 6] if rank3 else [1, C, 1, 6], "fp16")
+    return graph(nodes, outputs, x=x, **extra), weights
 
 
 def _rank5(perm: list[int], inside: list[str] = (), constant: np.ndarray | None = None):
@@ -1533,6 +1536,19 @@ CASES = [
     # beyond the seed: the ANE's passes
     _case("matmul-conv", "matmul_to_conv", _token_major_matmul(), ["conv"]),
     _case("matmul-conv-no-bias", "matmul_to_conv", _token_major_matmul(bias=False), ["conv"]),
+    _case(
+        "matmul-conv-rank3",
+        "matmul_to_conv",
+        _token_major_matmul(rank3=True),
+        ["expand_dims", "conv", "squeeze"],
+    ),
+    _case(
+        "matmul-conv-rank3-shared",
+        "matmul_to_conv",
+        _token_major_matmul(rank3=True, shared=True),
+        ["transpose", "matmul", "add", "transpose"],
+        fires=False,
+    ),
     _case(
         "matmul-conv-not-back",
         "matmul_to_conv",
