@@ -29,9 +29,9 @@ from typing import Any, Generic, Protocol, TypeVar
 from app.cache.faults import ARTIFACT_STORE, storage_fault
 from app.cache.hot import SMALL_ARTIFACT_BYTES
 from app.cache.store import Published, StoreLocation, publish_files
+from app.core.files import atomic_file, discard, in_flight
 from app.errors import ErrorKind, FieldError, RequestError
 from app.estimates import build_works, works_to_json
-from app.files import atomic_file, discard, in_flight
 from app.graphs.split import Chain
 from app.kernels import ProgramBuild
 from app.language.targets import DEFAULT_TARGET

@@ -14,6 +14,7 @@ from typing import Any
 
 import numpy as np
 
+from app.core.names import name_problem
 from app.errors import RequestError
 from app.kernels import KernelBuild, get_op, parse_params
 from app.kernels.compressed import (
@@ -40,7 +41,6 @@ from app.kernels.weight_check import (
 from app.language.targets import DEFAULT_TARGET
 from app.mil import MILBuildError, OpsetError, Target, get_target
 from app.mil.ceilings import Ceilings
-from app.names import name_problem
 from app.quantize import QuantizeConfig, QuantizeConfigError
 
 

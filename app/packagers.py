@@ -17,9 +17,9 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from app.core.formats import FORMATS
 from app.coreai.package import aimodel_of, write_aimodel_zip
 from app.errors import RequestError
-from app.formats import FORMATS
 from app.graphs.split import Chain
 from app.kernels import ProgramBuild
 from app.packaging import Entry, ZipSink, write_chain_zip, write_kernel_zip

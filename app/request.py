@@ -29,10 +29,12 @@ from pydantic import ValidationError
 
 from app import __version__
 from app.catalog_build import build_functions, build_kernel
+from app.core.digest import canonical, file_digest, tensor_digest
+from app.core.formats import DEFAULT_FORMAT, FORMATS, Format, artifact_filename
+from app.core.names import name_problem
+from app.core.toolchain import coreai_version, coremltools_version, onnx_importer
 from app.devices import COREAI_ARCHITECTURES
-from app.digest import canonical, file_digest, tensor_digest
 from app.errors import RequestError
-from app.formats import DEFAULT_FORMAT, FORMATS, Format, artifact_filename
 from app.graphs.build import build_graph
 from app.graphs.built import GraphBuild
 from app.graphs.spec import GRAPH_OP, GraphParams
@@ -42,13 +44,11 @@ from app.kernels.compressed import check_quantize, read_quantize
 from app.kernels.functions import check_functions
 from app.mil import DEFAULT_TARGET, TARGETS
 from app.mil.ceilings import Ceilings
-from app.names import name_problem
 from app.onnx.params import ONNX_OP, OnnxParams, file_problem, require_onnx
 from app.passes import DEFAULT_CHOICE, NO_PASSES, PassChoice, Pipeline, parse_passes, resolve
 from app.quantize import QuantizeConfig, config_json
 from app.settings import PROGRAM_WEIGHT_BUDGET_SETTING
-from app.tensor_files import TensorFile
-from app.toolchain import coreai_version, coremltools_version, onnx_importer
+from app.tensors.headers import TensorFile
 
 # Bump when the key's layout changes, so old cache entries are simply never hit again.
 KEY_VERSION = 1

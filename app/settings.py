@@ -16,14 +16,14 @@ from typing import Literal
 from pydantic import Field, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from app.devices import DEFAULT_PROGRAM_WEIGHT_BYTES
-from app.sizes import (
+from app.core.sizes import (
     DEFAULT_JSON_BYTES,
     DEFAULT_PROGRAM_BYTES,
     DEFAULT_PROGRAM_ELEMENTS,
     DEFAULT_TENSOR_BYTES,
     DEFAULT_TENSOR_ELEMENTS,
 )
+from app.devices import DEFAULT_PROGRAM_WEIGHT_BYTES
 
 MiB = 1 << 20
 GiB = 1 << 30

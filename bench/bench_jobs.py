@@ -61,7 +61,7 @@ def _params() -> dict:
 def _upload(blobs, seed: int):
     """A weight as an upload would arrive: a .npy file published into the blob store."""
     from app.request import WeightRef
-    from app.tensor_files import sniff
+    from app.tensors.headers import sniff
 
     w = np.random.default_rng(seed).standard_normal((CHANNELS, CHANNELS)).astype(np.float32)
     spool = blobs.new_spool_path()

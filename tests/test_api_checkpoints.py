@@ -13,7 +13,7 @@ import pytest
 from checkpoint_support import LLAMA, layer_weights, op_params, write_checkpoint
 from http_support import assert_problem, kernel_json
 
-from app.digest import tensor_digest
+from app.core.digest import tensor_digest
 from app.farm.manifest import ManifestError, load_manifest
 
 

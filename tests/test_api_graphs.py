@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from app.api.openapi import SWIGLU_FFN
 from app.graphs.examples import swiglu_ffn
 from app.graphs.primitives import primitives
-from app.validation import validate
+from app.reference.validation import validate
 
 D, H, S = 8, 16, 4
 RNG = np.random.default_rng(3)

@@ -23,8 +23,8 @@ from http_support import (
 )
 from kernel_cases import SMALL
 
-from app.digest import tensor_digest
-from app.validation import validate
+from app.core.digest import tensor_digest
+from app.reference.validation import validate
 
 OPS = list(SMALL)
 

@@ -19,8 +19,8 @@ from kit_support import KIT_LLAMA, KIT_QWEN3, write_model
 from app.client import Client
 from app.client.flows import checkpoint_files
 from app.kits.build import KitOptions
+from app.kits.causal_lm import open_model
 from app.kits.limits import limits_of
-from app.kits.model import open_model
 from app.settings import Settings
 
 pytestmark = pytest.mark.slow  # the slow tier: `make test` runs it, `make test-fast` does not

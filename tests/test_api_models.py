@@ -89,7 +89,7 @@ def test_a_device_check_job_reports_the_kit_on_the_stand_in(base, tmp_path):
     labelled stand-in's) names each program's load times and placement, the decode time, and
     the tokens against the reference."""
     from app.client.flows import checkpoint_files
-    from app.digest import file_digest
+    from app.core.digest import file_digest
     from app.kits.device_check import STAND_IN
     from app.kits.job import ModelRequest
 

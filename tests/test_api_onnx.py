@@ -20,7 +20,7 @@ from onnx_support import Case, model_of, op, rng_array
 from test_passes_onnx import BEFORE_PASSES
 
 from app.client import Client
-from app.digest import file_digest
+from app.core.digest import file_digest
 
 FIXTURES = __import__("pathlib").Path(__file__).resolve().parent / "fixtures" / "onnx"
 

@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 from http_support import npy_bytes, safetensors_bytes
 
-from app.digest import tensor_digest
-from app.tensor_files import sniff, with_digest
+from app.core.digest import tensor_digest
+from app.tensors.headers import sniff, with_digest
 from app.uploads.hashing import StreamHasher
 
 W = np.arange(3 * 1000, dtype=np.float32).reshape(3, 1000) / 7

@@ -10,9 +10,9 @@ import pytest
 
 from app.devices import CHIPS, SOURCES_BY_KEY, get_chip
 from app.devices.calibration import EXCLUDED, INCLUDED, ROWS, fitted, leave_one_out
+from app.devices.estimate_model import PATHS, RANGE, Efficiency, Work, chain_seconds, ramp, roofline
 from app.devices.facts import measured
 from app.devices.llm import FP16, DecoderShape, decode_works, group_layers, palettized
-from app.devices.model import PATHS, RANGE, Efficiency, Work, chain_seconds, ramp, roofline
 from app.devices.render import render_page
 
 CALIBRATION_MD = Path(__file__).resolve().parent.parent / "docs" / "calibration.md"

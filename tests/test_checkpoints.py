@@ -24,8 +24,8 @@ from app.checkpoints.convert import to_fp16
 from app.checkpoints.files import Mapped, open_checkpoint
 from app.cli import main
 from app.errors import RequestError
+from app.reference.validation import validate
 from app.reference.verify import verify_build
-from app.validation import validate
 
 
 @pytest.mark.parametrize(

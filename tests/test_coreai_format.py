@@ -27,8 +27,8 @@ from app.errors import ErrorKind, FieldError, RequestError
 from app.graphs.examples import swiglu_ffn
 from app.kernels import CATALOG
 from app.reference.apple import with_apple_runtime
+from app.reference.validation import InvalidArtifact, validate
 from app.request import KernelRequest
-from app.validation import InvalidArtifact, validate
 
 CONV = {"in_channels": 32, "out_channels": 16, "spatial": 4}
 INT4 = {"mode": "linear", "dtype": "int4", "granularity": "per_block", "block_size": 8}

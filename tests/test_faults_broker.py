@@ -26,7 +26,7 @@ from jobs_support import CLI, REPO, WorkerProcess, eventually, free_port, worker
 
 from app.client import Client
 from app.jobs.broker import broker_client
-from app.jobs.model import Job, JobState
+from app.jobs.lifecycle import Job, JobState
 from app.jobs.outage import BrokerLink, PatientRecords
 from app.jobs.records import RedisRecords
 from app.request import KernelRequest

@@ -18,7 +18,7 @@ from app.catalog_build import build_functions, build_kernel
 from app.errors import RequestError
 from app.reference import Executor
 from app.reference.executor import random_inputs
-from app.validation import validate
+from app.reference.validation import validate
 
 BASE = {
     "hidden_size": 32,

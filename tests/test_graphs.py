@@ -16,8 +16,8 @@ from app.graphs.examples import swiglu_ffn
 from app.graphs.spec import GraphParams
 from app.mil import parse_text
 from app.reference.load import open_artifact
+from app.reference.validation import validate
 from app.request import KernelRequest
-from app.validation import validate
 
 D, H, S = 16, 24, 8
 RNG = np.random.default_rng(0)

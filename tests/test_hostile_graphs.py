@@ -13,6 +13,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
+from app.core.sizes import DEFAULT_PROGRAM_BYTES
 from app.errors import RequestError
 from app.graphs.build import build_graph
 from app.graphs.primitives import primitives
@@ -21,7 +22,6 @@ from app.mil import Builder, DType, MILBuildError
 from app.mil.ceilings import Ceilings
 from app.mil.types import TensorType
 from app.packaging.describe import to_json
-from app.sizes import DEFAULT_PROGRAM_BYTES
 
 BIG = 2**31 - 1
 

@@ -22,11 +22,11 @@ from test_hostile_calibrate import report
 from app.checkpoints.config import read_config
 from app.checkpoints.files import open_checkpoint
 from app.cli import main
+from app.core.jsonfile import read_json
 from app.devices.calibration import check_plausible
 from app.devices.measured import read_rows, row_from_report
 from app.errors import FieldError
-from app.jsonfile import read_json
-from app.kits.model import open_model
+from app.kits.causal_lm import open_model
 from app.kits.runner import Kit, open_zip
 
 pytestmark = pytest.mark.slow  # the slow tier: `make test` runs it, `make test-fast` does not

@@ -18,11 +18,11 @@ from http_support import assert_problem, safetensors_bytes
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from app import safetensors_header
 from app.checkpoints.files import read_header
 from app.errors import RequestError
-from app.safetensors_header import MAX_HEADER_BYTES, MAX_TENSORS, HeaderFault
-from app.tensor_files import parse_header, sniff
+from app.tensors import safetensors_header
+from app.tensors.headers import parse_header, sniff
+from app.tensors.safetensors_header import MAX_HEADER_BYTES, MAX_TENSORS, HeaderFault
 
 SAFETENSORS = {"content-type": "application/x-safetensors"}
 

@@ -19,8 +19,8 @@ from test_temp_files import group_alive, wait_until
 
 from app.client import Client
 from app.client.flows import checkpoint_files
-from app.files import scratch_dir, sweep_system_scratch
-from app.tempnames import HOST
+from app.core.files import scratch_dir, sweep_system_scratch
+from app.core.tempnames import HOST
 
 pytestmark = pytest.mark.slow  # the slow tier: `make test` runs it, `make test-fast` does not
 

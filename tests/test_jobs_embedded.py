@@ -16,7 +16,7 @@ from app.artifacts import kernel_zip
 from app.cache.store import ContentStore
 from app.compile import select_compiler
 from app.errors import FieldError, RequestError
-from app.jobs.model import JobState
+from app.jobs.lifecycle import JobState
 from app.jobs.select import make_engine
 from app.request import KernelRequest
 from app.schemas.wire import REQUEST_MODELS, params_of

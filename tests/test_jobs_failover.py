@@ -13,7 +13,7 @@ from jobs_support import WorkerProcess, eventually, redis_server, worker_env, xc
 
 from app.cache.store import ContentStore
 from app.jobs.arq_engine import ArqEngine
-from app.jobs.model import JobState
+from app.jobs.lifecycle import JobState
 from app.request import KernelRequest
 from app.settings import Settings
 

@@ -27,7 +27,7 @@ from jobs_support import (
 from app.artifacts import kernel_zip
 from app.cache.store import ContentStore
 from app.jobs.arq_engine import ArqEngine
-from app.jobs.model import JobState
+from app.jobs.lifecycle import JobState
 from app.request import KernelRequest, WeightRef
 from app.settings import Settings
 
@@ -296,7 +296,7 @@ def test_workers_heartbeat_with_queue_platform_and_toolchain(farm):
 
 
 def test_a_weight_uploaded_after_the_workers_started_is_found_by_digest(farm):
-    from app.tensor_files import sniff
+    from app.tensors.headers import sniff
     from app.uploads.blobstore import BlobStore
 
     blobs = BlobStore(farm.data_dir / "blobs", 1 << 30)  # the API's view of the shared volume
@@ -367,7 +367,7 @@ def test_a_model_kit_job_runs_on_the_linux_worker_its_device_check_on_the_macos_
 
     from kit_support import KIT_QWEN3, write_model
 
-    from app.digest import file_digest
+    from app.core.digest import file_digest
     from app.kits import model_zip
     from app.kits.job import DeviceCheckRequest, ModelRequest
     from app.uploads.blobstore import BlobStore
@@ -408,7 +408,7 @@ def test_a_kit_jobs_own_time_limit_reaches_the_worker_that_runs_it(farm, tmp_pat
 
     from kit_support import KIT_QWEN3, write_model
 
-    from app.digest import file_digest
+    from app.core.digest import file_digest
     from app.kits.job import ModelRequest
     from app.kits.limits import kit_limits
     from app.uploads.blobstore import BlobStore

@@ -15,9 +15,10 @@ import pytest
 
 from app.cache.store import ContentStore
 from app.compile.runner import in_thread
-from app.jobs import kinds, model
+from app.jobs import kinds
+from app.jobs import lifecycle as model
 from app.jobs.kinds import PRODUCERS, producer_of
-from app.jobs.model import REQUEST_TYPES, Job, JobState
+from app.jobs.lifecycle import REQUEST_TYPES, Job, JobState
 from app.jobs.select import make_engine
 from app.kits.job import DeviceCheckRequest, ModelRequest
 from app.request import KernelRequest

@@ -1,7 +1,7 @@
 """Every catalog op, over its sample space (`param_space`), gives packages coremltools' own
 loader accepts.
 
-`app.validation.validate` runs coremltools' milproto loader (which re-infers every op's type and
+`app.reference.validation.validate` runs coremltools' milproto loader (which re-infers every op's type and
 reads every blob), `_check_early_error_out_for_invalid_program`, and checks the model description
 against the program and each const's type against its value.
 """
@@ -15,7 +15,7 @@ from kernel_cases import SMALL, VARIANTS, param_strategy
 
 from app.artifacts import kernel_zip
 from app.kernels import CATALOG
-from app.validation import validate
+from app.reference.validation import validate
 
 
 def _check(tmp_path, op, params, fmt="mlpackage", target="ios18"):

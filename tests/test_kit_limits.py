@@ -15,8 +15,8 @@ from kit_support import KIT_LLAMA, KIT_QWEN3, model_tensors, write_model
 from app.errors import ErrorKind, RequestError
 from app.kits import model_zip
 from app.kits.build import KitOptions
+from app.kits.causal_lm import open_model
 from app.kits.limits import GB, limits_of, longest_timeout_s
-from app.kits.model import open_model
 from app.settings import Settings
 
 SETTINGS = Settings(kit_timeout_base_s=60, kit_timeout_s_per_gb=1e6)

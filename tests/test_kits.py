@@ -22,7 +22,7 @@ from app.devices import get_chip
 from app.devices.llm import layer_groups
 from app.errors import RequestError
 from app.kits import Kit, KitError, KitOptions, build_kit, model_zip
-from app.kits.model import open_model
+from app.kits.causal_lm import open_model
 from app.kits.reference import WholeModel
 from app.kits.verify import LOGITS_TOLERANCE
 from app.mlmodelc import decompile

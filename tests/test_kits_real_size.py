@@ -17,7 +17,7 @@ import pytest
 from kit_support import KIT_QWEN3, write_model
 
 from app.cli import main
-from app.formats import KIT_FORMATS
+from app.core.formats import KIT_FORMATS
 from app.kits.kitzip import MAPPED_BYTES
 
 pytestmark = pytest.mark.slow

@@ -17,7 +17,7 @@ from kit_support import KIT_LLAMA, KIT_QWEN2, model_tensors, write_model
 from app.errors import RequestError
 from app.kits import KitOptions, build_kit, model_zip
 from app.kits.build import write_kit
-from app.kits.model import open_model
+from app.kits.causal_lm import open_model
 from app.kits.reference import WholeModel
 from app.kits.runner import Kit, read_zip, reference_functions
 

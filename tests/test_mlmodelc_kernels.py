@@ -19,7 +19,7 @@ from app.errors import RequestError
 from app.language.parser import parse_program
 from app.mlmodelc import compile_package, decompile
 from app.packaging import write_kernel_zip
-from app.validation import validate
+from app.reference.validation import validate
 
 CASES = [
     (op, params, target)

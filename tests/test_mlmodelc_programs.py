@@ -1,7 +1,7 @@
 """Whole programs through the compiler and back: coremltools-built models and Apple's newer texts.
 
 coremltools' own builder and converter make the sources (control flow, states, flexible shapes,
-several functions); coremltools' own loader (`app.validation`) checks the packages `decompile`
+several functions); coremltools' own loader (`app.reference.validation`) checks the packages `decompile`
 rebuilds. Apple's 3520/3600 `model.mil` texts are recompiled from the program they hold and a
 description carrying the facts their bundles state (spec 9, the flexible inputs' default shapes
 and ranges): the compiler must write those texts again, FlexibleShapeInformation included.

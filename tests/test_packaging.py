@@ -226,7 +226,7 @@ def test_digesting_writer_hashes_what_reaches_the_file(tmp_path, rows):
 def test_every_format_has_its_packager():
     """The builder asks the format's packager (app/packagers.py) what the format needs: each
     format of the service has one, named for it."""
-    from app.formats import FORMATS
+    from app.core.formats import FORMATS
     from app.packagers import PACKAGERS
 
     assert set(PACKAGERS) == set(FORMATS)

@@ -17,7 +17,7 @@ from app.catalog_build import build_functions
 from app.errors import RequestError
 from app.kernels.weight_check import WeightsOnRead
 from app.kits import model_zip
-from app.kits.model import Model
+from app.kits.causal_lm import Model
 from app.packaging.bundle import program_files
 
 STACK = {

@@ -22,7 +22,7 @@ from app.quantize import parse_config
 from app.quantize.compress import quantize
 from app.reference import Executor
 from app.reference.load import open_artifact
-from app.validation import validate
+from app.reference.validation import validate
 
 SIZES = [(4, 8, 1, 1), (6, 20, 1, 1), (32, 64, 1, 1)]
 CONFIGS = [

@@ -19,8 +19,8 @@ from app.catalog_build import build_kernel
 from app.errors import RequestError
 from app.reference import Executor
 from app.reference.load import open_artifact
+from app.reference.validation import validate
 from app.request import KernelRequest
-from app.validation import validate
 
 CONFIGS = [
     ("ios18", {"mode": "palettize", "nbits": 4}),

@@ -25,9 +25,9 @@ from http_support import npy_bytes
 from jobs_support import WorkerProcess, redis_server, worker_env
 
 from app.cache.store import STALE_AFTER_S, StoreLocation
-from app.files import atomic_file, temp_beside
+from app.core.files import atomic_file, temp_beside
+from app.core.tempnames import HOST, me, owner_of, start_time, temp_name
 from app.mlmodelc.atomic import building
-from app.tempnames import HOST, me, owner_of, start_time, temp_name
 
 pytestmark = pytest.mark.slow  # the slow tier: `make test` runs it, `make test-fast` does not
 

@@ -13,7 +13,7 @@ import time
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from app.ids import random_hex
+from app.core.ids import random_hex
 from app.observability.metrics import Metrics
 
 log = logging.getLogger("ane.access")

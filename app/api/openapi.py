@@ -13,7 +13,7 @@ from app.api.auth import add_security
 from app.api.examples import EXAMPLE_FILES, EXAMPLE_HIDDEN
 from app.api.problems import MEDIA_TYPE as PROBLEM_MEDIA_TYPE
 from app.graphs.examples import swiglu_ffn
-from app.jobs.model import Job
+from app.jobs.lifecycle import Job
 from app.kernels import CATALOG
 from app.schemas.wire import KERNEL_REQUEST_ADAPTER, GraphRequest, ProblemDocument
 

@@ -14,11 +14,11 @@ from typing import Any
 
 import numpy as np
 
-from app.digest import tensor_digest
+from app.core.digest import tensor_digest
 from app.errors import ErrorKind, RequestError
 from app.request import KernelRequest, WeightRef
 from app.schemas.wire import RawWeight
-from app.tensor_files import TensorFile, sniff, with_digest
+from app.tensors.headers import TensorFile, sniff, with_digest
 from app.uploads.blobstore import BlobStore
 from app.uploads.spool import SpooledPart
 

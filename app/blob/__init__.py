@@ -1,6 +1,6 @@
 """Blob Storage v2 (``weight.bin``): the only module that knows these bytes."""
 
-from .dtypes import (
+from .dtype_codes import (
     BlobDType,
     blob_dtype,
     blob_dtype_for,

@@ -10,7 +10,7 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass
 
-from .dtypes import BlobDType
+from .dtype_codes import BlobDType
 
 ALIGNMENT = 64
 VERSION = 2

@@ -13,7 +13,7 @@ from types import TracebackType
 
 import numpy as np
 
-from .dtypes import STORAGE_NP_DTYPE, SUBBYTE_BITS, BlobDType, is_subbyte, unpack_subbyte
+from .dtype_codes import STORAGE_NP_DTYPE, SUBBYTE_BITS, BlobDType, is_subbyte, unpack_subbyte
 from .format import (
     ALIGNMENT,
     HEADER,

@@ -14,9 +14,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from app.files import Sink, atomic_file
+from app.core.files import Sink, atomic_file
 
-from .dtypes import (
+from .dtype_codes import (
     STORAGE_NP_DTYPE,
     SUBBYTE_BITS,
     BlobDType,

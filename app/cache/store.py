@@ -26,9 +26,9 @@ from pathlib import Path
 from typing import Any
 
 from app.cache.faults import free_bytes, same_filesystem
-from app.digest import file_digest
-from app.files import discard, in_flight, remove
-from app.tempnames import owner_gone, temp_name
+from app.core.digest import file_digest
+from app.core.files import discard, in_flight, remove
+from app.core.tempnames import owner_gone, temp_name
 
 log = logging.getLogger("ane.cache")
 _ATIME_GRANULARITY_NS = 60 * 10**9

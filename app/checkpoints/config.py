@@ -9,7 +9,7 @@ naming the key: another RoPE type, MLP biases, sliding-window attention wider th
 fault is a RequestError whose field is `config.<key>`.
 
 A config is checked key by key before any of it is used (`check_config`), whether read from a
-file (app/jsonfile.py: bounded, strict JSON) or given in a request body: every key the service
+file (app/core/jsonfile.py: bounded, strict JSON) or given in a request body: every key the service
 reads has its JSON type (strict: `"32"` is not an integer) and a range; other keys pass as they
 are. The same holds for generation_config.json and a shard index (app/checkpoints/files.py).
 """
@@ -21,8 +21,8 @@ from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from app.core.jsonfile import JsonLimits, read_json, validate
 from app.errors import RequestError
-from app.jsonfile import JsonLimits, read_json, validate
 from app.settings import Settings
 
 # model_type -> the class name transformers gives its causal LM: the decoder-only families the

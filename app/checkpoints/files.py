@@ -1,7 +1,7 @@
 """A safetensors checkpoint on disk: one file, or shards listed by model.safetensors.index.json,
 read through their headers only; tensors are memory-mapped when they are converted.
 
-Headers are read by app/safetensors_header.py, the one bounded reading uploads use too: every
+Headers are read by app/tensors/safetensors_header.py, the one bounded reading uploads use too: every
 range is checked against the dtype, the shape, the other tensors and the file's size when the
 checkpoint is opened, so a truncated or inconsistent file is refused before anything is read.
 """
@@ -16,10 +16,10 @@ from typing import Annotated
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
-from app import safetensors_header
 from app.checkpoints.config import json_limits
+from app.core.jsonfile import JsonLimits, read_model
 from app.errors import RequestError
-from app.jsonfile import JsonLimits, read_model
+from app.tensors import safetensors_header
 
 INDEX_NAME = "model.safetensors.index.json"
 SINGLE_NAME = "model.safetensors"

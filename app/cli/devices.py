@@ -9,13 +9,13 @@ from pathlib import Path
 from app.checkpoints.config import json_limits, read_config
 from app.cli.common import CLIError
 from app.cli.layout import add_layout_options, describe_plan
+from app.core.jsonfile import read_json
 from app.devices import CHIPS
 from app.devices.calibration import check_plausible
+from app.devices.estimate_model import PATHS
 from app.devices.measured import MEASURED_ROWS, add_row, read_rows, row_from_report
-from app.devices.model import PATHS
 from app.devices.render import chips_summary, products_table
 from app.errors import FieldError
-from app.jsonfile import read_json
 from app.planner import DEFAULT_PROMPT, make_plan
 
 

@@ -14,7 +14,7 @@ import zipfile
 from pathlib import Path
 
 from app.cli.common import CLIError
-from app.devices.model import PATHS
+from app.devices.estimate_model import PATHS
 from app.errors import FieldError
 from app.estimates import devices_or_error, estimate_works, program_works
 from app.language.errors import MlmodelcError

@@ -10,9 +10,9 @@ from pathlib import Path
 from app.cli.common import EXIT_FAILED, CLIError
 from app.cli.layout import add_layout_options, plan_lines, warning_line
 from app.cli.summary import BuildSummary, emit
+from app.core.files import remove_in_flight_on_stop
+from app.core.formats import KIT_FORMATS
 from app.errors import FieldError
-from app.files import remove_in_flight_on_stop
-from app.formats import KIT_FORMATS
 from app.kits import Kit, KitOptions, build_kit
 
 

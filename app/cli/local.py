@@ -20,18 +20,18 @@ from app.compile import CompileFailure, save_compiled, select_compiler
 from app.compile.aimodelc import save_aimodelc
 from app.compile.coreai_build import CoreAIBuild
 from app.compile.coreai_build import available as coreai_build_available
+from app.core.formats import FORMATS, PACKAGED
 from app.errors import FieldError
 from app.estimates import header_value, works_from_json
-from app.formats import FORMATS, PACKAGED
 from app.jobs.farm_worker import BrokerUnreachable, build_worker, check
 from app.jobs.queues import QUEUES
 from app.mil import DEFAULT_TARGET, TARGETS
 from app.observability import logs
 from app.reference.load import ArtifactError
 from app.reference.run import read_input_files, run_artifact
+from app.reference.validation import InvalidArtifact, validate
 from app.request import KernelRequest
 from app.settings import Settings
-from app.validation import InvalidArtifact, validate
 
 
 def cmd_ops(args) -> int:

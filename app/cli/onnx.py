@@ -11,10 +11,10 @@ from app.cli.common import CLIError
 from app.cli.local import add_passes_argument, local_limits, passes_arg, write_and_summarize
 from app.cli.remote import guarded
 from app.cli.summary import emit, summary_of_zip
+from app.core.formats import FORMATS, PACKAGED
+from app.core.names import name_problem
 from app.errors import FieldError
-from app.formats import FORMATS, PACKAGED
 from app.mil import DEFAULT_TARGET, TARGETS
-from app.names import name_problem
 from app.request import KernelRequest, WeightRef
 
 _DIM = r"(\d+|\{\d+(,\d+)*\})"  # a size, or {several,sizes}: one function each

@@ -25,10 +25,10 @@ from app.cli.common import (
 from app.cli.summary import emit, summary_of_zip
 from app.client import APIError, AsyncClient, Client, Unavailable
 from app.client.errors import ServerError
+from app.core.formats import FORMATS, PACKAGED
 from app.farm.build import build, lock_would_change
 from app.farm.manifest import ManifestError, load_manifest
 from app.farm.progress import Reporter
-from app.formats import FORMATS, PACKAGED
 from app.mil import DEFAULT_TARGET, TARGETS
 
 DEFAULT_SERVER = "http://127.0.0.1:8000"  # what `make run` serves

@@ -29,7 +29,7 @@ import numpy as np
 from app.client import flows
 from app.client.errors import error_from_response
 from app.client.flows import Call, Sleep
-from app.files import atomic_file
+from app.core.files import atomic_file
 from app.language.targets import DEFAULT_TARGET
 
 RETRY_STATUSES = (429, 503)

@@ -23,7 +23,7 @@ import httpx
 import numpy as np
 
 from app.client.errors import error_from_response
-from app.digest import canonical, file_digest, tensor_digest
+from app.core.digest import canonical, file_digest, tensor_digest
 
 TERMINAL = frozenset({"succeeded", "failed", "cancelled"})
 _UPLOAD_CHUNK = 4 << 20

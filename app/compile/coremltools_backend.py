@@ -24,8 +24,8 @@ from app.compile.base import (
 )
 from app.compile.process import version_of
 from app.compile.runner import RunBuild, in_thread
+from app.core.toolchain import coremltools_version
 from app.mil import Target
-from app.toolchain import coremltools_version
 
 
 def available() -> bool:

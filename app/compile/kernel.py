@@ -28,7 +28,7 @@ from app.compile.linux import NAME as LINUX_COMPILER
 from app.compile.linux import LinuxCompiler
 from app.compile.placement import placement_report
 from app.compile.runner import RunBuild, in_thread
-from app.files import Sink
+from app.core.files import Sink
 from app.language.profiles import DEFAULT_PROFILE, get_profile
 from app.mil import Target, get_target
 from app.packaging import Entry, layout, to_json, write_zip

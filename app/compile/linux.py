@@ -19,11 +19,11 @@ from app.compile.base import (
     timeout_message,
 )
 from app.compile.runner import RunBuild, in_thread
+from app.core.toolchain import coremltools_version
 from app.language.errors import MlmodelcError
 from app.language.profiles import ToolchainProfile, get_profile
 from app.mil import Target
 from app.mlmodelc import CompiledBundle, compile_package, unobserved_note
-from app.toolchain import coremltools_version
 
 NAME = "linux"
 

@@ -22,8 +22,8 @@ from app.compile.base import (
     trim,
 )
 from app.compile.process import TimedOut, run_relative, version_of
+from app.core.toolchain import coremltools_version
 from app.mil import Target
-from app.toolchain import coremltools_version
 
 PLATFORM = "iOS"
 

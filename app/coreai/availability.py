@@ -4,8 +4,8 @@ that builds or runs an `.aimodel`)."""
 
 from __future__ import annotations
 
+from app.core.toolchain import coreai_version
 from app.errors import ErrorKind, FieldError
-from app.toolchain import coreai_version
 
 PACKAGE = "coreai-core"
 # The one version tested: state handles go through its private, unversioned compiler API.

@@ -8,9 +8,9 @@ import hashlib
 import json
 from pathlib import Path
 
+from app.core.toolchain import coreai_version
 from app.coreai.asset import HASH, METADATA, MLIRB
 from app.coreai.runtime import AppleRuntimeError, run_aimodel
-from app.toolchain import coreai_version
 
 
 def check_aimodel(asset: Path) -> list[str]:

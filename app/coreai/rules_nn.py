@@ -94,7 +94,7 @@ def _max_pool(step: Step) -> list:
     x, plan = _pool_input(step, -np.inf)
     from coreai.authoring import TensorType as CoreAIType
 
-    from app.coreai.dtypes import coreai_dtype, dtype_name
+    from app.coreai.dtype_map import coreai_dtype, dtype_name
 
     out = step.out[0]
     output = CoreAIType(out.shape, coreai_dtype(dtype_name(out.dtype)))

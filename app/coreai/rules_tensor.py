@@ -62,7 +62,7 @@ def _gather_nd(step: Step) -> list:
 def _scatter_along_axis(step: Step) -> list:
     from coreai.authoring import TensorType as CoreAIType
 
-    from app.coreai.dtypes import coreai_dtype, dtype_name
+    from app.coreai.dtype_map import coreai_dtype, dtype_name
 
     data = step.type("data")
     output = CoreAIType(data.shape, coreai_dtype(dtype_name(data.dtype)))

@@ -38,6 +38,6 @@ def elementwise(name: str, x, y, same_shape: bool) -> object:
 
 def cast_to(value, like: TensorType) -> object:
     """`value` cast to the dtype of the MIL type `like`."""
-    from app.coreai.dtypes import coreai_dtype, dtype_name
+    from app.coreai.dtype_map import coreai_dtype, dtype_name
 
     return ca().cast(value, coreai_dtype(dtype_name(like.dtype)))

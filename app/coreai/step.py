@@ -7,7 +7,7 @@ from typing import Any
 
 import numpy as np
 
-from app.coreai.dtypes import dtype_name
+from app.coreai.dtype_map import dtype_name
 from app.coreai.weights import Constants
 from app.mil import Operation, TensorType, Var
 

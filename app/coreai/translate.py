@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from app.coreai import compressed, rules_math, rules_nn, rules_tensor
-from app.coreai.dtypes import coreai_dtype, dtype_name, has_dtype
+from app.coreai.dtype_map import coreai_dtype, dtype_name, has_dtype
 from app.coreai.rules import RULES as _OP_RULES
 from app.coreai.step import NoCoreAIForm, Step
 from app.coreai.weights import Constants

@@ -40,7 +40,7 @@ class Constants:
         from coreai.authoring.constant import constant
         from coreai.authoring.operation import Value
 
-        from app.coreai.dtypes import coreai_dtype, mil_dtype, numpy_dtype
+        from app.coreai.dtype_map import coreai_dtype, mil_dtype, numpy_dtype
 
         dtype = coreai_dtype(dtype_name)
         array = np.asarray(array)

@@ -22,6 +22,15 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import cache
 
+from app.devices.estimate_model import (
+    COMPUTE,
+    MEMORY,
+    PATHS,
+    RANGE,
+    Efficiency,
+    Work,
+    unfitted_split,
+)
 from app.devices.llm import (
     FP16,
     INT8,
@@ -40,7 +49,6 @@ from app.devices.measured import (
     precision_named,
     read_rows,
 )
-from app.devices.model import COMPUTE, MEMORY, PATHS, RANGE, Efficiency, Work, unfitted_split
 from app.devices.table import CHIPS_BY_NAME, Chip
 
 MIN_GENERATION_ROWS = 2  # rows a (path, generation) group needs before it gets its own efficiency

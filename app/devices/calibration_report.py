@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from app.devices.calibration import EXCLUDED, fitted, leave_one_out
+from app.devices.estimate_model import COMPUTE, MEMORY, PATHS, RAMP_EXPONENT, RAMP_FLOPS, RANGE
 from app.devices.markdown import table
-from app.devices.model import COMPUTE, MEMORY, PATHS, RAMP_EXPONENT, RAMP_FLOPS, RANGE
 
 
 def _chip(name: str | None) -> str:
@@ -16,7 +16,7 @@ def _value(value: float) -> str:
 
 
 def model_formula() -> str:
-    """The model's equations as a fenced text block, with the constants app/devices/model.py
+    """The model's equations as a fenced text block, with the constants app/devices/estimate_model.py
     computes with (a fence names its language: the docs tests refuse one that does not)."""
     ramp_flops = f"{RAMP_FLOPS:.1e}".replace("e+", "e")
     return (

@@ -19,7 +19,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from app.devices.model import Work
+from app.devices.estimate_model import Work
 from app.devices.table import Chip
 
 FP16_BYTES = 2

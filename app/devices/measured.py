@@ -9,7 +9,7 @@ it, the kit's digest. A stand-in's report is refused (its times are a Linux mach
 device's), as is a precision the estimate has no term for.
 
 The report and the rows file are files a user hands in: read through the bounded JSON reader
-(app/jsonfile.py) into these models, strictly (a speed is a finite positive number, a
+(app/core/jsonfile.py) into these models, strictly (a speed is a finite positive number, a
 precision one of the estimate's own), every fault naming the file and the key. Whether a speed
 is plausible for the kit is the calibration's to say (app/devices/calibration.py, `plausible`).
 """
@@ -23,10 +23,10 @@ from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, RootModel, field_validator
 
+from app.core.jsonfile import JsonLimits, read_json, validate
 from app.devices.llm import PRECISIONS, DecoderShape, Precision
 from app.devices.table import CHIPS_BY_NAME
 from app.errors import FieldError
-from app.jsonfile import JsonLimits, read_json, validate
 
 MEASURED_ROWS = Path(__file__).with_name("measured_rows.json")
 SOURCE = "device-check"  # its row in app/devices/sources.py

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from app.devices import CHIPS_BY_NAME, Chip, UnknownDevice, get_chip
-from app.devices.model import PATHS
+from app.devices.estimate_model import PATHS
 from app.errors import RequestError
 
 # The chips an estimate covers when a request names none: one per ANE generation and kind that

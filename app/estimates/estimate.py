@@ -15,7 +15,7 @@ from typing import Any
 
 from app.devices import Chip
 from app.devices.calibration import fitted
-from app.devices.model import RANGE, Work, roofline
+from app.devices.estimate_model import RANGE, Work, roofline
 from app.estimates.devices import DEFAULT_DEVICES, devices_or_error
 from app.estimates.work import ProgramWork
 

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from app.client import APIError, AsyncClient
-from app.digest import file_digest
+from app.core.digest import file_digest
 from app.farm.lock import fingerprint, read_lock, render, write_lock
 from app.farm.manifest import Kernel
 from app.farm.progress import Reporter

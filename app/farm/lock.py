@@ -9,8 +9,8 @@ import json
 from pathlib import Path
 from typing import Any
 
-from app.digest import json_digest
-from app.files import atomic_file
+from app.core.digest import json_digest
+from app.core.files import atomic_file
 
 LOCK_VERSION = 1
 

@@ -55,15 +55,15 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from app.client.flows import checkpoint_files
-from app.digest import file_digest, tensor_digest
+from app.core.digest import file_digest, tensor_digest
+from app.core.formats import DEFAULT_FORMAT, FormatName, artifact_filename
+from app.core.names import name_problem
 from app.errors import FieldError
-from app.formats import DEFAULT_FORMAT, FormatName, artifact_filename
 from app.kits.job import ModelRequest
 from app.mil import DEFAULT_TARGET, TargetName
-from app.names import name_problem
 from app.request import KernelRequest, WeightRef, field_of
 from app.schemas.wire import GraphRequest
-from app.tensor_files import read_tensor
+from app.tensors.headers import read_tensor
 
 
 class ManifestError(ValueError):

@@ -15,11 +15,11 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from app.core.names import Identifier
 from app.errors import RequestError
 from app.graphs.primitives import Primitive, resolve_op
 from app.kernels.compressed import read_quantize
 from app.kernels.params import MAX_DIM, OpParams
-from app.names import Identifier
 
 GRAPH_OP = "graph"  # the request's `op` for a graph
 REF_PATTERN = r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z0-9_]+)?$"

@@ -1,5 +1,5 @@
 """Jobs: a request queued, generated, compiled on a worker, watched and fetched. Any request
-that is a `JobRequest` (app/jobs/model.py: a kernel request, a model kit's, a device check's)
+that is a `JobRequest` (app/jobs/lifecycle.py: a kernel request, a model kit's, a device check's)
 runs as a job by its producer (app/jobs/kinds.py).
 
 from app.jobs.select import make_engine

@@ -28,7 +28,7 @@ from arq.utils import timestamp_ms
 from app.cache.store import ContentStore
 from app.jobs.broker import broker_client, broker_unavailable, is_broker_fault, where
 from app.jobs.engine import JobEngine
-from app.jobs.model import Job, WorkerInfo
+from app.jobs.lifecycle import Job, WorkerInfo
 from app.jobs.records import PREFIX, RedisRecords
 from app.settings import Settings
 

@@ -19,7 +19,7 @@ from typing import Any
 from arq.constants import in_progress_key_prefix
 from arq.worker import Worker
 
-from app.files import remove_in_flight
+from app.core.files import remove_in_flight
 from app.jobs.broker import is_broker_fault
 from app.jobs.outage import BrokerLink
 

@@ -21,7 +21,7 @@ from app.compile import Compiler
 from app.compile.runner import RunBuild
 from app.jobs.engine import JobEngine
 from app.jobs.kinds import producer_of
-from app.jobs.model import Job, JobError, JobRequest, WorkerInfo
+from app.jobs.lifecycle import Job, JobError, JobRequest, WorkerInfo
 from app.jobs.pipeline import Transient, fail, give_up, note_retry, run_job
 from app.jobs.records import MemoryRecords
 from app.jobs.runtime import Runtime

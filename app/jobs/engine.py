@@ -17,7 +17,7 @@ from typing import Any
 
 from app.cache.store import ContentStore
 from app.jobs.kinds import producer_of
-from app.jobs.model import (
+from app.jobs.lifecycle import (
     ArtifactRef,
     Batch,
     Job,

@@ -32,11 +32,12 @@ from arq.worker import Retry, Worker, func
 from app.compile import Compiler, select_compiler
 from app.compile.linux import NAME as LINUX_COMPILER
 from app.compile.runner import in_thread
-from app.files import Stopping
+from app.core.files import Stopping
+from app.core.tempnames import owner_gone, temp_name
 from app.jobs.arq_engine import FUNCTION, WORKER
 from app.jobs.arq_worker import FarmWorker
 from app.jobs.broker import broker_client, deserialize, is_broker_fault, serialize, where
-from app.jobs.model import JobError, WorkerInfo
+from app.jobs.lifecycle import JobError, WorkerInfo
 from app.jobs.outage import BrokerLink, PatientRecords
 from app.jobs.pipeline import Transient, fail, give_up, note_retry, run_job
 from app.jobs.queues import QUEUE_MACOS, QUEUES
@@ -45,7 +46,6 @@ from app.jobs.runtime import Runtime
 from app.kits.limits import longest_timeout_s
 from app.settings import Settings
 from app.storage import artifact_store, blob_store
-from app.tempnames import owner_gone, temp_name
 
 log = logging.getLogger("ane.worker")
 

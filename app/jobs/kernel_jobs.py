@@ -25,12 +25,12 @@ from app.compile.coreai_build import available as coreai_build_available
 from app.compile.kernel import build_package, compile_package_zip
 from app.compile.placement import unavailable_reason as placement_unavailable
 from app.compile.runner import runs_alone
+from app.core.formats import COMPILED, available_formats
+from app.core.toolchain import coreai_version
 from app.errors import ErrorKind, FieldError
-from app.formats import COMPILED, available_formats
-from app.jobs.model import Job, JobState, artifact_ref
+from app.jobs.lifecycle import Job, JobState, artifact_ref
 from app.jobs.runtime import Runtime, Toolchains, enter
 from app.request import KernelRequest
-from app.toolchain import coreai_version
 
 
 class KernelJobs:

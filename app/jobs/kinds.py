@@ -1,5 +1,5 @@
 """How each kind of request runs as a job: its producer, the one thing the engines and the
-pipeline ask about a job's request beyond `JobRequest` (app/jobs/model.py).
+pipeline ask about a job's request beyond `JobRequest` (app/jobs/lifecycle.py).
 
 A request says what it is (its key, its queue, its JSON); its producer says how it runs (what an
 engine without macOS or a compiler refuses, what the artifact cache may already hold, and the
@@ -7,7 +7,7 @@ work). The producers stand beside the requests, not in them: a kernel request si
 builder, the compilers and the stores a job needs (the layers of docs/architecture.md).
 
 A new kind of job: a request class implementing `JobRequest`, listed in `REQUEST_TYPES`
-(app/jobs/model.py), and its producer listed here.
+(app/jobs/lifecycle.py), and its producer listed here.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from app.cache.store import ContentStore
 from app.errors import FieldError
 from app.jobs.kernel_jobs import KernelJobs
 from app.jobs.kit_jobs import DeviceCheckJobs, KitJobs
-from app.jobs.model import Job, JobRequest
+from app.jobs.lifecycle import Job, JobRequest
 from app.jobs.runtime import Runtime, Toolchains
 from app.kits.job import DeviceCheckRequest, ModelRequest
 from app.request import KernelRequest

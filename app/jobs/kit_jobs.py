@@ -16,9 +16,9 @@ from typing import Any
 from app.cache.store import ContentStore
 from app.compile.placement import unavailable_reason as placement_unavailable
 from app.compile.runner import RunBuild
+from app.core.files import discard
 from app.errors import ErrorKind, FieldError, RequestError
-from app.files import discard
-from app.jobs.model import Job, artifact_ref
+from app.jobs.lifecycle import Job, artifact_ref
 from app.jobs.runtime import Runtime, Toolchains, reach
 from app.kits.job import (
     DeviceCheckRequest,

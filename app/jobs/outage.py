@@ -22,7 +22,7 @@ from typing import Any, TypeVar
 from redis.asyncio import Redis
 
 from app.jobs.broker import Backoff, is_broker_fault
-from app.jobs.model import Batch, Job, JobState
+from app.jobs.lifecycle import Batch, Job, JobState
 from app.jobs.records import Change, Records
 
 T = TypeVar("T")

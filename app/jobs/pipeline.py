@@ -21,7 +21,7 @@ from app.cache.faults import ARTIFACT_STORE, BLOB_STORE, WORK_DIR, is_full, stor
 from app.compile import CompileFailure
 from app.errors import ErrorKind, FieldError
 from app.jobs.kinds import producer_of
-from app.jobs.model import Job, JobError, JobState
+from app.jobs.lifecycle import Job, JobError, JobState
 from app.jobs.runtime import Abandoned, Runtime, live
 
 log = logging.getLogger("ane.jobs")

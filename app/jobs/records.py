@@ -15,7 +15,7 @@ from typing import Protocol
 from redis.asyncio import Redis
 from redis.exceptions import WatchError
 
-from app.jobs.model import Batch, Job, JobState
+from app.jobs.lifecycle import Batch, Job, JobState
 
 PREFIX = "ane:"
 JOB = PREFIX + "job:"

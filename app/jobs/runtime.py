@@ -15,7 +15,7 @@ from app.cache.store import ContentStore
 from app.compile import Compiler
 from app.compile.coreai_build import CoreAIBuild
 from app.compile.runner import RunBuild
-from app.jobs.model import TERMINAL, Job, JobState
+from app.jobs.lifecycle import TERMINAL, Job, JobState
 from app.jobs.records import Records
 from app.settings import Settings
 from app.uploads.blobstore import BlobStore

@@ -18,10 +18,10 @@ from typing import Any
 
 import numpy as np
 
+from app.core.names import name_problem
 from app.errors import RequestError
 from app.kernels.catalog import KernelBuild, ProgramBuild, function_io
 from app.mil import TARGETS, Function, Program
-from app.names import name_problem
 
 
 def check_functions(functions: Mapping[str, Any], target: str) -> None:

@@ -11,12 +11,12 @@ from typing import Any
 import numpy as np
 from pydantic import Field, model_validator
 
+from app.core.names import Identifier
 from app.kernels.common import FP16, f64
 from app.kernels.op import Arrays, CatalogOp
 from app.kernels.params import Dim, OpParams
 from app.kernels.space import Draw
 from app.mil import Builder
-from app.names import Identifier
 
 STATE_CAVEAT = (
     "state programs compile for Core ML; on the ANE-direct path evaluation is experimental"

@@ -22,8 +22,8 @@ from typing import Any
 import numpy as np
 
 from app.errors import RequestError
+from app.kits.causal_lm import Model
 from app.kits.gate import Prompts, Thresholds, compare, final_hidden, logits
-from app.kits.model import Model
 from app.kits.weights import ExactWeights, Fp16Weights, QuantizedWeights, describe
 from app.planner.parts import AUTO
 from app.quantize import config_json, parse_config

@@ -23,17 +23,17 @@ from typing import Any, BinaryIO
 import numpy as np
 
 from app.artifacts import Limits, Prepared, prepare, weight_bytes
+from app.core.files import Sink, atomic_file, scratch_dir
+from app.core.formats import KIT_FORMATS
 from app.errors import RequestError
 from app.estimates import device_or_error
-from app.files import Sink, atomic_file, scratch_dir
-from app.formats import KIT_FORMATS
 from app.kernels.rope import tables
 from app.kits import manifest
 from app.kits.auto import auto_parts
+from app.kits.causal_lm import Model, open_model
 from app.kits.gate import check_thresholds
 from app.kits.held import HeldWeights
 from app.kits.kitzip import KitZip
-from app.kits.model import Model, open_model
 from app.kits.programs import (
     TARGET,
     DecoderChunk,
@@ -247,7 +247,7 @@ def write_kit_zip(
     programs are built in the order of their paths; kit.json, which holds every file's digest,
     is written once every file before it is, and the few small files after it are held until
     then. Scratch directories (the weights held for verifying, a compile's bundle) go under
-    `scratch`, a service's temp area (default: the system's temp directory; app/files.py,
+    `scratch`, a service's temp area (default: the system's temp directory; app/core/files.py,
     `scratch_dir`). kit.json, the verification report and the build's seconds."""
     started = time.perf_counter()
     say = progress or (lambda message: None)

@@ -25,8 +25,8 @@ from typing import Any
 import numpy as np
 
 from app.compile.placement import COMPUTE_UNITS, placement_report, unavailable_reason
+from app.core.files import scratch_dir
 from app.errors import ErrorKind, RequestError
-from app.files import scratch_dir
 from app.kits.build import quantize_parts
 from app.kits.gate import compare
 from app.kits.manifest import KIT_JSON
@@ -144,7 +144,7 @@ def device_check(
     scratch: Path | None = None,
 ) -> dict[str, Any]:
     """The report of one kit on one device (see the module's docstring); the kit is unpacked for
-    Core ML in a scratch directory under `scratch` (app/files.py, `scratch_dir`)."""
+    Core ML in a scratch directory under `scratch` (app/core/files.py, `scratch_dir`)."""
     kit = Kit(files, lazy=True)  # a many-GB kit's programs are loaded when run
     if kit.meta["format"] == "mil":  # refused whatever runs the check, as docs/kits.md says
         raise RequestError(

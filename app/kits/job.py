@@ -1,7 +1,7 @@
 """A kit built as a job (POST /v1/models): the checkpoint's files named by the digests of their
 uploaded blobs (/v1/blobs/uploads), and the options `ane-kernels model` takes.
 
-`ModelRequest` is a job's request as the job engines take any (app/jobs/model.py `JobRequest`:
+`ModelRequest` is a job's request as the job engines take any (app/jobs/lifecycle.py `JobRequest`:
 its key, its queue, its JSON form); its job (app/jobs/kit_jobs.py) hands it to `build_kit_zip`
 here, which lays the blobs out as a checkpoint folder (links, no copies), builds the kit exactly
 as the CLI does, and writes the zip. The key is the digest of
@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from app.checkpoints.files import file_name
-from app.digest import file_digest, hex_of, spelled
+from app.core.digest import file_digest, hex_of, spelled
 from app.errors import FieldError, RequestError
 from app.estimates import device_or_error
 from app.kits.build import KitOptions, build_kit

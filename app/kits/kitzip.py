@@ -18,7 +18,7 @@ import zlib
 from collections.abc import Iterator, Mapping
 from typing import BinaryIO
 
-from app.files import Sink
+from app.core.files import Sink
 from app.packaging.zipread import MAPPED_BYTES
 from app.packaging.zipwriter import Entry, ZipStream
 

@@ -23,11 +23,11 @@ from pathlib import Path
 
 from pydantic import BaseModel, Field
 
+from app.core.files import scratch_dir
 from app.errors import ErrorKind, RequestError
-from app.files import scratch_dir
 from app.kits.build import KitOptions, kit_lengths, kit_plan
+from app.kits.causal_lm import Model, open_model
 from app.kits.job import ModelRequest, as_uploaded, checkpoint_folder
-from app.kits.model import Model, open_model
 from app.planner import Plan
 from app.settings import Settings
 

@@ -24,7 +24,7 @@ documents every key.
     files            sha256 of every other file in the zip
 
 A kit read back (app/kits/runner.py) is a file a user hands in: its kit.json is read through the
-bounded JSON reader (app/jsonfile.py) into `KitManifest`, strictly, and checked against itself
+bounded JSON reader (app/core/jsonfile.py) into `KitManifest`, strictly, and checked against itself
 (the tables' shapes against the architecture and the context, the programs' layers and
 vocabulary covering the model once each, the KV cache's shape and size) before any of it is
 used; the zip's members are checked against `files` by the runner.
@@ -40,7 +40,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from app.checkpoints.config import MAX_DIM, MAX_LAYERS, SpecialTokens
-from app.formats import KIT_FORMATS
+from app.core.formats import KIT_FORMATS
 from app.schemas.plans import MAX_CONTEXT
 
 KIT_JSON = "kit.json"

@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 
 from app.catalog_build import build_functions
-from app.files import Sink, scratch_dir
+from app.core.files import Sink, scratch_dir
 from app.graphs.build import build_graph
 from app.graphs.spec import GraphParams
 from app.graphs.split import Chain
@@ -150,7 +150,7 @@ def program_entries(
 ) -> Iterator[list[Entry]]:
     """The program's files in the kit, for the block: small ones as bytes, the weights as a
     stream (from the program's consts, or from the compiled bundle on disk, compiled in a
-    scratch directory under `scratch`: see app/files.py), so that writing them copies nothing
+    scratch directory under `scratch`: see app/core/files.py), so that writing them copies nothing
     whole into memory."""
     if fmt == "mlmodelc":
         with scratch_dir(".compile", scratch) as tmp:

@@ -10,6 +10,7 @@ from typing import Any
 
 import numpy as np
 
+from app.kits.causal_lm import Model
 from app.kits.gate import (
     Prompts,
     Thresholds,
@@ -20,7 +21,6 @@ from app.kits.gate import (
     seeded_prompts,
     text_prompts,
 )
-from app.kits.model import Model
 from app.kits.weights import ExactWeights, Fp16Weights, KitWeights
 
 

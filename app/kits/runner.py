@@ -33,8 +33,8 @@ from typing import Any, BinaryIO
 import numpy as np
 
 from app.checkpoints.config import json_limits
+from app.core.jsonfile import read_json, validate
 from app.errors import RequestError
-from app.jsonfile import read_json, validate
 from app.kits.manifest import KIT_JSON, READABLE_KIT_VERSIONS, KitManifest
 from app.packaging.zipread import CheckedZip, ZipFault
 from app.reference import Executor

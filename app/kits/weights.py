@@ -4,7 +4,7 @@ one layer at a time, the embedding rows of the tokens asked for, the head a piec
 - `ExactWeights`: the checkpoint's own values (bf16, fp16, fp32 or fp64) in float64, never
   rounded to fp16: what the model is before the kit stores anything.
 - `Fp16Weights`: what a kit without quantization computes with (the fp16 conversion the kit
-  builder makes, app/kits/model.py).
+  builder makes, app/kits/causal_lm.py).
 - `QuantizedWeights`: the fp16 weights with the decoder projections and the head compressed by a
   quantize config each and decompressed, as the programs rebuild them (app/quantize), each head
   piece compressed on its own as the kit's head programs are.
@@ -22,8 +22,8 @@ import numpy as np
 from app.checkpoints.files import Tensor
 from app.checkpoints.load import locate
 from app.kernels.catalog import get_op
+from app.kits.causal_lm import STACK, Model
 from app.kits.held import HeldWeights
-from app.kits.model import STACK, Model
 from app.kits.programs import TARGET
 from app.mil.types import DType
 from app.quantize import QuantizeConfig

@@ -6,7 +6,7 @@ Shapes are Python integers here (no overflow), checked before they reach NumPy, 
 JSON, which hold 64-bit integers at most. Every dimension must also fit MIL's int32 shape
 values (a `reshape` target or a `tile` count is an int32 tensor).
 
-The defaults (app/sizes.py) admit real models with room to spare. The service sets them from ANE_MAX_TENSOR_ELEMENTS,
+The defaults (app/core/sizes.py) admit real models with room to spare. The service sets them from ANE_MAX_TENSOR_ELEMENTS,
 ANE_MAX_TENSOR_BYTES, ANE_MAX_PROGRAM_ELEMENTS and ANE_MAX_PROGRAM_BYTES (app/settings.py).
 """
 
@@ -14,14 +14,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from app.mil.ir import MILBuildError
-from app.mil.types import TensorType
-from app.sizes import (
+from app.core.sizes import (
     DEFAULT_PROGRAM_BYTES,
     DEFAULT_PROGRAM_ELEMENTS,
     DEFAULT_TENSOR_BYTES,
     DEFAULT_TENSOR_ELEMENTS,
 )
+from app.mil.ir import MILBuildError
+from app.mil.types import TensorType
 
 INT32_MAX = (1 << 31) - 1
 

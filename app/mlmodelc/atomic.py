@@ -12,7 +12,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from app.tempnames import temp_name
+from app.core.tempnames import temp_name
 
 
 def _fresh_directory(target: Path, suffix: str) -> Path:

@@ -17,6 +17,7 @@ import numpy as np
 import onnx
 from onnx import TensorProto
 
+from app.core.toolchain import ONNX_IMPORTER_VERSION
 from app.errors import RequestError
 from app.kernels.compressed import CompressingBuilder
 from app.language.targets import Target
@@ -39,7 +40,6 @@ from app.onnx.patterns import gelu_patterns
 from app.onnx.reader import GraphInput, OnnxModel, ReadLimits, read_model
 from app.onnx.tensors import FLOAT_TYPES, type_name
 from app.quantize import QuantizeConfig
-from app.toolchain import ONNX_IMPORTER_VERSION
 
 HANDLERS: dict[str, Handler] = {
     **MATH,

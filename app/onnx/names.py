@@ -1,5 +1,5 @@
 """The program's input and output names: the ONNX graph's own where they are valid names for the
-service (app/names.py), else sanitized as coremltools' `sanitize_input_output_names` pass does
+service (app/core/names.py), else sanitized as coremltools' `sanitize_input_output_names` pass does
 (coremltools 9.0, converters/mil/mil/passes/defs/preprocess.py, NameSanitizer): every character
 outside [A-Za-z0-9_] becomes `_`, a name not starting with a letter or `_` gets a `_` in front,
 and a name MIL reserves as a word (`fp16`, `tensor`, ...) gets `_workaround` after it. Where
@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import re
 
+from app.core.names import name_problem
 from app.errors import RequestError
-from app.names import name_problem
 
 _INVALID = re.compile(r"[^A-Za-z0-9_]")
 # MIL's reserved words, as coremltools' NameSanitizer lists them

@@ -9,9 +9,9 @@ from typing import Annotated, Literal
 
 from pydantic import Field, field_validator
 
+from app.core.toolchain import onnx_importer
 from app.errors import ErrorKind, RequestError
 from app.kernels import OpParams
-from app.toolchain import onnx_importer
 
 ONNX_OP = "onnx"
 ONNX_FILE_PATTERN = r"^[^/\\\x00]+(/[^/\\\x00]+)*$"  # and no part hidden: file_problem

@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from app.formats import PACKAGED
+from app.core.formats import PACKAGED
 from app.kernels import ProgramBuild
 from app.mil import emit_text
 from app.mil.to_proto import emit_proto

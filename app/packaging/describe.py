@@ -10,9 +10,9 @@ import numpy as np
 import orjson
 
 from app import GENERATOR, __version__
-from app.digest import tensor_digest
+from app.core.digest import tensor_digest
+from app.core.toolchain import coremltools_version, generator
 from app.mil import Program, Var
-from app.toolchain import coremltools_version, generator
 
 
 def build_info() -> dict[str, str]:

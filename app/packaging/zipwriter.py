@@ -19,7 +19,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Protocol
 
-from app.files import Sink
+from app.core.files import Sink
 
 FIXED_TIME = (1980, 1, 1, 0, 0, 0)
 _DEFLATE_MIN = (

@@ -19,6 +19,7 @@ from typing import Any
 
 from app.devices import Chip
 from app.devices.calibration import fitted
+from app.devices.estimate_model import RANGE, chain_seconds, roofline
 from app.devices.llm import (
     FP16_BYTES,
     DecoderShape,
@@ -27,7 +28,6 @@ from app.devices.llm import (
     decode_works,
     prefill_works,
 )
-from app.devices.model import RANGE, chain_seconds, roofline
 from app.errors import ErrorKind, RequestError
 from app.estimates import device_or_error, path_or_error
 from app.planner.honesty import STRICT_RULES, findings, modelled, warnings_of

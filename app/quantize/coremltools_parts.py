@@ -2,7 +2,7 @@
 first import of coremltools' model modules prints a line for each macOS-only library it lacks,
 which would land on every command's stderr."""
 
-from app.toolchain import quiet_coremltools
+from app.core.toolchain import quiet_coremltools
 
 with quiet_coremltools():
     from coremltools._deps.kmeans1d import core as _kmeans1d_core

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import numpy as np
 
+from app.core.files import atomic_file
 from app.errors import RequestError
-from app.files import atomic_file
 from app.reference.executor import Executor, RunResult, random_inputs
 from app.reference.load import open_artifact
 

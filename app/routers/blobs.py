@@ -17,11 +17,11 @@ from app.api.intake import MULTIPART, media_type, unsupported_media
 from app.api.openapi import UPLOAD_BODY, problems
 from app.api.problems import Problem
 from app.checkpoints.files import stored_whole
-from app.digest import DIGEST_PATTERN
-from app.files import discard
+from app.core.digest import DIGEST_PATTERN
+from app.core.files import discard
 from app.schemas.uploads import Upload, UploadStart
 from app.schemas.wire import NUMPY_DTYPES, BlobInfo
-from app.tensor_files import TensorFile, sniff, with_digest
+from app.tensors.headers import TensorFile, sniff, with_digest
 from app.uploads.blobstore import describe_file
 from app.uploads.hashing import StreamHasher
 from app.uploads.resumable import UploadState

@@ -16,7 +16,7 @@ from app.api.context import Services, services
 from app.api.intake import job_requests
 from app.api.openapi import JOBS_BODY, MAX_BATCH, NOT_MODIFIED, ZIP, problems
 from app.api.problems import Problem
-from app.jobs.model import JobState
+from app.jobs.lifecycle import JobState
 from app.service.compiled import open_job_artifact
 
 router = APIRouter(prefix="/v1", tags=["jobs"])

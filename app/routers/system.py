@@ -10,12 +10,12 @@ from app import GENERATOR, __version__
 from app.api.context import Services, services
 from app.api.openapi import problems
 from app.api.problems import Problem
+from app.core.formats import COMPILED, available_formats
+from app.core.toolchain import coreai_version, coremltools_version
 from app.errors import ErrorKind, FieldError
-from app.formats import COMPILED, available_formats
 from app.kernels import CATALOG
 from app.mil import TARGETS
 from app.schemas.wire import Info, Versions
-from app.toolchain import coreai_version, coremltools_version
 
 router = APIRouter(tags=["service"])
 

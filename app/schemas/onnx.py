@@ -7,7 +7,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field
 
-from app.digest import DIGEST_PATTERN
+from app.core.digest import DIGEST_PATTERN
 from app.schemas.wire import Passes, RequestOptions
 
 Digest = Annotated[str, Field(pattern=DIGEST_PATTERN)]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from app.digest import DIGEST_PATTERN
+from app.core.digest import DIGEST_PATTERN
 from app.schemas.wire import BlobInfo
 
 

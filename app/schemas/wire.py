@@ -12,12 +12,12 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal, Union, cast
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, create_model
 
 from app.checkpoints.reference import CheckpointReference
-from app.digest import DIGEST_PATTERN, WEIGHT_REF_PATTERN
-from app.formats import DEFAULT_FORMAT, FormatName, describe_formats
+from app.core.digest import DIGEST_PATTERN, WEIGHT_REF_PATTERN
+from app.core.formats import DEFAULT_FORMAT, FormatName, describe_formats
+from app.core.names import MAX_LENGTH, PATTERN, Identifier
 from app.graphs.spec import GraphInput, GraphNode, GraphParams, Ref
 from app.kernels import CATALOG, OpParams
 from app.mil import DEFAULT_TARGET, TargetName
-from app.names import MAX_LENGTH, PATTERN, Identifier
 
 Digest = Annotated[
     str,

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from app.errors import ErrorKind, FieldError, ServiceError
 from app.jobs.engine import JobEngine
-from app.jobs.model import Job, JobState
+from app.jobs.lifecycle import Job, JobState
 from app.request import KernelRequest
 from app.service.kernels import Pending, Served
 from app.uploads.blobstore import BlobStore

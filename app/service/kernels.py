@@ -25,7 +25,7 @@ from app.cache.singleflight import SingleFlight
 from app.cache.store import ContentStore, StoredEntry
 from app.compile.runner import runs_alone
 from app.errors import FieldError
-from app.jobs.model import Job
+from app.jobs.lifecycle import Job
 from app.observability.metrics import Metrics
 from app.request import KernelRequest
 from app.service.pool import BuildPool

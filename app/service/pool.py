@@ -39,8 +39,8 @@ from multiprocessing.connection import Connection
 from typing import Any, TypeVar
 
 from app.artifacts import warm
+from app.core.files import remove_in_flight_on_stop
 from app.errors import ErrorKind, FieldError, ServiceError
-from app.files import remove_in_flight_on_stop
 from app.service import messages
 
 T = TypeVar("T")

@@ -27,11 +27,11 @@ from app.cache.faults import BLOB_STORE, storage_errors
 from app.cache.store import ContentStore, StoredEntry
 from app.checkpoints.convert import to_fp16
 from app.checkpoints.files import Mapped, looks_like_safetensors, read_header
-from app.digest import file_digest, hex_of
+from app.core.digest import file_digest, hex_of
+from app.core.files import discard
 from app.errors import RequestError
-from app.files import discard
 from app.request import KernelRequest, WeightRef
-from app.tensor_files import TensorFile, sniff, with_digest
+from app.tensors.headers import TensorFile, sniff, with_digest
 
 CHECKPOINT = "safetensors"  # a stored file of many tensors, not one tensor
 FILE = "file"  # any other whole file (a checkpoint's config or tokenizer), by its bytes' digest

@@ -13,9 +13,9 @@ import hashlib
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Literal
 
-from app.digest import spelled
+from app.core.digest import spelled
 from app.errors import RequestError
-from app.tensor_files import parse_header
+from app.tensors.headers import parse_header
 
 _BATCH = 1 << 20
 _MAX_PREFIX = 1 << 20  # give up on headers larger than this

@@ -38,9 +38,9 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from app.cache.faults import BLOB_STORE, store_full
-from app.digest import file_digest, hex_of, spelled
+from app.core.digest import file_digest, hex_of, spelled
+from app.core.files import atomic_file
 from app.errors import ErrorKind, RequestError
-from app.files import atomic_file
 from app.uploads.blobstore import BlobStore
 from app.uploads.spool import named, too_large
 

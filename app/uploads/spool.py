@@ -16,8 +16,8 @@ from typing import TYPE_CHECKING, BinaryIO, Protocol
 from python_multipart.exceptions import FormParserError
 from python_multipart.multipart import MultipartParser, MultipartState, parse_options_header
 
+from app.core.files import discard
 from app.errors import BodyError, ErrorKind, FieldError
-from app.files import discard
 from app.settings import Settings
 from app.uploads.hashing import StreamHasher
 

@@ -19,11 +19,11 @@ from typing import Literal
 
 import numpy as np
 
-from app import safetensors_header
-from app.digest import file_digest
+from app.core.digest import file_digest
+from app.core.files import atomic_file
 from app.errors import RequestError
-from app.files import atomic_file
-from app.safetensors_header import MAX_HEADER_BYTES
+from app.tensors import safetensors_header
+from app.tensors.safetensors_header import MAX_HEADER_BYTES
 
 _NPY_MAGIC = b"\x93NUMPY"
 _SAFETENSORS_DTYPES = {
@@ -109,7 +109,7 @@ def parse_header(
     The format is told by the first bytes (.npy magic, a safetensors header), else raw bytes,
     which need `raw_dtype` and `raw_shape`. For safetensors, `tensor_name` picks the tensor (or
     the only one, when the file holds one, unless `exact_name`); the header is read as
-    app/safetensors_header.py reads every one, its ranges bounded by `file_size` when known."""
+    app/tensors/safetensors_header.py reads every one, its ranges bounded by `file_size` when known."""
     if len(head) < 16 and not whole:
         return None
     if head.startswith(_NPY_MAGIC):

@@ -5,7 +5,7 @@ existing file at the destination is left as it was.
 A process also knows which temp files it is writing (`in_flight`), so that a stop signal can
 remove them before the process ends (`remove_in_flight_on_stop`): a build worker stopped with its
 process group would otherwise leave half a zip behind. What a hard kill leaves, the stores'
-start-up sweep removes, knowing the writer from the name (app/tempnames.py). Scratch directories
+start-up sweep removes, knowing the writer from the name (app/core/tempnames.py). Scratch directories
 (`scratch_dir`: a kit build's held weights, a compile's bundle) are named, tracked and swept the
 same way.
 """
@@ -21,7 +21,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import BinaryIO, Protocol
 
-from app.tempnames import owner_gone, temp_name
+from app.core.tempnames import owner_gone, temp_name
 
 
 class Sink(Protocol):
@@ -100,7 +100,7 @@ def remove(path: Path) -> None:
 
 @contextlib.contextmanager
 def scratch_dir(suffix: str, parent: Path | None = None) -> Iterator[Path]:
-    """A fresh directory in `parent` named for this process (app/tempnames.py), removed with all
+    """A fresh directory in `parent` named for this process (app/core/tempnames.py), removed with all
     it holds when the block ends, or by a stop signal (`remove_in_flight`); a hard kill leaves
     it to the next sweep of `parent`. Without a `parent`, the system's temp directory, where the
     scratch of this host's ended processes is swept first (`sweep_system_scratch`)."""

@@ -11,7 +11,7 @@ stays safe: a host only judges its own writers; another host's pids mean nothing
 longer running, False when it still runs, None when it cannot be told from here (another host,
 or a name that is not one of these), where the caller falls back to the file's age.
 
-Light to import (the standard library and app.ids): the stores, the upload spool, `atomic_file`
+Light to import (the standard library and app.core.ids): the stores, the upload spool, `atomic_file`
 and the farm workers' scratch all name their temps here.
 """
 
@@ -22,7 +22,7 @@ import platform
 import re
 from dataclasses import dataclass
 
-from app.ids import random_hex
+from app.core.ids import random_hex
 
 SEPARATOR = "~"  # never in a host as spelled here, so a name splits from the right unambiguously
 

@@ -1,5 +1,5 @@
 """The one reading of a safetensors header, bounded and checked as data, for every caller:
-single-tensor uploads and multipart parts (app/tensor_files.py) and checkpoints
+single-tensor uploads and multipart parts (app/tensors/headers.py) and checkpoints
 (app/checkpoints/files.py) see the same limits and the same faults.
 
 The layout: an 8-byte little-endian length N, N bytes of JSON, then the data. The JSON is an

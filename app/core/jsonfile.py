@@ -32,8 +32,8 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
+from app.core.sizes import DEFAULT_JSON_BYTES
 from app.errors import ErrorKind, RequestError
-from app.sizes import DEFAULT_JSON_BYTES
 
 MAX_DEPTH = 32  # a config.json nests 3 levels, a kit.json 5
 MAX_CONTAINERS = 1 << 16  # a kit.json of a 126-layer model has about 2,000

@@ -26,8 +26,8 @@ from app.checkpoints.config import (
 )
 from app.checkpoints.files import INDEX_NAME, SINGLE_NAME, Tensor, open_checkpoint
 from app.checkpoints.load import ConvertedOnRead, convert_all, layer_prefix, locate
+from app.core.jsonfile import read_model
 from app.errors import RequestError
-from app.jsonfile import read_model
 from app.kernels.decoder_stack import DecoderStackParams
 
 ARCHITECTURES = CAUSAL_LMS  # model_type -> the class name transformers gives its causal LM

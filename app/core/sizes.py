@@ -6,7 +6,7 @@ They admit real models with room to spare: a 128,256 x 2,048 embedding or head (
 512 MiB of fp16), logits for 4,096 positions over that vocabulary (525M elements), the 2-3 GB
 program of a 1B-class model; and refuse absurd shapes ([16384] * 5, 8 TiB of fp16).
 
-A JSON body, and every JSON file a user hands in (app/jsonfile.py), is held to
+A JSON body, and every JSON file a user hands in (app/core/jsonfile.py), is held to
 DEFAULT_JSON_BYTES (ANE_MAX_JSON_BYTES): a config.json is a few KB, a kit.json of a 126-layer
 model about 100 KB.
 """

@@ -17,11 +17,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from app.blob import BlobFormatError, BlobReader
+from app.core.toolchain import quiet_coremltools
 from app.language.targets import ALL_TARGETS
 from app.mil import DType
 from app.mlmodelc import COREMLDATA
 from app.packaging import layout
-from app.toolchain import quiet_coremltools
 
 # The opset of each ML Program specification version, ours and the ones Apple-compiled bundles
 # may hold, which the loader checks as well.
