@@ -87,6 +87,22 @@ def test_auto_picks_a_lighter_setting_for_a_looser_gate(folder, tmp_path):
     assert loose_bytes < sum(p["weight_bytes"] for p in tight["programs"])
 
 
+def test_strict_auto_skips_the_rungs_strict_would_refuse(folder, tmp_path):
+    """int8 (constexpr_blockwise_shift_scale) is reported failing through Core ML on the
+    iPhone's chip: with --strict the ladder leaves it out rather than refusing after choosing."""
+    meta = kit(
+        folder, tmp_path / "s.zip", quantize="auto", max_kl=0.05, strict=True, device="a18-pro"
+    )
+    for part in ("layers", "head"):
+        report = meta["quantize_auto"][part]
+        assert report["skipped_strict"] == ["int8"]
+        assert all(t["setting"] != "int8" for t in report["tried"])
+    assert not [w for w in meta["warnings"] if w["rule"].startswith("quant.")]
+    # without --strict the same ladder may stop on int8, and the kit then carries the warning
+    loose = kit(folder, tmp_path / "l.zip", quantize="auto", max_kl=0.05, device="a18-pro")
+    assert "skipped_strict" not in loose["quantize_auto"]["layers"]
+
+
 def meta_kl(meta: dict) -> float:
     return meta["quantize_auto"]["thresholds"]["max_kl"]
 

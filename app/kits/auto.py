@@ -49,21 +49,25 @@ def auto_parts(quantize: Any) -> tuple[bool, bool] | None:
     return None
 
 
+Allowed = Callable[[str, "dict[str, Any] | None"], bool]  # (part, rung): may the kit hold it?
+
+
 @dataclass
 class _Walk:
     part: str
     measure: Callable[[dict[str, Any] | None], dict[str, Any]]
     thresholds: Thresholds
+    ladder: Sequence[dict[str, Any] | None] = LADDER
 
-    def run(self) -> tuple[int, list[dict[str, Any]]]:
-        """The index of the lightest passing rung (bisected), and every rung tried."""
+    def run(self) -> tuple[dict[str, Any] | None, list[dict[str, Any]]]:
+        """The lightest passing rung of the ladder (bisected), and every rung tried."""
         tried: list[dict[str, Any]] = []
-        passing, failing = -1, len(LADDER)
+        passing, failing = -1, len(self.ladder)
         while failing - passing > 1:
             mid = (passing + failing) // 2
-            measured = self.measure(LADDER[mid])
+            measured = self.measure(self.ladder[mid])
             passed = self.thresholds.passes(measured)
-            tried.append({"setting": _name(LADDER[mid]), **measured, "passed": passed})
+            tried.append({"setting": _name(self.ladder[mid]), **measured, "passed": passed})
             passing, failing = (mid, failing) if passed else (passing, mid)
         if passing < 0:
             raise RequestError(
@@ -71,7 +75,7 @@ class _Walk:
                 f"no setting of the {self.part} passes {self.thresholds.to_json()}, not even "
                 f"fp16 (it measures {_brief(tried[-1])} against the checkpoint): loosen it",
             )
-        return passing, sorted(tried, key=lambda t: _names().index(t["setting"]))
+        return self.ladder[passing], sorted(tried, key=lambda t: _names().index(t["setting"]))
 
 
 def _name(config: dict[str, Any] | None) -> str:
@@ -93,10 +97,12 @@ def choose(
     prompts: Prompts,
     thresholds: Thresholds,
     say: Callable[[str], None] = lambda message: None,
+    allowed: Allowed = lambda part, config: True,
 ) -> tuple[dict[str, Any], dict[str, Any], np.ndarray]:
     """The quantize option with each auto part replaced by its lightest passing rung, the
     account of what was tried (kit.json's `quantize_auto`), and the checkpoint's logits over the
-    prompts (the gate reuses them)."""
+    prompts (the gate reuses them). A rung `allowed` refuses for a part (`--strict`: reported
+    failing on the device and path, or not modelled) is skipped, and the report says so."""
     started = time.perf_counter()
     layers_auto, head_auto = auto_parts(quantize) or (False, False)
     fixed = quantize if isinstance(quantize, Mapping) else {}
@@ -130,10 +136,19 @@ def choose(
         "measured_against": "the checkpoint in float64 (app/kits/gate.py)",
         "prompts": prompts.to_json(),
     }
+
+    def walk(part: str, measure: Callable[[dict[str, Any] | None], dict[str, Any]]):
+        ladder = [c for c in LADDER if allowed(part, c)]
+        config, tried = _Walk(part, measure, thresholds, ladder).run()
+        report[part] = {"chosen": _name(config), "tried": tried}
+        skipped = [_name(c) for c in LADDER if c not in ladder]
+        if skipped:
+            report[part]["skipped_strict"] = skipped
+        return config
+
     if layers_auto:
-        chosen, tried = _Walk("layers", layers_rung, thresholds).run()
-        layers_q, states = LADDER[chosen], hidden[chosen]
-        report["layers"] = {"chosen": _name(layers_q), "tried": tried}
+        layers_q = walk("layers", layers_rung)
+        states = hidden[LADDER.index(layers_q)]
     else:
         layers_q = layers_fixed
         states = final_hidden(params, model.num_layers, weights(layers_q, None), prompts)
@@ -145,9 +160,7 @@ def choose(
 
     head_q = head_fixed
     if head_auto:
-        chosen, tried = _Walk("head", head_rung, thresholds).run()
-        head_q = LADDER[chosen]
-        report["head"] = {"chosen": _name(head_q), "tried": tried}
+        head_q = walk("head", head_rung)
     report["seconds"] = round(time.perf_counter() - started, 2)
     resolved = {
         "layers": None if layers_q is None else config_json(parse_config(layers_q)),

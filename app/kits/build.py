@@ -169,6 +169,21 @@ def kit_plan(model: Model, options: KitOptions, context: int, prefill: int) -> P
     return plan
 
 
+def _strict_rungs(
+    model: Model, options: KitOptions, context: int, prefill: int
+) -> Callable[[str, dict[str, Any] | None], bool]:
+    """For `--strict --quantize auto`: whether a rung of the ladder, for one part (the other
+    fp16), is one `--strict` would refuse; the ladder skips those instead of failing after."""
+
+    def allows(part: str, config: dict[str, Any] | None) -> bool:
+        if config is None:
+            return True
+        one_part = replace(options, strict=False, quantize={part: config})
+        return not kit_plan(model, one_part, context, prefill).strict_refusals()
+
+    return allows
+
+
 def build_kit_files(
     checkpoint: str | Path, options: KitOptions = KitOptions(), progress: Progress | None = None
 ) -> KitResult:
@@ -258,7 +273,9 @@ def write_kit_zip(
     quality = Quality.of(model, context, options.prompts, options.max_kl, options.min_top1)
     if options.quantize is not None and auto_parts(options.quantize) is not None:
         fp16_heads = kit_plan(model, options, context, prefill).layout.heads
-        chosen = quality.choose(model, options.quantize, [p.rows for p in fp16_heads], say)
+        allowed = _strict_rungs(model, options, context, prefill) if options.strict else None
+        heads = [p.rows for p in fp16_heads]
+        chosen = quality.choose(model, options.quantize, heads, say, allowed)
         options = replace(options, quantize=chosen)
     layers_q, head_q = quantize_parts(options.quantize)
     plan = kit_plan(model, options, context, prefill)

@@ -52,12 +52,20 @@ class Quality:
         quantize: Mapping[str, Any] | str,
         head_rows: Sequence[range],
         say: Callable[[str], None],
+        allowed: Callable[[str, dict[str, Any] | None], bool] | None = None,
     ) -> Mapping[str, Any] | None:
-        """The quantize option with `auto` resolved to the settings it chose."""
+        """The quantize option with `auto` resolved to the settings it chose (among the rungs
+        `allowed` takes, every rung when None)."""
         from app.kits.auto import choose
 
         resolved, self.auto, self.reference = choose(
-            model, quantize, head_rows, self.prompts, self.thresholds, say
+            model,
+            quantize,
+            head_rows,
+            self.prompts,
+            self.thresholds,
+            say,
+            allowed or (lambda part, config: True),
         )
         return resolved or None
 
