@@ -159,13 +159,8 @@ def kit_plan(model: Model, options: KitOptions, context: int, prefill: int) -> P
             title="Program too large",
             limit=budget,
         )
-    refused = plan.strict_refusals()
-    if options.strict and refused:
-        raise RequestError(
-            "quantize",
-            "refused (strict): " + "; ".join(f"{w['part']}: {w['message']}" for w in refused),
-            title="Quantization not honest to promise",
-        )
+    if options.strict:
+        plan.check_strict()
     return plan
 
 

@@ -120,6 +120,16 @@ class Plan:
     def strict_refusals(self) -> list[dict[str, Any]]:
         return [w for w in self.warnings if w["rule"] in STRICT_RULES]
 
+    def check_strict(self) -> None:
+        """`--strict`: refuse a quantization reported failing on the path, or not modelled."""
+        refused = self.strict_refusals()
+        if refused:
+            raise RequestError(
+                "quantize",
+                "refused (strict): " + "; ".join(f"{w['part']}: {w['message']}" for w in refused),
+                title="Quantization not honest to promise",
+            )
+
     def to_json(self) -> dict:
         layout = self.layout
         p = self.prediction

@@ -11,7 +11,7 @@ from app.api.context import Services, services
 from app.api.examples import PLAN_EXAMPLES
 from app.api.openapi import problems
 from app.devices import CHIPS
-from app.errors import ErrorKind, FieldError, RequestError
+from app.errors import ErrorKind, FieldError
 from app.estimates import devices_or_error, estimate_works, works_from_json
 from app.planner import make_plan
 from app.schemas.plans import PlanAnswer, PlanRequest
@@ -50,13 +50,8 @@ def plan(  # plain def: FastAPI runs it off the event loop
         kv=body.kv,
         path=body.path,
     )
-    refused = plan.strict_refusals()
-    if body.strict and refused:
-        raise RequestError(
-            "quantize",
-            "refused (strict): " + "; ".join(f"{w['part']}: {w['message']}" for w in refused),
-            title="Quantization not honest to promise",
-        )
+    if body.strict:
+        plan.check_strict()
     return plan.to_json()
 
 

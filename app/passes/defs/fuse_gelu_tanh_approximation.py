@@ -12,6 +12,7 @@ import math
 
 from app.mil.ir import Operation, Var
 from app.passes.edit import Editor
+from app.passes.gelu_parts import fuse_to_gelu
 from app.passes.graph_pass import GraphPass, Options
 from app.passes.products import Taken
 
@@ -64,18 +65,7 @@ def _match(edit: Editor, op: Operation) -> tuple[Var, list[Operation]] | None:
 
 
 def run(edit: Editor, options: Options) -> None:
-    for op in edit.ops("mul"):
-        if edit.removed(op):
-            continue
-        found = _match(edit, op)
-        out = op.outputs[0]
-        if found is None or found[0].type != out.type:
-            continue
-        x, ops = found
-        mode = edit.const(f"{op.name}_mode", "TANH_APPROXIMATION", out.tensor.dtype, op)
-        new = edit.op("gelu", op.name, {"x": x, "mode": mode}, op, out=[out.name])
-        edit.replace(out, new.outputs[0])
-        edit.drop(*ops)
+    fuse_to_gelu(edit, _match, "TANH_APPROXIMATION")
 
 
 PASS = GraphPass(
