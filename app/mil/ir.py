@@ -100,6 +100,13 @@ class Operation:
             raise TypeError(f"{self.type} {self.name}: argument {arg!r} is a tuple of vars")
         return value
 
+    def vars(self, arg: str) -> tuple[Var, ...]:
+        """The vars a variadic argument reads (`concat`'s and `stack`'s values)."""
+        value = self.inputs[arg]
+        if isinstance(value, Var):
+            raise TypeError(f"{self.type} {self.name}: argument {arg!r} is one var")
+        return value
+
 
 @dataclass(eq=False)
 class Function:

@@ -134,6 +134,7 @@ class OnnxFunctionsBuild(OnnxBuild):
         from app.kernels.functions import merge_functions
 
         first = next(iter(parts.values()))
+        # an OnnxBuild holds what merge_functions reads of a KernelBuild (program, weights)
         program = merge_functions(parts)  # type: ignore[arg-type]
         return cls(
             params=params,

@@ -253,6 +253,7 @@ def onnx_program(
         "limits": limits,
         "quantize": quantize,
     }
+    # options holds values of several types, each the one its keyword takes
     if list(functions) == ["main"]:
         return import_onnx(params, files, **options)  # type: ignore[arg-type]
     if not get_target(target).multifunction:
@@ -260,7 +261,7 @@ def onnx_program(
             "shapes", "several sizes of an axis make a package of functions, which needs ios18"
         )
     model = read_model(files, limits)  # one read: every function holds the same weights
-    parts = {
+    parts = {  # options: as above
         fn: import_onnx(params.model_copy(update={"shapes": shapes}), files, model=model, **options)  # type: ignore[arg-type]
         for fn, shapes in functions.items()
     }

@@ -61,6 +61,7 @@ def gather(ctx: Lowering, node: Node) -> list[Value]:
     scalar = ids.tensor.rank == 0
     if scalar:
         ids = reshape_to(ctx, ids, [1], None)
+    # ids is a Var here and _non_negative gives a Var for a Var (its signature says Value)
     ids = _non_negative(ctx, node, ids, shape[axis])  # type: ignore[assignment]
     out_shape = [*shape[:axis], *([] if scalar else ids.tensor.shape), *shape[axis + 1 :]]
     final = None if scalar else node.out[0]
@@ -96,6 +97,7 @@ def gather_nd(ctx: Lowering, node: Node) -> list[Value]:
     idx = node.input(1)
     depth = idx.shape[-1] if isinstance(idx, np.ndarray) else node.var(1).tensor.shape[-1]
     sizes = np.array(x.tensor.shape[batch : batch + depth], np.int64)
+    # GatherND always has its indices (the reader checks every node's inputs), so idx is not None
     idx = _non_negative(ctx, node, idx, sizes)  # type: ignore[arg-type]
     if isinstance(idx, np.ndarray):
         shape = list(x.tensor.shape)

@@ -92,6 +92,7 @@ def where(ctx: Lowering, node: Node) -> list[Value]:
     if var is not None:
         a = _kind(a, var) if isinstance(a, np.ndarray) else a
         b = _kind(b, var) if isinstance(b, np.ndarray) else b
+    # neither is a Var here, so both are arrays
     elif a.dtype.kind == "f" or b.dtype.kind == "f":  # type: ignore[union-attr]
         a, b = a.astype(np.float32), b.astype(np.float32)  # type: ignore[union-attr]
     return [ctx.op("select", node.out[0], cond=cond, a=a, b=b)]

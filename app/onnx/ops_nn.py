@@ -43,6 +43,7 @@ def matmul(ctx: Lowering, node: Node) -> list[Value]:
     if isinstance(given, np.ndarray) and given.ndim == 2:  # [in, out]
         y = _weight(ctx, given, node.proto.input[1], 1, 0)
     else:
+        # MatMul's second input is always given (the reader checks every node's inputs)
         y = _operand(ctx, given, node.proto.input[1])  # type: ignore[arg-type]
     xr, yr = x.tensor.rank, y.tensor.rank
     if xr >= 2 and yr >= 2:

@@ -38,6 +38,7 @@ def _params(node: Node, x: Var) -> tuple[np.ndarray, np.ndarray, dict]:
 
 
 def _zero_point(ctx: Lowering, zero: np.ndarray) -> Var:
+    # ctx.node is the node being lowered: set before every lowering call
     return ctx.b.const(ctx.fresh(f"{ctx.node.out[0]}_zero_point"), zero, _DTYPES[zero.dtype])  # type: ignore[union-attr]
 
 

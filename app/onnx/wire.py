@@ -124,6 +124,7 @@ def _message(f: BinaryIO, end: int, inner: dict[int, object], raw: dict) -> byte
             stop = f.tell() + length
             if stop > end:
                 raise _Malformed
+            # inner's values are the rewrite functions; the table is typed `object`
             body = rewrite(f, stop, raw)  # type: ignore[operator]
             f.seek(stop)
             out += tag + _encode(len(body)) + body

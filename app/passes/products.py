@@ -28,8 +28,10 @@ class Taken:
 
     def take(self, var: Var | None, op_type: str, reader: Operation | None) -> Operation | None:
         """The op of `op_type` making `var`, when `reader` alone reads it."""
-        op = None if var is None else var.op
-        if op is None or op.type != op_type or self.edit.sole_reader(var) is not reader:  # type: ignore[arg-type]
+        if var is None or var.op is None:
+            return None
+        op = var.op
+        if op.type != op_type or self.edit.sole_reader(var) is not reader:
             return None
         self.ops.append(op)
         return op

@@ -24,7 +24,7 @@ def _height_axis(op: Operation, rank: int) -> bool:
     """Whether a squeeze or expand_dims names axis 2 of a rank-`rank` tensor, alone."""
     if "axes" not in op.inputs:
         return False
-    axes = np.asarray(stored(op.inputs["axes"])).reshape(-1)  # type: ignore[arg-type]
+    axes = np.asarray(stored(op.var("axes"))).reshape(-1)
     return len(axes) == 1 and int(axes[0]) % rank == 2
 
 
@@ -38,22 +38,22 @@ def _ints(op: Operation, arg: str) -> list[int] | None:
 
 def run(edit: Editor, options: Options) -> None:
     for squeeze in edit.ops("squeeze"):
-        made: Var = squeeze.inputs["x"]  # type: ignore[assignment]
+        made: Var = squeeze.var("x")
         conv = made.op
         if conv is None or conv.type != "conv" or edit.sole_reader(made) is not squeeze:
             continue
-        expanded: Var = conv.inputs["x"]  # type: ignore[assignment]
+        expanded: Var = conv.var("x")
         expand = expanded.op
         if expand is None or expand.type != "expand_dims" or edit.sole_reader(expanded) is not conv:
             continue
-        x: Var = expand.inputs["x"]  # type: ignore[assignment]
+        x: Var = expand.var("x")
         if x.tensor.rank != 3 or not _height_axis(expand, 4) or not _height_axis(squeeze, 4):
             continue
-        w: Var = conv.inputs["weight"]  # type: ignore[assignment]
+        w: Var = conv.var("weight")
         weight = wide(w)
         if weight is None or weight.ndim != 4 or weight.shape[2] != 1:
             continue
-        pad_type = stored(conv.inputs["pad_type"]) if "pad_type" in conv.inputs else "valid"  # type: ignore[arg-type]
+        pad_type = stored(conv.var("pad_type")) if "pad_type" in conv.inputs else "valid"
         pad = _ints(conv, "pad") if pad_type == "custom" else None
         if pad is not None and (pad[0] or pad[1]):
             continue

@@ -23,12 +23,12 @@ def _interleaved(op: Operation | None, axis: int) -> tuple[Var, Var] | None:
     """The two values of an interleaved concat along `axis` (of a rank-4 output)."""
     if op is None or op.type != "concat" or op.outputs[0].tensor.rank != 4:
         return None
-    values = op.inputs["values"]
+    values = op.vars("values")
     if "interleave" not in op.inputs or not bool(stored(op.var("interleave"))):
         return None
-    if int(np.asarray(stored(op.var("axis")))) % 4 != axis or len(values) != 2:  # type: ignore[arg-type]
+    if int(np.asarray(stored(op.var("axis")))) % 4 != axis or len(values) != 2:
         return None
-    return values[0], values[1]  # type: ignore[index]
+    return values[0], values[1]
 
 
 def run(edit: Editor, options: Options) -> None:
@@ -36,11 +36,12 @@ def run(edit: Editor, options: Options) -> None:
         halves = _interleaved(outer, 3)
         if halves is None:
             continue
-        inner = [v.op for v in halves]
-        pairs = [_interleaved(op, 2) for op in inner]
-        if any(p is None for p in pairs) or any(edit.sole_reader(v) is not outer for v in halves):
+        inner = [v.op for v in halves if v.op is not None]
+        found = [_interleaved(op, 2) for op in inner]
+        pairs = [p for p in found if p is not None]
+        if len(pairs) != 2 or any(edit.sole_reader(v) is not outer for v in halves):
             continue
-        (a, b), (c, d) = pairs  # type: ignore[misc]
+        (a, b), (c, d) = pairs
         if len({v.type for v in (a, b, c, d)}) != 1:
             continue
         out = outer.outputs[0]
@@ -60,7 +61,7 @@ def run(edit: Editor, options: Options) -> None:
         args = {"x": joined.outputs[0], "upscale_factor": factor}
         new = edit.op("pixel_shuffle", outer.name, args, outer, out=[out.name])
         edit.replace(out, new.outputs[0])
-        edit.drop(outer, *inner)  # type: ignore[arg-type]
+        edit.drop(outer, *inner)
 
 
 PASS = GraphPass(

@@ -39,21 +39,21 @@ _RSQRT_EPSILON = 1e-12  # rsqrt's default (app/mil/ops/elementwise.py)
 
 def _axes(op: Operation) -> tuple[int, ...] | None:
     """The axes of a reduction with keep_dims, sorted and non-negative."""
-    x: Var = op.inputs["x"]  # type: ignore[assignment]
-    if "keep_dims" not in op.inputs or not bool(stored(op.inputs["keep_dims"])):  # type: ignore[arg-type]
+    x: Var = op.var("x")
+    if "keep_dims" not in op.inputs or not bool(stored(op.var("keep_dims"))):
         return None
-    axes = stored(op.inputs["axes"]) if "axes" in op.inputs else list(range(x.tensor.rank))  # type: ignore[arg-type]
+    axes = stored(op.var("axes")) if "axes" in op.inputs else list(range(x.tensor.rank))
     listed = np.asarray(axes).reshape(-1)
     return tuple(sorted({int(a) % x.tensor.rank for a in listed}))
 
 
 def _square_of(op: Operation) -> Var | None:
     """What `op` squares: square(v), v·v or pow(v, 2)."""
-    x = op.inputs.get("x")
+    x = op.var("x") if "x" in op.inputs else None
     if op.type == "square" or (op.type == "mul" and op.inputs.get("y") is x):
-        return x  # type: ignore[return-value]
-    if op.type == "pow" and close(scalar(op.inputs["y"]), 2.0):  # type: ignore[arg-type]
-        return x  # type: ignore[return-value]
+        return x
+    if op.type == "pow" and close(scalar(op.var("y")), 2.0):
+        return x
     return None
 
 
@@ -63,7 +63,7 @@ def _mean_from(edit: Editor, op: Operation) -> tuple[Var, tuple[int, ...], Var, 
     axes = _axes(op) if op.type in ("reduce_mean", "reduce_sum") else None
     if axes is None:
         return None
-    x: Var = op.inputs["x"]  # type: ignore[assignment]
+    x: Var = op.var("x")
     if op.type == "reduce_mean":
         return x, axes, op.outputs[0], [op]
     scale = edit.sole_reader(op.outputs[0])
@@ -135,15 +135,13 @@ class _Match:
         if step is None or step.inputs.get("x") is not var:
             return None
         if step.type == "rsqrt":
-            given = scalar(step.inputs["epsilon"]) if "epsilon" in step.inputs else _RSQRT_EPSILON  # type: ignore[arg-type]
+            given = scalar(step.var("epsilon")) if "epsilon" in step.inputs else _RSQRT_EPSILON
             if given is None:
                 return None
             epsilon, inverse = epsilon + given, True
-        elif step.type == "pow" and close(scalar(step.inputs["y"]), -0.5):  # type: ignore[arg-type]
+        elif step.type == "pow" and close(scalar(step.var("y")), -0.5):
             inverse = True
-        elif step.type == "sqrt" or (
-            step.type == "pow" and close(scalar(step.inputs["y"]), 0.5)  # type: ignore[arg-type]
-        ):
+        elif step.type == "sqrt" or (step.type == "pow" and close(scalar(step.var("y")), 0.5)):
             inverse = False
         else:
             return None
@@ -169,7 +167,8 @@ class _Match:
         edit, gamma, s = self.edit, None, root
         readers = edit.readers(s)
         if len(readers) == 1 and readers[0].type == "mul":
-            gamma = wide(operands(readers[0], s)) if operands(readers[0], s) is not None else None  # type: ignore[arg-type]
+            scale = operands(readers[0], s)
+            gamma = None if scale is None else wide(scale)
             if gamma is None:
                 return None
             self.ops.append(readers[0])
@@ -192,14 +191,15 @@ class _Match:
                 return None
             self.ops.append(last)
             return gamma, None, last.outputs[0]
-        inner = None if other is None else other.op
-        beta: np.ndarray | None = None
-        if inner is None or edit.sole_reader(other) is not last:  # type: ignore[arg-type]
+        if other is None or other.op is None or edit.sole_reader(other) is not last:
             return None
-        if inner.type == "mul" and close(scalar(operands(inner, ms_out)), -1.0):  # type: ignore[arg-type]
+        inner = other.op
+        beta: np.ndarray | None = None
+        negated = operands(inner, ms_out) if inner.type == "mul" else None
+        if negated is not None and close(scalar(negated), -1.0):
             pass
         elif inner.type == "sub" and inner.inputs["y"] is ms_out:
-            beta = wide(inner.inputs["x"])  # type: ignore[arg-type]
+            beta = wide(inner.var("x"))
             if beta is None:
                 return None
         else:
@@ -212,17 +212,19 @@ class _Match:
         either order: (gamma, beta, y)."""
         for _ in range(2):
             op = self.edit.sole_reader(y)
-            other = None if op is None or op.type not in ("mul", "add") else operands(op, y)
-            value = None if other is None else wide(other)
-            if value is None or op.outputs[0].type != y.type:  # type: ignore[union-attr]
+            if op is None or op.type not in ("mul", "add"):
                 break
-            if op.type == "mul":  # type: ignore[union-attr]
+            other = operands(op, y)
+            value = None if other is None else wide(other)
+            if value is None or op.outputs[0].type != y.type:
+                break
+            if op.type == "mul":
                 gamma = value if gamma is None else gamma * value
                 beta = None if beta is None else beta * value
             else:
                 beta = value if beta is None else beta + value
             self.ops.append(op)
-            y = op.outputs[0]  # type: ignore[union-attr]
+            y = op.outputs[0]
         return gamma, beta, y
 
     def closed(self, y: Var) -> bool:

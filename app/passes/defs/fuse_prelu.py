@@ -42,9 +42,10 @@ def _channels_last(edit: Editor, x: Var, a: Var, pattern: list[Operation]):
         return None
     if {id(r) for r in edit.readers(x)} != {id(o) for o in pattern}:
         return None
-    src: Var = moved.inputs["x"]  # type: ignore[assignment]
+    src: Var = moved.var("x")
     perm = [int(p) % src.tensor.rank for p in np.asarray(stored(moved.var("perm"))).reshape(-1)]
-    alpha = per_channel(wide(a), x.tensor.shape, perm.index(1))  # type: ignore[arg-type]
+    slope = wide(a)
+    alpha = None if slope is None else per_channel(slope, x.tensor.shape, perm.index(1))
     return None if alpha is None else (src, alpha, moved)
 
 
@@ -58,19 +59,20 @@ def run(edit: Editor, options: Options) -> None:
             match = Taken(edit)
             relu = match.take(positive, "relu", op)
             found = None if relu is None else _negative_branch(match, negative, op)
-            if found is None or found[0] is not relu.var("x"):  # type: ignore[union-attr]
+            if relu is None or found is None or found[0] is not relu.var("x"):
                 continue
             x, a = found
             if x.type != out.type or x.tensor.rank not in (3, 4, 5):
                 continue
-            alpha = per_channel(wide(a), x.tensor.shape, 1)  # type: ignore[arg-type]
+            slope = wide(a)
+            alpha = None if slope is None else per_channel(slope, x.tensor.shape, 1)
             moved = None
             if alpha is None:
                 readers = [
                     relu,
                     *(o for o in match.ops if o.inputs.get("x") is x or o.inputs.get("y") is x),
                 ]
-                found_last = _channels_last(edit, x, a, readers)  # type: ignore[arg-type]
+                found_last = _channels_last(edit, x, a, readers)
                 if found_last is not None:
                     x, alpha, moved = found_last
             if alpha is None or not fits(-alpha, a) or x.tensor.rank not in (3, 4, 5):

@@ -22,21 +22,21 @@ from app.passes.patterns import const_op, stored
 def _merge(edit: Editor, op: Operation) -> bool:
     out = op.outputs[0]
     mover = edit.sole_reader(out)
-    data = op.inputs["quantized_data"]
-    if mover is None or const_op(data) is None:  # type: ignore[arg-type]
+    data = op.var("quantized_data")
+    if mover is None or const_op(data) is None:
         return False
     if mover.type != "transpose" and not facts.is_shape_only(mover.type):
         return False
-    if len(edit.readers(data)) != 1 or edit.is_output(data):  # type: ignore[arg-type]
+    if len(edit.readers(data)) != 1 or edit.is_output(data):
         return False
-    scale = np.asarray(stored(op.inputs["scale"]))  # type: ignore[arg-type]
-    zero = np.asarray(stored(op.inputs["zero_point"]))  # type: ignore[arg-type]
-    values = np.asarray(stored(data))  # type: ignore[arg-type]
-    axis = int(np.asarray(stored(op.inputs["axis"])))  # type: ignore[arg-type]
+    scale = np.asarray(stored(op.var("scale")))
+    zero = np.asarray(stored(op.var("zero_point")))
+    values = np.asarray(stored(data))
+    axis = int(np.asarray(stored(op.var("axis"))))
     per_tensor = scale.size == 1 and zero.size == 1
     moved = mover.outputs[0]
     if mover.type == "transpose":
-        perm = [int(p) % values.ndim for p in np.asarray(stored(mover.inputs["perm"])).reshape(-1)]  # type: ignore[arg-type]
+        perm = [int(p) % values.ndim for p in np.asarray(stored(mover.var("perm"))).reshape(-1)]
         new_values = np.transpose(values, perm)
         new_axis = 0 if per_tensor else perm.index(axis % values.ndim)
     elif per_tensor:
@@ -45,7 +45,7 @@ def _merge(edit: Editor, op: Operation) -> bool:
         return False
     name = mover.name
     args = {
-        "quantized_data": edit.const(f"{name}_quantized", new_values, data.tensor.dtype, mover),  # type: ignore[union-attr]
+        "quantized_data": edit.const(f"{name}_quantized", new_values, data.tensor.dtype, mover),
         "zero_point": op.inputs["zero_point"],
         "scale": op.inputs["scale"],
         "axis": edit.const(f"{name}_axis", np.array(new_axis), DType.INT32, mover),

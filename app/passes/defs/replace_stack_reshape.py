@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from app.mil.ir import Var
 from app.mil.types import DType
 from app.passes.edit import Editor
 from app.passes.graph_pass import GraphPass, Options
@@ -18,9 +19,9 @@ def run(edit: Editor, options: Options) -> None:
         reshape = edit.sole_reader(stack.outputs[0])
         if reshape is None or reshape.type != "reshape":
             continue
-        values = stack.inputs["values"]
-        shape = list(values[0].tensor.shape)  # type: ignore[index]
-        n, rank = len(values), len(shape)  # type: ignore[arg-type]
+        values = stack.vars("values")
+        shape = list(values[0].tensor.shape)
+        n, rank = len(values), len(shape)
         a = int(np.asarray(stored(stack.var("axis")))) % (rank + 1)
         target = list(reshape.outputs[0].tensor.shape)
         if a < rank and target == [*shape[:a], n * shape[a], *shape[a + 1 :]]:
@@ -29,7 +30,7 @@ def run(edit: Editor, options: Options) -> None:
             axis, interleave = a - 1, True
         else:
             continue
-        args = {
+        args: dict[str, Var | tuple[Var, ...]] = {
             "values": values,
             "axis": edit.const(f"{reshape.name}_axis", np.array(axis), DType.INT32, reshape),
         }

@@ -24,9 +24,15 @@ def _index(op: Operation, x: Var, axis: int) -> int | None:
     probe = np.arange(shape[axis], dtype=np.float64).reshape(
         [-1 if i == axis else 1 for i in range(len(shape))]
     )
-    values = {v.name: stored(v) for k, v in op.inputs.items() if k != "x" and isinstance(v, Var)}
+    values: dict[str, np.ndarray | str] = {}
+    for k, v in op.inputs.items():
+        if k != "x" and isinstance(v, Var):
+            value = stored(v)
+            if value is None:
+                return None  # a bound computed at run time: no fixed index
+            values[v.name] = value
     values[x.name] = np.broadcast_to(probe, shape).copy()
-    (result,) = facts.meaning(op, values)  # type: ignore[arg-type]
+    (result,) = facts.meaning(op, values)
     expected = tuple(1 if i == axis else d for i, d in enumerate(shape))
     if result.shape != expected:
         return None
@@ -36,7 +42,7 @@ def _index(op: Operation, x: Var, axis: int) -> int | None:
 
 def run(edit: Editor, options: Options) -> None:
     for concat in edit.ops("concat"):
-        parts: tuple[Var, ...] = concat.inputs["values"]  # type: ignore[assignment]
+        parts = concat.vars("values")
         if "interleave" in concat.inputs and bool(stored(concat.var("interleave"))):
             continue
         middles = [v for v in parts if v.op is None or v.op.type != "slice_by_index"]
@@ -49,7 +55,8 @@ def run(edit: Editor, options: Options) -> None:
         at = parts.index(x)
         indices = []
         for v in parts[:at] + parts[at + 1 :]:
-            index = None if edit.sole_reader(v) is not concat else _index(v.op, x, axis)  # type: ignore[arg-type]
+            made_by = v.op if edit.sole_reader(v) is concat else None
+            index = None if made_by is None else _index(made_by, x, axis)
             indices.append(index)
         if any(i is None for i in indices):
             continue
