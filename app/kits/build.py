@@ -51,7 +51,7 @@ from app.packaging import Entry, write_zip
 from app.packaging.layout import VERIFICATION_JSON
 from app.planner import Plan, make_plan
 from app.planner.lengths import lengths
-from app.planner.parts import quantize_parts, read_parts
+from app.planner.parts import read_parts
 from app.preflight import findings_to_json
 from app.settings import Settings
 
@@ -272,9 +272,9 @@ def write_kit_zip(
         heads = [p.rows for p in fp16_heads]
         chosen = quality.choose(model, options.quantize, heads, say, allowed)
         options = replace(options, quantize=chosen)
-    layers_q, head_q = quantize_parts(options.quantize)
     plan = kit_plan(model, options, context, prefill)
     layout = plan.layout
+    layers_q, head_q = layout.layers.quantize, layout.head.quantize  # as the plan read them
     norm = model.final_norm()
     eps = float(model.decoder.get("rms_norm_eps", 1e-6))
     held_dir = scratch_dir(".held", scratch) if options.verify else contextlib.nullcontext()

@@ -27,11 +27,11 @@ import numpy as np
 from app.compile.placement import COMPUTE_UNITS, placement_report, unavailable_reason
 from app.core.files import scratch_dir
 from app.errors import ErrorKind, RequestError
-from app.kits.build import quantize_parts
 from app.kits.gate import compare
 from app.kits.manifest import KIT_JSON
 from app.kits.runner import Kit, reference_functions
 from app.kits.verify import LOGITS_TOLERANCE, default_prompt
+from app.planner.parts import quantize_parts
 from app.planner.shape import precision_of, shape_from_config
 
 DEFAULT_NEW_TOKENS = 8
