@@ -64,6 +64,11 @@ def _abs(id: str = "m") -> dict:
     return {"id": id, "op": "abs", "inputs": {"x": "a"}}
 
 
+def _tanh(id: str = "t") -> dict:
+    """tanh(a): inside asin's and acos's domain."""
+    return {"id": id, "op": "tanh", "inputs": {"x": "a"}}
+
+
 A_B = {"a": {"shape": SHAPE}, "b": {"shape": [1, 3, 1, 6]}}
 INTS = {"i": {"shape": [2, 5], "dtype": "int32"}}
 _COMPARE = {"x": "a", "y": "b"}
@@ -104,6 +109,23 @@ ELEMENTWISE = [
     case("iv", "inverse", inputs={"x": "m"}, before=[_abs()]),
     case("sn", "sin"),
     case("cs", "cos"),
+    case("at", "atan"),
+    case("as_", "asin", inputs={"x": "t"}, before=[_tanh()]),
+    case("ac", "acos", inputs={"x": "t"}, before=[_tanh()]),
+    case(
+        "fd",
+        "floor_div",
+        inputs={"x": "a", "y": "d"},
+        before=[_abs(), {"id": "d", "op": "add", "inputs": {"x": "m"}}],
+        weights={"d.y": _scale(0.5)},
+    ),
+    case(
+        "fdi",
+        "floor_div",
+        inputs={"x": "i"},
+        graph_inputs=INTS,
+        weights={"y": np.array([3, -2, 4, -5, 2], np.int32)},
+    ),
     case("fl", "floor"),
     case("cl", "ceil"),
     case("rd", "round"),

@@ -52,6 +52,49 @@ MATH = [
     one("sin", "Sin", X),
     one("cos", "Cos", X),
     one("tan", "Tan", {"x": [64]}),
+    one("atan", "Atan", X),
+    *(
+        Case(  # tanh keeps x inside asin's and acos's domain
+            f"{o.lower()}_{opset}",
+            [op("Tanh", ["x"], ["t"]), op(o, ["t"])],
+            X,
+            opset=opset,
+        )
+        for o in ("Asin", "Acos")
+        for opset in (13, 20)
+    ),
+    Case(  # C's fmod: the dividend's sign; divisors of either sign
+        "fmod_const_13",
+        [op("Mod", ["x", "d"], fmod=1)],
+        X,
+        consts={"d": _f([1.5, -0.75, 2.0, -1.25, 0.5, 3.0, -2.5, 1.0])},
+        opset=13,
+    ),
+    Case(
+        "fmod_data",
+        [op("Abs", ["z"], ["a"]), op("Add", ["a", "half"], ["d"]), op("Mod", ["x", "d"], fmod=1)],
+        {"x": [2, 8], "z": [2, 8]},
+        consts={"half": _f(0.5)},
+    ),
+    *(
+        Case(  # integers: ids spread over [-9, 9], divisors of either sign
+            f"mod_int_fmod{fmod}",
+            [
+                op("Mul", ["ids", "spread"], ["s"]),
+                op("Sub", ["s", "shift"], ["v"]),
+                op("Mod", ["v", "d"], ["m"], fmod=fmod),
+                op("Cast", ["m"], ["y"], to=TensorProto.FLOAT),
+            ],
+            {"ids": [2, 5]},
+            consts={
+                "spread": _i([9, 7, 5, 3, 8]),
+                "shift": _i([4, 1, 2, 6, -1]),
+                "d": _i([3, -4, 2, 5, -3]),
+            },
+            input_types={"ids": INT64},
+        )
+        for fmod in (0, 1)
+    ),
     one("softplus", "Softplus", X),
     one("mish", "Mish", X, opset=18),
     one("elu", "Elu", X, alpha=0.7),
@@ -677,9 +720,9 @@ def test_ops_whose_shape_follows_the_data_are_refused_naming_every_node(tmp_path
             op("NonZero", ["x"], ["nz"]),
             op("Greater", ["x", "zero"], ["pos"]),
             op("Compress", ["x", "pos"], ["c"], axis=1),
-            op("Atan", ["x"], ["y"]),
+            op("GridSample", ["x4", "grid"], ["y"]),
         ],
-        {"x": [2, 8]},
+        {"x": [2, 8], "x4": [1, 2, 3, 4], "grid": [1, 3, 4, 2]},
         ["y", "nz", "c"],
         consts={"zero": _f(0.0)},
         output_types={"nz": INT64},
@@ -687,7 +730,28 @@ def test_ops_whose_shape_follows_the_data_are_refused_naming_every_node(tmp_path
     with pytest.raises(RequestError) as caught:
         check(case, tmp_path)
     reasons = {u["op_type"]: u["reason"] for u in caught.value.extra["unsupported"]}
-    assert set(reasons) == {"NonZero", "Compress", "Atan"}, reasons
+    assert set(reasons) == {"NonZero", "Compress", "GridSample"}, reasons
     assert "its output's shape depends on the data" in reasons["NonZero"]
     assert "its output's shape depends on the data" in reasons["Compress"]
-    assert reasons["Atan"] == "waits on the MIL primitive atan"
+    assert reasons["GridSample"] == "waits on the MIL primitive resample"
+
+
+def test_mod_refuses_the_fmod_values_it_does_not_lower_naming_each_node(tmp_path):
+    """fmod=0 on floats (ONNX defines it for integers) and an fmod other than 0 and 1."""
+    from onnx_support import check
+
+    from app.errors import RequestError
+
+    case = Case(
+        "mod_bad",
+        [op("Mod", ["x", "z"], ["a"]), op("Mod", ["x", "z"], ["y"], fmod=2)],
+        {"x": [2, 8], "z": [2, 8]},
+        ["y", "a"],
+    )
+    with pytest.raises(RequestError) as caught:
+        check(case, tmp_path)
+    reasons = {u["node"]: u["reason"] for u in caught.value.extra["unsupported"]}
+    assert reasons == {
+        "/Mod_a": "Mod of floats with fmod = 0 (ONNX requires fmod = 1 for floats)",
+        "/Mod_y": "Mod with fmod = 2 (ONNX defines 0 and 1)",
+    }, reasons

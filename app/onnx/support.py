@@ -12,10 +12,6 @@ from __future__ import annotations
 
 # ONNX op -> the MIL primitive its lowering waits on
 WAITING: dict[str, str] = {
-    "Atan": "atan",
-    "Acos": "acos",
-    "Asin": "asin",
-    "Mod": "mod",
     "ScatterND": "scatter_nd (indices computed from the data)",
     "GridSample": "resample",
     "RoiAlign": "crop_resize",
@@ -72,6 +68,10 @@ SUPPORTED: dict[str, str] = {
     "Sin": "sin",
     "Cos": "cos",
     "Tan": "sin / cos",
+    "Atan": "atan",
+    "Asin": "asin (not on the ANE: Core ML runs it beside the ANE's partition)",
+    "Acos": "acos (not on the ANE: Core ML runs it beside the ANE's partition)",
+    "Mod": "fmod=0 (integers): x − floor_div(x, y)·y; fmod=1: sign(x)·(|x| − floor_div(|x|, |y|)·|y|)",
     "Equal": "equal (of bools: not xor)",
     "Less": "less",
     "LessOrEqual": "less_equal",
