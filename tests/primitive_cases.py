@@ -338,7 +338,38 @@ LINEAR = [
 ]
 
 _INDICES = np.array([[1, 0, 3], [2, 2, 1]], np.int32)
+
+
+def _resample(id: str, **params) -> Case:
+    """x [2, 3, 4, 6] read at [2, 5, 3] points: standard normal ones, many beyond [-1, 1]."""
+    return case(
+        id,
+        "resample",
+        {"padding_value": 0.5, "coordinates_mode": "normalized_minus_one_to_one", **params},
+        {"x": "a", "coordinates": "g"},
+        graph_inputs={"a": {"shape": SHAPE}, "g": {"shape": [2, 5, 3, 2]}},
+        coremltools=False,  # coremltools computes no resample
+        coreai=False,
+    )
+
+
 LAYOUT = [
+    *(
+        _resample(id, sampling_mode=m, padding_mode=p, align_corners=align)
+        for id, m, p, align in (
+            ("rsc", "bilinear", "constant", False),
+            ("rsb", "bilinear", "border", True),
+            ("rsr", "bilinear", "reflection", True),
+            ("rss", "nearest", "symmetric", False),
+        )
+    ),
+    _resample(
+        "rsu",
+        sampling_mode="bilinear",
+        padding_mode="symmetric",
+        align_corners=False,
+        coordinates_mode="unnormalized",
+    ),
     case("stk", "stack", {"axis": 2}, {"values": ["a", "a", "a"]}),
     case(
         "idn",

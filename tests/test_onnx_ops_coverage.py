@@ -540,6 +540,27 @@ SPATIAL = [
         )
         for coords in ("half_pixel", "pytorch_half_pixel", "align_corners", "asymmetric")
     ),
+    *(  # a grid of standard normal points: many beyond [-1, 1], where the padding shows
+        Case(
+            f"grid_sample_{name}",
+            [op("GridSample", ["x", "grid"], **attrs)],
+            {"x": [2, 3, 4, 5], "grid": [2, 3, 6, 2]},
+            opset=opset,
+        )
+        for name, opset, attrs in (
+            ("default_16", 16, {}),
+            ("border_aligned_16", 16, {"padding_mode": "border", "align_corners": 1}),
+            ("nearest_reflection_16", 16, {"mode": "nearest", "padding_mode": "reflection"}),
+            ("linear_20", 20, {"mode": "linear", "padding_mode": "reflection", "align_corners": 1}),
+            ("nearest_zeros_aligned_20", 20, {"mode": "nearest", "align_corners": 1}),
+        )
+    ),
+    Case(
+        "grid_sample_const_grid",
+        [op("GridSample", ["x", "grid"], mode="bilinear", padding_mode="border")],
+        X4,
+        consts={"grid": rng_array([1, 5, 5, 2], seed=4, scale=0.8)},
+    ),
     Case(
         "resize_linear_sizes_19",
         [op("Resize", ["x", "", "", "z"], mode="linear")],
@@ -720,20 +741,21 @@ def test_ops_whose_shape_follows_the_data_are_refused_naming_every_node(tmp_path
             op("NonZero", ["x"], ["nz"]),
             op("Greater", ["x", "zero"], ["pos"]),
             op("Compress", ["x", "pos"], ["c"], axis=1),
-            op("GridSample", ["x4", "grid"], ["y"]),
+            op("RoiAlign", ["x4", "rois", "batch"], ["y"]),
         ],
-        {"x": [2, 8], "x4": [1, 2, 3, 4], "grid": [1, 3, 4, 2]},
+        {"x": [2, 8], "x4": [1, 2, 3, 4], "rois": [3, 4], "batch": [3]},
         ["y", "nz", "c"],
         consts={"zero": _f(0.0)},
         output_types={"nz": INT64},
+        input_types={"batch": INT64},
     )
     with pytest.raises(RequestError) as caught:
         check(case, tmp_path)
     reasons = {u["op_type"]: u["reason"] for u in caught.value.extra["unsupported"]}
-    assert set(reasons) == {"NonZero", "Compress", "GridSample"}, reasons
+    assert set(reasons) == {"NonZero", "Compress", "RoiAlign"}, reasons
     assert "its output's shape depends on the data" in reasons["NonZero"]
     assert "its output's shape depends on the data" in reasons["Compress"]
-    assert reasons["GridSample"] == "waits on the MIL primitive resample"
+    assert reasons["RoiAlign"] == "waits on the MIL primitive crop_resize"
 
 
 def test_mod_refuses_the_fmod_values_it_does_not_lower_naming_each_node(tmp_path):
@@ -754,4 +776,28 @@ def test_mod_refuses_the_fmod_values_it_does_not_lower_naming_each_node(tmp_path
     assert reasons == {
         "/Mod_a": "Mod of floats with fmod = 0 (ONNX requires fmod = 1 for floats)",
         "/Mod_y": "Mod with fmod = 2 (ONNX defines 0 and 1)",
+    }, reasons
+
+
+def test_grid_sample_refuses_cubic_and_volumes_naming_each_node(tmp_path):
+    from onnx_support import check
+
+    from app.errors import RequestError
+
+    case = Case(
+        "grid_sample_bad",
+        [
+            op("GridSample", ["x", "grid"], ["y"], mode="cubic"),
+            op("GridSample", ["v", "grid3"], ["z"]),
+        ],
+        {"x": [1, 2, 3, 4], "grid": [1, 3, 4, 2], "v": [1, 2, 3, 4, 5], "grid3": [1, 2, 3, 4, 3]},
+        ["y", "z"],
+        opset=20,
+    )
+    with pytest.raises(RequestError) as caught:
+        check(case, tmp_path)
+    reasons = {u["node"]: u["reason"] for u in caught.value.extra["unsupported"]}
+    assert reasons == {
+        "/GridSample_y": "GridSample mode 'cubic' (MIL's resample: linear and nearest)",
+        "/GridSample_z": "GridSample of a rank-5 input (MIL's resample is 2-D)",
     }, reasons

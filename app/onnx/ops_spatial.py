@@ -1,5 +1,5 @@
 """Lowerings of ONNX's spatial ops: Pad, the pools (AveragePool, MaxPool, LpPool),
-ConvTranspose, DepthToSpace, SpaceToDepth and Resize.
+ConvTranspose, DepthToSpace, SpaceToDepth, Resize and GridSample.
 
 ONNX lists pads as every start then every end; MIL pairs them per axis. LpPool is a sum pool
 (an average over a window that counts its padding, times the window's size) of |x| (p = 1) or
@@ -8,6 +8,9 @@ pixel_shuffle. Resize keeps the batch and channel axes and scales the last two:
 nearest-neighbour as upsample_nearest_neighbor, whose source row floor(i / scale) is ONNX's for
 asymmetric coordinates rounded down at any scale, and for half-pixel ones rounded to nearest at
 a whole scale ((i + ½)/s − ½ lies within ½ of floor(i / s)); linear as upsample_bilinear.
+GridSample is MIL's resample with the grid as normalized coordinates: its zeros padding the
+constant 0, and its reflection, which mirrors the coordinate about the outer pixels' centres
+(align_corners) or their edges, resample's reflection or symmetric padding.
 """
 
 from __future__ import annotations
@@ -273,6 +276,40 @@ def resize(ctx: Lowering, node: Node) -> list[Value]:
     ]
 
 
+def grid_sample(ctx: Lowering, node: Node) -> list[Value]:
+    """GridSample (opset 16: bilinear, nearest, bicubic; from 20: linear, nearest, cubic, and
+    any rank) of a 4-D input."""
+    x, grid = node.var(0), node.given(1)
+    mode = _text(node, "mode", "bilinear" if ctx.model.opset < 20 else "linear")
+    sampling = {"bilinear": "bilinear", "linear": "bilinear", "nearest": "nearest"}.get(mode)
+    if sampling is None:
+        raise Unlowered(f"GridSample mode {mode!r} (MIL's resample: linear and nearest)")
+    if x.tensor.rank != 4:
+        raise Unlowered(f"GridSample of a rank-{x.tensor.rank} input (MIL's resample is 2-D)")
+    align = bool(node.attr("align_corners", 0))
+    padding = _text(node, "padding_mode", "zeros")
+    mil_padding = {
+        "zeros": "constant",
+        "border": "border",
+        "reflection": "reflection" if align else "symmetric",
+    }.get(padding)
+    if mil_padding is None:
+        raise Unlowered(f"GridSample padding_mode {padding!r}")
+    return [
+        ctx.op(
+            "resample",
+            node.out[0],
+            x=x,
+            coordinates=grid,
+            sampling_mode=sampling,
+            padding_mode=mil_padding,
+            padding_value=np.array(0.0, np.float32),
+            coordinates_mode="normalized_minus_one_to_one",
+            align_corners=align,
+        )
+    ]
+
+
 HANDLERS: dict[str, Handler] = {
     "Pad": pad,
     "AveragePool": pool,
@@ -282,4 +319,5 @@ HANDLERS: dict[str, Handler] = {
     "DepthToSpace": depth_to_space,
     "SpaceToDepth": space_to_depth,
     "Resize": resize,
+    "GridSample": grid_sample,
 }

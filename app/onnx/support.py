@@ -13,7 +13,6 @@ from __future__ import annotations
 # ONNX op -> the MIL primitive its lowering waits on
 WAITING: dict[str, str] = {
     "ScatterND": "scatter_nd (indices computed from the data)",
-    "GridSample": "resample",
     "RoiAlign": "crop_resize",
 }
 
@@ -120,6 +119,8 @@ SUPPORTED: dict[str, str] = {
     "Resize": "the last two axes: nearest as upsample_nearest_neighbor (asymmetric + floor, or "
     "half-pixel + round at whole scales), linear as upsample_bilinear (half_pixel, "
     "pytorch_half_pixel, align_corners, asymmetric); not cubic",
+    "GridSample": "resample (4-D; bilinear/linear, nearest; zeros, border, reflection padding; "
+    "align_corners); not cubic",
     "Einsum": "one or two operands: transposes, reshapes, reduce_sum and one matmul "
     "(bhid,bhjd->bhij reads k with transpose_y)",
     "GlobalMaxPool": "reduce_max over the spatial axes",
