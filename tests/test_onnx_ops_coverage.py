@@ -561,6 +561,46 @@ SPATIAL = [
         X4,
         consts={"grid": rng_array([1, 5, 5, 2], seed=4, scale=0.8)},
     ),
+    Case(  # the third region reaches beyond the map: clamped within a pixel, 0 further out
+        "roi_align_16",
+        [op("RoiAlign", ["x", "rois", "b"], output_height=2, output_width=3, sampling_ratio=2)],
+        {"x": [1, 3, 6, 7]},
+        consts={
+            "rois": _f([[0.5, 1.0, 4.0, 5.0], [2.0, 0.0, 6.5, 3.0], [-2.5, -3.0, 3.0, 2.5]]),
+            "b": _i([0, 0, 0]),
+        },
+        opset=16,
+    ),
+    Case(  # opset 13's coordinates (no half-pixel shift); an adaptive sampling ratio
+        "roi_align_adaptive_13",
+        [op("RoiAlign", ["x", "rois", "b"], output_height=2, output_width=2, spatial_scale=0.5)],
+        {"x": [1, 2, 6, 6]},
+        consts={"rois": _f([[0.0, 1.0, 7.0, 8.0], [3.0, 2.0, 10.0, 9.0]]), "b": _i([0, 0])},
+        opset=13,
+    ),
+    Case(  # regions computed from the data: their sample points in the program
+        "roi_align_computed_rois",
+        [
+            op("Abs", ["r"], ["a"]),
+            op("Mul", ["a", "spread"], ["m"]),
+            op("Add", ["m", "base"], ["rois"]),
+            op(
+                "RoiAlign",
+                ["x", "rois", "b"],
+                output_height=2,
+                output_width=2,
+                sampling_ratio=2,
+                coordinate_transformation_mode="output_half_pixel",
+            ),
+        ],
+        {"x": [1, 2, 5, 6], "r": [3, 4]},
+        consts={
+            "spread": _f([0.5, 0.5, 1.0, 1.0]),
+            "base": _f([[0.0, 0.0, 2.0, 2.0], [1.0, 1.5, 4.0, 3.0], [-1.5, 0.0, 2.0, 5.0]]),
+            "b": _i([0, 0, 0]),
+        },
+        opset=17,
+    ),
     Case(
         "resize_linear_sizes_19",
         [op("Resize", ["x", "", "", "z"], mode="linear")],
@@ -741,21 +781,20 @@ def test_ops_whose_shape_follows_the_data_are_refused_naming_every_node(tmp_path
             op("NonZero", ["x"], ["nz"]),
             op("Greater", ["x", "zero"], ["pos"]),
             op("Compress", ["x", "pos"], ["c"], axis=1),
-            op("RoiAlign", ["x4", "rois", "batch"], ["y"]),
+            op("PRelu", ["x", "slope"], ["y"]),  # a slope computed from the data
         ],
-        {"x": [2, 8], "x4": [1, 2, 3, 4], "rois": [3, 4], "batch": [3]},
+        {"x": [2, 8], "slope": [8]},
         ["y", "nz", "c"],
         consts={"zero": _f(0.0)},
         output_types={"nz": INT64},
-        input_types={"batch": INT64},
     )
     with pytest.raises(RequestError) as caught:
         check(case, tmp_path)
     reasons = {u["op_type"]: u["reason"] for u in caught.value.extra["unsupported"]}
-    assert set(reasons) == {"NonZero", "Compress", "RoiAlign"}, reasons
+    assert set(reasons) == {"NonZero", "Compress", "PRelu"}, reasons
     assert "its output's shape depends on the data" in reasons["NonZero"]
     assert "its output's shape depends on the data" in reasons["Compress"]
-    assert reasons["RoiAlign"] == "waits on the MIL primitive crop_resize"
+    assert reasons["PRelu"] == "waits on the MIL primitive prelu (a slope computed from the data)"
 
 
 def test_mod_refuses_the_fmod_values_it_does_not_lower_naming_each_node(tmp_path):
@@ -801,3 +840,30 @@ def test_grid_sample_refuses_cubic_and_volumes_naming_each_node(tmp_path):
         "/GridSample_y": "GridSample mode 'cubic' (MIL's resample: linear and nearest)",
         "/GridSample_z": "GridSample of a rank-5 input (MIL's resample is 2-D)",
     }, reasons
+
+
+def test_roi_align_refuses_what_it_does_not_lower_naming_each_node(tmp_path):
+    """mode max, a batch of images, an adaptive sampling ratio on computed regions."""
+    from onnx_support import check
+
+    from app.errors import RequestError
+
+    rois = {"rois": _f([[0.0, 0.0, 2.0, 3.0]]), "b": _i([0])}
+    case = Case(
+        "roi_align_bad",
+        [
+            op("RoiAlign", ["x", "rois", "b"], ["y"], mode="max", sampling_ratio=2),
+            op("RoiAlign", ["x2", "rois", "b"], ["y2"], sampling_ratio=2),
+            op("RoiAlign", ["x", "r", "b"], ["y3"]),
+        ],
+        {"x": [1, 2, 5, 5], "x2": [2, 2, 5, 5], "r": [1, 4]},
+        ["y", "y2", "y3"],
+        consts=rois,
+    )
+    with pytest.raises(RequestError) as caught:
+        check(case, tmp_path)
+    reasons = {u["node"]: u["reason"] for u in caught.value.extra["unsupported"]}
+    assert set(reasons) == {"/RoiAlign_y", "/RoiAlign_y2", "/RoiAlign_y3"}, reasons
+    assert reasons["/RoiAlign_y"].startswith("RoiAlign mode 'max'")
+    assert reasons["/RoiAlign_y2"] == "RoiAlign of a batch of 2 images (lowered for one)"
+    assert reasons["/RoiAlign_y3"].startswith("RoiAlign with sampling_ratio 0")

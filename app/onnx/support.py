@@ -13,7 +13,6 @@ from __future__ import annotations
 # ONNX op -> the MIL primitive its lowering waits on
 WAITING: dict[str, str] = {
     "ScatterND": "scatter_nd (indices computed from the data)",
-    "RoiAlign": "crop_resize",
 }
 
 # ONNX op -> why it is refused (where it is not evaluated at import): what no primitive can give
@@ -121,6 +120,9 @@ SUPPORTED: dict[str, str] = {
     "pytorch_half_pixel, align_corners, asymmetric); not cubic",
     "GridSample": "resample (4-D; bilinear/linear, nearest; zeros, border, reflection padding; "
     "align_corners); not cubic",
+    "RoiAlign": "resample of each region's sample points (border padding, a mask for points "
+    "beyond a pixel outside), avg_pool of each bin's samples (one image; mode avg; a "
+    "sampling_ratio, or 0 over regions known at import)",
     "Einsum": "one or two operands: transposes, reshapes, reduce_sum and one matmul "
     "(bhid,bhjd->bhij reads k with transpose_y)",
     "GlobalMaxPool": "reduce_max over the spatial axes",
