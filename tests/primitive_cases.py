@@ -444,6 +444,32 @@ LAYOUT = [
         ],
         weights={"indices": np.full((2, 1, 4, 6), 2, np.int32)},
     ),
+    case(  # rows (n, c) of a [2, 3, 4, 6]: updates [3, 4, 6]
+        "snu",
+        "scatter_nd",
+        {"mode": "update"},
+        {"data": "a", "updates": "uu"},
+        before=[
+            {
+                "id": "u",
+                "op": "slice_by_size",
+                "params": {"begin": [1, 0, 0, 0], "size": [1, 3, 4, 6]},
+                "inputs": {"x": "a"},
+            },
+            {"id": "uu", "op": "reshape", "params": {"shape": [3, 4, 6]}, "inputs": {"x": "u"}},
+        ],
+        weights={"indices": np.array([[0, 2], [1, 0], [0, 1]], np.int32)},
+        coremltools=False,  # coremltools computes no scatter_nd
+    ),
+    case(  # whole images, one of them twice: its updates add up
+        "sna",
+        "scatter_nd",
+        {"mode": "add"},
+        {"data": "a", "updates": "a"},
+        weights={"indices": np.array([[1], [1]], np.int32)},
+        coremltools=False,
+        coreai=False,  # Core AI's scatter_nd only writes
+    ),
     case(
         "oh",
         "one_hot",

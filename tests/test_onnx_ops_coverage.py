@@ -296,6 +296,32 @@ INDEXING = [
         consts={"i": _i([[2], [-1]])},
         opset=16,
     ),
+    Case(  # indices computed from the data, negative ones among them
+        "scatter_nd_computed_13",
+        [
+            op("Add", ["ids", "off"], ["p"]),
+            op("Sub", ["p", "four"], ["i"]),
+            op("ScatterND", ["x", "i", "u"]),
+        ],
+        {"x": [4, 3], "ids": [2, 1], "u": [2, 3]},
+        consts={"off": _i([[0], [2]]), "four": _i(4)},
+        input_types=INT_IDS,
+        opset=13,
+    ),
+    *(
+        Case(  # two coordinates each; two may name one element, which then combines
+            f"scatter_nd_computed_{reduction}_{opset}",
+            [
+                op("Add", ["ids", "off"], ["i"]),
+                op("ScatterND", ["x", "i", "u"], reduction=reduction),
+            ],
+            {"x": [5, 4, 2], "ids": [3, 2], "u": [3, 2]},
+            consts={"off": _i([[0, 0], [2, 1], [3, 2]])},
+            input_types=INT_IDS,
+            opset=opset,
+        )
+        for reduction, opset in (("add", 16), ("max", 18), ("min", 18))
+    ),
     _ids(
         "one_hot",
         [op("OneHot", ["ids", "depth", "values"], axis=1)],

@@ -11,9 +11,7 @@ and never reach this table.
 from __future__ import annotations
 
 # ONNX op -> the MIL primitive its lowering waits on
-WAITING: dict[str, str] = {
-    "ScatterND": "scatter_nd (indices computed from the data)",
-}
+WAITING: dict[str, str] = {}
 
 # ONNX op -> why it is refused (where it is not evaluated at import): what no primitive can give
 # a program whose shapes are all known when it is built
@@ -141,7 +139,8 @@ SUPPORTED: dict[str, str] = {
     "GatherND": "indices known at import: slices of x with its indexed axes flattened; computed "
     "ones: gather_nd",
     "ScatterElements": "scatter_along_axis (reduction none, add, mul, max, min)",
-    "ScatterND": "indices known at import: scatter_along_axis over the flattened data",
+    "ScatterND": "indices known at import: scatter_along_axis over the flattened data; computed "
+    "ones: scatter_nd",
     "OneHot": "one_hot (depth and values known at import)",
     "Trilu": "band_part; a band off the main diagonal as x − band_part (k known at import)",
     "TopK": "topk (k known at import; sorted)",
