@@ -16,7 +16,9 @@ RoiAlign is resample too, as onnxruntime computes it: each region's sample point
 sampling_ratio² per output bin, in pixels) are coordinates, read bilinearly with the border
 padding (onnxruntime clamps a point up to a pixel outside the map onto its edge), a point
 further out counts 0 (a mask), and an avg_pool of the ratio's window averages each bin. Points
-of regions known at import are computed then; of computed regions, in the program.
+of regions known at import are computed then; of computed regions, in the program. Either way
+the points are fp16, as GridSample's grid is: on a map 128 to 256 pixels wide a point moves by
+up to 1/16 pixel (fp16's step there is 1/8).
 """
 
 from __future__ import annotations
