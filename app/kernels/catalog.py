@@ -92,6 +92,16 @@ class ProgramBuild(ABC):
         program, report = run_pipeline(self.program, pipeline)
         return replace(self, program=program, passes=report, as_built=self.program)
 
+    def as_written_through(self, pipeline: Pipeline) -> Self:
+        """A program written by hand (a catalog kernel's, a kit's) through `pipeline`
+        (app/passes `hand_written`): itself, as built, when no pass changes anything (so its key,
+        its kernel.json and its bytes are the ones it had before it met the passes); otherwise
+        as `through`, the report in kernel.json."""
+        program, report = run_pipeline(self.program, pipeline)
+        if not report.changes:
+            return self
+        return replace(self, program=program, passes=report, as_built=self.program)
+
     @property
     def program_weights(self) -> dict[str, np.ndarray]:
         """The weights the program computes with: quantized ones as they decompress."""
