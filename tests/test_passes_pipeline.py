@@ -591,6 +591,25 @@ def test_a_catalog_kernel_built_runs_the_pipeline_and_keeps_its_bytes(monkeypatc
     assert ran == [hand_written(ane_direct=False)]
 
 
+def test_a_catalog_kernel_whose_weights_make_an_op_do_nothing_loses_it():
+    """What the passes do to a hand-written program can follow from its weights' values: an
+    rmsnorm whose gain is all ones multiplies by one, and noop_elimination removes the mul (and
+    the const). The build says so in kernel.json, still verifies against the op's definition,
+    and keeps its preflight findings to itself (kernels sharing op and params share findings
+    only when the passes left them as written)."""
+    params = {"channels": 16, "spatial": 2}
+    ones = KernelRequest.create("rmsnorm", params, {"weight": np.ones(16, np.float32)}, verify=True)
+    prepared = artifacts.prepare(ones)
+    assert prepared.verified
+    changes = prepared.build.passes.to_json()["changes"]
+    assert changes == [
+        {"pass": "noop_elimination", "removed": {"const": ["weight"], "mul": ["y"]}, "added": {}}
+    ]
+    assert prepared.build.preflight_key() is None
+    gains = KernelRequest.create("rmsnorm", params, {"weight": np.full(16, 0.5, np.float32)})
+    assert artifacts.prepare(gains).build.preflight_key() is not None
+
+
 @pytest.mark.parametrize("fmt", ["mlpackage", "mil"])
 def test_every_primitive_case_builds_and_verifies_under_the_default_pipeline(fmt):
     """tests/primitive_cases.py: one small graph per use of each primitive. The default pipeline

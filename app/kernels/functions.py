@@ -62,8 +62,12 @@ class FunctionsBuild(KernelBuild):
 
     def preflight_key(self) -> Hashable | None:
         """Each function's key: the package's findings are its functions', in order (the names
-        too, since a later function's consts may be renamed after it)."""
-        return tuple((name, part.preflight_key()) for name, part in self.parts.items())
+        too, since a later function's consts may be renamed after it); None, findings of its
+        own, when the graph passes changed the package or a function."""
+        keys = tuple((name, part.preflight_key()) for name, part in self.parts.items())
+        if self.passes is not None or any(key is None for _, key in keys):
+            return None
+        return keys
 
     def signature(self) -> dict[str, Any]:
         """Each function's params, inputs, states and outputs."""

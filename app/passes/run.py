@@ -89,10 +89,10 @@ def _count(program: Program) -> int:
 
 def _run(program: Program, pipeline: Pipeline) -> tuple[Program, PassReport]:
     result = copy_program(program)
-    signatures = {name: _signature(fn) for name, fn in result.functions.items()}
     # names are held unique only where they were (a program read from elsewhere may repeat one
-    # until dedup_op_and_var_names runs)
-    unique = {name: not _repeated(fn) for name, fn in result.functions.items()}
+    # until dedup_op_and_var_names runs): asked of the program as given, when a pass changes
+    # the function first
+    unique: dict[str, bool] = {}
     changes = []
     # one editor a function for the whole pipeline: it keeps who reads what as the passes edit
     editors = {name: Editor(fn, result.target) for name, fn in result.functions.items()}
@@ -121,7 +121,9 @@ def _run(program: Program, pipeline: Pipeline) -> tuple[Program, PassReport]:
                 idle[seen] = changes_of[name]
                 continue
             changes_of[name] += 1
-            _check(fn, signatures[name], graph_pass.name, unique[name])
+            if name not in unique:
+                unique[name] = not _repeated(program.functions[name])
+            _check(fn, _signature(program.functions[name]), graph_pass.name, unique[name])
             change = _change(graph_pass.name, name, before, fn.operations)
             if change is not None:
                 changes.append(change)

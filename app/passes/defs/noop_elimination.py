@@ -36,14 +36,28 @@ def _one_number(var: Var) -> np.ndarray | None:
     return np.asarray(first) if np.all(value == first) else None
 
 
+# What `_keeps` found, by what it follows from (the op's type and arguments, which of them is
+# kept, and the number): a program asks the same question of many ops (a scale by the same
+# constant, layer after layer), and a service asks it of every program it builds.
+_KEPT: dict[tuple, bool] = {}
+
+
 def _keeps(op: Operation, kept: Var, other: Var) -> bool:
     """Whether the binary op hands on `kept` whatever it is, `other` being a const."""
     number = _one_number(other)
     if number is None or kept is other or kept.type != op.outputs[0].type:
         return False
+    args = tuple(sorted((arg, value is kept) for arg, value in op.inputs.items()))
+    key = (op.type, args, number.dtype.str, number.tobytes())
+    if (known := _KEPT.get(key)) is not None:
+        return known
     with np.errstate(all="ignore"):
         (result,) = facts.meaning(op, {kept.name: _PROBES, other.name: number})
-    return result.shape == _PROBES.shape and bool(np.array_equal(result, _PROBES))
+    keeps = result.shape == _PROBES.shape and bool(np.array_equal(result, _PROBES))
+    if len(_KEPT) > 4096:
+        _KEPT.clear()
+    _KEPT[key] = keeps
+    return keeps
 
 
 def _moves_nothing(op: Operation) -> Var | None:
