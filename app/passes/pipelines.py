@@ -21,7 +21,7 @@ from app.passes.graph_pass import GraphPass
 
 # Bump when a pass or a pipeline changes what any program becomes: it is part of the key of every
 # request that runs passes, so artifacts built before are built again.
-VERSION = 3
+VERSION = 4
 
 # The default order, coremltools' own (its default and cleanup pipelines, pass_pipeline.py in
 # coremltools 9.0) restricted to the passes implemented here, and written once:
@@ -86,6 +86,9 @@ DEFAULT: tuple[str, ...] = (
     "merge_consecutive_relus",
     "merge_consecutive_reshapes",
     "merge_consecutive_transposes",
+    # a rank-6 reshape -> transpose -> reshape (a depth-to-space) in steps of rank 4, once
+    # transposes have merged (coremltools' order)
+    "expand_high_rank_reshape_and_transpose",
     "fuse_transpose_matmul",
     # a matmul by a constant weight with a constant bias is linear; a bias after it folds in
     # (fuse_onehot_matmul_to_gather is not here: it changes what an index out of range gives;
