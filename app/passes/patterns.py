@@ -88,12 +88,15 @@ def value_key(var: Var) -> tuple:
 def value_hint(var: Var) -> tuple:
     """A cheap part of `value_key`: dtype, shape and a few of the bytes at each end. Consts with
     different hints hold different values; with equal ones, `same_value` tells."""
-    value = stored(var)
+    op = const_op(var)
+    assert op is not None and op.value is not None
     t = var.tensor
-    if isinstance(value, str):
-        return ("const", t.dtype, value)
-    flat = np.ascontiguousarray(value).reshape(-1).view(np.uint8)
-    return ("const", t.dtype, t.shape, flat[:16].tobytes(), flat[-16:].tobytes())
+    if isinstance(op.value.data, str):
+        return ("const", t.dtype, op.value.data)
+    # the ends of the data as given, each stored: a weight given wider is not converted whole
+    given = np.asarray(op.value.data).reshape(-1)
+    ends = np.concatenate([given[:4], given[-4:]]).astype(t.dtype.numpy)
+    return ("const", t.dtype, t.shape, ends.tobytes())
 
 
 def same_value(a: Var, b: Var) -> bool:
