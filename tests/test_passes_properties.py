@@ -673,6 +673,19 @@ def _rank5(d, p, src, s, near):
     return Site(nodes, weights, f"{p}back", [f"{p}split"])
 
 
+def _rank6(d, p, src, s, near):
+    """[1, C, H, W] reshaped to rank 6, transposed by any perm, and reshaped back (planted); the
+    same with the transpose's output read elsewhere too (near-miss)."""
+    perm = d.draw(st.permutations(range(6)).filter(lambda q: list(q) != sorted(q)))
+    nodes = [
+        node(f"{p}split", "reshape", {"x": src}, shape=[1, 2, s.c // 2, s.h, s.w, 1]),
+        node(f"{p}t", "transpose", {"x": f"{p}split"}, perm=list(perm)),
+        node(f"{p}back", "reshape", {"x": f"{p}t"}, shape=list(s.full)),
+    ]
+    also = {f"{p}moved": f"{p}t"} if near else None
+    return Site(nodes, {}, f"{p}back", [f"{p}split", f"{p}t"], also)
+
+
 def _select(d, p, src, s, near):
     """select on a constant condition: one value everywhere (planted) or mixed (near-miss)."""
     if near:
@@ -843,6 +856,7 @@ PLANTERS: dict[str, Callable] = {
     "use_reflection_padding": _reflection,
     "concat_to_pixel_shuffle": _up_convolution,
     "distributive_quantized_binary_op_scale_normalization": _quantized_add,
+    "expand_high_rank_reshape_and_transpose": _rank6,
     # beyond the seed
     "matmul_to_conv": _token_major,
     "fold_high_rank": _rank5,

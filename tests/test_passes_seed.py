@@ -768,6 +768,28 @@ def _rank5(perm: list[int], inside: list[str] = (), constant: np.ndarray | None 
     return graph(nodes, {"out": "y"}), weights
 
 
+def _rank6(
+    perm: list[int],
+    split: list[int] = (1, 2, 2, 2, 2, 3),
+    back: list[int] = (1, 2, 4, 6),
+    after: str = "reshape",
+    shared: bool = False,
+):
+    """The seed's example as a depth-to-space writes it: x [1, 8, 2, 3] reshaped to rank 6
+    [N, b, b, C, H, W], transposed (by default to [N, C, H, b, W, b]) and reshaped back to
+    rank 4 [N, C, H·b, W·b]; `after`, `shared` and the ranks make its edges."""
+    nodes = [
+        node("split", "reshape", {"x": "x"}, shape=list(split)),
+        node("t", "transpose", {"x": "split"}, perm=perm),
+        node("y", after, {"x": "t"}, **({"shape": list(back)} if after == "reshape" else {})),
+    ]
+    outputs = {"out": "y", **({"moved": "t"} if shared else {})}
+    return graph(nodes, outputs, x=([1, 8, 2, 3], "fp16")), {}
+
+
+D2S = [0, 3, 4, 1, 5, 2]  # [N, b1, b2, C, H, W] -> [N, C, H, b1, W, b2]
+
+
 def _case(id, graph_pass, made, after, fires=True, prelude=(), **options) -> Case:
     body, weights = made
     return Case(id, graph_pass, body, weights, after, fires, options, prelude)
@@ -1571,6 +1593,52 @@ CASES = [
         fires=False,
     ),
     _case(
+        "expand-depth-to-space",
+        "expand_high_rank_reshape_and_transpose",
+        _rank6(D2S),
+        ["reshape", "transpose", "reshape", "transpose", "reshape"],
+    ),
+    _case(
+        "expand-reversed",
+        "expand_high_rank_reshape_and_transpose",
+        _rank6([5, 4, 3, 2, 1, 0], back=[3, 4, 2, 2]),
+        [*["reshape", "transpose"] * 4, "reshape"],  # four steps of rank 4
+    ),
+    _case(
+        "expand-folds-to-rank-3",
+        "expand_high_rank_reshape_and_transpose",
+        _rank6([0, 1, 4, 5, 2, 3], back=[1, 2, 6, 4]),
+        ["reshape", "transpose", "reshape"],
+    ),
+    _case(
+        "expand-shared",
+        "expand_high_rank_reshape_and_transpose",
+        _rank6(D2S, shared=True),
+        ["reshape", "transpose", "reshape"],
+        fires=False,
+    ),
+    _case(
+        "expand-back-to-rank-6",
+        "expand_high_rank_reshape_and_transpose",
+        _rank6(D2S, back=[1, 2, 2, 2, 2, 3]),
+        ["reshape", "transpose", "reshape"],
+        fires=False,
+    ),
+    _case(
+        "expand-not-reshaped",
+        "expand_high_rank_reshape_and_transpose",
+        _rank6(D2S, after="relu"),
+        ["reshape", "transpose", "relu"],
+        fires=False,
+    ),
+    _case(
+        "expand-rank-5",
+        "expand_high_rank_reshape_and_transpose",
+        _rank6([0, 3, 1, 4, 2], split=[1, 4, 2, 2, 3], back=[1, 8, 2, 3]),
+        ["reshape", "transpose", "reshape"],
+        fires=False,
+    ),
+    _case(
         "fold-shuffle",
         "fold_high_rank",
         _rank5([0, 2, 1, 3, 4]),
@@ -1840,6 +1908,17 @@ def test_rank0_expand_dims_swap_the_seed_example(program, after):
     "case", [c for c in CASES if c.graph_pass == "fold_high_rank"], ids=lambda c: c.id
 )
 def test_fold_high_rank_leaves_no_rank_5_tensor_where_it_fires(case):
+    built = build(case.body, case.weights, [case.graph_pass])
+    ranks = {v.tensor.rank for op in built.program.main.operations for v in op.outputs}
+    assert (max(ranks) <= 4) == case.fires
+
+
+@pytest.mark.parametrize(
+    "case",
+    [c for c in CASES if c.graph_pass == "expand_high_rank_reshape_and_transpose"],
+    ids=lambda c: c.id,
+)
+def test_expand_high_rank_reshape_and_transpose_leaves_rank_4_at_most_where_it_fires(case):
     built = build(case.body, case.weights, [case.graph_pass])
     ranks = {v.tensor.rank for op in built.program.main.operations for v in op.outputs}
     assert (max(ranks) <= 4) == case.fires

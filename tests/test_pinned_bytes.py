@@ -172,13 +172,14 @@ PINNED: dict[str, tuple[str, str]] = {
         "bf0d5dfcc990f834495239cbebc5c288af8a159d2b644b566fa98bfc0ce504ac",
         "f65b5540e45b537b6c0609d27fb02efc84cc3e1b82d547d2ba50af37b2cc4353",
     ),
-    # the default pipeline's VERSION 3 (VERSION 2: the passes whose primitives came after
-    # VERSION 1; 3: the other spellings of a normalization and a channels-last prelu): the key
-    # and kernel.json hold the version and, for mil, the three passes left out (gelu and
-    # layer_norm writers); model.mil and weight.bin of both parts are byte for byte VERSION 1's
+    # the default pipeline's VERSION 4 (VERSION 2: the passes whose primitives came after
+    # VERSION 1; 3: the other spellings of a normalization and a channels-last prelu; 4:
+    # expand_high_rank_reshape_and_transpose): the key and kernel.json hold the version and, for
+    # mil, the three passes left out (gelu and layer_norm writers); model.mil and weight.bin of
+    # both parts are byte for byte VERSION 1's
     "split-graph-default": (
-        "69a2c17c800b082bbb597789dee18007a9bcfbf0a7f443682dabdea35e377818",
-        "30f96b01837cc3bb07f2c11d02ec95f046623b1c74161de46a4aee5c5288c579",
+        "042bc413e319d4b945c4643cb7644f2ccdce158416a907bb39fc66868b4dc303",
+        "1dad1ee6f779eeacdec073c224f8fedc08ad89ad8ca83cd0355ea16a5780465d",
     ),
     "decoder_layer-functions": (
         "ddc6af4ef876b0c1b9d692f1a66c00432f8e255cb85a5956ff8ae77c9a0be7b8",
