@@ -54,6 +54,7 @@ from app.passes import (
     parse_passes,
     resolve,
 )
+from app.passes import VERSION as HAND_WRITTEN_VERSION
 from app.quantize import QuantizeConfig, config_json
 from app.settings import PROGRAM_WEIGHT_BUDGET_SETTING
 from app.tensors.headers import TensorFile
@@ -349,6 +350,11 @@ class KernelRequest:
             doc["onnx"] = onnx_importer()
         if self.pipeline is not None:  # "none" keeps the key a request had before passes
             doc["passes"] = self.pipeline.key_json()
+        elif self.kind in (RequestKind.OP, RequestKind.FUNCTIONS):
+            # written by hand, through the hand-written pipeline (`build`), whose result can
+            # follow from the weights (a gain of ones, two equal weights): its version is part
+            # of what shapes the bytes
+            doc["passes"] = {"hand_written": HAND_WRITTEN_VERSION}
         return doc
 
     @property

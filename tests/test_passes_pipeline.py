@@ -610,6 +610,29 @@ def test_a_catalog_kernel_whose_weights_make_an_op_do_nothing_loses_it():
     assert artifacts.prepare(gains).build.preflight_key() is not None
 
 
+def test_a_hand_written_programs_key_moves_with_the_pipeline(monkeypatch):
+    """Since the pipeline's result can follow from a catalog kernel's or a kit's weights, their
+    keys hold its version: a new pipeline never serves an artifact the old one built. A graph
+    with passes "none" keeps the key it had before passes."""
+    import app.kits.job as kit_job
+    import app.request as request_module
+    from app.kits.job import ModelRequest
+
+    def keys() -> tuple[str, str, str]:
+        kernel = KernelRequest.create("rmsnorm", {"channels": 16, "spatial": 2})
+        relu = graph([node("y", "relu", {"x": "x"})], {"y": "y"})
+        plain = KernelRequest.create(graph=relu, passes="none")
+        kit = ModelRequest.create({"config.json": "sha256:" + "0" * 64}, {"format": "mil"})
+        return kernel.key, plain.key, kit.key
+
+    before = keys()
+    monkeypatch.setattr(request_module, "HAND_WRITTEN_VERSION", VERSION + 1)
+    monkeypatch.setattr(kit_job, "HAND_WRITTEN_VERSION", VERSION + 1)
+    after = keys()
+    assert after[0] != before[0] and after[2] != before[2]
+    assert after[1] == before[1]
+
+
 @pytest.mark.parametrize("fmt", ["mlpackage", "mil"])
 def test_every_primitive_case_builds_and_verifies_under_the_default_pipeline(fmt):
     """tests/primitive_cases.py: one small graph per use of each primitive. The default pipeline
