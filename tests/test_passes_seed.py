@@ -500,15 +500,21 @@ def _norm_bc1s(gamma_shape=(1, C, 1, 1)):
     return graph(nodes, {"out": "g"}), weights
 
 
-def _conv1d(axis: int = 2, shared: bool = False, **conv):
-    """TensorFlow's Conv1D: expand_dims -> a conv one high -> squeeze (the seed's pattern 1)."""
+def _conv1d(axis: int = 2, shared: bool = False, width: int = 3, const_weight: bool = True, **conv):
+    """TensorFlow's Conv1D: expand_dims -> a conv one high -> squeeze (the seed's pattern 1); a
+    kernel one wide lets a near-miss's other axis still type."""
     nodes = [
         node("e", "expand_dims", {"x": "x"}, axes=[axis]),
-        node("c", "mil.conv", {"x": "e"}, **conv),
+        node("c", "mil.conv", {"x": "e"} if const_weight else {"x": "e", "weight": "w"}, **conv),
         node("y", "squeeze", {"x": "c"}, axes=[axis]),
     ]
-    body = graph(nodes, {"out": "y", **({"wide": "e"} if shared else {})}, x=([1, C, 8], "fp16"))
-    return body, {"c.weight": values(5, C, 1, 3), "c.bias": values(5)}
+    extra = {} if const_weight else {"w": ([5, C, 1, width], "fp16")}
+    outputs = {"out": "y", **({"wide": "e"} if shared else {})}
+    body = graph(nodes, outputs, x=([1, C, 8], "fp16"), **extra)
+    weights = {"c.bias": values(5)}
+    if const_weight:
+        weights["c.weight"] = values(5, C, 1, width)
+    return body, weights
 
 
 def _conv1d_last(
@@ -1174,6 +1180,20 @@ CASES = [
         "conv1d-shared",
         "compose_conv1d",
         _conv1d(shared=True),
+        ["expand_dims", "conv", "squeeze"],
+        fires=False,
+    ),
+    _case(  # the dummy axis last: (B, C, S, 1), the conv runs over (S, 1)
+        "conv1d-other-axis",
+        "compose_conv1d",
+        _conv1d(axis=3, width=1),
+        ["expand_dims", "conv", "squeeze"],
+        fires=False,
+    ),
+    _case(
+        "conv1d-input-weight",
+        "compose_conv1d",
+        _conv1d(const_weight=False),
         ["expand_dims", "conv", "squeeze"],
         fires=False,
     ),
