@@ -13,6 +13,7 @@ weights our tables are coremltools' byte for byte.
 
 from __future__ import annotations
 
+import os
 from functools import partial
 
 import numpy as np
@@ -28,8 +29,10 @@ from app.quantize.coremltools_parts import (
 from app.quantize.kmeans import compiled, group_palettes, kmeans_palette
 from app.quantize.result import Compressed, ConstexprOp, Param, as_weight
 
-# Threads clustering one weight's groups (the compiled k-means releases the GIL).
-PALETTE_WORKERS = 1
+# Threads clustering one weight's groups (the compiled k-means releases the GIL; the palettes
+# do not depend on how many). One: on the shared two-core machine two did not pay (BENCHMARKS.md,
+# "Quantized model kits"); ANE_PALETTE_WORKERS=2 is worth measuring on an idle one.
+PALETTE_WORKERS = max(1, int(os.environ.get("ANE_PALETTE_WORKERS") or 1))
 
 _INDEX_DTYPES = {
     1: DType.UINT1,
