@@ -10,15 +10,29 @@ input and gives the same centroids and clusters, and each element's index is its
 cluster, looked up: two passes over the elements instead of a sort of them (0.02 s against
 0.9 s for 3 M elements). The clustering is the same C function, called on the arrays' memory
 rather than through its Python wrapper's per-element lists, which releases the GIL while it runs.
+
+Where app/quantize/native/_kmeans1d.c was built, `group_palettes` does all of this for every
+group of a weight in one call, GIL released: the histogram, and the clustering computed the way
+kmeans1d computes it (the same floating-point expressions and comparisons in the same order, so
+the same centroids and clusters, ties included; tests/test_quantize_kmeans_native.py), about six
+times faster than kmeans1d's own routine (1.4 against 9 ms for 2,700 distinct values, 16
+clusters). Without it, `kmeans_palette` and kmeans1d give the same bytes.
 """
 
 from __future__ import annotations
 
 import ctypes
+import itertools
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
 from app.quantize.coremltools_parts import kmeans1d_library
+
+try:
+    from app.quantize.native import _kmeans1d
+except ImportError:  # not built (no C compiler at install): kmeans1d itself clusters
+    _kmeans1d = None  # type: ignore[assignment]  # the checker reads the module's stub, always there
 
 PATTERNS = 1 << 16
 _NEG_ZERO = 0x8000
@@ -26,6 +40,11 @@ _NEG_ZERO = 0x8000
 # zeros; NaNs go last (a quantized weight has none: `as_weight` refuses them).
 _ALL = np.arange(PATTERNS, dtype=np.uint32).astype(np.uint16)
 _BY_VALUE = np.argsort(_ALL.view(np.float16), kind="stable").astype(np.uint16)
+# Each pattern's place in that order (−0 at +0's), and the value at each place.
+_RANK = np.empty(PATTERNS, np.uint16)
+_RANK[_BY_VALUE] = np.arange(PATTERNS, dtype=np.uint32).astype(np.uint16)
+_RANK[_NEG_ZERO] = _RANK[0]
+_VALUE = _BY_VALUE.view(np.float16).astype(np.float64)
 _ULONG = np.dtype(f"u{ctypes.sizeof(ctypes.c_ulong)}")
 _DOUBLES = ctypes.POINTER(ctypes.c_double)
 _ULONGS = ctypes.POINTER(ctypes.c_ulong)
@@ -78,3 +97,38 @@ def cluster(values: np.ndarray, weights: np.ndarray, k: int) -> tuple[np.ndarray
         centroids.ctypes.data_as(_DOUBLES),
     )
     return clusters, centroids
+
+
+def compiled() -> bool:
+    """Whether app/quantize/native/_kmeans1d was built: it computes kmeans1d's clustering (the
+    same result, bit for bit; tests/test_quantize_kmeans_native.py) several times faster, and a
+    tensor's groups in one call."""
+    return _kmeans1d is not None
+
+
+def group_palettes(bits: np.ndarray, nbits: int, workers: int = 1) -> tuple[np.ndarray, np.ndarray]:
+    """`kmeans_palette` of each row of `bits` (groups × elements, the uint16 view of fp16 values),
+    computed by the compiled module: the LUTs (groups × 2^nbits fp16) and the indices (uint8,
+    shaped like `bits`). `workers` threads take a share of the groups each (the module releases
+    the GIL); the result does not depend on how many."""
+    if _kmeans1d is None:
+        raise RuntimeError("app.quantize.native._kmeans1d is not built")
+    bits = np.ascontiguousarray(bits, np.uint16)
+    groups, each = bits.shape
+    size = 1 << nbits
+    lut = np.zeros((groups, size), np.float64)
+    indices = np.empty(bits.shape, np.uint8)
+    bounds = np.linspace(0, groups, min(max(workers, 1), groups) + 1).astype(int)
+
+    def run(start: int, stop: int) -> None:
+        _kmeans1d.palettize(
+            bits[start:stop], each, size, _RANK, _VALUE, lut[start:stop], indices[start:stop]
+        )
+
+    if len(bounds) <= 2:
+        run(0, groups)
+    else:
+        with ThreadPoolExecutor(len(bounds) - 1) as pool:
+            for done in [pool.submit(run, a, b) for a, b in itertools.pairwise(bounds)]:
+                done.result()
+    return lut.astype(np.float16), indices

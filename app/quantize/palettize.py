@@ -13,6 +13,7 @@ weights our tables are coremltools' byte for byte.
 
 from __future__ import annotations
 
+import os
 from functools import partial
 
 import numpy as np
@@ -25,8 +26,13 @@ from app.quantize.coremltools_parts import (
     ct_utils,
     palettize_weights,
 )
-from app.quantize.kmeans import kmeans_palette
+from app.quantize.kmeans import compiled, group_palettes, kmeans_palette
 from app.quantize.result import Compressed, ConstexprOp, Param, as_weight
+
+# Threads clustering one weight's groups (the compiled k-means releases the GIL; the palettes
+# do not depend on how many). One: on the shared two-core machine two did not pay (BENCHMARKS.md,
+# "Quantized model kits"); ANE_PALETTE_WORKERS=2 is worth measuring on an idle one.
+PALETTE_WORKERS = max(1, int(os.environ.get("ANE_PALETTE_WORKERS") or 1))
 
 _INDEX_DTYPES = {
     1: DType.UINT1,
@@ -63,9 +69,16 @@ def palettize(
     check_config(config, np.shape(weight), target, channel_axis=channel_axis, field=field)
     w = as_weight(weight, dtype, weight_field)
     group = config.group_size if config.granularity == "per_grouped_channel" else 0
-    params = palettize_weights.grouped_channelwise_compress(
-        w, "CUSTOM", config.nbits, channel_axis, group, lut_function=partial(_kmeans, config.nbits)
-    )
+    params = _compiled_palettes(w, config.nbits, channel_axis, group)
+    if params is None:
+        params = palettize_weights.grouped_channelwise_compress(
+            w,
+            "CUSTOM",
+            config.nbits,
+            channel_axis,
+            group,
+            lut_function=partial(_kmeans, config.nbits),
+        )
     indices = params.indices.astype(np.uint8)  # drops coremltools' sub-byte dtype metadata
     lut = np.asarray(params.lut, dtype.numpy)
     dense = partial(_dense, indices, lut, channel_axis)
@@ -79,6 +92,33 @@ def palettize(
             "shape": Param(np.asarray(old.shape, np.uint32), DType.UINT32),
         }
     return Compressed((ConstexprOp("constexpr_lut_to_dense", args),), w.shape, dtype, dense)
+
+
+def _compiled_palettes(
+    w: np.ndarray, nbits: int, channel_axis: int, group: int
+) -> ct_utils.LutParams | None:
+    """`grouped_channelwise_compress(w, "CUSTOM", nbits, channel_axis, group, _kmeans)`'s result
+    for an fp16 weight, every group's palette computed in one call of the compiled module
+    (app/quantize/kmeans.py, `group_palettes`): the same LUT and indices, laid out as coremltools
+    lays them out (groups of `group` channels, 0 for all, along `channel_axis` moved first; each
+    group's elements in C order). None where it does not apply: not fp16, not built, or channels
+    that do not split into groups (coremltools decides those)."""
+    if w.dtype != np.float16 or not compiled() or w.ndim == 0:
+        return None
+    swapped = np.swapaxes(w, 0, channel_axis) if channel_axis != 0 else w
+    channels = swapped.shape[0]
+    group = group or channels
+    if channels % group:
+        return None
+    groups = channels // group
+    bits = np.ascontiguousarray(swapped).view(np.uint16).reshape(groups, -1)
+    lut, indices = group_palettes(bits, nbits, PALETTE_WORKERS)
+    lut_shape = [1] * (w.ndim + 2)
+    lut_shape[0], lut_shape[-2] = groups, 1 << nbits
+    lut, indices = lut.reshape(lut_shape), indices.reshape(swapped.shape)
+    if channel_axis != 0:
+        lut, indices = np.swapaxes(lut, 0, channel_axis), np.swapaxes(indices, 0, channel_axis)
+    return ct_utils.LutParams(indices, lut, None)
 
 
 def _dense(indices: np.ndarray, lut: np.ndarray, channel_axis: int) -> np.ndarray:
