@@ -27,6 +27,13 @@ def stored(var: Var) -> np.ndarray | str | None:
     return None if op is None or op.value is None else op.value.stored()
 
 
+def numeric(var: Var) -> bool:
+    """Whether `var` is a plain const holding numbers (one `wide` reads), asked without reading
+    its values."""
+    op = const_op(var)
+    return op is not None and op.value is not None and not isinstance(op.value.data, str)
+
+
 def wide(var: Var) -> np.ndarray | None:
     """A numeric const's value as given, in float64 for floats: a float weight given in fp32 and
     stored in fp16 is folded from its given values, rounded once when the result is stored."""
