@@ -18,7 +18,7 @@ from app.mil.ir import Operation, Var
 from app.passes import facts
 from app.passes.edit import Editor
 from app.passes.graph_pass import GraphPass, Options
-from app.passes.patterns import const_op, stored, wide
+from app.passes.patterns import const_op, stored, uniform
 
 # fp16's extremes, its smallest subnormal, zero, and ordinary numbers each side of 1: an operand
 # c of add, sub, mul, real_div, maximum or minimum (and pow) leaves all of them as they are only
@@ -27,18 +27,9 @@ from app.passes.patterns import const_op, stored, wide
 _PROBES = np.array([-np.inf, -65504, -1.5, -(2.0**-24), 0, 2.0**-24, 0.75, 1, 2, 65504, np.inf])
 
 
-def _one_number(var: Var) -> np.ndarray | None:
-    """The one number a numeric const holds in every element, as a 0-d array; else None."""
-    value = wide(var)
-    if value is None or value.size == 0:
-        return None
-    first = value.reshape(-1)[0]
-    return np.asarray(first) if np.all(value == first) else None
-
-
 def _keeps(op: Operation, kept: Var, other: Var) -> bool:
     """Whether the binary op hands on `kept` whatever it is, `other` being a const."""
-    number = _one_number(other)
+    number = uniform(other)
     if number is None or kept is other or kept.type != op.outputs[0].type:
         return False
     with np.errstate(all="ignore"):
