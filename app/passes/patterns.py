@@ -159,4 +159,7 @@ def fits(value: np.ndarray | None, var: Var) -> bool:
     if not dtype.is_float:
         return True
     # a value in that dtype already (a weight as the program holds it) is read as it is
-    return bool(np.isfinite(np.asarray(value).astype(dtype.numpy, copy=False)).all())
+    array = np.asarray(value).astype(dtype.numpy, copy=False)
+    if array.dtype == np.float16:  # read off the bits: numpy's fp16 isfinite goes via float32
+        return array.size == 0 or int((array.view(np.uint16) & 0x7C00).max()) < 0x7C00
+    return bool(np.isfinite(array).all())
