@@ -1,6 +1,16 @@
 # The API and the Linux worker (generation, packaging, .mlmodelc by the linux compiler backend).
 # macOS workers, for Core ML's placement report, run natively on Macs (see docs/farm.md): Core
 # ML itself does not run in Linux.
+
+# The project's own wheel, built where a C compiler is: its optional native modules (fp16
+# conversion of checkpoints, the palettes' k-means) are compiled here; the slim image below has
+# no compiler and would install the package without them (slower, same bytes).
+FROM python:3.11 AS wheel
+WORKDIR /src
+COPY pyproject.toml README.md ./
+COPY app ./app
+RUN pip wheel --no-deps --no-cache-dir --wheel-dir /wheels .
+
 FROM python:3.11-slim
 
 ENV PYTHONDONTWRITEBYTECODE=1 \
@@ -23,8 +33,8 @@ RUN mkdir app && touch app/__init__.py \
     && pip install ".[coreai,onnx]" \
     && pip uninstall --yes ane-kernel-service \
     && rm -rf app
-COPY app ./app
-RUN pip install --no-deps .
+COPY --from=wheel /wheels /wheels
+RUN pip install --no-deps /wheels/*.whl && rm -rf /wheels
 
 USER ane
 VOLUME ["/data"]

@@ -45,7 +45,16 @@ from app.kernels.functions import check_functions
 from app.mil import DEFAULT_TARGET, TARGETS
 from app.mil.ceilings import Ceilings
 from app.onnx.params import ONNX_OP, OnnxParams, file_problem, require_onnx
-from app.passes import DEFAULT_CHOICE, NO_PASSES, PassChoice, Pipeline, parse_passes, resolve
+from app.passes import (
+    DEFAULT_CHOICE,
+    NO_PASSES,
+    PassChoice,
+    Pipeline,
+    hand_written,
+    parse_passes,
+    resolve,
+)
+from app.passes import VERSION as HAND_WRITTEN_VERSION
 from app.quantize import QuantizeConfig, config_json
 from app.settings import PROGRAM_WEIGHT_BUDGET_SETTING
 from app.tensors.headers import TensorFile
@@ -341,6 +350,11 @@ class KernelRequest:
             doc["onnx"] = onnx_importer()
         if self.pipeline is not None:  # "none" keeps the key a request had before passes
             doc["passes"] = self.pipeline.key_json()
+        elif self.kind in (RequestKind.OP, RequestKind.FUNCTIONS):
+            # written by hand, through the hand-written pipeline (`build`), whose result can
+            # follow from the weights (a gain of ones, two equal weights): its version is part
+            # of what shapes the bytes
+            doc["passes"] = {"hand_written": HAND_WRITTEN_VERSION}
         return doc
 
     @property
@@ -369,10 +383,17 @@ class KernelRequest:
         ONNX model's, missing weights drawn from `random_seed` when given; held to `ceilings` (a
         package of functions to the defaults: its parts are catalog kernels of bounded params).
         An ONNX model whose weights exceed `weight_budget` is refused before they are read.
-        A graph's and an import's program then go through the request's graph passes: the one
-        place a request's program meets them (a split graph's parts, app/graphs/split.py, go
-        through the same pipeline)."""
+        A graph's and an import's program then go through the request's graph passes, a
+        catalog kernel's through the default pipeline for programs written by hand (app/passes
+        `hand_written`): the one place a request's program meets them (a split graph's parts,
+        app/graphs/split.py, go through the same pipeline)."""
         built = self._as_built(random_seed, ceilings, weight_budget)
+        if self.kind in (RequestKind.OP, RequestKind.FUNCTIONS):
+            # written by hand: the default pipeline runs, and leaves it as it is (its key and
+            # bytes with it) unless a pass finds something to change
+            return built.as_written_through(
+                hand_written(ane_direct=self.artifact_format.ane_direct)
+            )
         return built.through(self.pipeline)
 
     def _as_built(

@@ -13,10 +13,16 @@ checks), each the median of several runs in the same process, alternating. Two g
 
 Targets: the pipeline's cost per node flat from 10 to 1,000 nodes, and no more than the build's.
 
-Then what the pipeline would cost the catalog's kernels, which do not run it (docs/passes.md):
-every example of every catalog op, for ios17 and ios18, built, then through the default pipeline
-and through it without the two passes that change anything there (topological_reorder,
-add_fp16_cast); the totals over all examples, each the median of alternating runs.
+Then what the pipeline costs the catalog's kernels and the kits' programs, which go through the
+default pipeline for programs written by hand (`hand_written`: the default less
+topological_reorder and add_fp16_cast) and come out unchanged (docs/passes.md): every example
+of every catalog op, for ios17 and ios18: its build, then that pipeline over it (and, for
+comparison, the full default), each example's best of 9 rounds (the three in turn, example by
+example), summed over all examples. And a tiny kit (a 2-layer Llama of hidden 64, vocabulary
+512, written into a temporary folder) built as a mil kit with its pipeline and with it
+replaced by "none", in turn, the best of 9 each.
+
+    .venv/bin/python -m bench.bench_passes [--only graphs|catalog|kit]
 """
 
 from __future__ import annotations
@@ -88,10 +94,12 @@ def measure(make, count: int) -> dict:
 
 
 def catalog() -> dict:
+    import time
+
     from app.catalog_build import build_kernel
     from app.errors import RequestError
     from app.kernels import CATALOG
-    from app.passes import DEFAULT, parse_passes, resolve, run_pipeline
+    from app.passes import hand_written, parse_passes, resolve, run_pipeline
 
     examples = []
     for name, op in CATALOG.items():
@@ -102,33 +110,132 @@ def catalog() -> dict:
                 except RequestError:  # an example of an op only one target has
                     continue
                 examples.append((name, params, target))
-    built = [build_kernel(n, p, random_seed=0, target=t).program for n, p, t in examples]
+    written = hand_written()
     default = resolve(parse_passes("default"))
-    kept = resolve(
-        parse_passes([n for n in DEFAULT if n not in ("topological_reorder", "add_fp16_cast")])
-    )
+    # Per example, each of the three timed in turn, round after round; each example's best of
+    # the rounds, summed: on a shared machine a slow moment hits one sample, not a total.
+    best: dict[str, list[float]] = {k: [float("inf")] * len(examples) for k in RUNS}
+    for _ in range(9):
+        for i, (n, p, t) in enumerate(examples):
+            start = time.perf_counter()
+            built = build_kernel(n, p, random_seed=0, target=t)
+            middle = time.perf_counter()
+            built.as_written_through(written)
+            end = time.perf_counter()
+            run_pipeline(built.program, default)
+            last = time.perf_counter()
+            for k, took in zip(RUNS, (middle - start, end - middle, last - end), strict=True):
+                best[k][i] = min(best[k][i], took)
+    return {"examples": len(examples), **{k: sum(v) for k, v in best.items()}}
 
-    def build_all():
-        for n, p, t in examples:
-            build_kernel(n, p, random_seed=0, target=t)
 
-    def through(pipeline):
-        return lambda: [run_pipeline(program, pipeline) for program in built]
+RUNS = ("build", "written", "default")
 
-    times: dict[str, list[float]] = {"build": [], "default": [], "kept": []}
-    for _ in range(3):
-        times["build"].append(_median(build_all, 3))
-        times["default"].append(_median(through(default), 3))
-        times["kept"].append(_median(through(kept), 3))
-    best = {k: min(v) for k, v in times.items()}
-    return {"examples": len(examples), **best}
+
+def _tiny_llama(folder) -> None:
+    """A 2-layer Llama checkpoint (hidden 64, 4 heads / 2 KV heads, vocabulary 512, tied), fp32
+    safetensors."""
+    import json
+    import struct
+
+    hidden, inter, vocab, layers = 64, 128, 512, 2
+    config = {
+        "architectures": ["LlamaForCausalLM"],
+        "model_type": "llama",
+        "hidden_size": hidden,
+        "intermediate_size": inter,
+        "num_attention_heads": 4,
+        "num_key_value_heads": 2,
+        "num_hidden_layers": layers,
+        "rms_norm_eps": 1e-5,
+        "rope_theta": 500000.0,
+        "hidden_act": "silu",
+        "vocab_size": vocab,
+        "tie_word_embeddings": True,
+        "max_position_embeddings": 128,
+    }
+    kv = hidden // 2
+    layer = {
+        "input_layernorm.weight": (hidden,),
+        "post_attention_layernorm.weight": (hidden,),
+        "self_attn.q_proj.weight": (hidden, hidden),
+        "self_attn.k_proj.weight": (kv, hidden),
+        "self_attn.v_proj.weight": (kv, hidden),
+        "self_attn.o_proj.weight": (hidden, hidden),
+        "mlp.gate_proj.weight": (inter, hidden),
+        "mlp.up_proj.weight": (inter, hidden),
+        "mlp.down_proj.weight": (hidden, inter),
+    }
+    shapes = {"model.embed_tokens.weight": (vocab, hidden), "model.norm.weight": (hidden,)}
+    for i in range(layers):
+        shapes |= {f"model.layers.{i}.{n}": s for n, s in layer.items()}
+    rng = np.random.default_rng(0)
+    tensors = {
+        n: (1 + 0.1 * rng.standard_normal(s) if len(s) == 1 else rng.standard_normal(s) / 8)
+        .astype(np.float32)
+        .tobytes()
+        for n, s in shapes.items()
+    }
+    header, offset = {}, 0
+    for n, s in shapes.items():
+        header[n] = {
+            "dtype": "F32",
+            "shape": list(s),
+            "data_offsets": [offset, offset + 4 * int(np.prod(s))],
+        }
+        offset += 4 * int(np.prod(s))
+    text = json.dumps(header).encode()
+    text += b" " * (-len(text) % 8)
+    folder.mkdir(parents=True)
+    (folder / "config.json").write_text(json.dumps(config))
+    with open(folder / "model.safetensors", "wb") as f:
+        f.write(struct.pack("<Q", len(text)) + text + b"".join(tensors.values()))
+
+
+def kit() -> dict:
+    import tempfile
+    import time
+    from pathlib import Path
+
+    import app.kits.programs as programs
+    from app.kits.build import KitOptions, build_kit_files
+    from app.passes import NO_PASSES, hand_written, resolve
+
+    none = resolve(NO_PASSES)
+    with tempfile.TemporaryDirectory() as tmp:
+        folder = Path(tmp) / "llama"
+        _tiny_llama(folder)
+        options = KitOptions(format="mil")
+        build_kit_files(folder, options)  # warm
+
+        def timed(pipeline) -> float:
+            programs.hand_written = lambda **_: pipeline  # type: ignore[assignment]
+            try:
+                start = time.perf_counter()
+                build_kit_files(folder, options)
+                return time.perf_counter() - start
+            finally:
+                programs.hand_written = hand_written
+
+        times: dict[str, list[float]] = {"with": [], "without": []}
+        for _ in range(9):
+            times["with"].append(timed(hand_written(ane_direct=True)))
+            times["without"].append(timed(none))
+    return {k: min(v) for k, v in times.items()}
 
 
 def main() -> None:
+    import argparse
+
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--only", choices=("graphs", "catalog", "kit"), help="one part only")
+    only = parser.parse_args().only
     for title, make in (
         ("nothing to fuse", _primitives),
         ("a layer to fuse every 4 nodes", _layers),
     ):
+        if only not in (None, "graphs"):
+            break
         print(f"\n{title}\n")
         print(
             "| nodes | program ops before → after | build per node | default pipeline per node | pipeline / build |"
@@ -143,14 +250,25 @@ def main() -> None:
             )
         flat = rows[-1]["passes_us_per_node"] / rows[0]["passes_us_per_node"]
         print(f"\npipeline per node at 1,000 / at 10: {flat:.2f}")
-    c = catalog()
-    print(f"\nthe catalog's {c['examples']} examples, all of them\n")
-    print("| build | default pipeline | without topological_reorder, add_fp16_cast |")
-    print("|---:|---:|---:|")
-    print(
-        f"| {c['build'] * 1e3:.1f} ms | {c['default'] * 1e3:.1f} ms ({c['default'] / c['build']:.2f}×) "
-        f"| {c['kept'] * 1e3:.1f} ms ({c['kept'] / c['build']:.2f}×) |"
-    )
+    if only in (None, "catalog"):
+        c = catalog()
+        b = c["build"]
+        print(f"\nthe catalog's {c['examples']} examples, all of them\n")
+        print("| build | hand-written pipeline | full default pipeline |")
+        print("|---:|---:|---:|")
+        print(
+            f"| {b * 1e3:.1f} ms | {c['written'] * 1e3:.1f} ms ({c['written'] / b:.2f}×) "
+            f"| {c['default'] * 1e3:.1f} ms ({c['default'] / b:.2f}×) |"
+        )
+    if only in (None, "kit"):
+        k = kit()
+        print("\na tiny kit (2-layer Llama, hidden 64, mil)\n")
+        print("| passes none | hand-written pipeline |")
+        print("|---:|---:|")
+        print(
+            f"| {k['without'] * 1e3:.0f} ms | {k['with'] * 1e3:.0f} ms "
+            f"({k['with'] / k['without']:.2f}×) |"
+        )
 
 
 if __name__ == "__main__":

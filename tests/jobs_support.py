@@ -131,13 +131,21 @@ class WorkerProcess:
         self.proc.wait(timeout=10)
         self._log.close()
 
-    def stop(self) -> None:
+    def stop(self, timeout: float = 30) -> None:
+        """SIGTERM, as an operator stops a worker; one that does not end within `timeout` is
+        asked for its threads' stacks (SIGUSR1), killed, and the failure shows its log's end."""
         if self.proc.poll() is None:
             self.proc.send_signal(signal.SIGTERM)
             try:
-                self.proc.wait(timeout=15)
+                self.proc.wait(timeout=timeout)
             except subprocess.TimeoutExpired:
+                self.proc.send_signal(signal.SIGUSR1)
+                time.sleep(2)
                 self.kill()
+                tail = self.log_path.read_text(errors="replace")[-6000:]
+                raise AssertionError(
+                    f"the worker did not stop within {timeout} s:\n{tail}"
+                ) from None
         self._log.close()
 
 

@@ -64,6 +64,11 @@ def _abs(id: str = "m") -> dict:
     return {"id": id, "op": "abs", "inputs": {"x": "a"}}
 
 
+def _tanh(id: str = "t") -> dict:
+    """tanh(a): inside asin's and acos's domain."""
+    return {"id": id, "op": "tanh", "inputs": {"x": "a"}}
+
+
 A_B = {"a": {"shape": SHAPE}, "b": {"shape": [1, 3, 1, 6]}}
 INTS = {"i": {"shape": [2, 5], "dtype": "int32"}}
 _COMPARE = {"x": "a", "y": "b"}
@@ -104,6 +109,23 @@ ELEMENTWISE = [
     case("iv", "inverse", inputs={"x": "m"}, before=[_abs()]),
     case("sn", "sin"),
     case("cs", "cos"),
+    case("at", "atan"),
+    case("as_", "asin", inputs={"x": "t"}, before=[_tanh()]),
+    case("ac", "acos", inputs={"x": "t"}, before=[_tanh()]),
+    case(
+        "fd",
+        "floor_div",
+        inputs={"x": "a", "y": "d"},
+        before=[_abs(), {"id": "d", "op": "add", "inputs": {"x": "m"}}],
+        weights={"d.y": _scale(0.5)},
+    ),
+    case(
+        "fdi",
+        "floor_div",
+        inputs={"x": "i"},
+        graph_inputs=INTS,
+        weights={"y": np.array([3, -2, 4, -5, 2], np.int32)},
+    ),
     case("fl", "floor"),
     case("cl", "ceil"),
     case("rd", "round"),
@@ -316,7 +338,38 @@ LINEAR = [
 ]
 
 _INDICES = np.array([[1, 0, 3], [2, 2, 1]], np.int32)
+
+
+def _resample(id: str, **params) -> Case:
+    """x [2, 3, 4, 6] read at [2, 5, 3] points: standard normal ones, many beyond [-1, 1]."""
+    return case(
+        id,
+        "resample",
+        {"padding_value": 0.5, "coordinates_mode": "normalized_minus_one_to_one", **params},
+        {"x": "a", "coordinates": "g"},
+        graph_inputs={"a": {"shape": SHAPE}, "g": {"shape": [2, 5, 3, 2]}},
+        coremltools=False,  # coremltools computes no resample
+        coreai=False,
+    )
+
+
 LAYOUT = [
+    *(
+        _resample(id, sampling_mode=m, padding_mode=p, align_corners=align)
+        for id, m, p, align in (
+            ("rsc", "bilinear", "constant", False),
+            ("rsb", "bilinear", "border", True),
+            ("rsr", "bilinear", "reflection", True),
+            ("rss", "nearest", "symmetric", False),
+        )
+    ),
+    _resample(
+        "rsu",
+        sampling_mode="bilinear",
+        padding_mode="symmetric",
+        align_corners=False,
+        coordinates_mode="unnormalized",
+    ),
     case("stk", "stack", {"axis": 2}, {"values": ["a", "a", "a"]}),
     case(
         "idn",
@@ -390,6 +443,32 @@ LAYOUT = [
             }
         ],
         weights={"indices": np.full((2, 1, 4, 6), 2, np.int32)},
+    ),
+    case(  # rows (n, c) of a [2, 3, 4, 6]: updates [3, 4, 6]
+        "snu",
+        "scatter_nd",
+        {"mode": "update"},
+        {"data": "a", "updates": "uu"},
+        before=[
+            {
+                "id": "u",
+                "op": "slice_by_size",
+                "params": {"begin": [1, 0, 0, 0], "size": [1, 3, 4, 6]},
+                "inputs": {"x": "a"},
+            },
+            {"id": "uu", "op": "reshape", "params": {"shape": [3, 4, 6]}, "inputs": {"x": "u"}},
+        ],
+        weights={"indices": np.array([[0, 2], [1, 0], [0, 1]], np.int32)},
+        coremltools=False,  # coremltools computes no scatter_nd
+    ),
+    case(  # whole images, one of them twice: its updates add up
+        "sna",
+        "scatter_nd",
+        {"mode": "add"},
+        {"data": "a", "updates": "a"},
+        weights={"indices": np.array([[1], [1]], np.int32)},
+        coremltools=False,
+        coreai=False,  # Core AI's scatter_nd only writes
     ),
     case(
         "oh",

@@ -289,6 +289,14 @@ def test_redis_with_its_append_only_file_comes_back_with_the_job(tmp_path):
                 assert worker.proc.wait(timeout=20) == 0
                 time.sleep(1)
                 assert late.proc.poll() is None
+                # Stuck or waiting, a worker writes its threads' stacks on SIGUSR1 and goes on.
+                late.proc.send_signal(signal.SIGUSR1)
+                eventually(
+                    lambda: "most recent call first" in late.log_path.read_text(),
+                    10,
+                    "the stacks in the log",
+                )
+                assert late.proc.poll() is None
                 server.start()
                 late.wait_ready(server.url)
                 again = c.post("/v1/jobs", json=job_body("late")).json()
@@ -342,3 +350,43 @@ def test_a_result_waits_out_the_outage_even_if_its_job_is_cancelled_meanwhile(tm
         stored, status = asyncio.run(scenario())
     assert stored is not None and stored.state == JobState.succeeded
     assert status["reachable"] and status["last_outage"]["seconds"] > 0.4
+
+
+def test_a_connection_lost_under_watch_is_a_broker_fault(tmp_path):
+    """arq claims a job under WATCH; redis-py reports the broker dying there as a WatchError
+    raised while handling the connection error. That is an outage, which a worker waits out;
+    a watched key that changed is not."""
+    from redis.exceptions import WatchError
+
+    from app.jobs.broker import is_broker_fault
+
+    async def lost(url: str, kill) -> BaseException:
+        client = broker_client(url, Settings(broker_timeout_s=2))
+        try:
+            async with client.pipeline(transaction=True) as pipe:
+                await pipe.watch("claimed")
+                kill()
+                with pytest.raises(WatchError) as caught:
+                    await pipe.get("claimed")
+                return caught.value
+        finally:
+            await client.aclose()
+
+    async def changed(url: str) -> BaseException:
+        client = broker_client(url, Settings(broker_timeout_s=2))
+        try:
+            async with client.pipeline(transaction=True) as pipe:
+                await pipe.watch("claimed")
+                await client.set("claimed", b"by another worker")
+                pipe.multi()
+                pipe.set("claimed", b"here")
+                with pytest.raises(WatchError) as caught:
+                    await pipe.execute()
+                return caught.value
+        finally:
+            await client.aclose()
+
+    with redis_process(tmp_path, persistent=False) as server:
+        server.start()
+        assert not is_broker_fault(asyncio.run(changed(server.url)))
+        assert is_broker_fault(asyncio.run(lost(server.url, server.kill)))

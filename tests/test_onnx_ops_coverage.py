@@ -52,6 +52,49 @@ MATH = [
     one("sin", "Sin", X),
     one("cos", "Cos", X),
     one("tan", "Tan", {"x": [64]}),
+    one("atan", "Atan", X),
+    *(
+        Case(  # tanh keeps x inside asin's and acos's domain
+            f"{o.lower()}_{opset}",
+            [op("Tanh", ["x"], ["t"]), op(o, ["t"])],
+            X,
+            opset=opset,
+        )
+        for o in ("Asin", "Acos")
+        for opset in (13, 20)
+    ),
+    Case(  # C's fmod: the dividend's sign; divisors of either sign
+        "fmod_const_13",
+        [op("Mod", ["x", "d"], fmod=1)],
+        X,
+        consts={"d": _f([1.5, -0.75, 2.0, -1.25, 0.5, 3.0, -2.5, 1.0])},
+        opset=13,
+    ),
+    Case(
+        "fmod_data",
+        [op("Abs", ["z"], ["a"]), op("Add", ["a", "half"], ["d"]), op("Mod", ["x", "d"], fmod=1)],
+        {"x": [2, 8], "z": [2, 8]},
+        consts={"half": _f(0.5)},
+    ),
+    *(
+        Case(  # integers: ids spread over [-9, 9], divisors of either sign
+            f"mod_int_fmod{fmod}",
+            [
+                op("Mul", ["ids", "spread"], ["s"]),
+                op("Sub", ["s", "shift"], ["v"]),
+                op("Mod", ["v", "d"], ["m"], fmod=fmod),
+                op("Cast", ["m"], ["y"], to=TensorProto.FLOAT),
+            ],
+            {"ids": [2, 5]},
+            consts={
+                "spread": _i([9, 7, 5, 3, 8]),
+                "shift": _i([4, 1, 2, 6, -1]),
+                "d": _i([3, -4, 2, 5, -3]),
+            },
+            input_types={"ids": INT64},
+        )
+        for fmod in (0, 1)
+    ),
     one("softplus", "Softplus", X),
     one("mish", "Mish", X, opset=18),
     one("elu", "Elu", X, alpha=0.7),
@@ -252,6 +295,32 @@ INDEXING = [
         {"x": [4, 3], "u": [2, 3]},
         consts={"i": _i([[2], [-1]])},
         opset=16,
+    ),
+    Case(  # indices computed from the data, negative ones among them
+        "scatter_nd_computed_13",
+        [
+            op("Add", ["ids", "off"], ["p"]),
+            op("Sub", ["p", "four"], ["i"]),
+            op("ScatterND", ["x", "i", "u"]),
+        ],
+        {"x": [4, 3], "ids": [2, 1], "u": [2, 3]},
+        consts={"off": _i([[0], [2]]), "four": _i(4)},
+        input_types=INT_IDS,
+        opset=13,
+    ),
+    *(
+        Case(  # two coordinates each; two may name one element, which then combines
+            f"scatter_nd_computed_{reduction}_{opset}",
+            [
+                op("Add", ["ids", "off"], ["i"]),
+                op("ScatterND", ["x", "i", "u"], reduction=reduction),
+            ],
+            {"x": [5, 4, 2], "ids": [3, 2], "u": [3, 2]},
+            consts={"off": _i([[0, 0], [2, 1], [3, 2]])},
+            input_types=INT_IDS,
+            opset=opset,
+        )
+        for reduction, opset in (("add", 16), ("max", 18), ("min", 18))
     ),
     _ids(
         "one_hot",
@@ -497,6 +566,67 @@ SPATIAL = [
         )
         for coords in ("half_pixel", "pytorch_half_pixel", "align_corners", "asymmetric")
     ),
+    *(  # a grid of standard normal points: many beyond [-1, 1], where the padding shows
+        Case(
+            f"grid_sample_{name}",
+            [op("GridSample", ["x", "grid"], **attrs)],
+            {"x": [2, 3, 4, 5], "grid": [2, 3, 6, 2]},
+            opset=opset,
+        )
+        for name, opset, attrs in (
+            ("default_16", 16, {}),
+            ("border_aligned_16", 16, {"padding_mode": "border", "align_corners": 1}),
+            ("nearest_reflection_16", 16, {"mode": "nearest", "padding_mode": "reflection"}),
+            ("linear_20", 20, {"mode": "linear", "padding_mode": "reflection", "align_corners": 1}),
+            ("nearest_zeros_aligned_20", 20, {"mode": "nearest", "align_corners": 1}),
+        )
+    ),
+    Case(
+        "grid_sample_const_grid",
+        [op("GridSample", ["x", "grid"], mode="bilinear", padding_mode="border")],
+        X4,
+        consts={"grid": rng_array([1, 5, 5, 2], seed=4, scale=0.8)},
+    ),
+    Case(  # the third region reaches beyond the map: clamped within a pixel, 0 further out
+        "roi_align_16",
+        [op("RoiAlign", ["x", "rois", "b"], output_height=2, output_width=3, sampling_ratio=2)],
+        {"x": [1, 3, 6, 7]},
+        consts={
+            "rois": _f([[0.5, 1.0, 4.0, 5.0], [2.0, 0.0, 6.5, 3.0], [-2.5, -3.0, 3.0, 2.5]]),
+            "b": _i([0, 0, 0]),
+        },
+        opset=16,
+    ),
+    Case(  # opset 13's coordinates (no half-pixel shift); an adaptive sampling ratio
+        "roi_align_adaptive_13",
+        [op("RoiAlign", ["x", "rois", "b"], output_height=2, output_width=2, spatial_scale=0.5)],
+        {"x": [1, 2, 6, 6]},
+        consts={"rois": _f([[0.0, 1.0, 7.0, 8.0], [3.0, 2.0, 10.0, 9.0]]), "b": _i([0, 0])},
+        opset=13,
+    ),
+    Case(  # regions computed from the data: their sample points in the program
+        "roi_align_computed_rois",
+        [
+            op("Abs", ["r"], ["a"]),
+            op("Mul", ["a", "spread"], ["m"]),
+            op("Add", ["m", "base"], ["rois"]),
+            op(
+                "RoiAlign",
+                ["x", "rois", "b"],
+                output_height=2,
+                output_width=2,
+                sampling_ratio=2,
+                coordinate_transformation_mode="output_half_pixel",
+            ),
+        ],
+        {"x": [1, 2, 5, 6], "r": [3, 4]},
+        consts={
+            "spread": _f([0.5, 0.5, 1.0, 1.0]),
+            "base": _f([[0.0, 0.0, 2.0, 2.0], [1.0, 1.5, 4.0, 3.0], [-1.5, 0.0, 2.0, 5.0]]),
+            "b": _i([0, 0, 0]),
+        },
+        opset=17,
+    ),
     Case(
         "resize_linear_sizes_19",
         [op("Resize", ["x", "", "", "z"], mode="linear")],
@@ -677,9 +807,9 @@ def test_ops_whose_shape_follows_the_data_are_refused_naming_every_node(tmp_path
             op("NonZero", ["x"], ["nz"]),
             op("Greater", ["x", "zero"], ["pos"]),
             op("Compress", ["x", "pos"], ["c"], axis=1),
-            op("Atan", ["x"], ["y"]),
+            op("PRelu", ["x", "slope"], ["y"]),  # a slope computed from the data
         ],
-        {"x": [2, 8]},
+        {"x": [2, 8], "slope": [8]},
         ["y", "nz", "c"],
         consts={"zero": _f(0.0)},
         output_types={"nz": INT64},
@@ -687,7 +817,79 @@ def test_ops_whose_shape_follows_the_data_are_refused_naming_every_node(tmp_path
     with pytest.raises(RequestError) as caught:
         check(case, tmp_path)
     reasons = {u["op_type"]: u["reason"] for u in caught.value.extra["unsupported"]}
-    assert set(reasons) == {"NonZero", "Compress", "Atan"}, reasons
+    assert set(reasons) == {"NonZero", "Compress", "PRelu"}, reasons
     assert "its output's shape depends on the data" in reasons["NonZero"]
     assert "its output's shape depends on the data" in reasons["Compress"]
-    assert reasons["Atan"] == "waits on the MIL primitive atan"
+    assert reasons["PRelu"] == "waits on the MIL primitive prelu (a slope computed from the data)"
+
+
+def test_mod_refuses_the_fmod_values_it_does_not_lower_naming_each_node(tmp_path):
+    """fmod=0 on floats (ONNX defines it for integers) and an fmod other than 0 and 1."""
+    from onnx_support import check
+
+    from app.errors import RequestError
+
+    case = Case(
+        "mod_bad",
+        [op("Mod", ["x", "z"], ["a"]), op("Mod", ["x", "z"], ["y"], fmod=2)],
+        {"x": [2, 8], "z": [2, 8]},
+        ["y", "a"],
+    )
+    with pytest.raises(RequestError) as caught:
+        check(case, tmp_path)
+    reasons = {u["node"]: u["reason"] for u in caught.value.extra["unsupported"]}
+    assert reasons == {
+        "/Mod_a": "Mod of floats with fmod = 0 (ONNX requires fmod = 1 for floats)",
+        "/Mod_y": "Mod with fmod = 2 (ONNX defines 0 and 1)",
+    }, reasons
+
+
+def test_grid_sample_refuses_cubic_and_volumes_naming_each_node(tmp_path):
+    from onnx_support import check
+
+    from app.errors import RequestError
+
+    case = Case(
+        "grid_sample_bad",
+        [
+            op("GridSample", ["x", "grid"], ["y"], mode="cubic"),
+            op("GridSample", ["v", "grid3"], ["z"]),
+        ],
+        {"x": [1, 2, 3, 4], "grid": [1, 3, 4, 2], "v": [1, 2, 3, 4, 5], "grid3": [1, 2, 3, 4, 3]},
+        ["y", "z"],
+        opset=20,
+    )
+    with pytest.raises(RequestError) as caught:
+        check(case, tmp_path)
+    reasons = {u["node"]: u["reason"] for u in caught.value.extra["unsupported"]}
+    assert reasons == {
+        "/GridSample_y": "GridSample mode 'cubic' (MIL's resample: linear and nearest)",
+        "/GridSample_z": "GridSample of a rank-5 input (MIL's resample is 2-D)",
+    }, reasons
+
+
+def test_roi_align_refuses_what_it_does_not_lower_naming_each_node(tmp_path):
+    """mode max, a batch of images, an adaptive sampling ratio on computed regions."""
+    from onnx_support import check
+
+    from app.errors import RequestError
+
+    rois = {"rois": _f([[0.0, 0.0, 2.0, 3.0]]), "b": _i([0])}
+    case = Case(
+        "roi_align_bad",
+        [
+            op("RoiAlign", ["x", "rois", "b"], ["y"], mode="max", sampling_ratio=2),
+            op("RoiAlign", ["x2", "rois", "b"], ["y2"], sampling_ratio=2),
+            op("RoiAlign", ["x", "r", "b"], ["y3"]),
+        ],
+        {"x": [1, 2, 5, 5], "x2": [2, 2, 5, 5], "r": [1, 4]},
+        ["y", "y2", "y3"],
+        consts=rois,
+    )
+    with pytest.raises(RequestError) as caught:
+        check(case, tmp_path)
+    reasons = {u["node"]: u["reason"] for u in caught.value.extra["unsupported"]}
+    assert set(reasons) == {"/RoiAlign_y", "/RoiAlign_y2", "/RoiAlign_y3"}, reasons
+    assert reasons["/RoiAlign_y"].startswith("RoiAlign mode 'max'")
+    assert reasons["/RoiAlign_y2"] == "RoiAlign of a batch of 2 images (lowered for one)"
+    assert reasons["/RoiAlign_y3"].startswith("RoiAlign with sampling_ratio 0")

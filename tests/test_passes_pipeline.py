@@ -24,7 +24,17 @@ from app import artifacts
 from app.errors import RequestError
 from app.mil import Builder, DType, ops
 from app.mil.ops import AneFacts, AneStatus
-from app.passes import DEFAULT, PASSES, PassError, facts, parse_passes, resolve, run_pipeline
+from app.passes import (
+    AUTHORS_CHOICES,
+    DEFAULT,
+    PASSES,
+    PassError,
+    facts,
+    hand_written,
+    parse_passes,
+    resolve,
+    run_pipeline,
+)
 from app.passes import pipelines as pipelines_module
 from app.passes.graph_pass import GraphPass
 from app.passes.pipelines import VERSION, Pipeline, Step
@@ -524,18 +534,23 @@ def _catalog_examples():
                     continue
 
 
-def test_the_default_pipeline_over_the_catalogs_examples():
-    """What the default pipeline would change in the catalog's hand-written programs (they do not
-    go through passes yet): topological_reorder moves the attention blocks' value transpose to
-    just before its reader (an order, no op more or less), and add_fp16_cast makes the one
-    example that computes in fp32 (conv, weight_dtype fp32) compute in fp16. Without those two,
-    every example is left exactly as it is."""
+def test_the_default_pipeline_leaves_every_catalog_example_as_it_is():
+    """Catalog kernels go through the default pipeline for programs written by hand
+    (`hand_written`: the default less topological_reorder and add_fp16_cast, for either kind of
+    runtime), and it changes nothing in any example of any op: a pass that starts changing a
+    hand-written program fails here (then it must show a gain, and the golden files and the
+    generator version move with it). The two passes left out would change only what their
+    authors chose: topological_reorder moves the attention blocks' value transpose to just
+    before its reader (an order, no op more or less), and add_fp16_cast makes the one example
+    that computes in fp32 (conv, weight_dtype fp32) compute in fp16."""
+    written = [hand_written(ane_direct=False), hand_written(ane_direct=True)]
+    assert all(set(AUTHORS_CHOICES) <= set(p.left_out) for p in written)
     default = resolve(parse_passes("default"))
-    kept = resolve(
-        parse_passes([n for n in DEFAULT if n not in ("topological_reorder", "add_fp16_cast")])
-    )
     seen = set()
     for label, built in _catalog_examples():
+        for pipeline in written:
+            _, report = run_pipeline(built.program, pipeline)
+            assert not report.changes, (label, report.to_json()["changes"])
         _, report = run_pipeline(built.program, default)
         for change in report.changes:
             seen.add(change.graph_pass)
@@ -552,9 +567,70 @@ def test_the_default_pipeline_over_the_catalogs_examples():
                     "dead_code_elimination",
                 ), label
                 assert label.startswith("conv[2]"), label  # weight_dtype fp32
-        _, untouched = run_pipeline(built.program, kept)
-        assert not untouched.changes, (label, untouched.changes)
     assert {"topological_reorder", "add_fp16_cast", "cast_optimization"} <= seen
+
+
+def test_a_catalog_kernel_built_runs_the_pipeline_and_keeps_its_bytes(monkeypatch):
+    """The build runs the hand-written pipeline on a catalog kernel (counted here, to see it),
+    and a kernel it leaves as it is has no `passes` in kernel.json: its bytes are as before."""
+    from app.kernels import KernelBuild
+
+    request = KernelRequest.create(
+        "scale", {"channels": 3, "spatial": 2}, {"scale": np.full(3, 0.5, np.float32)}
+    )
+    assert artifacts.prepare(request).build.passes is None
+    ran = []
+    through = KernelBuild.as_written_through
+
+    def counted(build, pipeline):
+        ran.append(pipeline)
+        return through(build, pipeline)
+
+    monkeypatch.setattr(KernelBuild, "as_written_through", counted)
+    artifacts.prepare(request)
+    assert ran == [hand_written(ane_direct=False)]
+
+
+def test_a_catalog_kernel_whose_weights_make_an_op_do_nothing_loses_it():
+    """What the passes do to a hand-written program can follow from its weights' values: an
+    rmsnorm whose gain is all ones multiplies by one, and noop_elimination removes the mul (and
+    the const). The build says so in kernel.json, still verifies against the op's definition,
+    and keeps its preflight findings to itself (kernels sharing op and params share findings
+    only when the passes left them as written)."""
+    params = {"channels": 16, "spatial": 2}
+    ones = KernelRequest.create("rmsnorm", params, {"weight": np.ones(16, np.float32)}, verify=True)
+    prepared = artifacts.prepare(ones)
+    assert prepared.verified
+    changes = prepared.build.passes.to_json()["changes"]
+    assert changes == [
+        {"pass": "noop_elimination", "removed": {"const": ["weight"], "mul": ["y"]}, "added": {}}
+    ]
+    assert prepared.build.preflight_key() is None
+    gains = KernelRequest.create("rmsnorm", params, {"weight": np.full(16, 0.5, np.float32)})
+    assert artifacts.prepare(gains).build.preflight_key() is not None
+
+
+def test_a_hand_written_programs_key_moves_with_the_pipeline(monkeypatch):
+    """Since the pipeline's result can follow from a catalog kernel's or a kit's weights, their
+    keys hold its version: a new pipeline never serves an artifact the old one built. A graph
+    with passes "none" keeps the key it had before passes."""
+    import app.kits.job as kit_job
+    import app.request as request_module
+    from app.kits.job import ModelRequest
+
+    def keys() -> tuple[str, str, str]:
+        kernel = KernelRequest.create("rmsnorm", {"channels": 16, "spatial": 2})
+        relu = graph([node("y", "relu", {"x": "x"})], {"y": "y"})
+        plain = KernelRequest.create(graph=relu, passes="none")
+        kit = ModelRequest.create({"config.json": "sha256:" + "0" * 64}, {"format": "mil"})
+        return kernel.key, plain.key, kit.key
+
+    before = keys()
+    monkeypatch.setattr(request_module, "HAND_WRITTEN_VERSION", VERSION + 1)
+    monkeypatch.setattr(kit_job, "HAND_WRITTEN_VERSION", VERSION + 1)
+    after = keys()
+    assert after[0] != before[0] and after[2] != before[2]
+    assert after[1] == before[1]
 
 
 @pytest.mark.parametrize("fmt", ["mlpackage", "mil"])

@@ -474,18 +474,43 @@ def _norm(d, p, src, s, near):
 
 
 def _conv1d(d, p, src, s, near):
-    """src as (1, C, H·W), expand_dims -> a conv one high -> squeeze, back to src's shape."""
-    miss = d.draw(st.sampled_from(["row", "shared"])) if near else None
-    axis = d.draw(st.sampled_from([2, -2]))
+    """src as (1, C, H·W) (channels first) or (1, H·W, C) (channels last), a conv one high over
+    a dummy axis (expand_dims -> conv -> squeeze; channels last with the transposes to
+    (1, C, 1, S) and back around the conv), back to src's shape."""
+    # "last" first: channels last in about half the draws (17 of 33 derandomized), a booleans()
+    # draw gave it 7 of 31
+    last = d.draw(st.sampled_from(["last", "first"])) == "last"
+    misses = ["row", "shared", *(["back", "axis"] if last else [])]
+    miss = d.draw(st.sampled_from(misses)) if near else None
     k = d.draw(st.sampled_from([1, 3]))
     conv = {"pad_type": "custom", "pad": [0, 0, k // 2, k // 2]}
     if miss == "row":  # a stride over the height reads a padded row: not a conv1d
         conv = {"pad_type": "custom", "pad": [1, 0, k // 2, k // 2], "strides": [2, 1]}
+    if last:
+        axis = 2 if miss == "axis" else d.draw(st.sampled_from([1, -3]))
+        there = d.draw(st.sampled_from([[0, 3, 1, 2], [0, -1, 1, 2]]))
+        back = (
+            [0, 2, 1, 3]
+            if miss == "back"
+            else d.draw(st.sampled_from([[0, 2, 3, 1], [0, 2, -1, 1]]))
+        )
+        flat = [1, s.h * s.w, s.c]
+        around = [
+            node(f"{p}t", "transpose", {"x": f"{p}e"}, perm=there),
+            node(f"{p}c", "mil.conv", {"x": f"{p}t"}, **conv),
+            node(f"{p}b", "transpose", {"x": f"{p}c"}, perm=back),
+        ]
+        made = f"{p}b"
+    else:
+        axis = d.draw(st.sampled_from([2, -2]))
+        flat = [1, s.c, s.h * s.w]
+        around = [node(f"{p}c", "mil.conv", {"x": f"{p}e"}, **conv)]
+        made = f"{p}c"
     nodes = [
-        node(f"{p}flat", "reshape", {"x": src}, shape=[1, s.c, s.h * s.w]),
+        node(f"{p}flat", "reshape", {"x": src}, shape=flat),
         node(f"{p}e", "expand_dims", {"x": f"{p}flat"}, axes=[axis]),
-        node(f"{p}c", "mil.conv", {"x": f"{p}e"}, **conv),
-        node(f"{p}sq", "squeeze", {"x": f"{p}c"}, axes=[axis]),
+        *around,
+        node(f"{p}sq", "squeeze", {"x": made}, axes=[axis]),
         node(f"{p}y", "reshape", {"x": f"{p}sq"}, shape=list(s.full)),
     ]
     weights = {f"{p}c.weight": _w(s.c, s.c, 1, k, seed=d.draw(st.integers(0, 9)))}
@@ -673,6 +698,19 @@ def _rank5(d, p, src, s, near):
     return Site(nodes, weights, f"{p}back", [f"{p}split"])
 
 
+def _rank6(d, p, src, s, near):
+    """[1, C, H, W] reshaped to rank 6, transposed by any perm, and reshaped back (planted); the
+    same with the transpose's output read elsewhere too (near-miss)."""
+    perm = d.draw(st.permutations(range(6)).filter(lambda q: list(q) != sorted(q)))
+    nodes = [
+        node(f"{p}split", "reshape", {"x": src}, shape=[1, 2, s.c // 2, s.h, s.w, 1]),
+        node(f"{p}t", "transpose", {"x": f"{p}split"}, perm=list(perm)),
+        node(f"{p}back", "reshape", {"x": f"{p}t"}, shape=list(s.full)),
+    ]
+    also = {f"{p}moved": f"{p}t"} if near else None
+    return Site(nodes, {}, f"{p}back", [f"{p}split", f"{p}t"], also)
+
+
 def _select(d, p, src, s, near):
     """select on a constant condition: one value everywhere (planted) or mixed (near-miss)."""
     if near:
@@ -843,6 +881,7 @@ PLANTERS: dict[str, Callable] = {
     "use_reflection_padding": _reflection,
     "concat_to_pixel_shuffle": _up_convolution,
     "distributive_quantized_binary_op_scale_normalization": _quantized_add,
+    "expand_high_rank_reshape_and_transpose": _rank6,
     # beyond the seed
     "matmul_to_conv": _token_major,
     "fold_high_rank": _rank5,

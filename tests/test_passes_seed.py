@@ -500,15 +500,56 @@ def _norm_bc1s(gamma_shape=(1, C, 1, 1)):
     return graph(nodes, {"out": "g"}), weights
 
 
-def _conv1d(axis: int = 2, shared: bool = False, **conv):
-    """TensorFlow's Conv1D: expand_dims -> a conv one high -> squeeze (the seed's pattern 1)."""
+def _conv1d(axis: int = 2, shared: bool = False, width: int = 3, const_weight: bool = True, **conv):
+    """TensorFlow's Conv1D: expand_dims -> a conv one high -> squeeze (the seed's pattern 1); a
+    kernel one wide lets a near-miss's other axis still type."""
     nodes = [
         node("e", "expand_dims", {"x": "x"}, axes=[axis]),
-        node("c", "mil.conv", {"x": "e"}, **conv),
+        node("c", "mil.conv", {"x": "e"} if const_weight else {"x": "e", "weight": "w"}, **conv),
         node("y", "squeeze", {"x": "c"}, axes=[axis]),
     ]
-    body = graph(nodes, {"out": "y", **({"wide": "e"} if shared else {})}, x=([1, C, 8], "fp16"))
-    return body, {"c.weight": values(5, C, 1, 3), "c.bias": values(5)}
+    extra = {} if const_weight else {"w": ([5, C, 1, width], "fp16")}
+    outputs = {"out": "y", **({"wide": "e"} if shared else {})}
+    body = graph(nodes, outputs, x=([1, C, 8], "fp16"), **extra)
+    weights = {"c.bias": values(5)}
+    if const_weight:
+        weights["c.weight"] = values(5, C, 1, width)
+    return body, weights
+
+
+def _conv1d_last(
+    axis: int = 1,
+    perm=(0, 3, 1, 2),
+    back=(0, 2, 3, 1),
+    width: int = 3,
+    shared: bool = False,
+    const_weight: bool = True,
+    bias_after: bool = False,
+    **conv,
+):
+    """TensorFlow's Conv1D on channels last x (B, S, C) (the seed's pattern 2): expand_dims ->
+    transpose to (B, C, 1, S) -> a conv one high -> transpose back -> squeeze; a kernel one wide
+    lets a near-miss's other perm or axis still type."""
+    nodes = [
+        node("e", "expand_dims", {"x": "x"}, axes=[axis]),
+        node("t", "transpose", {"x": "e"}, perm=list(perm)),
+        node("c", "mil.conv", {"x": "t"} if const_weight else {"x": "t", "weight": "w"}, **conv),
+        node("b", "transpose", {"x": "c"}, perm=list(back)),
+        node("y", "squeeze", {"x": "b"}, axes=[axis]),
+    ]
+    out = "y"
+    if bias_after:  # TensorFlow's bias add, after the squeeze
+        nodes.append(node("yb", "add", {"x": "y"}))
+        out = "yb"
+    extra = {} if const_weight else {"w": ([5, C, 1, width], "fp16")}
+    outputs = {"out": out, **({"wide": "t"} if shared else {})}
+    body = graph(nodes, outputs, x=([1, 8, C], "fp16"), **extra)
+    weights = {"c.bias": values(5)}
+    if const_weight:
+        weights["c.weight"] = values(5, C, 1, width)
+    if bias_after:
+        weights["yb.y"] = values(5)
+    return body, weights
 
 
 def _moved_weight(scale: np.ndarray, *moves: tuple[str, dict], shared: bool = False):
@@ -766,6 +807,28 @@ def _rank5(perm: list[int], inside: list[str] = (), constant: np.ndarray | None 
         last = f"u{i}"
     nodes.append(node("y", "reshape", {"x": last}, shape=[1, 4, 2, 3]))
     return graph(nodes, {"out": "y"}), weights
+
+
+def _rank6(
+    perm: list[int],
+    split: list[int] = (1, 2, 2, 2, 2, 3),
+    back: list[int] = (1, 2, 4, 6),
+    after: str = "reshape",
+    shared: bool = False,
+):
+    """The seed's example as a depth-to-space writes it: x [1, 8, 2, 3] reshaped to rank 6
+    [N, b, b, C, H, W], transposed (by default to [N, C, H, b, W, b]) and reshaped back to
+    rank 4 [N, C, H·b, W·b]; `after`, `shared` and the ranks make its edges."""
+    nodes = [
+        node("split", "reshape", {"x": "x"}, shape=list(split)),
+        node("t", "transpose", {"x": "split"}, perm=perm),
+        node("y", after, {"x": "t"}, **({"shape": list(back)} if after == "reshape" else {})),
+    ]
+    outputs = {"out": "y", **({"moved": "t"} if shared else {})}
+    return graph(nodes, outputs, x=([1, 8, 2, 3], "fp16")), {}
+
+
+D2S = [0, 3, 4, 1, 5, 2]  # [N, b1, b2, C, H, W] -> [N, C, H, b1, W, b2]
 
 
 def _case(id, graph_pass, made, after, fires=True, prelude=(), **options) -> Case:
@@ -1140,6 +1203,82 @@ CASES = [
         "compose_conv1d",
         _conv1d(shared=True),
         ["expand_dims", "conv", "squeeze"],
+        fires=False,
+    ),
+    _case(  # the dummy axis last: (B, C, S, 1), the conv runs over (S, 1)
+        "conv1d-other-axis",
+        "compose_conv1d",
+        _conv1d(axis=3, width=1),
+        ["expand_dims", "conv", "squeeze"],
+        fires=False,
+    ),
+    _case(
+        "conv1d-input-weight",
+        "compose_conv1d",
+        _conv1d(const_weight=False),
+        ["expand_dims", "conv", "squeeze"],
+        fires=False,
+    ),
+    _case(
+        "conv1d-channels-last",
+        "compose_conv1d",
+        _conv1d_last(strides=[1, 2], dilations=[1, 2]),
+        ["transpose", "conv", "transpose"],
+    ),
+    _case(
+        "conv1d-channels-last-minus-three-padded",
+        "compose_conv1d",
+        _conv1d_last(
+            axis=-3, perm=(0, -1, 1, 2), back=(0, 2, -1, 1), pad_type="custom", pad=[0, 0, 2, 1]
+        ),
+        ["transpose", "conv", "transpose"],
+    ),
+    _case(
+        "conv1d-channels-last-bias-add",
+        "compose_conv1d",
+        _conv1d_last(bias_after=True),
+        ["transpose", "conv", "transpose", "add"],
+    ),
+    _case(  # the bias add after the squeeze: fuse_conv_bias folds it through the transpose
+        "conv1d-channels-last-then-bias",
+        "fuse_conv_bias",
+        _conv1d_last(bias_after=True),
+        ["transpose", "conv", "transpose"],
+        prelude=("compose_conv1d",),
+    ),
+    _case(
+        "conv1d-channels-last-shared",
+        "compose_conv1d",
+        _conv1d_last(shared=True),
+        ["expand_dims", "transpose", "conv", "transpose", "squeeze"],
+        fires=False,
+    ),
+    _case(  # both perms swap S and C instead (the conv runs along S·1 as H·W = S·1)
+        "conv1d-channels-last-other-perm",
+        "compose_conv1d",
+        _conv1d_last(perm=(0, 3, 2, 1), back=(0, 3, 2, 1), width=1),
+        ["expand_dims", "transpose", "conv", "transpose", "squeeze"],
+        fires=False,
+    ),
+    _case(  # back to channels first: perm (0, 2, 1, 3)
+        "conv1d-channels-last-other-back-perm",
+        "compose_conv1d",
+        _conv1d_last(back=(0, 2, 1, 3)),
+        ["expand_dims", "transpose", "conv", "transpose", "squeeze"],
+        fires=False,
+    ),
+    _case(  # the dummy axis at 2: (B, S, 1, C), the conv runs over (S, 1)
+        "conv1d-channels-last-other-axis",
+        "compose_conv1d",
+        _conv1d_last(axis=2, width=1),
+        ["expand_dims", "transpose", "conv", "transpose", "squeeze"],
+        fires=False,
+    ),
+    _case(
+        "conv1d-channels-last-input-weight",
+        "compose_conv1d",
+        _conv1d_last(const_weight=False),
+        ["expand_dims", "transpose", "conv", "transpose", "squeeze"],
         fires=False,
     ),
     _case(
@@ -1571,6 +1710,52 @@ CASES = [
         fires=False,
     ),
     _case(
+        "expand-depth-to-space",
+        "expand_high_rank_reshape_and_transpose",
+        _rank6(D2S),
+        ["reshape", "transpose", "reshape", "transpose", "reshape"],
+    ),
+    _case(
+        "expand-reversed",
+        "expand_high_rank_reshape_and_transpose",
+        _rank6([5, 4, 3, 2, 1, 0], back=[3, 4, 2, 2]),
+        [*["reshape", "transpose"] * 4, "reshape"],  # four steps of rank 4
+    ),
+    _case(
+        "expand-folds-to-rank-3",
+        "expand_high_rank_reshape_and_transpose",
+        _rank6([0, 1, 4, 5, 2, 3], back=[1, 2, 6, 4]),
+        ["reshape", "transpose", "reshape"],
+    ),
+    _case(
+        "expand-shared",
+        "expand_high_rank_reshape_and_transpose",
+        _rank6(D2S, shared=True),
+        ["reshape", "transpose", "reshape"],
+        fires=False,
+    ),
+    _case(
+        "expand-back-to-rank-6",
+        "expand_high_rank_reshape_and_transpose",
+        _rank6(D2S, back=[1, 2, 2, 2, 2, 3]),
+        ["reshape", "transpose", "reshape"],
+        fires=False,
+    ),
+    _case(
+        "expand-not-reshaped",
+        "expand_high_rank_reshape_and_transpose",
+        _rank6(D2S, after="relu"),
+        ["reshape", "transpose", "relu"],
+        fires=False,
+    ),
+    _case(
+        "expand-rank-5",
+        "expand_high_rank_reshape_and_transpose",
+        _rank6([0, 3, 1, 4, 2], split=[1, 4, 2, 2, 3], back=[1, 8, 2, 3]),
+        ["reshape", "transpose", "reshape"],
+        fires=False,
+    ),
+    _case(
         "fold-shuffle",
         "fold_high_rank",
         _rank5([0, 2, 1, 3, 4]),
@@ -1840,6 +2025,17 @@ def test_rank0_expand_dims_swap_the_seed_example(program, after):
     "case", [c for c in CASES if c.graph_pass == "fold_high_rank"], ids=lambda c: c.id
 )
 def test_fold_high_rank_leaves_no_rank_5_tensor_where_it_fires(case):
+    built = build(case.body, case.weights, [case.graph_pass])
+    ranks = {v.tensor.rank for op in built.program.main.operations for v in op.outputs}
+    assert (max(ranks) <= 4) == case.fires
+
+
+@pytest.mark.parametrize(
+    "case",
+    [c for c in CASES if c.graph_pass == "expand_high_rank_reshape_and_transpose"],
+    ids=lambda c: c.id,
+)
+def test_expand_high_rank_reshape_and_transpose_leaves_rank_4_at_most_where_it_fires(case):
     built = build(case.body, case.weights, [case.graph_pass])
     ranks = {v.tensor.rank for op in built.program.main.operations for v in op.outputs}
     assert (max(ranks) <= 4) == case.fires

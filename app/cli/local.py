@@ -3,7 +3,9 @@
 
 from __future__ import annotations
 
+import faulthandler
 import json
+import signal
 import sys
 from pathlib import Path
 
@@ -297,6 +299,9 @@ def cmd_worker(args) -> int:
     except ValueError as exc:
         raise CLIError(str(exc)) from None
     logs.configure(settings.log_level)  # JSON lines on stderr, as the API writes them
+    # A worker that will not stop can say why: SIGUSR1 writes every thread's stack to its log,
+    # from C, so it works while the interpreter itself is stuck.
+    faulthandler.register(signal.SIGUSR1, all_threads=True)
     worker.run()
     return 0
 

@@ -48,6 +48,11 @@ def _floor_of(step: Step, x):
     return ca().broadcasting_floor_divide(x, scalar(step, 1.0, step.type("x")))
 
 
+def _floor_div(step: Step) -> list:
+    name = "floor_divide" if _same(step) else "broadcasting_floor_divide"
+    return [getattr(ca(), name)(step.value("x"), step.value("y"))]
+
+
 def _negated(step: Step, x):
     return ca().broadcasting_mul(x, scalar(step, -1.0, step.type("x")))
 
@@ -176,6 +181,10 @@ RULES: dict[str, Rule] = {
     "erf": _unary("erf"),
     "sin": _unary("sin"),
     "cos": _unary("cos"),
+    "atan": _unary("atan"),
+    "asin": _unary("asin"),
+    "acos": _unary("acos"),
+    "floor_div": _floor_div,
     "round": _unary("round_"),
     "log": _log,
     "inverse": _inverse,

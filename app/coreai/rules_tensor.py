@@ -79,6 +79,14 @@ def _scatter_along_axis(step: Step) -> list:
     ]
 
 
+def _scatter_nd(step: Step) -> list:
+    """Core AI's scatter_nd writes (MIL's mode update); the combining modes have no form."""
+    mode = step.const("mode", "add")
+    if mode != "update":
+        raise NoCoreAIForm(f"scatter_nd mode {mode!r}")
+    return [ca().scatter_nd(step.value("data"), step.value("indices"), step.value("updates"))]
+
+
 def _one_hot(step: Step) -> list:
     out = step.out[0]
     size = step.const("one_hot_vector_size")
@@ -186,6 +194,7 @@ RULES: dict[str, Rule] = {
     "gather_along_axis": _gather_along_axis,
     "gather_nd": _gather_nd,
     "scatter_along_axis": _scatter_along_axis,
+    "scatter_nd": _scatter_nd,
     "one_hot": _one_hot,
     "band_part": _band_part,
     "pad": _pad,

@@ -11,6 +11,7 @@ broker answers. At start-up the worker waits for the broker the same way. Only a
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import logging
 import signal
@@ -43,8 +44,12 @@ class FarmWorker(Worker):
                 await super().main()  # returns only in burst mode
                 return
             except Exception as exc:
-                if self.link.stopping or not is_broker_fault(exc):
+                if not is_broker_fault(exc):
                     raise
+                if self.link.stopping:
+                    # the signal cancelled a broker call and redis-py reported that as a lost
+                    # connection: the stop is what happened, and it is a clean one
+                    return
                 await self.link.ride_out(exc)
 
     async def _reclaim_leases(self) -> None:
@@ -56,6 +61,11 @@ class FarmWorker(Worker):
             await self.pool.set(in_progress_key_prefix + job_id, b"1", px=px)
 
     async def _poll_iteration(self) -> None:
+        if self.link.stopping:
+            # arq ends its poll loop by cancelling it, and a cancellation can be lost inside a
+            # broker call (seen: a worker polling on for a minute after SIGTERM, taking back
+            # the job the signal had just handed back until the job gave up); so it ends here too.
+            raise asyncio.CancelledError
         try:
             await super()._poll_iteration()
         except Exception as exc:
@@ -83,6 +93,7 @@ class FarmWorker(Worker):
 
     def handle_sig(self, signum: signal.Signals) -> None:
         self.link.stop()  # calls waiting for the broker give up, so the worker can exit
+        self.allow_pick_jobs = False  # the jobs handed back are for another worker
         super().handle_sig(signum)
         # The jobs go back to the queue; their builds, in threads that cannot be cancelled,
         # would finish zips nobody publishes: their temp files go now, and none is started.

@@ -20,7 +20,7 @@ from arq.connections import ArqRedis
 from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
 from redis.exceptions import ConnectionError as RedisConnectionError
-from redis.exceptions import OutOfMemoryError, ReadOnlyError, ResponseError
+from redis.exceptions import OutOfMemoryError, ReadOnlyError, ResponseError, WatchError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from app.errors import ErrorKind, ServiceError
@@ -35,6 +35,10 @@ _DOWN_REPLIES = ("MISCONF", "MASTERDOWN")
 def is_broker_fault(exc: BaseException) -> bool:
     if isinstance(exc, _DOWN):
         return True
+    if isinstance(exc, WatchError) and exc.__context__ is not None:
+        # redis-py reports a connection lost during a WATCH (arq claims jobs under one) as a
+        # WatchError raised while handling the connection error, not as the error itself
+        return is_broker_fault(exc.__context__)
     return isinstance(exc, ResponseError) and str(exc).startswith(_DOWN_REPLIES)
 
 

@@ -92,6 +92,16 @@ class ProgramBuild(ABC):
         program, report = run_pipeline(self.program, pipeline)
         return replace(self, program=program, passes=report, as_built=self.program)
 
+    def as_written_through(self, pipeline: Pipeline) -> Self:
+        """A program written by hand (a catalog kernel's, a kit's) through `pipeline`
+        (app/passes `hand_written`): itself, as built, when no pass changes anything (so its key,
+        its kernel.json and its bytes are the ones it had before it met the passes); otherwise
+        as `through`, the report in kernel.json."""
+        program, report = run_pipeline(self.program, pipeline)
+        if not report.changes:
+            return self
+        return replace(self, program=program, passes=report, as_built=self.program)
+
     @property
     def program_weights(self) -> dict[str, np.ndarray]:
         """The weights the program computes with: quantized ones as they decompress."""
@@ -182,7 +192,11 @@ class KernelBuild(ProgramBuild):
         """The preflight reads shapes, dtypes and small const arguments, never a weight's values:
         a kernel's findings follow from its op, params, target and quantization, so kernels that
         differ only in their weights (the layers of a model, a build farm's manifest) share
-        them. Params as JSON text: they may hold lists, which do not hash."""
+        them. Params as JSON text: they may hold lists, which do not hash. A kernel the graph
+        passes changed (a gain of ones, two equal weights: what they do can follow from the
+        weights' values) has findings of its own."""
+        if self.passes is not None:
+            return None
         params = orjson.dumps(self.params.model_dump(mode="json"), option=orjson.OPT_SORT_KEYS)
         quantized = tuple(sorted((key, q.config) for key, q in self.quantized.items()))
         return self.op.name, params, self.target.name, quantized

@@ -13,8 +13,8 @@ Each function is verified on its own.
 from __future__ import annotations
 
 from collections.abc import Callable, Hashable, Mapping
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass, field, replace
+from typing import Any, Self
 
 import numpy as np
 
@@ -22,6 +22,7 @@ from app.core.names import name_problem
 from app.errors import RequestError
 from app.kernels.catalog import KernelBuild, ProgramBuild, function_io
 from app.mil import TARGETS, Function, Program
+from app.passes import Pipeline
 
 
 def check_functions(functions: Mapping[str, Any], target: str) -> None:
@@ -50,10 +51,23 @@ class FunctionsBuild(KernelBuild):
     def tolerance(self, output: str) -> float:
         return next(iter(self.parts.values())).tolerance(output)
 
+    def as_written_through(self, pipeline: Pipeline) -> Self:
+        """The package through the pipeline, and each function's own build with it (what the
+        preflight and verification read)."""
+        passed = super().as_written_through(pipeline)
+        if passed is self:
+            return self
+        parts = {name: part.as_written_through(pipeline) for name, part in self.parts.items()}
+        return replace(passed, parts=parts)
+
     def preflight_key(self) -> Hashable | None:
         """Each function's key: the package's findings are its functions', in order (the names
-        too, since a later function's consts may be renamed after it)."""
-        return tuple((name, part.preflight_key()) for name, part in self.parts.items())
+        too, since a later function's consts may be renamed after it); None, findings of its
+        own, when the graph passes changed the package or a function."""
+        keys = tuple((name, part.preflight_key()) for name, part in self.parts.items())
+        if self.passes is not None or any(key is None for _, key in keys):
+            return None
+        return keys
 
     def signature(self) -> dict[str, Any]:
         """Each function's params, inputs, states and outputs."""

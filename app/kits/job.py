@@ -25,6 +25,7 @@ from app.core.digest import file_digest, hex_of, spelled
 from app.errors import FieldError, RequestError
 from app.estimates import device_or_error
 from app.kits.build import KitOptions, build_kit
+from app.passes import VERSION as HAND_WRITTEN_VERSION
 
 OPTIONS = (
     "format",
@@ -104,6 +105,9 @@ class ModelRequest:
         doc = {
             "kind": self.kind,
             "version": _KEY_VERSION,
+            # the programs go through the hand-written pipeline, whose result can follow from
+            # the weights (a norm gain of ones): a new pipeline version builds the kit again
+            "passes": HAND_WRITTEN_VERSION,
             "files": dict(self.files),
             "options": dict(self.options),
         }

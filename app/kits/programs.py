@@ -23,6 +23,7 @@ import numpy as np
 
 from app.catalog_build import build_functions
 from app.core.files import Sink, scratch_dir
+from app.core.formats import FORMATS
 from app.graphs.build import build_graph
 from app.graphs.spec import GraphParams
 from app.graphs.split import Chain
@@ -31,6 +32,7 @@ from app.mil.ceilings import Ceilings
 from app.mlmodelc import compile_package
 from app.packaging import Entry, layout
 from app.packaging.bundle import program_files
+from app.passes import hand_written
 
 TARGET = "ios18"  # multifunction packages and states are ios18 (spec 9)
 STACK = "decoder_stack"
@@ -59,11 +61,17 @@ class KitProgram(ABC):
     def known_digests(self) -> Mapping[str, str]:
         return {}
 
-    @abstractmethod
     def build(
         self, random_seed: int | None, ceilings: Ceilings, weight_budget: int | None = None
     ) -> ProgramBuild:
-        """The program from the checkpoint's weights (each kind of program its own)."""
+        """The program from the checkpoint's weights, through the default pipeline for programs
+        written by hand (app/passes `hand_written`: it leaves today's programs as they are)."""
+        pipeline = hand_written(ane_direct=FORMATS[self.format].ane_direct)
+        return self.as_written(ceilings).as_written_through(pipeline)
+
+    @abstractmethod
+    def as_written(self, ceilings: Ceilings) -> ProgramBuild:
+        """The program as written (each kind of program its own)."""
 
     def splits_within(self, weight_bytes: int, budget: int) -> bool:
         return False
@@ -81,9 +89,7 @@ class DecoderChunk(KitProgram):
     prefill: int
     kv: str
 
-    def build(
-        self, random_seed: int | None, ceilings: Ceilings, weight_budget: int | None = None
-    ) -> ProgramBuild:
+    def as_written(self, ceilings: Ceilings) -> ProgramBuild:
         params = dict(self.params) | {
             "mode": "decode",
             "cache_len": self.context,
@@ -109,9 +115,7 @@ class HeadPiece(KitProgram):
     hidden: int
     eps: float
 
-    def build(
-        self, random_seed: int | None, ceilings: Ceilings, weight_budget: int | None = None
-    ) -> ProgramBuild:
+    def as_written(self, ceilings: Ceilings) -> ProgramBuild:
         rows = self.weights["lm_head.weight"]
         conv: dict[str, Any] = {
             "id": "lm_head",

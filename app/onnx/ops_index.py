@@ -147,10 +147,22 @@ def scatter_elements(ctx: Lowering, node: Node) -> list[Value]:
 
 def scatter_nd(ctx: Lowering, node: Node) -> list[Value]:
     """Indices known at import: the positions they name in the flattened data, computed then,
-    and one scatter_along_axis over the flattened data."""
+    and one scatter_along_axis over the flattened data; computed ones: scatter_nd."""
     data = _operand(ctx, node, 0)
-    idx = node.known(1, "indices", waits="scatter_nd (indices computed from the data)")
-    assert idx is not None
+    idx = node.input(1)
+    if not isinstance(idx, np.ndarray):
+        depth = node.var(1).tensor.shape[-1]
+        sizes = np.array(data.tensor.shape[:depth], np.int64)
+        return [
+            ctx.op(
+                "scatter_nd",
+                node.out[0],
+                data=data,
+                indices=_non_negative(ctx, node, node.var(1), sizes),
+                updates=_operand(ctx, node, 2),
+                mode=_mode(node),
+            )
+        ]
     shape = list(data.tensor.shape)
     depth = idx.shape[-1]
     sizes = np.array(shape[:depth], np.int64)

@@ -6,7 +6,8 @@ arithmetic, so the program's meaning is the op's): leaky_relu(x) = max(x, αx) f
 prelu(x) = relu(x) + s·min(x, 0); hard_sigmoid(x) = min(max(αx + β, 0), 1); min over axes =
 −max(−x); softsign(x) = x / (1 + |x|); tan(x) = sin(x) / cos(x); selu(x) = γ·elu(x, α);
 celu(x, α) = α·elu(x/α, 1); mish(x) = x·tanh(softplus(x)); log_softmax(x) = d − log Σ exp(d) with
-d = x − max(x).
+d = x − max(x); mod(x, y) = x − ⌊x/y⌋·y (the divisor's sign) and fmod(x, y) = sign(x)·mod(|x|, |y|)
+(the dividend's: truncated division).
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ import numpy as np
 
 from app.errors import RequestError
 from app.mil import Var
-from app.onnx.lowering import Handler, Lowering, Node, Value
+from app.onnx.lowering import Handler, Lowering, Node, Unlowered, Value
 
 _BINARY = {"Add": "add", "Sub": "sub", "Mul": "mul", "Div": "real_div"}
 _UNARY = {
@@ -33,6 +34,9 @@ _UNARY = {
     "Sign": "sign",
     "Sin": "sin",
     "Cos": "cos",
+    "Atan": "atan",
+    "Asin": "asin",
+    "Acos": "acos",
     "Softplus": "softplus",
 }
 
@@ -120,6 +124,32 @@ def _like(x: Var, value: Value | None) -> Value:
 def tan(ctx: Lowering, node: Node) -> list[Value]:
     x = node.var(0)
     return [ctx.op("real_div", node.out[0], x=ctx.op("sin", x=x), y=ctx.op("cos", x=x))]
+
+
+def mod(ctx: Lowering, node: Node) -> list[Value]:
+    """Mod: fmod=0 the floor remainder x − ⌊x/y⌋·y, which ONNX defines for integers; fmod=1 the
+    truncated one (C's fmod), sign(x)·mod(|x|, |y|). Both of floor_div, mul, sub, abs and sign,
+    which the ANE runs (MIL's own `mod` it does not)."""
+    x, y = node.given(0), node.given(1)
+    fmod = int(node.attr("fmod", 0))
+    if fmod not in (0, 1):
+        raise Unlowered(f"Mod with fmod = {fmod} (ONNX defines 0 and 1)")
+    if fmod == 0 and not (_is_int(x) and _is_int(y)):
+        raise Unlowered("Mod of floats with fmod = 0 (ONNX requires fmod = 1 for floats)")
+    out = node.out[0]
+    if fmod == 0:
+        return [_floor_mod(ctx, x, y, out)]
+    magnitude = np.abs(x) if isinstance(x, np.ndarray) else ctx.op("abs", x=x)
+    divisor = np.abs(y) if isinstance(y, np.ndarray) else ctx.op("abs", x=y)
+    remainder = _floor_mod(ctx, magnitude, divisor, None)
+    sign = np.sign(x) if isinstance(x, np.ndarray) else ctx.op("sign", x=x)
+    return [ctx.op("mul", out, x=sign, y=remainder)]
+
+
+def _floor_mod(ctx: Lowering, x: Value, y: Value, out: str | None) -> Var:
+    """x − ⌊x/y⌋·y, the remainder with the divisor's sign."""
+    quotient = ctx.op("floor_div", x=x, y=y)
+    return ctx.op("sub", out, x=x, y=ctx.op("mul", x=quotient, y=y))
 
 
 def elu(ctx: Lowering, node: Node) -> list[Value]:
@@ -272,6 +302,7 @@ HANDLERS: dict[str, Handler] = {
     **dict.fromkeys(("Max", "Min", "Sum", "Mean"), variadic),
     "Pow": pow_,
     "Tan": tan,
+    "Mod": mod,
     **dict.fromkeys(("Elu", "Selu", "Celu"), elu),
     "Mish": mish,
     "LogSoftmax": log_softmax,

@@ -11,15 +11,7 @@ and never reach this table.
 from __future__ import annotations
 
 # ONNX op -> the MIL primitive its lowering waits on
-WAITING: dict[str, str] = {
-    "Atan": "atan",
-    "Acos": "acos",
-    "Asin": "asin",
-    "Mod": "mod",
-    "ScatterND": "scatter_nd (indices computed from the data)",
-    "GridSample": "resample",
-    "RoiAlign": "crop_resize",
-}
+WAITING: dict[str, str] = {}
 
 # ONNX op -> why it is refused (where it is not evaluated at import): what no primitive can give
 # a program whose shapes are all known when it is built
@@ -72,6 +64,10 @@ SUPPORTED: dict[str, str] = {
     "Sin": "sin",
     "Cos": "cos",
     "Tan": "sin / cos",
+    "Atan": "atan",
+    "Asin": "asin (not on the ANE: Core ML runs it beside the ANE's partition)",
+    "Acos": "acos (not on the ANE: Core ML runs it beside the ANE's partition)",
+    "Mod": "fmod=0 (integers): x − floor_div(x, y)·y; fmod=1: sign(x)·(|x| − floor_div(|x|, |y|)·|y|)",
     "Equal": "equal (of bools: not xor)",
     "Less": "less",
     "LessOrEqual": "less_equal",
@@ -120,6 +116,11 @@ SUPPORTED: dict[str, str] = {
     "Resize": "the last two axes: nearest as upsample_nearest_neighbor (asymmetric + floor, or "
     "half-pixel + round at whole scales), linear as upsample_bilinear (half_pixel, "
     "pytorch_half_pixel, align_corners, asymmetric); not cubic",
+    "GridSample": "resample (4-D; bilinear/linear, nearest; zeros, border, reflection padding; "
+    "align_corners); not cubic",
+    "RoiAlign": "resample of each region's sample points (border padding, a mask for points "
+    "beyond a pixel outside), avg_pool of each bin's samples (one image; mode avg; a "
+    "sampling_ratio, or 0 over regions known at import)",
     "Einsum": "one or two operands: transposes, reshapes, reduce_sum and one matmul "
     "(bhid,bhjd->bhij reads k with transpose_y)",
     "GlobalMaxPool": "reduce_max over the spatial axes",
@@ -138,7 +139,8 @@ SUPPORTED: dict[str, str] = {
     "GatherND": "indices known at import: slices of x with its indexed axes flattened; computed "
     "ones: gather_nd",
     "ScatterElements": "scatter_along_axis (reduction none, add, mul, max, min)",
-    "ScatterND": "indices known at import: scatter_along_axis over the flattened data",
+    "ScatterND": "indices known at import: scatter_along_axis over the flattened data; computed "
+    "ones: scatter_nd",
     "OneHot": "one_hot (depth and values known at import)",
     "Trilu": "band_part; a band off the main diagonal as x − band_part (k known at import)",
     "TopK": "topk (k known at import; sorted)",

@@ -11,6 +11,7 @@ docs/passes.md lists every pass of the catalogue with its status, and how to wri
 
 from app.passes.catalogue import PASSES
 from app.passes.pipelines import (
+    AUTHORS_CHOICES,
     DEFAULT,
     DEFAULT_CHOICE,
     NO_PASSES,
@@ -18,12 +19,14 @@ from app.passes.pipelines import (
     VERSION,
     PassChoice,
     Pipeline,
+    hand_written,
     parse_passes,
     resolve,
 )
 from app.passes.run import Change, PassError, PassReport, run_pipeline
 
 __all__ = [
+    "AUTHORS_CHOICES",
     "DEFAULT",
     "DEFAULT_CHOICE",
     "NO_PASSES",
@@ -35,6 +38,7 @@ __all__ = [
     "PassError",
     "PassReport",
     "Pipeline",
+    "hand_written",
     "parse_passes",
     "resolve",
     "run_pipeline",

@@ -19,6 +19,7 @@ from app.passes.defs import (
     detect_concat_interleave,
     distributive_quantized_binary_op_scale_normalization,
     divide_to_multiply,
+    expand_high_rank_reshape_and_transpose,
     fold_high_rank,
     fuse_conv_batchnorm,
     fuse_conv_bias,
@@ -99,6 +100,7 @@ PASSES: dict[str, GraphPass] = {
         replace_stack_reshape,
         use_reflection_padding,
         concat_to_pixel_shuffle,
+        expand_high_rank_reshape_and_transpose,
         add_fp16_cast,
         # beyond the seed: for the ANE (docs/passes.md)
         matmul_to_conv,

@@ -206,8 +206,8 @@ class Editor:
         for op in ops:
             if (
                 op is not None
-                and not facts.is_stateful(op.type)
                 and not any(self.used(v) for v in op.outputs)
+                and not facts.is_stateful(op.type)
             ):
                 self.remove(op)
 

@@ -107,6 +107,39 @@ def value_key(var: Var) -> tuple:
     return ("const", t.dtype, t.shape, _digest(np.asarray(value)))
 
 
+def value_hint(var: Var) -> tuple:
+    """A cheap part of `value_key`: dtype, shape and a few of the bytes at each end. Consts with
+    different hints hold different values; with equal ones, `same_value` tells."""
+    op = const_op(var)
+    assert op is not None and op.value is not None
+    t = var.tensor
+    if isinstance(op.value.data, str):
+        return ("const", t.dtype, op.value.data)
+    # the ends of the data as given, each stored: a weight given wider is not converted whole,
+    # nor one held as a view (a transposed weight) copied whole to reach them
+    given = np.asarray(op.value.data)
+    n = given.size
+    ends = np.concatenate([given.flat[:4], given.flat[max(0, n - 4) :]]).astype(t.dtype.numpy)
+    return ("const", t.dtype, t.shape, ends.tobytes())
+
+
+def same_value(a: Var, b: Var) -> bool:
+    """Whether two consts hold the same dtype, shape and bytes (compared, not hashed)."""
+    if a is b:
+        return True
+    x, y = stored(a), stored(b)
+    if a.tensor.dtype != b.tensor.dtype or a.tensor.shape != b.tensor.shape:
+        return False
+    if isinstance(x, str) or isinstance(y, str):
+        return x == y
+    xs = np.ascontiguousarray(x).reshape(-1).view(np.uint8)
+    ys = np.ascontiguousarray(y).reshape(-1).view(np.uint8)
+    if xs.size != ys.size:
+        return False
+    step = 1 << 20  # compared a MiB at a time: no copy of a large weight
+    return all(np.array_equal(xs[i : i + step], ys[i : i + step]) for i in range(0, xs.size, step))
+
+
 # Digests of the arrays hashed lately, by the array that holds their memory (a const's stored
 # value is a new view of it at each call), each with a weak reference that says whether that id
 # is still that array's: the dedup passes key every const each time they run, and a model's

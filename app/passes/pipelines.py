@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from functools import cache
 from typing import Any
 
 from app.errors import RequestError
@@ -20,7 +21,7 @@ from app.passes.graph_pass import GraphPass
 
 # Bump when a pass or a pipeline changes what any program becomes: it is part of the key of every
 # request that runs passes, so artifacts built before are built again.
-VERSION = 3
+VERSION = 4
 
 # The default order, coremltools' own (its default and cleanup pipelines, pass_pipeline.py in
 # coremltools 9.0) restricted to the passes implemented here, and written once:
@@ -85,6 +86,9 @@ DEFAULT: tuple[str, ...] = (
     "merge_consecutive_relus",
     "merge_consecutive_reshapes",
     "merge_consecutive_transposes",
+    # a rank-6 reshape -> transpose -> reshape (a depth-to-space) in steps of rank 4, once
+    # transposes have merged (coremltools' order)
+    "expand_high_rank_reshape_and_transpose",
     "fuse_transpose_matmul",
     # a matmul by a constant weight with a constant bias is linear; a bias after it folds in
     # (fuse_onehot_matmul_to_gather is not here: it changes what an index out of range gives;
@@ -245,3 +249,22 @@ def resolve(choice: PassChoice, *, ane_direct: bool = False) -> Pipeline:
             options[option] = graph_pass.options[option].check(value)
         steps.append(Step(graph_pass, options))
     return Pipeline(choice, tuple(steps), left_out)
+
+
+# A program written by hand for the ANE (a catalog kernel's, a kit's) goes through the default
+# pipeline too, less the two passes that would only undo its author's choices: the order its ops
+# are written in (topological_reorder moves the attention blocks' value transpose one op later:
+# no op more or less), and the dtype each op computes in (add_fp16_cast would make a conv asked
+# for fp32 weights compute in fp16: the request's own choice, as coremltools' compute_precision
+# FLOAT32 runs without add_fp16_cast). Every other pass runs; on today's programs none changes
+# anything (tests/test_passes_catalog.py holds every catalog example to that).
+AUTHORS_CHOICES: tuple[str, ...] = ("topological_reorder", "add_fp16_cast")
+
+
+@cache
+def hand_written(*, ane_direct: bool = False) -> Pipeline:
+    """The default pipeline for a program written by hand, for the runtime (see `resolve`):
+    AUTHORS_CHOICES are left out, and said so in `left_out`."""
+    full = resolve(DEFAULT_CHOICE, ane_direct=ane_direct)
+    steps = tuple(s for s in full.steps if s.graph_pass.name not in AUTHORS_CHOICES)
+    return Pipeline(DEFAULT_CHOICE, steps, (*full.left_out, *AUTHORS_CHOICES))

@@ -89,26 +89,42 @@ def _count(program: Program) -> int:
 
 def _run(program: Program, pipeline: Pipeline) -> tuple[Program, PassReport]:
     result = copy_program(program)
-    signatures = {name: _signature(fn) for name, fn in result.functions.items()}
     # names are held unique only where they were (a program read from elsewhere may repeat one
-    # until dedup_op_and_var_names runs)
-    unique = {name: not _repeated(fn) for name, fn in result.functions.items()}
+    # until dedup_op_and_var_names runs): asked of the program as given, when a pass changes
+    # the function first
+    unique: dict[str, bool] = {}
     changes = []
     # one editor a function for the whole pipeline: it keeps who reads what as the passes edit
     editors = {name: Editor(fn, result.target) for name, fn in result.functions.items()}
+    # A pass is a function of the function it rewrites and its options: one that changed nothing
+    # changes nothing again until another pass changes the function. Each function counts its
+    # changes, and a step whose pass (with the same options) last left this count as it is, is
+    # skipped: the cleanup passes the pipeline repeats cost one walk, not three, on a program
+    # they leave as it is (a catalog kernel's, a kit's).
+    changes_of = dict.fromkeys(result.functions, 0)
+    idle: dict[tuple[str, str, str], int] = {}  # (function, pass, options) -> count it left
     for step in pipeline.steps:
+        graph_pass = step.graph_pass
+        options = repr(sorted(step.options.items()))
         for name, fn in result.functions.items():
-            before = list(fn.operations)
             edit = editors[name]
             edit.changed = False
-            if step.graph_pass.needs and not edit.has(step.graph_pass.needs):
+            if graph_pass.needs and not edit.has(graph_pass.needs):
                 continue
-            step.graph_pass.run(edit, step.options)
+            seen = (name, graph_pass.name, options)
+            if idle.get(seen) == changes_of[name]:
+                continue
+            before = list(fn.operations)
+            graph_pass.run(edit, step.options)
             edit.commit()
             if not edit.changed:
+                idle[seen] = changes_of[name]
                 continue
-            _check(fn, signatures[name], step.graph_pass.name, unique[name])
-            change = _change(step.graph_pass.name, name, before, fn.operations)
+            changes_of[name] += 1
+            if name not in unique:
+                unique[name] = not _repeated(program.functions[name])
+            _check(fn, _signature(program.functions[name]), graph_pass.name, unique[name])
+            change = _change(graph_pass.name, name, before, fn.operations)
             if change is not None:
                 changes.append(change)
     return result, PassReport(pipeline, tuple(changes), _count(program), _count(result))

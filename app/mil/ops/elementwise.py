@@ -20,6 +20,7 @@ from app.mil.ops.common import (
     binary,
     elementwise,
     erf,
+    not_on_ane,
     same,
     swept,
     unary,
@@ -54,6 +55,15 @@ def _real_div(a: Args) -> np.ndarray:
     if x.dtype.kind == "i":  # integer real_div: true division, truncated when stored as int32
         return np.true_divide(x, y)
     return x / y
+
+
+def _floor_div(a: Args) -> np.ndarray:
+    """⌊x / y⌋. Integers divide as integers (exact); floats take the quotient, then its floor."""
+    x, y = a.f32("x"), a.f32("y")
+    if x.dtype.kind == "i" and y.dtype.kind == "i":
+        with np.errstate(divide="ignore"):
+            return np.floor_divide(x, y)
+    return np.floor(np.true_divide(x, y))
 
 
 def _pow(a: Args) -> np.ndarray:
@@ -143,6 +153,17 @@ RECORDS: tuple[OpRecord, ...] = (
         graph=GraphUse("x / y (broadcast)", 2 * U),
         histogram={17: Seen(17, src.PUBLISHED)},
         ane=swept(0.00017),
+    ),
+    # A quotient within an fp16 step of an integer can floor either way; otherwise exact.
+    OpRecord(
+        "floor_div",
+        F,
+        _BINARY_FORM,
+        meaning=_floor_div,
+        traits=BINARY,
+        graph=GraphUse("⌊x / y⌋ (broadcast); integers divide exactly", 0.0),
+        ane=swept(0.0),
+        histogram={17: Seen(17, src.PARAKEET_PREPROCESSOR)},
     ),
     OpRecord(
         "maximum",
@@ -282,6 +303,34 @@ RECORDS: tuple[OpRecord, ...] = (
         graph=GraphUse("cos(x)", 4 * U),
         ane=swept(0.00056),
     ),
+    OpRecord(
+        "atan",
+        F,
+        _FLOAT_X,
+        meaning=unary(np.arctan),
+        traits=NONLINEAR,
+        graph=GraphUse("arctan(x), in (-π/2, π/2)", 4 * U),
+        ane=swept(0.01881),  # some forty times sin's: the ANE approximates it coarsely
+        histogram={17: Seen(17, src.PUBLISHED)},
+    ),
+    OpRecord(
+        "asin",
+        F,
+        _FLOAT_X,
+        meaning=unary(np.arcsin),
+        traits=NONLINEAR,
+        graph=GraphUse("arcsin(x), x in [-1, 1] (NaN outside)", 4 * U),
+        ane=not_on_ane("asin(x) = atan(x / √(1 - x²)) is built of ops the sweep ran there"),
+    ),
+    OpRecord(
+        "acos",
+        F,
+        _FLOAT_X,
+        meaning=unary(np.arccos),
+        traits=NONLINEAR,
+        graph=GraphUse("arccos(x), x in [-1, 1] (NaN outside)", 4 * U),
+        ane=not_on_ane("acos(x) = π/2 - atan(x / √(1 - x²)) is built of ops the sweep ran there"),
+    ),
     # Rounding ops add no error of their own; on a computed input a step can flip.
     OpRecord(
         "floor",
@@ -334,7 +383,4 @@ RECORDS: tuple[OpRecord, ...] = (
         ane=swept(0.0),
         histogram={16: Seen(16, src.SILERO_INT8), 17: Seen(17, src.PARAKEET_ENCODER)},
     ),
-    # -- known from other programs: never built here --------------------------------------------
-    OpRecord("floor_div", F, histogram={17: Seen(17, src.PARAKEET_PREPROCESSOR)}),
-    OpRecord("atan", F, histogram={17: Seen(17, src.PUBLISHED)}),
 )

@@ -150,6 +150,31 @@ def _scatter(a: Args) -> np.ndarray:
     return out
 
 
+def _scatter_nd_type(call: Call) -> list[TensorType]:
+    data, idx, updates = call.type("data"), call.type("indices"), call.type("updates")
+    depth = idx.shape[-1] if idx.rank else 0
+    if not 1 <= depth <= data.rank:
+        raise call.fail("indices", f"the last axis ({depth}) must index 1 to {data.rank} axes")
+    expected = (*idx.shape[:-1], *data.shape[depth:])
+    if updates.shape != expected:
+        raise call.fail("updates", f"needs indices' leading axes then data's rest {list(expected)}")
+    mode = call.const("mode", "add")
+    if mode not in _SCATTER_MODES:
+        raise call.fail("mode", f"{mode!r} is not one of {', '.join(_SCATTER_MODES)}")
+    return [data]
+
+
+def _scatter_nd(a: Args) -> np.ndarray:
+    """Each update (a slice of data's trailing axes) combined into the slice the last axis of
+    its index names (`mode`); with "update", of several to one slice the last stays."""
+    out = np.array(a["data"], dtype=np.result_type(a["data"], a["updates"]))
+    idx = np.asarray(a["indices"])
+    depth = idx.shape[-1]
+    where = tuple(indices(idx[..., d], out.shape[d]) for d in range(depth))
+    _SCATTER_MODES[a.const("mode", "add")](out, where, a["updates"])
+    return out
+
+
 def _one_hot_type(call: Call) -> list[TensorType]:
     idx = call.type("indices")
     axis = call.const("axis", -1)
@@ -274,6 +299,28 @@ RECORDS: tuple[OpRecord, ...] = (
         graph=GraphUse(
             "data with updates combined in at indices along `axis` (mode: update, add, sub, "
             "mul, div, max, min; add unless given)",
+            2 * U,
+        ),
+        ane=not_on_ane("ANEForge finds no scatter-write path on the ANE: scatter on the CPU"),
+    ),
+    OpRecord(
+        "scatter_nd",
+        F,
+        Form(
+            {
+                "data": Arg("T"),
+                "indices": Arg(INT),
+                "updates": Arg("T"),
+                "mode": Arg(STR, optional=True, const=True),
+                "validate_indices": _VALIDATE,
+            },
+            _scatter_nd_type,
+            {"T": frozenset({DType.FP16, DType.FP32, DType.INT32})},
+        ),
+        meaning=_scatter_nd,
+        graph=GraphUse(
+            "data with updates combined in at the slices the last axis of indices names (mode: "
+            "update, add, sub, mul, div, max, min; add unless given)",
             2 * U,
         ),
         ane=not_on_ane("ANEForge finds no scatter-write path on the ANE: scatter on the CPU"),

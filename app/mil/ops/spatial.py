@@ -1,6 +1,6 @@
 """Spatial rearrangements of [N, C, H, W] and padding (coremltools `tensor_operation.py`,
 `tensor_transformation.py`, `image_resizing.py`): pad, pixel_shuffle, depth_to_space,
-space_to_depth, batch_to_space and the two upsamplings.
+space_to_depth, batch_to_space, the two upsamplings and resample.
 
 depth_to_space and space_to_depth order the channels block row, block column, then channel
 (TensorFlow's DCR, which coremltools' TensorFlow frontend maps onto them); pixel_shuffle orders
@@ -16,6 +16,7 @@ import numpy as np
 
 from app.mil.args import Args
 from app.mil.call import Call
+from app.mil.ir import Operation
 from app.mil.ops import sources as src
 from app.mil.ops.common import MOVES, U, swept
 from app.mil.ops.record import (
@@ -216,6 +217,87 @@ def _upsample_bilinear(a: Args) -> np.ndarray:
     return rows @ x @ cols.T
 
 
+# -- resample: x read at per-pixel coordinates ---------------------------------------------------
+_SAMPLING = ("bilinear", "nearest")
+_PADDING = ("constant", "border", "reflection", "symmetric")
+_COORDINATES = ("unnormalized", "normalized_minus_one_to_one", "normalized_zero_to_one")
+
+
+def _resample_type(call: Call) -> list[TensorType]:
+    n, c, _, _ = _rank4(call)
+    grid = call.type("coordinates")
+    if grid.rank != 4 or grid.shape[0] != n or grid.shape[3] != 2:
+        raise call.fail("coordinates", f"needs [{n}, H_out, W_out, 2] (x, y pairs), got {grid}")
+    for arg, allowed in (
+        ("sampling_mode", _SAMPLING),
+        ("padding_mode", _PADDING),
+        ("coordinates_mode", _COORDINATES),
+    ):
+        if call.const(arg) not in allowed:
+            raise call.fail(arg, f"{call.const(arg)!r} is not one of {', '.join(allowed)}")
+    return [TensorType(call.type("x").dtype, (n, c, grid.shape[1], grid.shape[2]))]
+
+
+def _pixels(c: np.ndarray, size: int, mode: str, align: bool) -> np.ndarray:
+    """Coordinates along an axis of `size` pixels as pixel positions (0 the first pixel's
+    centre): normalized ones span the pixels' centres (align_corners) or their outer edges."""
+    if mode == "unnormalized":
+        return c
+    if mode == "normalized_zero_to_one":
+        c = 2 * c - 1
+    return (c + 1) / 2 * (size - 1) if align else ((c + 1) * size - 1) / 2
+
+
+def _padded(i: np.ndarray, size: int, mode: str) -> tuple[np.ndarray, np.ndarray]:
+    """Pixel indices, any integers, as indices into the axis, and whether each reads the image
+    (False: padding_value). reflection mirrors about the edge pixels (|1 2 3| → 2 1 |1 2 3| 2);
+    symmetric repeats them (|1 2 3| → 2 1 1 |1 2 3| 3 2)."""
+    inside = (i >= 0) & (i < size)
+    if mode == "constant":
+        return np.clip(i, 0, size - 1), inside
+    if mode == "border" or size == 1:
+        return np.clip(i, 0, size - 1), np.ones_like(inside)
+    if mode == "reflection":
+        m = np.mod(i, 2 * (size - 1))
+        return np.where(m >= size, 2 * (size - 1) - m, m), np.ones_like(inside)
+    m = np.mod(i, 2 * size)
+    return np.where(m >= size, 2 * size - 1 - m, m), np.ones_like(inside)
+
+
+def _resample(a: Args) -> np.ndarray:
+    """bilinear: the four pixels around each point, weighted by their nearness; nearest: the
+    pixel nearest it (halves to even). A pixel outside the image is the padding's."""
+    x, grid = a.f64("x"), a.f64("coordinates")
+    n, _, h, w = x.shape
+    mode, align = a.const("coordinates_mode"), bool(a.const("align_corners"))
+    px = _pixels(grid[..., 0], w, mode, align)
+    py = _pixels(grid[..., 1], h, mode, align)
+    padding, fill = a.const("padding_mode"), float(a.const("padding_value"))
+    batch = np.arange(n).reshape(n, 1, 1)
+
+    def read(iy: np.ndarray, ix: np.ndarray) -> np.ndarray:  # [N, C, H_out, W_out]
+        (ry, vy), (rx, vx) = _padded(iy, h, padding), _padded(ix, w, padding)
+        values = np.moveaxis(x[batch, :, ry, rx], -1, 1)
+        return np.where((vy & vx)[:, None], values, fill)
+
+    if a.const("sampling_mode") == "nearest":
+        return read(np.rint(py).astype(np.int64), np.rint(px).astype(np.int64))
+    y0, x0 = np.floor(py), np.floor(px)
+    fy, fx = (py - y0)[:, None], (px - x0)[:, None]
+    y0, x0 = y0.astype(np.int64), x0.astype(np.int64)
+    top = read(y0, x0) * (1 - fx) + read(y0, x0 + 1) * fx
+    bottom = read(y0 + 1, x0) * (1 - fx) + read(y0 + 1, x0 + 1) * fx
+    return top * (1 - fy) + bottom * fy
+
+
+def _resample_flops(op: Operation) -> int:
+    """Per output element: bilinear weighs four pixels (four products, three sums)."""
+    size = math.prod(op.outputs[0].tensor.shape)
+    mode = op.inputs["sampling_mode"]
+    given = None if isinstance(mode, tuple) or mode.op is None else mode.op.value
+    return size if given is not None and given.stored() == "nearest" else 7 * size
+
+
 def _spatial(x: Arg | None = None, **args: Arg) -> dict[str, Arg]:
     return {"x": x or Arg("T"), **args}
 
@@ -325,5 +407,30 @@ RECORDS: tuple[OpRecord, ...] = (
         ),
         ane=swept(),
         histogram={17: Seen(16, src.PUBLISHED)},
+    ),
+    OpRecord(
+        "resample",
+        F,
+        Form(
+            _spatial(
+                coordinates=Arg("U"),
+                sampling_mode=Arg(STR, const=True),
+                padding_mode=Arg(STR, const=True),
+                padding_value=Arg("T", const=True),
+                coordinates_mode=Arg(STR, const=True),
+                align_corners=Arg(BOOL, const=True),
+            ),
+            _resample_type,
+            {"T": FLOATS, "U": frozenset({DType.FP16, DType.FP32, DType.INT32})},
+        ),
+        meaning=_resample,
+        graph=GraphUse(
+            "x [N, C, H, W] read at the (x, y) points of coordinates [N, H_out, W_out, 2]: "
+            "bilinear or nearest; padding constant, border, reflection or symmetric; coordinates "
+            "in pixels or normalized ([-1, 1] or [0, 1]; align_corners: to the corner pixels' "
+            "centres)",
+            4 * U,
+        ),
+        flops=_resample_flops,
     ),
 )

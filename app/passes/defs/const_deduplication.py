@@ -5,11 +5,11 @@ coremltools, where they are written inline anyway."""
 
 from __future__ import annotations
 
-from app.mil.ir import Input, Var
+from app.mil.ir import Input, Operation, Var
 from app.passes import facts
 from app.passes.edit import Editor
 from app.passes.graph_pass import AtLeast, GraphPass, Option, Options
-from app.passes.patterns import const_op, value_key
+from app.passes.patterns import const_op, same_value, value_hint, value_key
 
 
 def _input_key(value: Input) -> tuple:
@@ -21,11 +21,18 @@ def _input_key(value: Input) -> tuple:
 def run(edit: Editor, options: Options) -> None:
     threshold = options["const_threshold"]
     first: dict[tuple, list[Var]] = {}
+    # consts by a cheap hint of their value (dtype, shape, a few bytes), each compared with those
+    # of its hint in full: a program's weights are hashed never, compared only when alike
+    alike: dict[tuple, list[Operation]] = {}
     for op in edit.ops():
         if op.type == "const":
             if op.value is None or op.value.type.size < threshold:
                 continue
-            key = value_key(op.output)
+            hint = alike.setdefault(value_hint(op.output), [])
+            same = next((e for e in hint if same_value(e.output, op.output)), None)
+            if same is None or not edit.merge_into(op, same.outputs):
+                hint.append(op)
+            continue
         elif facts.is_constexpr(op.type):
             key = (op.type, *sorted((arg, _input_key(v)) for arg, v in op.inputs.items()))
         else:

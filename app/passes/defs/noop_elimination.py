@@ -27,14 +27,29 @@ from app.passes.patterns import const_op, stored, uniform
 _PROBES = np.array([-np.inf, -65504, -1.5, -(2.0**-24), 0, 2.0**-24, 0.75, 1, 2, 65504, np.inf])
 
 
+# What `_keeps` and `_moves_nothing` found, by what it follows from (the op's type and
+# arguments, which of them is kept, the number or the small consts): a program asks the same question of many ops (a scale by the same
+# constant, layer after layer), and a service asks it of every program it builds.
+_KEPT: dict[tuple, bool] = {}
+
+
 def _keeps(op: Operation, kept: Var, other: Var) -> bool:
     """Whether the binary op hands on `kept` whatever it is, `other` being a const."""
     number = uniform(other)
     if number is None or kept is other or kept.type != op.outputs[0].type:
         return False
+    args = tuple(sorted((arg, value is kept) for arg, value in op.inputs.items()))
+    key = (op.type, args, number.dtype.str, number.tobytes())
+    if (known := _KEPT.get(key)) is not None:
+        return known
     with np.errstate(all="ignore"):
         (result,) = facts.meaning(op, {kept.name: _PROBES, other.name: number})
-    return result.shape == _PROBES.shape and bool(np.array_equal(result, _PROBES))
+    keeps = result.shape == _PROBES.shape and bool(np.array_equal(result, _PROBES))
+    _remember(key, keeps)
+    return keeps
+
+
+_SMALL = 64  # const arguments up to this many elements key what `_moves_nothing` remembers
 
 
 def _moves_nothing(op: Operation) -> Var | None:
@@ -48,10 +63,42 @@ def _moves_nothing(op: Operation) -> Var | None:
     for v in read:
         if v is not x and (value := stored(v)) is not None:  # every one but x is a const
             values[v.name] = value
+    # what it follows from: the op's type, x's type, where x is read and the other arguments
+    key = None
+    if all(isinstance(c, str) or c.size <= _SMALL for c in values.values()):
+        key = (
+            op.type,
+            x.type,
+            tuple(
+                (arg, isinstance(value, tuple), tuple(_const_key(v, x) for v in _vars(value)))
+                for arg, value in sorted(op.inputs.items())
+            ),
+        )
+        if (known := _KEPT.get(key)) is not None:
+            return x if known else None
     size = x.tensor.size
     values[x.name] = (np.arange(size, dtype=np.float64) - size + 0.5).reshape(x.tensor.shape)
     (result,) = facts.meaning(op, values)
-    return x if bool(np.array_equal(result, values[x.name])) else None
+    keeps = bool(np.array_equal(result, values[x.name]))
+    if key is not None:
+        _remember(key, keeps)
+    return x if keeps else None
+
+
+def _const_key(v: Var, x: Var) -> tuple:
+    if v is x:
+        return ("x",)
+    value = stored(v)
+    if isinstance(value, str):
+        return ("str", value)
+    array = np.asarray(value)
+    return (array.dtype.str, array.shape, array.tobytes())
+
+
+def _remember(key: tuple, keeps: bool) -> None:
+    if len(_KEPT) > 4096:
+        _KEPT.clear()
+    _KEPT[key] = keeps
 
 
 def _vars(value) -> tuple[Var, ...]:
