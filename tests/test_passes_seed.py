@@ -1883,6 +1883,27 @@ def test_dead_code_elimination_keeps_a_state_write():
     assert "write_state" in [op.type for op in after.main.operations] and not report.changes
 
 
+def test_a_fused_linear_holds_the_matmuls_weight_transposed_not_a_copy_of_it():
+    """fuse_matmul_weight_bias: the linear's weight is a view of the matmul's fp16 const (the
+    program as built keeps that const, so a copy would hold the weight twice), with the values
+    a copy would hold; c - matmul negates it, a new array."""
+    for op in ("add", "sub"):
+        b = Builder("ios18")
+        x = b.input("x", DType.FP16, (2, 4))
+        weight = values(4, 3).astype(np.float16)
+        w = b.const("w", weight, DType.FP16)
+        bias = b.const("b", values(3).astype(np.float16), DType.FP16)
+        product = b.op("matmul", "mm", x=x, y=w)
+        y = b.op(
+            op, "y", **({"x": product, "y": bias} if op == "add" else {"x": bias, "y": product})
+        )
+        after, _report = _run(b.build([y]), "fuse_matmul_weight_bias")
+        (linear,) = [o for o in after.main.operations if o.type == "linear"]
+        held = linear.var("weight").op.value.stored()  # type: ignore[union-attr]
+        np.testing.assert_array_equal(held, weight.T if op == "add" else -weight.T)
+        assert np.shares_memory(held, weight) == (op == "add")
+
+
 def test_dedup_op_and_var_names_the_seed_example():
     """Two casts named castop: the second becomes castop_1; the output keeps its name."""
     b = Builder("ios18")

@@ -53,13 +53,13 @@ class _ArraySource:
         width = width or self.width
         per = max(1, chunk_bytes // width)
         step = per if first_bytes is None else max(1, min(per, first_bytes // width))
-        # C-contiguous: slicing the flat view costs nothing. Otherwise a.flat[...] copies just one
-        # chunk in C order instead of materialising the whole array.
+        # C-contiguous: slicing the flat view costs nothing. Otherwise (a transposed weight, a
+        # view) one chunk is copied in C order instead of materialising the whole array.
         flat = a.reshape(-1) if a.flags.c_contiguous else None
         start = 0
         while start < n:
             stop = min(n, start + step)
-            part = flat[start:stop] if flat is not None else a.flat[start:stop]
+            part = flat[start:stop] if flat is not None else _c_order(a, start, stop, per)
             # Overflow to inf is the intended fp16 semantics, not an error worth a warning.
             with np.errstate(over="ignore", invalid="ignore"):
                 out = part.astype(self.store, copy=False)
@@ -77,6 +77,20 @@ class _ArraySource:
                 and a.__array_interface__["data"][0] == b.__array_interface__["data"][0]
             )
         ) and self.store == other.store
+
+
+def _c_order(a: np.ndarray, start: int, stop: int, per: int) -> np.ndarray:
+    """Elements [start, stop) of `a` in C order, contiguous: copied from the rows of its leading
+    axis that hold them in one strided copy (a.flat[...] copies element by element, several
+    times slower), or through a.flat when a row is longer than a chunk."""
+    row = a[0].size if a.ndim >= 2 and a.shape[0] else 0
+    if a.ndim == 1:
+        return np.ascontiguousarray(a[start:stop])
+    if row == 0 or row > per:
+        return a.flat[start:stop]
+    first, last = start // row, -(-stop // row)
+    block = np.ascontiguousarray(a[first:last]).reshape(-1)
+    return block[start - first * row : stop - first * row]
 
 
 @dataclass(frozen=True)

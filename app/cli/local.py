@@ -25,7 +25,6 @@ from app.compile.coreai_build import available as coreai_build_available
 from app.core.formats import FORMATS, PACKAGED
 from app.errors import FieldError
 from app.estimates import header_value, works_from_json
-from app.jobs.farm_worker import BrokerUnreachable, build_worker, check
 from app.jobs.queues import QUEUES
 from app.mil import DEFAULT_TARGET, TARGETS
 from app.observability import logs
@@ -282,6 +281,8 @@ def cmd_validate(args) -> int:
 
 
 def cmd_worker(args) -> int:
+    # imported here: the broker's client (arq, redis) is memory every other command would carry
+    from app.jobs.farm_worker import BrokerUnreachable, build_worker, check
 
     overrides = {"redis_url": args.redis_url} if args.redis_url else {}
     settings = Settings(**overrides)

@@ -1,5 +1,9 @@
 """Commands that talk to a server: `compile --server`, `jobs ...` and `build MANIFEST.toml`
-(exit codes in app/cli/common.py)."""
+(exit codes in app/cli/common.py).
+
+The client (httpx) and the farm are imported by the commands that use them: every command's
+process imports this module, and a local import or compile has no use for them (they are
+about 15 MiB of its memory)."""
 
 from __future__ import annotations
 
@@ -9,9 +13,7 @@ import json
 import os
 import sys
 from pathlib import Path
-from typing import Any
-
-import httpx
+from typing import TYPE_CHECKING, Any
 
 from app.cli.common import (
     EXIT_CHANGED,
@@ -23,13 +25,11 @@ from app.cli.common import (
     load_weights_arg,
 )
 from app.cli.summary import emit, summary_of_zip
-from app.client import APIError, AsyncClient, Client, Unavailable
-from app.client.errors import ServerError
 from app.core.formats import FORMATS, PACKAGED
-from app.farm.build import build, lock_would_change
-from app.farm.manifest import ManifestError, load_manifest
-from app.farm.progress import Reporter
 from app.mil import DEFAULT_TARGET, TARGETS
+
+if TYPE_CHECKING:
+    from app.client import Client
 
 DEFAULT_SERVER = "http://127.0.0.1:8000"  # what `make run` serves
 
@@ -39,6 +39,8 @@ def _emit(args, data: Any, text: str) -> None:
 
 
 def _client(args) -> Client:
+    from app.client import Client
+
     return Client(args.server, api_key=args.api_key)
 
 
@@ -46,6 +48,11 @@ def guarded(run):
     """Map client errors to messages and exit codes."""
 
     def wrapper(args) -> int:
+        import httpx
+
+        from app.client import APIError, Unavailable
+        from app.client.errors import ServerError
+
         try:
             return run(args)
         except (Unavailable, ServerError) as exc:
@@ -77,6 +84,8 @@ def with_default_server(run):
 
 def compile_remote(args, params: dict, weights: dict, functions: dict | None = None) -> int:
     """`compile --server URL`: the local flags, executed by the service."""
+    from app.client import Client
+
     with Client(args.server, api_key=args.api_key) as c:
         path = c.compile(
             args.op,
@@ -99,6 +108,8 @@ def compile_remote(args, params: dict, weights: dict, functions: dict | None = N
 def compile_graph_remote(args, body: dict, weights: dict) -> int:
     """`compile-graph --server URL`: the graph built by the service (inline and digest weights in
     the file pass as they are; --weights files are uploaded first)."""
+    from app.client import Client
+
     graph = {k: v for k, v in body.items() if k not in ("format", "target", "name", "verify")}
     with Client(args.server, api_key=args.api_key) as c:
         try:
@@ -176,6 +187,11 @@ def _jobs(args) -> int:
 
 
 def _build(args) -> int:
+    # the farm and the client imported here, as in `guarded` (the module docstring says why)
+    from app.client import AsyncClient
+    from app.farm.build import build, lock_would_change
+    from app.farm.manifest import ManifestError, load_manifest
+    from app.farm.progress import Reporter
 
     try:
         kernels = load_manifest(args.manifest)

@@ -12,7 +12,6 @@ from typing import Any
 
 import numpy as np
 from onnx import NodeProto, helper
-from onnx.reference import ReferenceEvaluator
 
 from app.errors import ErrorKind, FieldError, RequestError
 
@@ -203,6 +202,9 @@ def evaluate(
             with np.errstate(all="ignore"):
                 results = fold([feeds.get(name) if name else None for name in proto.input], attrs)
         else:
+            # imported here: onnx.reference costs about 10 MiB, and the ops above fold most models
+            from onnx.reference import ReferenceEvaluator
+
             computed = ReferenceEvaluator(proto, opsets={"": opset}).run(None, feeds)
             assert isinstance(computed, list)  # every output in order, none being named
             results = computed

@@ -220,10 +220,14 @@ class Lowering:
             else f"a constant of {self.node.op_type} node {self.node.label!r}"
         )
         if array.dtype.kind == "f":
-            try:
-                check_values(where, array, DType.FP16)
-            except RequestError as exc:
-                raise RequestError(where, f"{what} {exc.message}", title="fp16 overflow") from None
+            # an initializer read as fp16 was checked as it was read (a pass over every weight)
+            if not (array.dtype == np.float16 and key and self.model.checked(key, origin)):
+                try:
+                    check_values(where, array, DType.FP16)
+                except RequestError as exc:
+                    raise RequestError(
+                        where, f"{what} {exc.message}", title="fp16 overflow"
+                    ) from None
             dtype = DType.FP16
         elif array.dtype.kind in "iu":
             if array.size and (int(array.min()) < -(2**31) or int(array.max()) >= 2**31):

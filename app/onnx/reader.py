@@ -76,6 +76,11 @@ class OnnxModel:
             self._read[name] = read_tensor(tensor, where, self._external(tensor, where))
         return self._read[name]
 
+    def checked(self, name: str, array: np.ndarray) -> bool:
+        """Whether `array` is initializer `name` as read: its values were checked then (finite,
+        and within fp16's range when read as fp16)."""
+        return self._read.get(name) is array
+
     def _external(self, tensor: TensorProto, where: str) -> External | None:
         if tensor.data_location != TensorProto.EXTERNAL:
             at = self.embedded.get(tensor.name)

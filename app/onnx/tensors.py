@@ -23,7 +23,9 @@ from app.mil import DType
 
 KEEP_FP32_ELEMENTS = 4096
 MAX_TENSOR_ELEMENTS = 1 << 32  # 4 G elements: far beyond one weight the ANE holds
-_CHUNK_BYTES = 16 << 20
+# the read buffer of a tensor, beside every weight read before it (at the last tensor: all of
+# them): small, since it adds to the peak and reading in bigger pieces gains nothing measurable
+_CHUNK_BYTES = 1 << 20
 
 # ONNX data type -> the numpy dtype its bytes are (bfloat16 read as its bits)
 _STORED: dict[int, np.dtype] = {

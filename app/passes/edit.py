@@ -100,12 +100,15 @@ class Editor:
     ) -> Var:
         """A new const holding `value` rounded once to `dtype` (a string: a string const),
         placed before `before`; named `name`, made unique unless `fresh` is False (the name of
-        the op it replaces)."""
+        the op it replaces). A value in `dtype` already is held as given, not copied: a view of
+        another const's array (a weight transposed) shares its memory with it, which the
+        program as built keeps alive beside this one (const arrays are never written in
+        place)."""
         op = Operation("const", self.fresh(name) if fresh else name, {}, [])
         if isinstance(value, str):
             op.value = ConstValue(value, TensorType(DType.STRING, ()))
         else:
-            array = np.asarray(value).astype(dtype.numpy)
+            array = np.asarray(value).astype(dtype.numpy, copy=False)
             op.value = ConstValue(array, TensorType(dtype, tuple(array.shape)))
         op.outputs.append(Var(op.name, op.value.type, op))
         self._hold(op, 1)

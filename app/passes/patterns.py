@@ -27,6 +27,13 @@ def stored(var: Var) -> np.ndarray | str | None:
     return None if op is None or op.value is None else op.value.stored()
 
 
+def numeric(var: Var) -> bool:
+    """Whether `var` is a plain const holding numbers (one `wide` reads), asked without reading
+    its values."""
+    op = const_op(var)
+    return op is not None and op.value is not None and not isinstance(op.value.data, str)
+
+
 def wide(var: Var) -> np.ndarray | None:
     """A numeric const's value as given, in float64 for floats: a float weight given in fp32 and
     stored in fp16 is folded from its given values, rounded once when the result is stored."""
@@ -39,14 +46,29 @@ def wide(var: Var) -> np.ndarray | None:
     return data.astype(np.float64) if t.dtype.is_float else data
 
 
+def uniform(var: Var) -> np.ndarray | None:
+    """The one number a numeric const holds in every element, 0-d (in float64 for floats, as
+    `wide` gives it), else None. Asked of its values as given, not widened: a weight is read
+    without a float64 copy, and most differ within their first elements."""
+    op = const_op(var)
+    if op is None or op.value is None or isinstance(op.value.data, str):
+        return None
+    data = np.asarray(op.value.data)
+    if data.dtype.kind not in "fb" and var.tensor.dtype.is_float:  # integers compared widened
+        data = data.astype(np.float64)
+    if data.size == 0:
+        return None
+    first = data.flat[0]
+    if not (np.all(data.flat[:64] == first) and np.all(data == first)):
+        return None
+    return np.asarray(first, np.float64) if var.tensor.dtype.is_float else np.asarray(first)
+
+
 def scalar(var: Var) -> float | None:
     """The one number a float const holds in every element (a scalar, or a tensor of equal
     elements), else None."""
-    value = wide(var)
-    if value is None or not var.tensor.dtype.is_float or value.size == 0:
-        return None
-    first = float(value.reshape(-1)[0])
-    return first if np.all(value == first) else None
+    value = uniform(var) if var.tensor.dtype.is_float else None
+    return None if value is None else float(value)
 
 
 def close(value: float | None, expected: float, tolerance: float = FP16_CLOSE) -> bool:
@@ -93,9 +115,11 @@ def value_hint(var: Var) -> tuple:
     t = var.tensor
     if isinstance(op.value.data, str):
         return ("const", t.dtype, op.value.data)
-    # the ends of the data as given, each stored: a weight given wider is not converted whole
-    given = np.asarray(op.value.data).reshape(-1)
-    ends = np.concatenate([given[:4], given[-4:]]).astype(t.dtype.numpy)
+    # the ends of the data as given, each stored: a weight given wider is not converted whole,
+    # nor one held as a view (a transposed weight) copied whole to reach them
+    given = np.asarray(op.value.data)
+    n = given.size
+    ends = np.concatenate([given.flat[:4], given.flat[max(0, n - 4) :]]).astype(t.dtype.numpy)
     return ("const", t.dtype, t.shape, ends.tobytes())
 
 
@@ -137,13 +161,26 @@ def _digest(array: np.ndarray) -> bytes:
     known = _DIGESTS.get(key)
     if known is not None and known[0]() is root:
         return known[1]
-    data = np.ascontiguousarray(array)  # hashed in place: no copy of a large weight
-    digest = hashlib.sha256(data.reshape(-1).view(np.uint8).data).digest()
+    digest = _sha256(array)
     if array.nbytes >= 1 << 16:
         if len(_DIGESTS) > 4096:
             _DIGESTS.clear()
         _DIGESTS[key] = (weakref.ref(root), digest)
     return digest
+
+
+def _sha256(array: np.ndarray) -> bytes:
+    """SHA-256 of the array's bytes in C order: hashed in place when it is laid out so, else
+    (a transposed weight, a view) a block of its leading axis at a time, never copied whole."""
+    if array.flags.c_contiguous or array.ndim == 0:
+        data = np.ascontiguousarray(array)
+        return hashlib.sha256(data.reshape(-1).view(np.uint8).data).digest()
+    h = hashlib.sha256()
+    step = max(1, (1 << 20) // max(1, array[0].nbytes))  # about 1 MiB a block
+    for start in range(0, array.shape[0], step):
+        block = np.ascontiguousarray(array[start : start + step])
+        h.update(block.reshape(-1).view(np.uint8).data)
+    return h.digest()
 
 
 def fits(value: np.ndarray | None, var: Var) -> bool:
@@ -152,4 +189,10 @@ def fits(value: np.ndarray | None, var: Var) -> bool:
     if value is None:
         return True
     dtype = var.tensor.dtype
-    return not dtype.is_float or bool(np.isfinite(np.asarray(value).astype(dtype.numpy)).all())
+    if not dtype.is_float:
+        return True
+    # a value in that dtype already (a weight as the program holds it) is read as it is
+    array = np.asarray(value).astype(dtype.numpy, copy=False)
+    if array.dtype == np.float16:  # read off the bits: numpy's fp16 isfinite goes via float32
+        return array.size == 0 or int((array.view(np.uint16) & 0x7C00).max()) < 0x7C00
+    return bool(np.isfinite(array).all())

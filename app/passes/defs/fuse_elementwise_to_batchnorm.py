@@ -10,7 +10,7 @@ import numpy as np
 from app.mil.ir import Var
 from app.passes.edit import Editor
 from app.passes.graph_pass import GraphPass, Options
-from app.passes.patterns import operands, wide
+from app.passes.patterns import numeric, operands, wide
 
 
 def _channels(var: Var | None, c: int) -> np.ndarray | None:
@@ -27,7 +27,7 @@ def run(edit: Editor, options: Options) -> None:
         c = y.tensor.shape[1]
         for x, s in ((mul.var("x"), mul.var("y")), (mul.var("y"), mul.var("x"))):
             scale, shift = _channels(s, c), _channels(operands(add, y), c)
-            if scale is None or shift is None or wide(x) is not None:
+            if scale is None or shift is None or numeric(x):
                 continue
             if x.type != y.type or add.outputs[0].type != y.type:
                 continue

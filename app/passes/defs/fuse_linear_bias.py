@@ -9,19 +9,21 @@ import numpy as np
 from app.passes.edit import Editor
 from app.passes.graph_pass import GraphPass, Options
 from app.passes.linear_parts import bias_after, linear
-from app.passes.patterns import fits, wide
+from app.passes.patterns import fits, numeric, wide
 
 
 def run(edit: Editor, options: Options) -> None:
     for op in edit.ops("linear"):
         w = op.var("weight")
-        weight = wide(w)
-        given = wide(op.var("bias")) if "bias" in op.inputs else None
-        if weight is None or ("bias" in op.inputs and given is None):
+        if not numeric(w) or ("bias" in op.inputs and not numeric(op.var("bias"))):
             continue
         bias = bias_after(edit, op.outputs[0])
         if bias is None:
             continue
+        # read (widened) once the fusion is found: a model's linears are most of its weights
+        weight = wide(w)
+        given = wide(op.var("bias")) if "bias" in op.inputs else None
+        assert weight is not None
         old = np.zeros(weight.shape[0]) if given is None else given.reshape(-1)
         new_weight, new_bias = weight * bias.sign, old * bias.sign + bias.value
         if not fits(new_weight, w) or not fits(new_bias, w):

@@ -15,7 +15,7 @@ import numpy as np
 from app.mil.ir import Operation, Var
 from app.passes.edit import Editor
 from app.passes.graph_pass import GraphPass, Options
-from app.passes.patterns import fits, per_channel, stored, wide
+from app.passes.patterns import fits, numeric, per_channel, stored, wide
 from app.passes.products import Taken
 
 
@@ -28,7 +28,7 @@ def _negative_branch(match: Taken, var: Var, add: Operation) -> tuple[Var, Var] 
         trial = Taken(match.edit, match.ops)
         relu = trial.take(r, "relu", scale)
         x = None if relu is None else trial.other(trial.take(relu.var("x"), "mul", relu), -1.0)
-        if x is not None and wide(a) is not None:
+        if x is not None and numeric(a):
             match.ops = trial.ops
             return x, a
     return None

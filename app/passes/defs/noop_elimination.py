@@ -18,27 +18,13 @@ from app.mil.ir import Operation, Var
 from app.passes import facts
 from app.passes.edit import Editor
 from app.passes.graph_pass import GraphPass, Options
-from app.passes.patterns import const_op, stored, wide
+from app.passes.patterns import const_op, stored, uniform
 
 # fp16's extremes, its smallest subnormal, zero, and ordinary numbers each side of 1: an operand
 # c of add, sub, mul, real_div, maximum or minimum (and pow) leaves all of them as they are only
 # when it is the op's identity (0 misses add/sub c≠0, 1 mul/real_div c≠1, 2 pow c≠1, ±inf
 # maximum/minimum c≠∓inf), computed exactly in float64.
 _PROBES = np.array([-np.inf, -65504, -1.5, -(2.0**-24), 0, 2.0**-24, 0.75, 1, 2, 65504, np.inf])
-
-
-def _one_number(var: Var) -> np.ndarray | None:
-    """The one number a numeric const holds in every element, as a 0-d array; else None (told
-    by its ends first: a weight's rarely agree)."""
-    op = const_op(var)
-    if op is None or op.value is None or isinstance(op.value.data, str):
-        return None
-    given = np.asarray(op.value.data).reshape(-1)
-    if given.size == 0 or given[0] != given[-1] or not np.all(given == given[0]):
-        return None
-    value = wide(var)
-    assert value is not None  # a numeric const
-    return np.asarray(value.reshape(-1)[0])
 
 
 # What `_keeps` and `_moves_nothing` found, by what it follows from (the op's type and
@@ -49,7 +35,7 @@ _KEPT: dict[tuple, bool] = {}
 
 def _keeps(op: Operation, kept: Var, other: Var) -> bool:
     """Whether the binary op hands on `kept` whatever it is, `other` being a const."""
-    number = _one_number(other)
+    number = uniform(other)
     if number is None or kept is other or kept.type != op.outputs[0].type:
         return False
     args = tuple(sorted((arg, value is kept) for arg, value in op.inputs.items()))

@@ -22,7 +22,7 @@ from app.passes import facts
 from app.passes.defs.merge_consecutive_transposes import perm_of
 from app.passes.edit import Editor
 from app.passes.graph_pass import GraphPass, Options
-from app.passes.patterns import stored, wide
+from app.passes.patterns import numeric, stored, wide
 
 
 class _Region:
@@ -95,7 +95,7 @@ def _read(op: Operation) -> list[Var]:
 
 def _outside_ok(var: Var, values: set[Var]) -> bool:
     """A region op may read region values and constants (permuted along), nothing else."""
-    return var in values or wide(var) is not None or (var.op is not None and var.op.type == "const")
+    return var in values or numeric(var) or (var.op is not None and var.op.type == "const")
 
 
 def _rewrite(edit: Editor, region: _Region) -> bool:
@@ -119,7 +119,7 @@ def _rewrite(edit: Editor, region: _Region) -> bool:
                 if np.asarray(stored(value)).ndim == 0:
                     renumbered = renumbered.reshape(())
                 args[arg] = edit.const(f"{op.name}_{arg}", renumbered, DType.INT32, op)
-            elif arg in ("x", "y") and facts.is_binary(op.type) and wide(value) is not None:
+            elif arg in ("x", "y") and facts.is_binary(op.type) and numeric(value):
                 value_ = wide(value)
                 assert value_ is not None
                 padded = value_.reshape((1,) * (len(perm) - value_.ndim) + value_.shape)

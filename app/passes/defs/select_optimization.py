@@ -14,7 +14,7 @@ import numpy as np
 
 from app.passes.edit import Editor
 from app.passes.graph_pass import GraphPass, Options
-from app.passes.patterns import scalar, stored, wide
+from app.passes.patterns import numeric, scalar, stored
 
 
 def run(edit: Editor, options: Options) -> None:
@@ -32,7 +32,7 @@ def run(edit: Editor, options: Options) -> None:
             continue
         for infinite, other, picked in ((a, b, True), (b, a, False)):
             number = scalar(infinite)
-            if number is None or not np.isinf(number) or wide(other) is not None:
+            if number is None or not np.isinf(number) or numeric(other):
                 continue
             mask = np.where(np.asarray(values).astype(bool) == picked, number, 0.0)
             mask = np.broadcast_to(mask, np.broadcast_shapes(mask.shape, infinite.tensor.shape))
