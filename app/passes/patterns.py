@@ -9,6 +9,7 @@ import weakref
 import numpy as np
 
 from app.mil.ir import Operation, Var
+from app.tensors.fp16 import all_finite
 
 # fp16's unit roundoff: a constant written in fp16 is within this relative distance of the number
 # meant (0.044715 is stored as 0.04471), so two constants this close are taken as the same.
@@ -194,5 +195,5 @@ def fits(value: np.ndarray | None, var: Var) -> bool:
     # a value in that dtype already (a weight as the program holds it) is read as it is
     array = np.asarray(value).astype(dtype.numpy, copy=False)
     if array.dtype == np.float16:  # read off the bits: numpy's fp16 isfinite goes via float32
-        return array.size == 0 or int((array.view(np.uint16) & 0x7C00).max()) < 0x7C00
+        return all_finite(array)
     return bool(np.isfinite(array).all())

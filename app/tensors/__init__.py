@@ -1,1 +1,1 @@
-"""Tensors in files users hand in: .npy / raw / safetensors headers read without loading the bytes (headers), and the one bounded safetensors header reader."""
+"""Tensors in files users hand in: .npy / raw / safetensors headers read without loading the bytes (headers), and the one bounded safetensors header reader; fp16 values checked on their bits (fp16)."""
