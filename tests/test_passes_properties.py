@@ -651,6 +651,23 @@ def _requantize(d, p, src, s, near):
     return Site(nodes, {}, f"{p}y", [f"{p}q2"], also)
 
 
+def _quantized_reshape(d, p, src, s, near):
+    """dequantize -> reshape -> quantize with the same parameters (planted: the integers are
+    reshaped) or with another scale (near-miss: the float path stays)."""
+    second = 0.025 if near else 0.05
+    dtype = d.draw(st.sampled_from(["int8", "uint8"]))
+    nodes = [
+        node(f"{p}q", "quantize", {"input": src}, output_dtype=dtype, scale=0.05),
+        node(f"{p}dq", "dequantize", {"input": f"{p}q"}, scale=0.05),
+        node(f"{p}r", "reshape", {"x": f"{p}dq"}, shape=[1, s.c, -1]),
+        node(f"{p}q2", "quantize", {"input": f"{p}r"}, output_dtype=dtype, scale=second),
+        node(f"{p}y", "dequantize", {"input": f"{p}q2"}, scale=second),
+        node(f"{p}back", "reshape", {"x": f"{p}y"}, shape=list(s.full)),
+    ]
+    also = {f"{p}mid": f"{p}dq"} if d.draw(st.booleans()) else None
+    return Site(nodes, {}, f"{p}back", [f"{p}r"], also)
+
+
 def _token_major(d, p, src, s, near):
     """A product by a constant weight over the channels written token-major between transposes
     (planted), or with a transpose back that does not undo the first (near-miss)."""
@@ -873,6 +890,7 @@ PLANTERS: dict[str, Callable] = {
     "dequantize_to_constexpr": _dequantize,
     "merge_affine_dequantize_with_consecutive_ops": _moved_weight,
     "dequantize_quantize_pair_elimination": _requantize,
+    "int_op_canonicalization": _quantized_reshape,
     "select_optimization": _select,
     "fuse_elementwise_to_batchnorm": _scale_shift,
     "add_conv_transpose_output_shape": _conv_transpose,
@@ -895,6 +913,7 @@ FP32 = {
     "dequantize_to_constexpr",
     "merge_affine_dequantize_with_consecutive_ops",
     "dequantize_quantize_pair_elimination",
+    "int_op_canonicalization",
     "nullify_redundant_quantization_zero_point",
     "distributive_quantized_binary_op_scale_normalization",
 }

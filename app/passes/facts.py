@@ -135,9 +135,15 @@ def output_types(
 def takes_fp16(op_type: str, arg: str, target: Target) -> bool:
     """Whether argument `arg` of `op_type` may be fp16 in the target's opset (a scale factor or
     an epsilon some ops declare fp32 only stays fp32)."""
+    return takes(op_type, arg, DType.FP16, target)
+
+
+def takes(op_type: str, arg: str, dtype: DType, target: Target) -> bool:
+    """Whether argument `arg` of `op_type` may be of `dtype` in the target's opset (a reshape
+    takes int8 from iOS17 on, not before)."""
     form = ops.lookup(op_type, target)
     spec = None if form is None else form.args.get(arg)
-    return form is not None and spec is not None and DType.FP16 in form.allowed(spec)
+    return form is not None and spec is not None and dtype in form.allowed(spec)
 
 
 def reported_failing() -> frozenset[str]:

@@ -22,7 +22,7 @@ from typing import Any, Literal, NamedTuple
 
 import numpy as np
 
-from app.language.targets import TARGETS, Target
+from app.language.targets import ALL_TARGETS, TARGETS, Target
 from app.mil.args import Args
 from app.mil.call import Call
 from app.mil.ir import Operation, Var
@@ -203,7 +203,11 @@ class OpRecord:
     def form_in(self, target: Target) -> Form | None:
         """The declaration in a target's opset (an earlier form where one applies)."""
         earlier = self.earlier
-        if earlier is not None and earlier.until and target.order <= TARGETS[earlier.until].order:
+        if (
+            earlier is not None
+            and earlier.until
+            and target.order <= ALL_TARGETS[earlier.until].order
+        ):
             return earlier
         return self.form
 
