@@ -980,6 +980,7 @@ def test_every_pass_is_planted_here_or_in_an_ir_property():
         "topological_reorder",
         "rank0_expand_dims_swap",
         "canonicalize_inplace_pattern",
+        "prefer_state_in_downstream",
     }
     assert set(PLANTERS) | ir == set(PASSES)
 
@@ -1127,6 +1128,42 @@ def test_canonicalize_inplace_pattern_moves_a_write_unless_a_read_lies_between(d
     inputs = random_inputs(program.main, 0)
     for state_name in ("p_state", "n_state"):
         inputs[state_name] = np.ones((1, 4), np.float16)
+    runs = [Executor(p) for p in (program, after)]
+    outs = [r.run(dict(inputs)).outputs for r in runs]
+    assert all(np.array_equal(outs[0][k], outs[1][k]) for k in outs[0])
+    assert all(np.array_equal(runs[0].states[k], runs[1].states[k]) for k in runs[0].states)
+
+
+@PROFILE
+@given(st.data())
+def test_prefer_state_in_downstream_reads_the_state_back_after_an_update_only(data):
+    """An update of a state by a chain's value, read after it by another chain (planted: that
+    chain reads the update's output), and a value read only by its update and by an update of
+    another state (near-miss): the outputs and the states after one call are the same."""
+    b = Builder("ios18")
+    x = b.input("x", DType.FP16, (1, 4))
+    outputs = []
+    for prefix, near in (("p_", False), ("n_", True)):
+        state = b.state(f"{prefix}state", DType.FP16, (1, 4))
+        made = b.op("mul", f"{prefix}made", x=b.op("read_state", f"{prefix}held", input=state), y=x)
+        made = _random_chain(data, b, made, f"{prefix}chain")
+        update = b.op("coreml_update_state", f"{prefix}update", state=state, value=made)
+        if near:
+            other = b.state(f"{prefix}other", DType.FP16, (1, 4))
+            b.op("coreml_update_state", f"{prefix}copy", state=other, value=made)
+            outputs.append(b.op("relu", f"{prefix}after", x=update))
+        else:
+            outputs.append(_random_chain(data, b, made, f"{prefix}later"))
+    program = b.build(outputs)
+    after, report = run_pipeline(program, resolve(parse_passes("prefer_state_in_downstream")))
+    assert [c.graph_pass for c in report.changes] == ["prefer_state_in_downstream"]
+    (first,) = [op for op in after.main.operations if op.name == "p_later0"]
+    assert first.var("x").name == "p_update"
+    (copy,) = [op for op in after.main.operations if op.name == "n_copy"]
+    assert copy.var("value").name == copy.var("value").op.name != "n_update"
+    inputs = random_inputs(program.main, 0)
+    for name in ("p_state", "n_state", "n_other"):
+        inputs[name] = np.full((1, 4), 0.5, np.float16)
     runs = [Executor(p) for p in (program, after)]
     outs = [r.run(dict(inputs)).outputs for r in runs]
     assert all(np.array_equal(outs[0][k], outs[1][k]) for k in outs[0])

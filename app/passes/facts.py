@@ -16,7 +16,7 @@ import numpy as np
 from app.language.targets import Target
 from app.mil import ops
 from app.mil.args import Args
-from app.mil.ir import Input, Operation
+from app.mil.ir import Input, Operation, Var
 from app.mil.ops import AneStatus, Family, OpRecord, Trait
 from app.mil.types import DType, TensorType
 
@@ -105,6 +105,23 @@ def is_stateful(op_type: str) -> bool:
 def is_constexpr(op_type: str) -> bool:
     """Decompressed when the model loads: a constant, but one whose compressed form is the point."""
     return op_type in _kinds().constexpr
+
+
+def state_write(op: Operation) -> tuple[Var, Var] | None:
+    """(the state, the value written) of an op that writes a state (write_state, and
+    coreml_update_state, which also returns the value), read from its declaration: a state
+    argument and a tensor one; None for any other op."""
+    if not is_stateful(op.type):
+        return None
+    record = ops.get(op.type)
+    form = None if record is None else record.form
+    if form is None:
+        return None
+    states = [a for a, spec in form.args.items() if spec.state and a in op.inputs]
+    values = [a for a, spec in form.args.items() if not spec.state and a in op.inputs]
+    if len(states) != 1 or len(values) != 1:
+        return None
+    return op.var(states[0]), op.var(values[0])
 
 
 def has_meaning(op_type: str) -> bool:

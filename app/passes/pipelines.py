@@ -32,8 +32,8 @@ DEFAULT: tuple[str, ...] = (
     "noop_elimination",
     # quantized activations: first a reshape between a dequantize and a quantize of the same
     # parameters reshapes the integers (coremltools runs int_op_canonicalization first of its
-    # quantization passes: the dequantize -> quantize pairs the later ones read are then
-    # adjacent), then a dequantize straight back to the same quantization goes, and a
+    # quantization passes, a canonicalization the others follow), then a dequantize straight
+    # back to the same quantization goes, and a
     # dequantize of a constant becomes a constexpr before const_elimination would store it
     # decompressed (coremltools runs both before its const_elimination)
     "int_op_canonicalization",
@@ -113,8 +113,11 @@ DEFAULT: tuple[str, ...] = (
     "dead_code_elimination",
     "const_deduplication",
     "noop_elimination",
-    # order last: a state's write next to what it writes, casts and transposes next to readers
+    # order last: a state's write next to what it writes, then (coremltools' order, after its
+    # fusions have settled) the readers after a coreml_update_state read the state back; casts
+    # and transposes next to readers
     "canonicalize_inplace_pattern",
+    "prefer_state_in_downstream",
     "topological_reorder",
     "dead_code_elimination",
 )
