@@ -199,6 +199,20 @@ ELEMENTWISE = [
         },
         coremltools=False,
     ),
+    case(  # iOS17's reshape of the integers themselves (int_op_canonicalization writes it)
+        "rq",
+        "reshape",
+        {"shape": [2, 3, 24]},
+        {"x": "q"},
+        before=[
+            {
+                "id": "q",
+                "op": "quantize",
+                "params": {"output_dtype": "int8", "scale": 0.05},
+                "inputs": {"input": "a"},
+            }
+        ],
+    ),
     case(
         "qa",
         "quantize",

@@ -651,6 +651,23 @@ def _requantize(d, p, src, s, near):
     return Site(nodes, {}, f"{p}y", [f"{p}q2"], also)
 
 
+def _quantized_reshape(d, p, src, s, near):
+    """dequantize -> reshape -> quantize with the same parameters (planted: the integers are
+    reshaped) or with another scale (near-miss: the float path stays)."""
+    second = 0.025 if near else 0.05
+    dtype = d.draw(st.sampled_from(["int8", "uint8"]))
+    nodes = [
+        node(f"{p}q", "quantize", {"input": src}, output_dtype=dtype, scale=0.05),
+        node(f"{p}dq", "dequantize", {"input": f"{p}q"}, scale=0.05),
+        node(f"{p}r", "reshape", {"x": f"{p}dq"}, shape=[1, s.c, -1]),
+        node(f"{p}q2", "quantize", {"input": f"{p}r"}, output_dtype=dtype, scale=second),
+        node(f"{p}y", "dequantize", {"input": f"{p}q2"}, scale=second),
+        node(f"{p}back", "reshape", {"x": f"{p}y"}, shape=list(s.full)),
+    ]
+    also = {f"{p}mid": f"{p}dq"} if d.draw(st.booleans()) else None
+    return Site(nodes, {}, f"{p}back", [f"{p}r"], also)
+
+
 def _token_major(d, p, src, s, near):
     """A product by a constant weight over the channels written token-major between transposes
     (planted), or with a transpose back that does not undo the first (near-miss)."""
@@ -873,6 +890,7 @@ PLANTERS: dict[str, Callable] = {
     "dequantize_to_constexpr": _dequantize,
     "merge_affine_dequantize_with_consecutive_ops": _moved_weight,
     "dequantize_quantize_pair_elimination": _requantize,
+    "int_op_canonicalization": _quantized_reshape,
     "select_optimization": _select,
     "fuse_elementwise_to_batchnorm": _scale_shift,
     "add_conv_transpose_output_shape": _conv_transpose,
@@ -895,6 +913,7 @@ FP32 = {
     "dequantize_to_constexpr",
     "merge_affine_dequantize_with_consecutive_ops",
     "dequantize_quantize_pair_elimination",
+    "int_op_canonicalization",
     "nullify_redundant_quantization_zero_point",
     "distributive_quantized_binary_op_scale_normalization",
 }
@@ -961,6 +980,7 @@ def test_every_pass_is_planted_here_or_in_an_ir_property():
         "topological_reorder",
         "rank0_expand_dims_swap",
         "canonicalize_inplace_pattern",
+        "prefer_state_in_downstream",
     }
     assert set(PLANTERS) | ir == set(PASSES)
 
@@ -1108,6 +1128,42 @@ def test_canonicalize_inplace_pattern_moves_a_write_unless_a_read_lies_between(d
     inputs = random_inputs(program.main, 0)
     for state_name in ("p_state", "n_state"):
         inputs[state_name] = np.ones((1, 4), np.float16)
+    runs = [Executor(p) for p in (program, after)]
+    outs = [r.run(dict(inputs)).outputs for r in runs]
+    assert all(np.array_equal(outs[0][k], outs[1][k]) for k in outs[0])
+    assert all(np.array_equal(runs[0].states[k], runs[1].states[k]) for k in runs[0].states)
+
+
+@PROFILE
+@given(st.data())
+def test_prefer_state_in_downstream_reads_the_state_back_after_an_update_only(data):
+    """An update of a state by a chain's value, read after it by another chain (planted: that
+    chain reads the update's output), and a value read only by its update and by an update of
+    another state (near-miss): the outputs and the states after one call are the same."""
+    b = Builder("ios18")
+    x = b.input("x", DType.FP16, (1, 4))
+    outputs = []
+    for prefix, near in (("p_", False), ("n_", True)):
+        state = b.state(f"{prefix}state", DType.FP16, (1, 4))
+        made = b.op("mul", f"{prefix}made", x=b.op("read_state", f"{prefix}held", input=state), y=x)
+        made = _random_chain(data, b, made, f"{prefix}chain")
+        update = b.op("coreml_update_state", f"{prefix}update", state=state, value=made)
+        if near:
+            other = b.state(f"{prefix}other", DType.FP16, (1, 4))
+            b.op("coreml_update_state", f"{prefix}copy", state=other, value=made)
+            outputs.append(b.op("relu", f"{prefix}after", x=update))
+        else:
+            outputs.append(_random_chain(data, b, made, f"{prefix}later"))
+    program = b.build(outputs)
+    after, report = run_pipeline(program, resolve(parse_passes("prefer_state_in_downstream")))
+    assert [c.graph_pass for c in report.changes] == ["prefer_state_in_downstream"]
+    (first,) = [op for op in after.main.operations if op.name == "p_later0"]
+    assert first.var("x").name == "p_update"
+    (copy,) = [op for op in after.main.operations if op.name == "n_copy"]
+    assert copy.var("value").name == copy.var("value").op.name != "n_update"
+    inputs = random_inputs(program.main, 0)
+    for name in ("p_state", "n_state", "n_other"):
+        inputs[name] = np.full((1, 4), 0.5, np.float16)
     runs = [Executor(p) for p in (program, after)]
     outs = [r.run(dict(inputs)).outputs for r in runs]
     assert all(np.array_equal(outs[0][k], outs[1][k]) for k in outs[0])

@@ -638,7 +638,29 @@ def _requantized(scale: float = 0.05, shared: bool = False):
 
 
 RNG_Q = np.random.default_rng(3)
+QUANTIZED_RESHAPE = ["quantize", "dequantize", "reshape", "quantize", "dequantize"]
+QRESHAPED = ["quantize", "reshape", "dequantize"]
 FP32_X = ([1, C, 2, 3], "fp32")  # dequantize gives its scale's dtype: fp32 here
+
+
+def _quantized_reshape(
+    scale: float = 0.025, shared: str = "", dtype: str = "int8"
+) -> tuple[dict, dict]:
+    """The seed's dequantize -> reshape -> quantize, between the quantize that makes integers of
+    x (a graph's inputs are floats) and the dequantize that gives floats back; the second
+    quantize with `scale` (the first's: 0.025, spanning int8's range over the values drawn, so
+    that the default pipeline's fp16 compute moves a value one step at most, within the
+    tolerance). Another zero point is test_int_op_canonicalization_keeps_another_zero_point's
+    (a graph's zero point is a vector). `shared`: a value also read as an output ("dq": the dequantize, "r":
+    the float reshape)."""
+    nodes = [
+        node("q", "quantize", {"input": "x"}, output_dtype=dtype, scale=0.025),
+        node("dq", "dequantize", {"input": "q"}, scale=0.025),
+        node("r", "reshape", {"x": "dq"}, shape=[1, C, 6]),
+        node("q2", "quantize", {"input": "r"}, output_dtype=dtype, scale=scale),
+        node("y", "dequantize", {"input": "q2"}, scale=scale),
+    ]
+    return graph(nodes, {"out": "y", **({"mid": shared} if shared else {})}, x=FP32_X), {}
 
 
 def _select(cond: np.ndarray, a: np.ndarray | None = None):
@@ -1564,6 +1586,33 @@ CASES = [
         ["quantize", "dequantize", "quantize", "dequantize"],
         fires=False,
     ),
+    # the seed's quantized reshape: dequantize -> reshape -> quantize becomes a reshape of the
+    # integers (x quantized first, the result dequantized after: a graph's inputs and outputs
+    # here are floats)
+    _case("int-reshape", "int_op_canonicalization", _quantized_reshape(), QRESHAPED),
+    _case(
+        "int-reshape-uint8", "int_op_canonicalization", _quantized_reshape(dtype="uint8"), QRESHAPED
+    ),
+    _case(  # the dequantize read elsewhere too stays for its other reader
+        "int-reshape-dequantize-shared",
+        "int_op_canonicalization",
+        _quantized_reshape(shared="dq"),
+        ["quantize", "dequantize", "reshape", "dequantize"],
+    ),
+    _case(  # the float reshape read elsewhere too: it stays, and so does its quantize
+        "int-reshape-shared",
+        "int_op_canonicalization",
+        _quantized_reshape(shared="r"),
+        QUANTIZED_RESHAPE,
+        fires=False,
+    ),
+    _case(  # requantized to another scale: the float path is what it computes
+        "int-reshape-scale",
+        "int_op_canonicalization",
+        _quantized_reshape(scale=0.03),
+        QUANTIZED_RESHAPE,
+        fires=False,
+    ),
     # the seed's passes whose primitives came, the second set
     _case(
         "select-true",
@@ -1808,6 +1857,7 @@ def test_every_implemented_pass_has_a_seed_case():
         "dedup_op_and_var_names",
         "topological_reorder",
         "canonicalize_inplace_pattern",
+        "prefer_state_in_downstream",  # tests/test_passes_state.py: states are not graph nodes
         "rank0_expand_dims_swap",
     }
     assert {c.graph_pass for c in CASES} | ir_only == set(PASSES)  # the ANE's passes too
@@ -2096,3 +2146,54 @@ def test_fuse_onehot_matmul_to_gather_the_seed_example(on, fires):
     got = Executor.from_written_weights(built.program).run(inputs).outputs["out"]
     np.testing.assert_allclose(got, want, rtol=2**-10)
     assert "fuse_onehot_matmul_to_gather" not in DEFAULT
+
+
+def _quantized_reshape_ir(target: str = "ios18", zero: int = 0, dtype=DType.INT8):
+    """x -> quantize -> dequantize -> reshape -> quantize (zero point `zero`) -> its integers, on
+    the IR: a scalar zero point of the integer dtype (a graph's weights are vectors)."""
+    b = Builder(target)
+    x = b.input("x", DType.FP16, (1, 4, 2, 3))
+    kind, ints = ("int8", np.int8) if dtype is DType.INT8 else ("uint8", np.uint8)
+    scale = b.const("scale", np.float16(0.025))
+    q = b.op("quantize", "q", input=x, scale=scale, output_dtype=b.const("kind", kind))
+    dq = b.op("dequantize", "dq", input=q, scale=scale)
+    r = b.op("reshape", "r", x=dq, shape=b.const("shape", np.array([1, 4, 6], np.int32)))
+    zp = {"zero_point": b.const("zp", ints(zero), dtype)} if zero else {}
+    q2 = b.op("quantize", "q2", input=r, scale=scale, output_dtype=b.const("kind2", kind), **zp)
+    return b.build([q2])
+
+
+def test_int_op_canonicalization_keeps_every_integer():
+    """The rewrite is exact: the reshaped integers are the ones quantized again."""
+    program = _quantized_reshape_ir()
+    after, report = _run(program, "int_op_canonicalization")
+    assert [op.type for op in after.main.operations if op.type != "const"] == [
+        "quantize",
+        "reshape",
+    ]
+    assert [c.graph_pass for c in report.changes] == ["int_op_canonicalization"]
+    assert after.main.outputs[0].name == "q2" and after.main.outputs[0].tensor.dtype is DType.INT8
+    inputs = random_inputs(program.main, 0)
+    want = Executor(program).run(inputs).outputs["q2"]
+    assert np.array_equal(Executor(after).run(inputs).outputs["q2"], want)
+
+
+def test_int_op_canonicalization_keeps_another_zero_point():
+    program = _quantized_reshape_ir(zero=3)
+    after, report = _run(program, "int_op_canonicalization")
+    assert not report.changes
+    assert [op.type for op in after.main.operations] == [op.type for op in program.main.operations]
+
+
+def test_int_op_canonicalization_waits_for_ios17s_reshape():
+    """Before iOS17 a reshape takes no int8 (its record's earlier form, coremltools iOS15's): a
+    program of an older opset keeps its float reshape."""
+    from app.language.targets import ALL_TARGETS
+    from app.mil.ir import Program
+    from app.passes.edit import copy_program
+
+    built = copy_program(_quantized_reshape_ir("ios17"))
+    older = Program(ALL_TARGETS["ios16"], built.functions, built.default)
+    assert _run(built, "int_op_canonicalization")[1].changes
+    after, report = _run(older, "int_op_canonicalization")
+    assert not report.changes and "quantize" in [op.type for op in after.main.operations[-2:]]

@@ -33,7 +33,7 @@ EXAMPLE_HIDDEN = 32  # the example checkpoint's hidden_size
 EXAMPLE_KIT_OPTIONS: dict[str, Any] = {"format": "mlpackage", "context": 16, "prefill": 4}
 # The kit example's job id: the digest of its files' digests and options (ModelRequest.key);
 # the device-check example names it.
-EXAMPLE_KIT = "a8edf7809e671c19b3b190dad39a850bc94cf172bc261a42dbca0b17c792e190"
+EXAMPLE_KIT = "d40ccc33a09e9bd69e09a8365320ad2d4ab0e3cb79ce3feb1f0a6f071b34ccbc"
 
 # Qwen3-0.6B's config.json, the keys the planner reads (huggingface.co/Qwen/Qwen3-0.6B)
 QWEN3_0_6B = {

@@ -73,14 +73,16 @@ def passes_line(report: dict[str, Any] | None) -> str | None:
     if not report:
         return None
     net: dict[str, list[int]] = {}
+    how: dict[str, str] = {}  # what a pass did that removed and added nothing
     for change in report.get("changes", []):
         counts = net.setdefault(change["pass"], [0, 0])
         counts[0] += sum(len(v) for v in change.get("removed", {}).values())
         counts[1] += sum(len(v) for v in change.get("added", {}).values())
+        how.setdefault(change["pass"], "rewired" if change.get("rewired") else "reordered")
     pipeline = report.get("pipeline")
     named = pipeline if isinstance(pipeline, str) else "custom"
     done = ", ".join(
-        f"{name} -{r}" + (f"+{a}" if a else "") if r or a else f"{name} reordered"
+        f"{name} -{r}" + (f"+{a}" if a else "") if r or a else f"{name} {how[name]}"
         for name, (r, a) in net.items()
     )
     line = f"passes {named}: {report.get('ops_before')} ops -> {report.get('ops_after')}"

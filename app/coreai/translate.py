@@ -5,7 +5,8 @@
 
 Function inputs and outputs keep their names. A state parameter becomes a handle: each
 read_state/write_state is a read_handle/write_handle on a chain of tokens that starts at
-`create_token`, and every graph returns the last token of each handle (the runtime then shows the
+`create_token` (a coreml_update_state both: the write, then a read of what it wrote, as
+coremltools' backend writes it), and every graph returns the last token of each handle (the runtime then shows the
 handles as the function's states and drops the tokens).
 """
 
@@ -28,7 +29,7 @@ RULES = {
     **rules_tensor.RULES,
     **compressed.RULES,
 }
-STATE_OPS = ("read_state", "write_state")
+STATE_OPS = ("read_state", "write_state", "coreml_update_state")
 _CONST_ONLY_DTYPES = ("string",)  # op arguments read while translating, never values
 
 
@@ -143,8 +144,12 @@ def _graph(fn: Function, constants: Constants) -> None:
         for op in fn.operations:
             if op.type == "const":
                 continue
-            if op.type == "read_state":
-                state = op.var("input").name
+            if op.type == "coreml_update_state":
+                state = op.var("state").name
+                data = value_of(op.var("value"))._to_mlir()
+                tokens[state] = raw.write_handle(handles[state], data, token(state))
+            if op.type in ("read_state", "coreml_update_state"):
+                state = op.var("input" if op.type == "read_state" else "state").name
                 # (value, token); coreai's stub gives OpResultList no __iter__, it is a sequence
                 pair: Any = raw.read_handle(handles[state], token(state))
                 read, tokens[state] = pair

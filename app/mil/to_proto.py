@@ -17,8 +17,9 @@ from app.language.messages import Model_pb2
 from app.language.packing import pack_bits
 from app.language.paths import WEIGHT_PATH
 from app.language.targets import Target
+from app.mil import ops
 from app.mil.inline import InlinePlan, form, is_inline_value
-from app.mil.ir import ConstValue, Operation, Program, Var
+from app.mil.ir import ConstValue, Function, Operation, Program, Var
 from app.mil.types import DType, StateType, TensorType, ValueType
 
 
@@ -196,8 +197,29 @@ def emit_program(
         block = fpb.block_specializations[opset]
         block.outputs.extend(v.name for v in fn.outputs)
         folded = InlinePlan.of(fn, program.target).folded
-        for op in fn.operations:
+        for op in _written(fn):
             if op.name not in folded:
                 _set_operation(block.operations.add(), op, offsets, program.target)
     _set_build_info(mlp.attributes["buildInfo"], build_info)
     return mlp
+
+
+def _written(fn: Function) -> list[Operation]:
+    """The function's ops as a program holds them: a coremltools dialect op (its record's
+    `lowered`) as the ops it stands for."""
+    lowered = [(op, ops.get(op.type)) for op in fn.operations]
+    if all(record is None or record.lowered is None for _, record in lowered):
+        return fn.operations
+    read = {v for op in fn.operations for value in op.inputs.values() for v in _vars(value)}
+    read |= set(fn.outputs)
+    written: list[Operation] = []
+    for op, record in lowered:
+        if record is None or record.lowered is None:
+            written.append(op)
+        else:
+            written += record.lowered(op, any(v in read for v in op.outputs))
+    return written
+
+
+def _vars(value: Var | tuple[Var, ...]) -> tuple[Var, ...]:
+    return value if isinstance(value, tuple) else (value,)

@@ -33,6 +33,7 @@ class Editor:
     def __init__(self, fn: Function, target: Target):
         self.fn, self.target = fn, target
         self.changed = False
+        self.rewired = False  # an argument rewired (set_input): reported when nothing else is
         self._readers: dict[Var, list[Operation]] = {}  # ops reading each value (per argument)
         self._removed: set[Operation] = set()  # kept after commit: ops() may still list them
         self._dirty = False  # edits not yet written into the order
@@ -187,7 +188,7 @@ class Editor:
         op.inputs[arg] = value
         for v in _vars(value):
             self._readers.setdefault(v, []).append(op)
-        self.changed = True
+        self.changed = self.rewired = True
 
     def remove(self, *ops: Operation) -> None:
         """Drop ops (their outputs must be unused by then, or be used only by ops removed too)."""

@@ -16,7 +16,7 @@ import numpy as np
 from app.language.targets import Target
 from app.mil import ops
 from app.mil.args import Args
-from app.mil.ir import Input, Operation
+from app.mil.ir import Input, Operation, Var
 from app.mil.ops import AneStatus, Family, OpRecord, Trait
 from app.mil.types import DType, TensorType
 
@@ -107,6 +107,23 @@ def is_constexpr(op_type: str) -> bool:
     return op_type in _kinds().constexpr
 
 
+def state_write(op: Operation) -> tuple[Var, Var] | None:
+    """(the state, the value written) of an op that writes a state (write_state, and
+    coreml_update_state, which also returns the value), read from its declaration: a state
+    argument and a tensor one; None for any other op."""
+    if not is_stateful(op.type):
+        return None
+    record = ops.get(op.type)
+    form = None if record is None else record.form
+    if form is None:
+        return None
+    states = [a for a, spec in form.args.items() if spec.state and a in op.inputs]
+    values = [a for a, spec in form.args.items() if not spec.state and a in op.inputs]
+    if len(states) != 1 or len(values) != 1:
+        return None
+    return op.var(states[0]), op.var(values[0])
+
+
 def has_meaning(op_type: str) -> bool:
     """Whether the op's value can be computed here (and so folded when its inputs are consts)."""
     kinds = _kinds()
@@ -135,9 +152,15 @@ def output_types(
 def takes_fp16(op_type: str, arg: str, target: Target) -> bool:
     """Whether argument `arg` of `op_type` may be fp16 in the target's opset (a scale factor or
     an epsilon some ops declare fp32 only stays fp32)."""
+    return takes(op_type, arg, DType.FP16, target)
+
+
+def takes(op_type: str, arg: str, dtype: DType, target: Target) -> bool:
+    """Whether argument `arg` of `op_type` may be of `dtype` in the target's opset (a reshape
+    takes int8 from iOS17 on, not before)."""
     form = ops.lookup(op_type, target)
     spec = None if form is None else form.args.get(arg)
-    return form is not None and spec is not None and DType.FP16 in form.allowed(spec)
+    return form is not None and spec is not None and dtype in form.allowed(spec)
 
 
 def reported_failing() -> frozenset[str]:

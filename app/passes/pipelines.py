@@ -21,7 +21,7 @@ from app.passes.graph_pass import GraphPass
 
 # Bump when a pass or a pipeline changes what any program becomes: it is part of the key of every
 # request that runs passes, so artifacts built before are built again.
-VERSION = 4
+VERSION = 5
 
 # The default order, coremltools' own (its default and cleanup pipelines, pass_pipeline.py in
 # coremltools 9.0) restricted to the passes implemented here, and written once:
@@ -30,9 +30,13 @@ DEFAULT: tuple[str, ...] = (
     # the ops that compute
     "cast_optimization",
     "noop_elimination",
-    # quantized activations: a dequantize straight back to the same quantization goes, and a
+    # quantized activations: first a reshape between a dequantize and a quantize of the same
+    # parameters reshapes the integers (coremltools runs int_op_canonicalization first of its
+    # quantization passes, a canonicalization the others follow), then a dequantize straight
+    # back to the same quantization goes, and a
     # dequantize of a constant becomes a constexpr before const_elimination would store it
     # decompressed (coremltools runs both before its const_elimination)
+    "int_op_canonicalization",
     "nullify_redundant_quantization_zero_point",
     "dequantize_quantize_pair_elimination",
     "distributive_quantized_binary_op_scale_normalization",
@@ -109,8 +113,11 @@ DEFAULT: tuple[str, ...] = (
     "dead_code_elimination",
     "const_deduplication",
     "noop_elimination",
-    # order last: a state's write next to what it writes, casts and transposes next to readers
+    # order last: a state's write next to what it writes, then (coremltools' order, after its
+    # fusions have settled) the readers after a coreml_update_state read the state back; casts
+    # and transposes next to readers
     "canonicalize_inplace_pattern",
+    "prefer_state_in_downstream",
     "topological_reorder",
     "dead_code_elimination",
 )

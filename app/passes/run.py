@@ -20,13 +20,16 @@ class PassError(RuntimeError):
 
 @dataclass(frozen=True)
 class Change:
-    """What one pass changed in one function: the ops it removed and added (type, name)."""
+    """What one pass changed in one function: the ops it removed and added (type, name); else
+    whether it reordered them, or else rewired what ops read (prefer_state_in_downstream: no op
+    more or less, in the same order)."""
 
     graph_pass: str
     function: str
     removed: tuple[tuple[str, str], ...]
     added: tuple[tuple[str, str], ...]
     reordered: bool
+    rewired: bool = False
 
     def to_json(self, *, function: bool) -> dict[str, Any]:
         doc: dict[str, Any] = {
@@ -36,6 +39,8 @@ class Change:
         }
         if self.reordered:
             doc["reordered"] = True
+        if self.rewired:
+            doc["rewired"] = True
         if function:
             doc["function"] = self.function
         return doc
@@ -108,7 +113,7 @@ def _run(program: Program, pipeline: Pipeline) -> tuple[Program, PassReport]:
         options = repr(sorted(step.options.items()))
         for name, fn in result.functions.items():
             edit = editors[name]
-            edit.changed = False
+            edit.changed = edit.rewired = False
             if graph_pass.needs and not edit.has(graph_pass.needs):
                 continue
             seen = (name, graph_pass.name, options)
@@ -124,21 +129,21 @@ def _run(program: Program, pipeline: Pipeline) -> tuple[Program, PassReport]:
             if name not in unique:
                 unique[name] = not _repeated(program.functions[name])
             _check(fn, _signature(program.functions[name]), graph_pass.name, unique[name])
-            change = _change(graph_pass.name, name, before, fn.operations)
+            change = _change(graph_pass.name, name, before, fn.operations, edit.rewired)
             if change is not None:
                 changes.append(change)
     return result, PassReport(pipeline, tuple(changes), _count(program), _count(result))
 
 
 def _change(
-    name: str, function: str, before: list[Operation], after: list[Operation]
+    name: str, function: str, before: list[Operation], after: list[Operation], rewired: bool
 ) -> Change | None:
     kept, now = set(before), set(after)
     removed = tuple((op.type, op.name) for op in before if op not in now)
     added = tuple((op.type, op.name) for op in after if op not in kept)
     reordered = not removed and not added and before != after
     if not (removed or added or reordered):
-        return None
+        return Change(name, function, (), (), False, True) if rewired else None
     return Change(name, function, removed, added, reordered)
 
 

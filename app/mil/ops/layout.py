@@ -25,9 +25,10 @@ from app.mil.ops.record import (
     Seen,
     Trait,
 )
-from app.mil.types import TensorType
+from app.mil.types import DType, TensorType
 
 F = Family.LAYOUT
+QUANTIZED = frozenset({DType.INT8, DType.UINT8})  # an activation quantize's output dtypes
 RESHAPES = MOVES | {Trait.SHAPE_ONLY}
 # Outputs one split may make: far beyond any use, and a bound on the list of types a hostile
 # count (num_splits 2^30 of an axis that long) would otherwise make.
@@ -187,7 +188,13 @@ RECORDS: tuple[OpRecord, ...] = (
     OpRecord(
         "reshape",
         F,
-        Form(any_x(shape=CONST_INT), _reshape_type),
+        # iOS17 added the 8-bit integers to x's dtypes (coremltools iOS17
+        # `tensor_transformation.py`: reshape's T also holds int8 and uint8, and int16 and uint16,
+        # which the IR has no dtype for), so a quantized tensor reshapes as integers
+        # (int_op_canonicalization); before it, the iOS15 form. The ANE facts below are of the
+        # sweep's fp16 reshape: of an int8 or uint8 one on the ANE there is no report (no source)
+        Form({"x": Arg(ANY_TENSOR | QUANTIZED), "shape": CONST_INT}, _reshape_type),
+        earlier=Form(any_x(shape=CONST_INT), _reshape_type, until="ios16"),
         meaning=lambda a: a["x"].reshape(a.const("shape")),
         traits=RESHAPES,
         graph=GraphUse("reshape to `shape`", 0.0),

@@ -22,7 +22,7 @@ from typing import Any, Literal, NamedTuple
 
 import numpy as np
 
-from app.language.targets import TARGETS, Target
+from app.language.targets import ALL_TARGETS, TARGETS, Target
 from app.mil.args import Args
 from app.mil.call import Call
 from app.mil.ir import Operation, Var
@@ -39,6 +39,7 @@ InferRule = Callable[[Call], list[TensorType]]
 OutputCount = Callable[[Mapping[str, Any]], int | None]
 Meaning = Callable[[Args], np.ndarray | list[np.ndarray] | tuple[np.ndarray, ...] | None]
 Cost = Callable[[Operation], int]
+Lowering = Callable[[Operation, bool], list[Operation]]
 
 
 class Family(StrEnum):
@@ -199,11 +200,18 @@ class OpRecord:
     histogram: Mapping[int, Seen] = field(default_factory=dict)
     decompresses: Decompression | None = None  # constexpr ops
     outputs: OutputCount | None = None  # None: one output whatever the arguments
+    # A coremltools dialect op: the ops a program's text and protobuf hold for it, given whether
+    # anything reads its outputs (None: written as itself)
+    lowered: Lowering | None = None
 
     def form_in(self, target: Target) -> Form | None:
         """The declaration in a target's opset (an earlier form where one applies)."""
         earlier = self.earlier
-        if earlier is not None and earlier.until and target.order <= TARGETS[earlier.until].order:
+        if (
+            earlier is not None
+            and earlier.until
+            and target.order <= ALL_TARGETS[earlier.until].order
+        ):
             return earlier
         return self.form
 
