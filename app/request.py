@@ -66,9 +66,12 @@ PREFLIGHT_MODES = ("warn", "strict")
 
 @dataclass(frozen=True)
 class WeightRef:
-    """A weight of a request: what identifies it, and where its values are."""
+    """A weight of a request: what identifies it, and where its values are. A file on this
+    machine may be hashed only when its digest is first asked for (`of_file(path, lazy=True)`):
+    a local build asks nothing of it (no cache, no job record), and hashing is a pass over the
+    whole file, a model of hundreds of megabytes."""
 
-    digest: str  # sha256 of the canonical bytes, `sha256:<hex>`
+    given_digest: str | None  # sha256 of the canonical bytes, `sha256:<hex>`; None: not yet
     dtype: str  # numpy dtype name, e.g. "float32"
     shape: tuple[int, ...]
     inline: np.ndarray | None = None  # values sent with the request
@@ -76,13 +79,22 @@ class WeightRef:
     spooled: bool = False  # `file` is a request's spool file, removed when the request ends
 
     @classmethod
-    def of_file(cls, path: Path, digest: str | None = None) -> WeightRef:
+    def of_file(cls, path: Path, digest: str | None = None, *, lazy: bool = False) -> WeightRef:
         """A file on this machine as a request's weight (an ONNX model's files): its bytes as
-        one uint8 axis, mapped, never read here."""
+        one uint8 axis, mapped, never read here. `lazy`: hashed when the digest is asked for."""
         size = path.stat().st_size
-        digest = digest or file_digest(path)
-        tensor = TensorFile(path, 0, np.dtype("u1"), (size,), "raw", digest)
+        if digest is None and not lazy:
+            digest = file_digest(path)
+        tensor = TensorFile(path, 0, np.dtype("u1"), (size,), "raw", digest or "")
         return cls(digest, "uint8", (size,), file=tensor)
+
+    @cached_property
+    def digest(self) -> str:
+        if self.given_digest is not None:
+            return self.given_digest
+        if self.file is None:
+            raise ValueError("a weight with neither a digest nor a file")
+        return file_digest(self.file.path, self.file.offset, self.file.nbytes)
 
     @classmethod
     def of(cls, array: np.ndarray) -> WeightRef:

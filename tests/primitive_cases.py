@@ -363,7 +363,6 @@ def _resample(id: str, **params) -> Case:
         {"x": "a", "coordinates": "g"},
         graph_inputs={"a": {"shape": SHAPE}, "g": {"shape": [2, 5, 3, 2]}},
         coremltools=False,  # coremltools computes no resample
-        coreai=False,
     )
 
 

@@ -334,6 +334,22 @@ def test_dtype_mapping_and_rejections() -> None:
     assert len(w) == 0
 
 
+def test_dedup_finds_equal_contents_whatever_their_layout_width_and_chunking() -> None:
+    """Entries are keyed by their opening bytes too: a transposed view, a contiguous copy and a
+    wider source of one fp16 weight begin alike at every chunk size; one differing only past
+    the opening is compared in full and kept apart."""
+    base = RNG.standard_normal((64, 96)).astype(np.float32)  # 12 KiB as fp16: past the opening
+    for chunk in (16, 100, 4096, 8 << 20):
+        w = BlobWriter(chunk_bytes=chunk)
+        first = w.add(base.T, BlobDType.FP16)
+        assert w.add(np.ascontiguousarray(base.T).astype(np.float16)) == first
+        assert w.add(base.T.astype(np.float64), BlobDType.FP16) == first
+        later = base.T.copy()
+        later[-1, -1] += 1
+        assert w.add(later, BlobDType.FP16) != first
+        assert len(w) == 2
+
+
 def test_non_contiguous_and_big_endian_sources_are_stored_c_order_little_endian() -> None:
     a = np.arange(24, dtype=np.float32).reshape(2, 3, 4)
     views = [

@@ -43,3 +43,27 @@ def test_a_truncated_file_is_refused_as_before(tmp_path, monkeypatch):
     monkeypatch.setattr(reader, "LEAN_MIN_BYTES", 0)
     with pytest.raises(RequestError, match="not an ONNX model"):
         read_model(ModelFiles.in_folder(cut))
+
+
+def test_a_local_import_never_hashes_the_model_file_and_a_lazy_digest_is_the_files(
+    tmp_path, monkeypatch
+):
+    """The command line keys no cache: the model file (hundreds of megabytes for a real model)
+    is not hashed, and the zip is what it was; a digest asked for is the file's sha256."""
+    import hashlib
+
+    from app import request as request_module
+    from app.cli import main
+    from app.request import WeightRef
+
+    model = FIXTURES / "vit.onnx"
+    hashed = []
+    real = request_module.file_digest
+    monkeypatch.setattr(request_module, "file_digest", lambda *a: hashed.append(a) or real(*a))
+    assert main(["onnx", str(model), "-o", str(tmp_path / "lazy.zip"), "--format", "mil"]) == 0
+    assert hashed == []
+    monkeypatch.undo()
+    lazy, eager = WeightRef.of_file(model, lazy=True), WeightRef.of_file(model)
+    assert lazy.given_digest is None and lazy.file is not None and lazy.file.digest == ""
+    assert lazy.digest == eager.digest == "sha256:" + hashlib.sha256(model.read_bytes()).hexdigest()
+    assert lazy.key_part == eager.key_part

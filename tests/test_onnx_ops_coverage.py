@@ -627,6 +627,84 @@ SPATIAL = [
         },
         opset=17,
     ),
+    Case(  # regions of both images, out of order; the middle one partly beyond the map
+        "roi_align_two_images",
+        [op("RoiAlign", ["x", "rois", "b"], output_height=2, output_width=3, sampling_ratio=2)],
+        {"x": [2, 3, 6, 7]},
+        consts={
+            "rois": _f([[0.5, 1.0, 4.0, 5.0], [-2.5, -3.0, 3.0, 2.5], [2.0, 0.0, 6.5, 3.0]]),
+            "b": _i([1, 0, 1]),
+        },
+        opset=16,
+    ),
+    Case(  # every region in the second of three images: that image read alone
+        "roi_align_one_of_three_images",
+        [op("RoiAlign", ["x", "rois", "b"], output_height=2, output_width=2, sampling_ratio=1)],
+        {"x": [3, 2, 5, 5]},
+        consts={"rois": _f([[0.0, 0.0, 3.0, 4.0], [1.0, 2.0, 4.5, 4.5]]), "b": _i([1, 1])},
+    ),
+    Case(  # batch_indices an input: drawn 0 or 1 per region, as integer inputs are
+        "roi_align_computed_batch_indices",
+        [op("RoiAlign", ["x", "rois", "b"], output_height=2, output_width=2, sampling_ratio=2)],
+        {"x": [2, 2, 6, 6], "b": [4]},
+        consts={
+            "rois": _f(
+                [[0.0, 0.0, 3.0, 4.0], [1.0, 2.0, 5.5, 4.5], [2.5, 1.5, 4.0, 6.0], [0, 0, 6, 6]]
+            )
+        },
+        input_types={"b": INT64},
+        opset=16,
+    ),
+    Case(  # mode max: the largest bilinear term of a bin's samples; two images
+        "roi_align_max_16",
+        [
+            op(
+                "RoiAlign",
+                ["x", "rois", "b"],
+                mode="max",
+                output_height=2,
+                output_width=3,
+                sampling_ratio=2,
+            )
+        ],
+        {"x": [2, 3, 6, 7]},
+        consts={
+            "rois": _f([[0.5, 1.0, 4.0, 5.0], [2.0, 0.0, 7.5, 6.5], [-2.5, -3.0, 3.0, 2.5]]),
+            "b": _i([0, 1, 1]),
+        },
+        opset=16,
+    ),
+    Case(  # mode max on regions computed from the data, an image index computed too
+        "roi_align_max_computed",
+        [
+            op("Abs", ["r"], ["a"]),
+            op("Mul", ["a", "spread"], ["m"]),
+            op("Add", ["m", "base"], ["rois"]),
+            op(
+                "RoiAlign",
+                ["x", "rois", "b"],
+                mode="max",
+                output_height=3,
+                output_width=2,
+                sampling_ratio=2,
+                coordinate_transformation_mode="output_half_pixel",
+            ),
+        ],
+        {"x": [2, 2, 5, 6], "r": [3, 4], "b": [3]},
+        consts={
+            "spread": _f([0.5, 0.5, 1.0, 1.0]),
+            "base": _f([[0.0, 0.0, 2.0, 2.0], [1.0, 1.5, 4.0, 3.0], [-1.5, 0.0, 2.0, 5.0]]),
+        },
+        input_types={"b": INT64},
+        opset=17,
+    ),
+    Case(  # opset 13's coordinates; an adaptive ratio (2 × 2 samples a bin for both)
+        "roi_align_max_adaptive_13",
+        [op("RoiAlign", ["x", "rois", "b"], mode="max", output_height=3, output_width=3)],
+        {"x": [1, 2, 6, 6]},
+        consts={"rois": _f([[0.0, 1.0, 3.7, 4.2], [1.6, 2.2, 5.5, 5.5]]), "b": _i([0, 0])},
+        opset=13,
+    ),
     Case(
         "resize_linear_sizes_19",
         [op("Resize", ["x", "", "", "z"], mode="linear")],
@@ -869,20 +947,26 @@ def test_grid_sample_refuses_cubic_and_volumes_naming_each_node(tmp_path):
 
 
 def test_roi_align_refuses_what_it_does_not_lower_naming_each_node(tmp_path):
-    """mode max, a batch of images, an adaptive sampling ratio on computed regions."""
+    """An adaptive sampling ratio on computed regions, or over regions of different sample
+    counts, and a coordinate mode ONNX does not define: each refused naming its node."""
     from onnx_support import check
 
     from app.errors import RequestError
 
-    rois = {"rois": _f([[0.0, 0.0, 2.0, 3.0]]), "b": _i([0])}
+    rois = {
+        "rois": _f([[0.0, 0.0, 2.0, 3.0]]),
+        "wide": _f([[0.0, 0.0, 2.0, 3.0], [0.0, 0.0, 6.0, 3.0]]),
+        "b": _i([0]),
+        "b2": _i([0, 0]),
+    }
     case = Case(
         "roi_align_bad",
         [
-            op("RoiAlign", ["x", "rois", "b"], ["y"], mode="max", sampling_ratio=2),
-            op("RoiAlign", ["x2", "rois", "b"], ["y2"], sampling_ratio=2),
-            op("RoiAlign", ["x", "r", "b"], ["y3"]),
+            op("RoiAlign", ["x", "r", "b"], ["y"]),
+            op("RoiAlign", ["x", "wide", "b2"], ["y2"], mode="max"),
+            op("RoiAlign", ["x", "rois", "b"], ["y3"], coordinate_transformation_mode="corner"),
         ],
-        {"x": [1, 2, 5, 5], "x2": [2, 2, 5, 5], "r": [1, 4]},
+        {"x": [1, 2, 5, 5], "r": [1, 4]},
         ["y", "y2", "y3"],
         consts=rois,
     )
@@ -890,6 +974,43 @@ def test_roi_align_refuses_what_it_does_not_lower_naming_each_node(tmp_path):
         check(case, tmp_path)
     reasons = {u["node"]: u["reason"] for u in caught.value.extra["unsupported"]}
     assert set(reasons) == {"/RoiAlign_y", "/RoiAlign_y2", "/RoiAlign_y3"}, reasons
-    assert reasons["/RoiAlign_y"].startswith("RoiAlign mode 'max'")
-    assert reasons["/RoiAlign_y2"] == "RoiAlign of a batch of 2 images (lowered for one)"
-    assert reasons["/RoiAlign_y3"].startswith("RoiAlign with sampling_ratio 0")
+    assert reasons["/RoiAlign_y"].startswith("RoiAlign with sampling_ratio 0 (a sample count")
+    assert reasons["/RoiAlign_y2"] == (
+        "RoiAlign with sampling_ratio 0 over regions of different sample counts "
+        "[(2, 3), (6, 3)] (one pool window for all)"
+    )
+    assert reasons["/RoiAlign_y3"] == "RoiAlign coordinate_transformation_mode 'corner'"
+
+
+@pytest.mark.parametrize(
+    ("attrs", "indices", "message"),
+    [
+        ({"mode": "min"}, [0], "mode 'min' (ONNX defines avg and max)"),
+        ({}, [2], "batch_indices [2] for 1 regions of 2 images"),
+        ({}, [0, 1], "batch_indices [0, 1] for 1 regions of 2 images"),
+    ],
+    ids=["mode", "index-beyond-the-images", "one-index-too-many"],
+)
+def test_roi_align_bad_attributes_and_indices_are_4xx_naming_the_node(
+    tmp_path, capsys, attrs, indices, message
+):
+    """Refused as the request's fault (exit 2 on the command line), naming node and reason."""
+    from onnx_support import check, save
+
+    from app.cli import main
+    from app.errors import RequestError
+
+    case = Case(
+        "roi_align_invalid",
+        [op("RoiAlign", ["x", "rois", "b"], sampling_ratio=1, **attrs)],
+        {"x": [2, 2, 5, 5]},
+        consts={"rois": _f([[0.0, 0.0, 2.0, 3.0]]), "b": _i(indices)},
+    )
+    with pytest.raises(RequestError) as caught:
+        check(case, tmp_path)
+    assert caught.value.field == "nodes./RoiAlign_y" and "'/RoiAlign_y'" in caught.value.message
+    assert message in caught.value.message
+    out = tmp_path / "out.zip"
+    assert main(["onnx", str(save(case, tmp_path)), "-o", str(out), "--format", "mil"]) == 2
+    err = capsys.readouterr().err
+    assert "nodes./RoiAlign_y" in err and message in err and not out.exists()

@@ -680,3 +680,31 @@ def test_docs_passes_lists_all_54_by_the_seeds_groups_with_what_is_implemented()
     # the passes beyond the seed, each with the preflight findings it removes
     beyond = table("## Beyond the seed")
     assert {r[0] for r in beyond if r[1] == "ane"} == set(PASSES) - seed
+
+
+def test_consts_are_the_same_value_by_their_bits_in_any_layout():
+    """same_value compares bytes (-0 is not 0, a NaN is itself) a block at a time, a transposed
+    weight as it is laid out."""
+    from app.passes.patterns import same_value
+
+    w = np.random.default_rng(0).standard_normal((300, 2000)).astype(np.float16)
+    b = Builder("ios18")
+    later = w.T.copy()
+    later[-1, -1] = -later[-1, -1]  # differs in the last block only
+    zeros, nan = np.zeros((3, 2), np.float16), np.full((3, 2), np.nan, np.float16)
+    consts = {
+        name: b.const(name, value, DType.FP16)
+        for name, value in {
+            "t": w.T,
+            "c": np.ascontiguousarray(w.T),
+            "later": later,
+            "zeros": zeros,
+            "minus": -zeros,
+            "nan": nan,
+            "nan2": nan.copy(),
+        }.items()
+    }
+    assert same_value(consts["t"], consts["c"]) and same_value(consts["c"], consts["t"])
+    assert not same_value(consts["t"], consts["later"])
+    assert not same_value(consts["zeros"], consts["minus"])
+    assert same_value(consts["nan"], consts["nan2"])

@@ -30,7 +30,9 @@ from .format import ALIGNMENT, BlobEntry, pack_header, pack_metadata, round_up
 
 DEFAULT_CHUNK_BYTES = 8 << 20
 # Dedup candidates almost always differ in their first bytes; compare a small prefix first so a
-# model with many same-shape weights costs a few KiB per pair, not a full pass.
+# model with many same-shape weights costs a few KiB per pair, not a full pass. The same prefix,
+# hashed, is part of each entry's key: a weight is compared only with those that begin as it
+# does (a model's dozens of same-shape weights had cost every pair a prefix comparison).
 _FIRST_COMPARE_BYTES = 4096
 _ZEROS = bytes(ALIGNMENT)
 
@@ -158,6 +160,19 @@ def _equal_contents(x: _Source, y: _Source, chunk_bytes: int) -> bool:
     return True
 
 
+def _opening(source: _Source, chunk_bytes: int) -> int:
+    """A hash of the source's first _FIRST_COMPARE_BYTES stored bytes (all of them when fewer),
+    whatever its chunking: sources with equal contents have equal openings."""
+    item = source.store.itemsize if isinstance(source, _ArraySource) else 1
+    first = max(1, _FIRST_COMPARE_BYTES // item) * source.width
+    held = bytearray()
+    for chunk in source.chunks(chunk_bytes, first, source.width):
+        held += chunk
+        if len(held) >= _FIRST_COMPARE_BYTES:
+            break
+    return hash(bytes(held[:_FIRST_COMPARE_BYTES]))
+
+
 def _write_all(f: Sink, buf: bytes | memoryview) -> int:
     mv = memoryview(buf).cast("B")
     total = len(mv)
@@ -179,7 +194,7 @@ class BlobWriter:
         self._chunk_bytes = chunk_bytes
         self._entries: list[BlobEntry] = []
         self._sources: list[_Source] = []
-        self._by_key: dict[tuple[BlobDType, int, int], list[int]] = {}
+        self._by_key: dict[tuple[BlobDType, int, int, int], list[int]] = {}
         self._end = ALIGNMENT  # end of the header
 
     def add(self, array: np.ndarray, dtype: BlobDType | None = None) -> int:
@@ -217,7 +232,7 @@ class BlobWriter:
         return self._plan(dt, size, padding, _SubbyteSource(flat, dt))
 
     def _plan(self, dtype: BlobDType, size: int, padding: int, source: _Source) -> int:
-        key = (dtype, size, padding)
+        key = (dtype, size, padding, _opening(source, self._chunk_bytes))
         candidates = self._by_key.setdefault(key, [])
         for idx in candidates:
             if _equal_contents(self._sources[idx], source, self._chunk_bytes):

@@ -55,7 +55,8 @@ def cmd_onnx(args) -> int:
 
     try:
         files = local_files(model, keep=True)  # parsed once: the import takes it
-        weights = {n: WeightRef.of_file(path) for n, path in files.items()}
+        # hashed only if asked: a local build keys no cache and records no job
+        weights = {n: WeightRef.of_file(path, lazy=True) for n, path in files.items()}
         request = KernelRequest.create(
             onnx={"model": model.name, **options},
             weights=weights,

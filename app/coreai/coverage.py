@@ -27,11 +27,6 @@ NOT_TRANSLATED: dict[str, str] = {
         "constexpr_blockwise_shift_scale, which translates)"
     ),
     "constexpr_sparse_to_dense": _SPARSE,
-    "resample": (
-        "no rule yet: coreai.authoring's interpolate_coordinates (linear or nearest_neighbor at "
-        "per-point coordinates) is the counterpart, but it takes no padding mode and no "
-        "coordinate normalization, and its conventions are not yet checked against the meaning"
-    ),
     "constexpr_sparse_blockwise_shift_scale": _SPARSE,
 }
 

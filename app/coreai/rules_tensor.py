@@ -1,11 +1,22 @@
 """Rules for the indexing and spatial primitives: gathers, scatter, one_hot, band_part, pad, the
-channel/space shuffles, upsampling, stack and identity.
+channel/space shuffles, upsampling, resample, stack and identity.
 
 Core AI gathers only along an axis with indices of the input's rank (`gather_along_axis`) or by
 coordinates (`gather_nd`); MIL's gather is the first with its indices laid along the axis and
 broadcast over the others. The shuffles are reshapes to rank 6 and a transpose, as the meanings
 write them. Upsampling multiplies by the interpolation matrices the meaning uses (a nearest
 neighbour's picks one element per row, so it is exact).
+
+resample is `interpolate_coordinates`, which reads a scalar field at points in absolute pixel
+indices (0 the first element's), clamps a point outside onto the edge (resample's border
+padding) and rounds a nearest point half to even, as the meaning does. The image is a field of
+[N·C, H, W] and each output element its own point (its image·channel, y, x), in fp32. What the
+field has no argument for is done to the points first: normalized coordinates are an affine map
+to pixels; a nearest point is rounded there, so the paddings below move whole pixels; constant
+padding is two rows and columns of padding_value around the image (two, so that a shift keeps
+half-to-even's ties) and the points shifted onto it; reflection mirrors a point about the outer
+pixels' centres, symmetric about their outer edges, which is where the mirrored pixels' linear
+interpolation is that of the points themselves.
 """
 
 from __future__ import annotations
@@ -181,6 +192,84 @@ def _upsample_bilinear(step: Step) -> list:
     return [ca().broadcasting_batch_matmul(tall, right)]
 
 
+def _floor_mod(step: Step, p, period: float):
+    """p modulo `period`, in [0, period) (Core AI's modulo keeps the dividend's sign)."""
+    size = scalar(step, period, "float32")
+    return ca().broadcasting_modulo(
+        ca().broadcasting_add(ca().broadcasting_modulo(p, size), size), size
+    )
+
+
+def _mirrored(step: Step, p, high: float, period: float):
+    """p mirrored into [high - period/2, high] about that range's ends, again and again:
+    high - |m - period/2| for m = (p - low) modulo period."""
+    low = high - period / 2
+    m = _floor_mod(step, ca().broadcasting_add(p, scalar(step, -low, "float32")), period)
+    away = ca().abs_(ca().broadcasting_add(m, scalar(step, -period / 2, "float32")))
+    return ca().broadcasting_sub(scalar(step, high, "float32"), away)
+
+
+def _pixel_points(step: Step, p, size: int):
+    """One coordinate [N, H_out, W_out, 1] (fp32) along an axis of `size` pixels as the pixel
+    position the field reads (the padding applied)."""
+    mode, align = step.const("coordinates_mode"), bool(step.const("align_corners"))
+    scale, shift = 1.0, 0.0  # pixel = scale · coordinate + shift
+    if mode != "unnormalized":
+        scale = (size - 1) / 2 if align else size / 2
+        shift = (size - 1) / 2
+        if mode == "normalized_zero_to_one":  # c → 2c - 1 first
+            scale, shift = 2 * scale, shift - scale
+    padding = step.const("padding_mode")
+    if padding == "constant":
+        shift += _FRAME
+    if (scale, shift) != (1.0, 0.0):
+        p = ca().broadcasting_add(
+            ca().broadcasting_mul(p, scalar(step, scale, "float32")),
+            scalar(step, shift, "float32"),
+        )
+    if step.const("sampling_mode") == "nearest":
+        p = ca().round_(p)
+    if padding == "reflection" and size > 1:  # about the centres of pixels 0 and size - 1
+        p = _mirrored(step, p, size - 1, 2 * (size - 1))
+    elif padding == "symmetric":  # about their outer edges, -½ and size - ½
+        p = _mirrored(step, p, size - 0.5, 2 * size)
+    return p
+
+
+_FRAME = 2  # constant padding's rows and columns around the image
+
+
+def _resample(step: Step) -> list:
+    n, c, h, w = step.type("x").shape
+    _, rows, cols, _ = step.type("coordinates").shape
+    like = step.type("x")
+    x = step.value("x")
+    if step.const("padding_mode") == "constant":
+        frame = [0, 0, 0, 0, *[_FRAME] * 4]
+        fill = scalar(step, step.const("padding_value"), like)
+        x = ca().pad(x, step.indices(frame, "uint32"), fill)
+        h, w = h + 2 * _FRAME, w + 2 * _FRAME
+    grid = step.value("coordinates")
+    if step.type("coordinates").dtype is not DType.FP32:
+        grid = cast_to(grid, TensorType(DType.FP32, ()))
+    px, py = ca().split(grid, step.indices([1, 1], "uint32"), np.array(3, np.int32))
+    size = step.type("x").shape
+    spread = (n, c, rows, cols, 1)
+
+    def spread_out(value):  # reshaped, as the authoring API leaves broadcast_to's shape unknown
+        return reshape(step, ca().broadcast_to(value, step.indices(spread)), spread)
+
+    image = np.arange(n * c, dtype=np.float32).reshape(n, c, 1, 1, 1)
+    points = [spread_out(step.make(image, "float32"))]
+    for p, axis_size in ((py, size[2]), (px, size[3])):
+        p = _pixel_points(step, p, axis_size)
+        points.append(spread_out(reshape(step, p, (n, 1, rows, cols, 1))))
+    flat = reshape(step, ca().concat(np.array(4, np.int32), points), (n * c * rows * cols, 3))
+    field = reshape(step, x, (n * c, h, w))
+    how = "nearest_neighbor" if step.const("sampling_mode") == "nearest" else "linear"
+    return [reshape(step, ca().interpolate_coordinates(field, flat, how), step.out[0].shape)]
+
+
 def _stack(step: Step) -> list:
     out = step.out[0]
     axis = step.const("axis") % out.rank
@@ -204,6 +293,7 @@ RULES: dict[str, Rule] = {
     "batch_to_space": _batch_to_space,
     "upsample_nearest_neighbor": _upsample_nearest,
     "upsample_bilinear": _upsample_bilinear,
+    "resample": _resample,
     "stack": _stack,
     "identity": lambda step: [step.value("x")],
 }

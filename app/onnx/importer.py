@@ -34,6 +34,7 @@ from app.onnx.ops_logic import HANDLERS as LOGIC
 from app.onnx.ops_math import HANDLERS as MATH
 from app.onnx.ops_nn import HANDLERS as NN
 from app.onnx.ops_quant import HANDLERS as QUANT
+from app.onnx.ops_roi import HANDLERS as ROI
 from app.onnx.ops_spatial import HANDLERS as SPATIAL
 from app.onnx.params import OnnxParams
 from app.onnx.patterns import gelu_patterns
@@ -48,6 +49,7 @@ HANDLERS: dict[str, Handler] = {
     **INDEX,
     **NN,
     **SPATIAL,
+    **ROI,
     **EINSUM,
     **QUANT,
 }

@@ -1,5 +1,5 @@
 """Lowerings of ONNX's spatial ops: Pad, the pools (AveragePool, MaxPool, LpPool),
-ConvTranspose, DepthToSpace, SpaceToDepth, Resize, GridSample and RoiAlign.
+ConvTranspose, DepthToSpace, SpaceToDepth, Resize and GridSample (RoiAlign: app/onnx/ops_roi.py).
 
 ONNX lists pads as every start then every end; MIL pairs them per axis. LpPool is a sum pool
 (an average over a window that counts its padding, times the window's size) of |x| (p = 1) or
@@ -11,20 +11,11 @@ a whole scale ((i + ½)/s − ½ lies within ½ of floor(i / s)); linear as upsa
 GridSample is MIL's resample with the grid as normalized coordinates: its zeros padding the
 constant 0, and its reflection, which mirrors the coordinate about the outer pixels' centres
 (align_corners) or their edges, resample's reflection or symmetric padding.
-
-RoiAlign is resample too, as onnxruntime computes it: each region's sample points (a grid of
-sampling_ratio² per output bin, in pixels) are coordinates, read bilinearly with the border
-padding (onnxruntime clamps a point up to a pixel outside the map onto its edge), a point
-further out counts 0 (a mask), and an avg_pool of the ratio's window averages each bin. Points
-of regions known at import are computed then; of computed regions, in the program. Either way
-the points are fp16, as GridSample's grid is: on a map 128 to 256 pixels wide a point moves by
-up to 1/16 pixel (fp16's step there is 1/8).
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
 
 import numpy as np
 
@@ -319,145 +310,6 @@ def grid_sample(ctx: Lowering, node: Node) -> list[Value]:
     ]
 
 
-def _calc(ctx: Lowering, op: str, now: Callable, x: Value, y: Value) -> Value:
-    """An elementwise op, evaluated now (`now`, in float64) when both operands are known."""
-    if isinstance(x, np.ndarray) and isinstance(y, np.ndarray):
-        return now(x.astype(np.float64), y)
-    return ctx.op(op, x=x, y=y)
-
-
-def _reshaped(ctx: Lowering, value: Value, shape: list[int]) -> Value:
-    if isinstance(value, np.ndarray):
-        return value.reshape(shape)
-    return ctx.op("reshape", x=value, shape=np.array(shape, np.int32))
-
-
-def _columns(ctx: Lowering, value: Value, begin: int) -> Value:
-    """Columns begin, begin + 1 of a [K, 4] value: a corner's (x, y)."""
-    if isinstance(value, np.ndarray):
-        return value[:, begin : begin + 2]
-    k = value.tensor.shape[0]
-    return ctx.op(
-        "slice_by_index",
-        x=value,
-        begin=np.array([0, begin], np.int32),
-        end=np.array([k, begin + 2], np.int32),
-    )
-
-
-def roi_align(ctx: Lowering, node: Node) -> list[Value]:
-    """RoiAlign of one image (mode avg): see the module's docstring."""
-    x, rois = node.var(0), node.given(1)
-    if x.tensor.rank != 4:
-        raise RequestError(node.field, f"RoiAlign node {node.label!r}: X is not [N, C, H, W]")
-    n, c, h, w = x.tensor.shape
-    if n != 1:
-        raise Unlowered(f"RoiAlign of a batch of {n} images (lowered for one)")
-    mode = _text(node, "mode", "avg")
-    if mode != "avg":
-        raise Unlowered(
-            f"RoiAlign mode {mode!r} (onnxruntime's max takes the largest bilinear term of "
-            "a sample, not the largest sample)"
-        )
-    coords = _text(
-        node,
-        "coordinate_transformation_mode",
-        "half_pixel" if ctx.model.opset >= 16 else "output_half_pixel",
-    )
-    if coords not in ("half_pixel", "output_half_pixel"):
-        raise Unlowered(f"RoiAlign coordinate_transformation_mode {coords!r}")
-    oh, ow = int(node.attr("output_height", 1)), int(node.attr("output_width", 1))
-    k = (rois.shape if isinstance(rois, np.ndarray) else rois.tensor.shape)[0]
-    corners = _calc(
-        ctx, "mul", np.multiply, rois, np.array(float(node.attr("spatial_scale", 1.0)), np.float32)
-    )
-    if coords == "half_pixel":
-        corners = _calc(ctx, "sub", np.subtract, corners, np.array(0.5, np.float32))
-    start = _columns(ctx, corners, 0)  # (x, y): resample's order
-    size = _calc(ctx, "sub", np.subtract, _columns(ctx, corners, 2), start)
-    if coords == "output_half_pixel":
-        size = _calc(ctx, "maximum", np.maximum, size, np.array(1.0, np.float32))
-    ratio = int(node.attr("sampling_ratio", 0))
-    if ratio < 0:
-        raise RequestError(node.field, f"RoiAlign node {node.label!r}: sampling_ratio {ratio}")
-    if ratio:
-        ry = rx = ratio
-    elif isinstance(size, np.ndarray):  # adaptive: ⌈size / bins⌉ samples, one count for all
-        counts = {(math.ceil(sx / ow), math.ceil(sy / oh)) for sx, sy in size.tolist()}
-        if len(counts) != 1:
-            raise Unlowered(
-                f"RoiAlign with sampling_ratio 0 over regions of different sample counts "
-                f"{sorted(counts)} (one avg_pool window for all)"
-            )
-        ((rx, ry),) = counts
-        rx, ry = max(rx, 1), max(ry, 1)
-    else:
-        raise Unlowered(
-            "RoiAlign with sampling_ratio 0 (a sample count that follows each region's size) "
-            "on regions computed from the data"
-        )
-    bins = _calc(ctx, "real_div", np.divide, size, np.array([ow, oh], np.float32))
-    rows, cols = oh * ry, ow * rx
-    fractions = np.stack(
-        np.broadcast_arrays(
-            ((np.arange(cols) + 0.5) / rx)[None, :], ((np.arange(rows) + 0.5) / ry)[:, None]
-        ),
-        axis=-1,
-    )  # [rows, cols, (x, y)]: bin index plus the sample's offset in it, in bins
-    offsets = _calc(ctx, "mul", np.multiply, _reshaped(ctx, bins, [k, 1, 1, 2]), fractions[None])
-    points = _calc(ctx, "add", np.add, _reshaped(ctx, start, [k, 1, 1, 2]), offsets)
-    points = _reshaped(ctx, points, [1, k * rows, cols, 2])
-    sampled = ctx.op(
-        "resample",
-        x=x,
-        coordinates=points,
-        sampling_mode="bilinear",
-        padding_mode="border",
-        padding_value=np.array(0.0, np.float32),
-        coordinates_mode="unnormalized",
-        align_corners=False,
-    )  # [1, C, K·rows, cols]
-    sampled = _masked(ctx, sampled, points, h, w)
-    per_region = ctx.op(
-        "transpose",
-        node.out[0] if rx == ry == 1 else None,
-        x=ctx.op("reshape", x=sampled, shape=np.array([c, k, rows, cols], np.int32)),
-        perm=np.array([1, 0, 2, 3], np.int32),
-    )
-    if rx == ry == 1:
-        return [per_region]
-    return [
-        ctx.op(
-            "avg_pool",
-            node.out[0],
-            x=per_region,
-            kernel_sizes=np.array([ry, rx], np.int32),
-            strides=np.array([ry, rx], np.int32),
-            pad_type="valid",
-            exclude_padding_from_average=False,
-        )
-    ]
-
-
-def _masked(ctx: Lowering, sampled: Var, points: Value, h: int, w: int) -> Var:
-    """Samples at points more than a pixel outside the map as 0 (onnxruntime's)."""
-    low, high = np.array([-1.0, -1.0], np.float32), np.array([w, h], np.float32)
-    if isinstance(points, np.ndarray):
-        inside = np.all((points >= low) & (points <= high), axis=-1)
-        if inside.all():
-            return sampled
-        return ctx.op("mul", x=sampled, y=inside[:, None].astype(np.float32))
-    one, zero = np.array(1.0, np.float32), np.array(0.0, np.float32)
-    above = ctx.op("select", cond=ctx.op("greater_equal", x=points, y=low), a=one, b=zero)
-    below = ctx.op("select", cond=ctx.op("less_equal", x=points, y=high), a=above, b=zero)
-    _, rows, cols, _ = points.tensor.shape
-    inside = ctx.op(
-        "reduce_min", x=below, axes=np.array([3], np.int32), keep_dims=False
-    )  # [1, K·rows, cols]: both coordinates in range
-    inside = ctx.op("reshape", x=inside, shape=np.array([1, 1, rows, cols], np.int32))
-    return ctx.op("mul", x=sampled, y=inside)
-
-
 HANDLERS: dict[str, Handler] = {
     "Pad": pad,
     "AveragePool": pool,
@@ -468,5 +320,4 @@ HANDLERS: dict[str, Handler] = {
     "SpaceToDepth": space_to_depth,
     "Resize": resize,
     "GridSample": grid_sample,
-    "RoiAlign": roi_align,
 }

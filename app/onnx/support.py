@@ -119,8 +119,11 @@ SUPPORTED: dict[str, str] = {
     "GridSample": "resample (4-D; bilinear/linear, nearest; zeros, border, reflection padding; "
     "align_corners); not cubic",
     "RoiAlign": "resample of each region's sample points (border padding, a mask for points "
-    "beyond a pixel outside), avg_pool of each bin's samples (one image; mode avg; a "
-    "sampling_ratio, or 0 over regions known at import)",
+    "beyond a pixel outside); mode avg: bilinear, avg_pool of each bin; mode max (onnxruntime's: "
+    "the largest weighted corner of a bin's samples): four nearest resamples times their "
+    "weights, maximum, max_pool; several images: each region keeps its image's samples (a "
+    "one-hot of batch_indices, known at import or computed); a sampling_ratio, or 0 over "
+    "regions known at import",
     "Einsum": "one or two operands: transposes, reshapes, reduce_sum and one matmul "
     "(bhid,bhjd->bhij reads k with transpose_y)",
     "GlobalMaxPool": "reduce_max over the spatial axes",

@@ -110,11 +110,14 @@ def read_tensor(tensor: TensorProto, field: str, external: External | None) -> n
     shape = tuple(int(d) for d in tensor.dims)
     count = element_count(shape, f"tensor {tensor.name!r}", field)
     stored = stored_dtype(tensor, field)
+    floats = tensor.data_type in FLOAT_TYPES
     if external is not None:
         values = _read_external(tensor, field, external, stored, count)
+        if floats and count > KEEP_FP32_ELEMENTS:
+            return values.reshape(shape)  # fp16 already, each chunk checked as it was read
     else:
         values = _embedded(tensor, field, stored, count)
-    if tensor.data_type in FLOAT_TYPES:
+    if floats:
         values = _as_float(values, tensor, field, count)
     return values.reshape(shape)
 

@@ -133,12 +133,20 @@ def same_value(a: Var, b: Var) -> bool:
         return False
     if isinstance(x, str) or isinstance(y, str):
         return x == y
-    xs = np.ascontiguousarray(x).reshape(-1).view(np.uint8)
-    ys = np.ascontiguousarray(y).reshape(-1).view(np.uint8)
-    if xs.size != ys.size:
+    xs, ys = np.asarray(x), np.asarray(y)
+    if xs.shape != ys.shape or xs.dtype.itemsize != ys.dtype.itemsize:
         return False
-    step = 1 << 20  # compared a MiB at a time: no copy of a large weight
-    return all(np.array_equal(xs[i : i + step], ys[i : i + step]) for i in range(0, xs.size, step))
+    if xs.ndim == 0 or xs.size == 0:
+        return xs.tobytes() == ys.tobytes()
+    # the bits compared as unsigned integers (bytes, not values: -0 is not 0, NaN is NaN), a
+    # block of the leading axis at a time (about a MiB), each side read as it is laid out: a
+    # transposed weight is not copied whole, and most pairs differ in their first block
+    bits = np.dtype(f"u{xs.dtype.itemsize}")
+    xs, ys = xs.view(bits), ys.view(bits)
+    step = max(1, (1 << 20) // max(1, xs[0].nbytes))
+    return all(
+        np.array_equal(xs[i : i + step], ys[i : i + step]) for i in range(0, xs.shape[0], step)
+    )
 
 
 # Digests of the arrays hashed lately, by the array that holds their memory (a const's stored
