@@ -189,6 +189,22 @@ def test_its_text_is_write_state_then_read_state_as_coremltools_writes_it():
     _agree(program, parsed)
 
 
+def test_its_write_state_takes_a_name_no_other_op_has():
+    """An op named `<update>_write_state` already: the lowered write takes the next free name,
+    so the program's ops keep distinct names."""
+    b = Builder("ios18")
+    x = b.input("x", DType.FP16, (1, 4))
+    state = b.state("state", DType.FP16, (1, 4))
+    taken = b.op("relu", "update_write_state", x=x)
+    update = b.op("coreml_update_state", "update", state=state, value=taken)
+    program = b.build([b.op("add", "add", x=update, y=x)])
+    _, offsets = plan_weights(program)
+    text = emit_text(program, offsets, INFO)
+    assert 'name = string("update_write_state_1")' in text
+    names = [op.name for op in parse_text(text).program.main.operations]
+    assert len(names) == len(set(names)), names
+
+
 def test_coremltools_reads_it_back_as_coreml_update_state(tmp_path):
     from coremltools.converters.mil.frontend.milproto.load import load
 

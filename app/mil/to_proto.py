@@ -213,11 +213,12 @@ def _written(fn: Function) -> list[Operation]:
     read = {v for op in fn.operations for value in op.inputs.values() for v in _vars(value)}
     read |= set(fn.outputs)
     written: list[Operation] = []
+    taken = {op.name for op in fn.operations}
     for op, record in lowered:
         if record is None or record.lowered is None:
             written.append(op)
         else:
-            written += record.lowered(op, any(v in read for v in op.outputs))
+            written += record.lowered(op, any(v in read for v in op.outputs), taken)
     return written
 
 

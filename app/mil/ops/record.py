@@ -39,7 +39,7 @@ InferRule = Callable[[Call], list[TensorType]]
 OutputCount = Callable[[Mapping[str, Any]], int | None]
 Meaning = Callable[[Args], np.ndarray | list[np.ndarray] | tuple[np.ndarray, ...] | None]
 Cost = Callable[[Operation], int]
-Lowering = Callable[[Operation, bool], list[Operation]]
+Lowering = Callable[[Operation, bool, set[str]], list[Operation]]
 
 
 class Family(StrEnum):
@@ -201,7 +201,8 @@ class OpRecord:
     decompresses: Decompression | None = None  # constexpr ops
     outputs: OutputCount | None = None  # None: one output whatever the arguments
     # A coremltools dialect op: the ops a program's text and protobuf hold for it, given whether
-    # anything reads its outputs (None: written as itself)
+    # anything reads its outputs and the op names the function already has (None: written as
+    # itself)
     lowered: Lowering | None = None
 
     def form_in(self, target: Target) -> Form | None:

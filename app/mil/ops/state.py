@@ -41,13 +41,19 @@ def _update_state(a: Args) -> np.ndarray:
     return np.array(a["value"])
 
 
-def lower_update_state(op: Operation, used: bool) -> list[Operation]:
-    """coreml_update_state as a program holds it: write_state (named `<name>_write_state`), then,
-    when its value is read (`used`), a read_state of the state named as the op and its output:
-    what coremltools' backend writes for it (`backend/mil/load.py`,
-    translate_coreml_update_state_op), so the text and the protobuf hold iOS18 ops only."""
+def lower_update_state(op: Operation, used: bool, taken: set[str]) -> list[Operation]:
+    """coreml_update_state as a program holds it: write_state (named `<name>_write_state`, or
+    with a number after it where the function has an op of that name already), then, when its
+    value is read (`used`), a read_state of the state named as the op and its output: what
+    coremltools' backend writes for it (`backend/mil/load.py`, translate_coreml_update_state_op),
+    so the text and the protobuf hold iOS18 ops only."""
     state, value = op.var("state"), op.var("value")
-    write = Operation("write_state", f"{op.name}_write_state", {"input": state, "data": value}, [])
+    name, n = f"{op.name}_write_state", 0
+    while name in taken:
+        n += 1
+        name = f"{op.name}_write_state_{n}"
+    taken.add(name)
+    write = Operation("write_state", name, {"input": state, "data": value}, [])
     if not used:
         return [write]
     read = Operation("read_state", op.name, {"input": state}, [])
