@@ -11,13 +11,21 @@ pytest.importorskip("coreai.authoring", reason="needs the coreai extra (coreai-c
 from kernel_cases import SMALL, VARIANTS
 from test_graphs import FFN_WEIGHTS, MIXED, MIXED_WEIGHTS
 
-from app.coreai import Call, aimodel_files, run_aimodel, translate, untranslatable
+from app.coreai import (
+    AppleRuntimeError,
+    Call,
+    aimodel_files,
+    run_aimodel,
+    run_aimodels,
+    translate,
+    untranslatable,
+)
 from app.graphs.examples import swiglu_ffn
 from app.language.packing import pack_bits
 from app.mil import Builder, DType
-from app.reference.apple import apple_report, fp16_accumulations
+from app.reference.apple import apple_report, apple_reports, fp16_accumulations
 from app.reference.executor import Executor
-from app.reference.verify import max_errors
+from app.reference.verify import draw_inputs, max_errors
 from app.request import KernelRequest
 
 CASES = [(op, params) for op, params in SMALL.items()] + VARIANTS
@@ -35,12 +43,34 @@ def _assert_passes(report):
     assert report["passed"]
 
 
+@pytest.fixture(scope="module")
+def catalog_reports() -> list[dict]:
+    """Apple's report of every catalog example, all run by one runtime child (the runtime loads
+    once, not once an example)."""
+    return apple_reports([_build(op, params) for op, params in CASES])
+
+
 @pytest.mark.parametrize(
-    ("op", "params"), CASES, ids=[f"{op}-{i}" for i, (op, _) in enumerate(CASES)]
+    "case", range(len(CASES)), ids=[f"{op}-{i}" for i, (op, _) in enumerate(CASES)]
 )
-def test_each_catalog_example_runs_on_apples_runtime_within_its_tolerance(op, params):
-    report = apple_report(_build(op, params))
-    _assert_passes(report)
+def test_each_catalog_example_runs_on_apples_runtime_within_its_tolerance(case, catalog_reports):
+    _assert_passes(catalog_reports[case])
+
+
+def test_a_sweep_in_one_child_reports_what_each_run_alone_reports():
+    """apple_reports (one child for all) and apple_report (a child each) agree, and an asset the
+    runtime refuses after another in a sweep raises the message a run of it alone gives."""
+    builds = [_build(op, params) for op, params in CASES[:2]]
+    together = apple_reports(builds)
+    assert together == [apple_report(b) for b in builds]
+    files = aimodel_files(translate(builds[0].program))
+    bad = [Call("main", {"nope": np.ones((1, 4, 1, 2), np.float16)})]
+    good = [Call("main", {k: v for k, v in draw_inputs(builds[1], 0)[0].items()})]
+    with pytest.raises(AppleRuntimeError) as alone:
+        run_aimodel(files, bad)
+    with pytest.raises(AppleRuntimeError) as swept:
+        run_aimodels([(aimodel_files(translate(builds[1].program)), good), (files, bad)])
+    assert swept.value.message == alone.value.message
 
 
 @pytest.mark.parametrize(

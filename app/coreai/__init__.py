@@ -10,7 +10,7 @@ coreai-core is optional (the `coreai` extra): importing this package never impor
 
 from app.coreai.asset import aimodel_files
 from app.coreai.availability import PACKAGE, PINNED, coreai_version, require_coreai
-from app.coreai.runtime import AppleRuntimeError, Call, run_aimodel
+from app.coreai.runtime import AppleRuntimeError, Call, RunReport, run_aimodel, run_aimodels
 from app.coreai.translate import TranslationError, Untranslatable, translate, untranslatable
 from app.coreai.weights import SUBBYTE_NOTE
 
@@ -20,12 +20,14 @@ __all__ = [
     "SUBBYTE_NOTE",
     "AppleRuntimeError",
     "Call",
+    "RunReport",
     "TranslationError",
     "Untranslatable",
     "aimodel_files",
     "coreai_version",
     "require_coreai",
     "run_aimodel",
+    "run_aimodels",
     "translate",
     "untranslatable",
 ]

@@ -1,11 +1,12 @@
 """The child process that runs an `.aimodel` with Apple's CPU runtime (coreai-core):
 
-    python -m app.coreai.child WORKDIR
+    python -m app.coreai.child WORKDIR [WORKDIR ...]
 
 WORKDIR holds the asset (`model.aimodel/`) and `calls.json`: the calls to make in order, each a
 function name and an `.npz` of its inputs (`in:<name>`) and starting states (`state:<name>`).
 Each call's outputs and states after it are written to `out<i>.npz`, then `done` is written
-last, and the process ends with `os._exit` before interpreter teardown.
+last. Several WORKDIRs run one after another, each finished by its own `done`; the process ends
+with `os._exit` before interpreter teardown.
 
 Why a process of its own: the runtime can abort at interpreter exit (a Swift worker thread calls
 back into Python while the interpreter finalises: SIGABRT in a quarter to three quarters of
@@ -75,14 +76,14 @@ async def _run(workdir: Path) -> None:
 
 
 def main(argv: list[str]) -> int:
-    workdir = Path(argv[0])
-    try:
-        asyncio.run(_run(workdir))
-    except Exception as exc:  # the runtime's own message, for the parent to report
-        sys.stderr.write(f"{type(exc).__name__}: {exc}\n")
-        sys.stderr.flush()
-        os._exit(1)
-    (workdir / DONE).write_text("ok\n")
+    for workdir in map(Path, argv):  # several: one after another, each with its own `done`
+        try:
+            asyncio.run(_run(workdir))
+        except Exception as exc:  # the runtime's own message, for the parent to report
+            sys.stderr.write(f"{type(exc).__name__}: {exc}\n")
+            sys.stderr.flush()
+            os._exit(1)
+        (workdir / DONE).write_text("ok\n")
     sys.stdout.flush()
     sys.stderr.flush()
     if os.environ.get("ANE_COREAI_ABORT_AFTER_RESULTS") == "1":

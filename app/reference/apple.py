@@ -16,9 +16,11 @@ from typing import Any
 from app.coreai import (
     AppleRuntimeError,
     Call,
+    RunReport,
     aimodel_files,
     coreai_version,
     run_aimodel,
+    run_aimodels,
     translate,
 )
 from app.coreai.step import is_weight
@@ -57,6 +59,26 @@ def apple_report(
 ) -> dict[str, Any]:
     """Run the `.aimodel` (`files`, else translated from `build`) with Apple's runtime and compare
     every function's outputs and states with the definition. Raises AppleRuntimeError."""
+    files, calls, expected = _planned(build, files, seed)
+    return _report(build, run_aimodel(files, calls), expected, seed)
+
+
+def apple_reports(builds: list[ProgramBuild], seed: int = 0) -> list[dict[str, Any]]:
+    """`apple_report` of each build, all run by one child process (`run_aimodels`): a sweep pays
+    for loading the runtime once."""
+    planned = [_planned(build, None, seed) for build in builds]
+    runs = run_aimodels([(files, calls) for files, calls, _ in planned])
+    return [
+        _report(build, run, expected, seed)
+        for build, run, (_, _, expected) in zip(builds, runs, planned, strict=True)
+    ]
+
+
+def _planned(
+    build: ProgramBuild, files: dict[str, bytes] | None, seed: int
+) -> tuple[dict[str, bytes], list[Call], list[Any]]:
+    """The asset's files, a call per function on the reference's seeded inputs, and what the
+    definition gives for each."""
     parts = getattr(build, "parts", None) or {build.program.default: build}
     files = files if files is not None else aimodel_files(translate(build.program))
     calls, expected = [], []
@@ -67,7 +89,12 @@ def apple_report(
         inputs = {k: a for k, a in drawn.items() if k not in states}
         calls.append(Call(name, inputs, states))
         expected.append(part.exact(inputs, states))
-    run = run_aimodel(files, calls)
+    return files, calls, expected
+
+
+def _report(build: ProgramBuild, run: RunReport, expected: list[Any], seed: int) -> dict[str, Any]:
+    """Apple's results against the definition's, within each output's tolerance."""
+    parts = getattr(build, "parts", None) or {build.program.default: build}
     dims = fp16_accumulations(build.program)
     allowance = float(sum(dims) * FP16_UNIT)
     functions = {}
