@@ -3,7 +3,6 @@ the offset, and round-trips arbitrary writer plans (hypothesis)."""
 
 from __future__ import annotations
 
-import gc
 import io
 import struct
 from pathlib import Path
@@ -58,7 +57,6 @@ def test_reads_coremltools_file(tmp_path: Path) -> None:
         w.write_uint4_data(np.array([1, 2, 3, 4, 5], np.uint8)),
     ]
     del w
-    gc.collect()
     r = BlobReader(path)
     assert r.count == 4
     assert [e.metadata_offset for e in r.check()] == offs

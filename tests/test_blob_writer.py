@@ -3,7 +3,6 @@ dedup, sub-byte padding, non-seekable destinations and atomic writes."""
 
 from __future__ import annotations
 
-import gc
 import hashlib
 import io
 import os
@@ -64,8 +63,7 @@ def _ct_write(path: Path, items: list[tuple[BlobDType, np.ndarray]]) -> list[int
         else:
             ct_arr = arr.view(np.uint16) if dtype == BlobDType.FP16 else arr
             offsets.append(getattr(w, f"write_{CT_TYPES[dtype][0]}_data")(ct_arr))
-    del w  # coremltools flushes the file when the writer is destroyed
-    gc.collect()
+    del w  # coremltools flushes the file when the writer is destroyed: here, its last reference
     return offsets
 
 
