@@ -133,3 +133,11 @@ def test_values_packed_as_written_are_the_packed_values(dtype):
     changed = v.copy()
     changed[-1] = v[-1] ^ 1 if dtype.int_range[0] == 0 else -1 - v[-1]
     assert both.add_subbyte(changed, code) != first and len(both) == 2
+    # compared again, a source's first chunk is the one packed the first time and the rest is
+    # packed on from where it stopped: the same answers, to the last value, against a source
+    # compared for the first time
+    again = BlobWriter(chunk_bytes=64)
+    second = again.add_subbyte(changed, code)
+    assert again.add_subbyte(v, code) != second and len(again) == 2  # packs both first chunks
+    assert again.add_subbyte(changed.copy(), code) == second and len(again) == 2
+    assert again.add_subbyte(v.copy(), code) != second and len(again) == 2

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -117,27 +117,52 @@ class _SubbyteSource:
 
     values: np.ndarray  # flat
     dtype: BlobDType
+    # The first chunk of a comparison (by its size), packed once: a program's same-shape weights
+    # are each compared with every earlier one, and packing that prefix again for every pair was
+    # most of the packing a grouped 4-bit kit did (BENCHMARKS.md, "Quantized model kits").
+    _first: dict[int, tuple[bytes, bytes, int]] = field(
+        default_factory=dict, compare=False, repr=False
+    )
 
     width = 1
+
+    def _fill(self, held: bytearray, start: int, step: int) -> int:
+        """Pack values from `start` on into `held` until it holds `step` bytes or the values
+        run out; where the next unpacked value is."""
+        bits, n = SUBBYTE_BITS[self.dtype], self.values.size
+        while len(held) < step and start < n:
+            # a multiple of 8 values packs into whole bytes: pieces join without a seam
+            count = max(8, (step - len(held)) * 8 // bits // 8 * 8)
+            held += pack_subbyte(self.values[start : start + count], self.dtype)
+            start += count
+        return start
 
     def chunks(
         self, chunk_bytes: int, first_bytes: int | None = None, width: int | None = None
     ) -> Iterator[memoryview]:
         """The packed bytes in the chunks a `_RawSource` of them gives (comparisons between the
         two go chunk by chunk), each packed when it is asked for: a comparison that stops at
-        the first chunk packs little more than that chunk."""
+        the first chunk packs little more than that chunk, and only the first time."""
+        n = self.values.size
+        if n == 0:
+            return
         step = chunk_bytes if first_bytes is None else min(chunk_bytes, first_bytes)
-        bits = SUBBYTE_BITS[self.dtype]
-        held, start, n = bytearray(), 0, self.values.size
-        while start < n or held:
-            while len(held) < step and start < n:
-                # a multiple of 8 values packs into whole bytes: pieces join without a seam
-                count = max(8, (step - len(held)) * 8 // bits // 8 * 8)
-                held += pack_subbyte(self.values[start : start + count], self.dtype)
-                start += count
-            yield memoryview(bytes(held[:step]))
+        cached = self._first.get(step) if first_bytes is not None else None
+        if cached is None:
+            held = bytearray()
+            start = self._fill(held, 0, step)
+            first = bytes(held[:step])
             del held[:step]
-            step = chunk_bytes
+            if first_bytes is not None:
+                self._first[step] = (first, bytes(held), start)
+        else:
+            first, rest, start = cached
+            held = bytearray(rest)
+        yield memoryview(first)
+        while start < n or held:
+            start = self._fill(held, start, chunk_bytes)
+            yield memoryview(bytes(held[:chunk_bytes]))
+            del held[:chunk_bytes]
 
 
 _Source = _ArraySource | _RawSource | _SubbyteSource

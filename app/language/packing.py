@@ -14,18 +14,30 @@ def pack_bits(values: np.ndarray, dtype: DType) -> bytes:
     bits = dtype.bits
     v = np.asarray(values).reshape(-1)
     lo, hi = dtype.int_range
-    if v.size and (int(v.min()) < lo or int(v.max()) > hi):
+    # an unsigned array is never below an unsigned dtype's 0: only its maximum needs reading
+    below = v.size and not (v.dtype.kind == "u" and lo == 0) and int(v.min()) < lo
+    if below or (v.size and int(v.max()) > hi):
         raise ValueError(f"values out of range [{lo}, {hi}] for {dtype.value}")
     if v.dtype.kind not in "iu" or v.dtype.itemsize != 1:
         v = v.astype(np.int16)
-    u = (v & ((1 << bits) - 1)).astype(np.uint8)
+    # uint8 values within an unsigned dtype's range are their own low bits
+    own = v.dtype == np.uint8 and lo == 0
+    u = v if own else (v & ((1 << bits) - 1)).astype(np.uint8)
     if 8 % bits:  # 3 or 6 bits straddle bytes: through a bit stream
         expanded = np.unpackbits(u[:, None], axis=1, bitorder="little")[:, :bits]
         return np.packbits(expanded.reshape(-1), bitorder="little").tobytes()
     if bits == 1:
         return np.packbits(u, bitorder="little").tobytes()
     per_byte = 8 // bits  # 2 or 4 values a byte, the first in the low bits
-    u = np.concatenate([u, np.zeros(-u.size % per_byte, np.uint8)]).reshape(-1, per_byte)
+    if u.size % per_byte:
+        u = np.concatenate([u, np.zeros(-u.size % per_byte, np.uint8)])
+    u = np.ascontiguousarray(u)
+    if bits == 4:
+        # a pair (a, b) read as one little-endian uint16 is a + 256 b: OR-ed with itself shifted
+        # right by 4, its low byte is a | b << 4 (a < 16), the packed byte, in three passes
+        pair = u.view("<u2")
+        return (pair | (pair >> 4)).astype(np.uint8).tobytes()
+    u = u.reshape(-1, per_byte)
     packed = u[:, 0].copy()
     for i in range(1, per_byte):
         packed |= u[:, i] << (i * bits)
