@@ -118,6 +118,7 @@ def test_targets_refuse_newer_ops():
         "scaled_dot_product_attention",
         "read_state",
         "write_state",
+        "coreml_update_state",
         "slice_update",
         "constexpr_blockwise_shift_scale",
         "constexpr_sparse_blockwise_shift_scale",
