@@ -197,6 +197,13 @@ class Settings(BaseSettings):
     worker_poll_s: float = Field(0.25, gt=0, description="how often an idle worker polls")
     worker_max_jobs: int = Field(2, ge=1, description="jobs one worker runs at a time")
     embedded_workers: int = Field(2, ge=1, description="in-process job tasks (no Redis)")
+    palette_workers: int = Field(
+        0,
+        ge=0,
+        le=64,
+        description="threads clustering one weight's palette groups (0: the cores this process "
+        "may use); the palettes do not depend on how many",
+    )
 
     @field_validator("data_dir")
     @classmethod

@@ -9,7 +9,8 @@ config; 2.47 GB). Each is built with `ane-kernels model CKPT -o KIT --format mlm
 - fp16 (--device a18-pro), the baseline, built first and again last (the ratios divide by the
   mean of the two: the load of a shared machine drifts over a run);
 - 4-bit palettes, per tensor and per 32 output channels (a18-pro): goal ≤ 2× fp16's time and
-  ≤ 1.5× its peak RSS;
+  ≤ 1.5× its peak RSS; per 32 channels with one clustering thread (`pal4g32`) and with two
+  (`pal4g32x2`: ANE_PALETTE_WORKERS=2, the second core; unset, a kit takes a thread per core);
 - linear int8 per channel on a16 (the one chip docs/quantization.md has a working int8 report
   for, W8 per channel on Core ML; every chip's reports list the ios18 form a kit holds,
   constexpr_blockwise_shift_scale, as failing: the planner warns), linear int4 per channel and
@@ -72,7 +73,18 @@ GROUPED = {"granularity": "per_grouped_channel", "group_size": 32}
 RUNS: dict[str, tuple[str, str, dict | None, bool]] = {
     "fp16": ("fp16", "a18-pro", None, False),
     "pal4": ("4-bit palettes, per tensor", "a18-pro", PALETTE, True),
-    "pal4g32": ("4-bit palettes, per 32 channels", "a18-pro", PALETTE | GROUPED, True),
+    "pal4g32": (
+        "4-bit palettes, per 32 channels, one clustering thread",
+        "a18-pro",
+        PALETTE | GROUPED,
+        True,
+    ),
+    "pal4g32x2": (
+        "4-bit palettes, per 32 channels, two clustering threads",
+        "a18-pro",
+        PALETTE | GROUPED,
+        True,
+    ),
     "int8": ("linear int8, per channel", "a16", {"mode": "linear", "dtype": "int8"}, True),
     "int4": ("linear int4, per channel", "a18-pro", {"mode": "linear", "dtype": "int4"}, True),
     "prune": ("pruned 50 %", "a18-pro", {"mode": "prune", "target_sparsity": 0.5}, True),
@@ -84,6 +96,8 @@ RUNS: dict[str, tuple[str, str, dict | None, bool]] = {
         False,
     ),
 }
+# runs with settings of their own (the rest run with the environment as it is)
+SETTINGS = {"pal4g32": {"ANE_PALETTE_WORKERS": "1"}, "pal4g32x2": {"ANE_PALETTE_WORKERS": "2"}}
 GB, MiB = 1e9, 2**20
 TIME_GOAL, MEMORY_GOAL = 2.0, 1.5
 
@@ -94,12 +108,15 @@ sys.exit(main(sys.argv[1:]))
 """
 
 
-def _child(*args: str) -> tuple[float, float, int]:
-    """`ane-kernels ARGS` in a fresh interpreter: wall seconds, CPU seconds (user + system) and
-    its peak RSS in bytes."""
+def _child(*args: str, settings: dict[str, str] | None = None) -> tuple[float, float, int]:
+    """`ane-kernels ARGS` in a fresh interpreter (with `settings` in its environment): wall
+    seconds, CPU seconds (user + system) and its peak RSS in bytes."""
     started = time.perf_counter()
     child = subprocess.Popen(
-        [sys.executable, "-c", _KIT, *args], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
+        [sys.executable, "-c", _KIT, *args],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        env={**os.environ, **(settings or {})},
     )
     assert child.stderr is not None
     errors = child.stderr.read()
@@ -138,7 +155,7 @@ def run_shape(root: Path, shape: str, runs: list[str]) -> list[tuple]:
         args += ["--context", "256", "--device", device]
         if quantize is not None:
             args += ["--quantize", json.dumps(quantize)]
-        seconds, cpu, peak = _child(*args)
+        seconds, cpu, peak = _child(*args, settings=SETTINGS.get(name))
         rows.append((name, seconds, cpu, peak, kit.stat().st_size, _programs(kit)))
         print(f"  {name}: {seconds:.1f} s ({cpu:.1f} s CPU), {peak / MiB:.0f} MiB", flush=True)
         kit.unlink()

@@ -204,3 +204,24 @@ def test_a_kit_into_a_missing_folder_says_so_without_a_traceback(tmp_path):
     assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
     assert "-o/--output" in done.stderr and "does not exist" in done.stderr
     assert sorted(p.name for p in tmp_path.iterdir()) == ["qwen3"]
+
+
+@pytest.mark.parametrize(
+    ("env", "named"),
+    [
+        ({"ANE_MAX_VERIFY_BYTES": "abc"}, "ANE_MAX_VERIFY_BYTES='abc'"),  # read by the build
+        ({"ANE_PALETTE_WORKERS": "-1"}, "ANE_PALETTE_WORKERS='-1'"),
+        ({"ANE_MAX_UPLOAD_BYTES": str(1 << 40), "ANE_BLOB_MAX_BYTES": "10"}, "ANE_BLOB_MAX_BYTES"),
+    ],
+    ids=["not-a-number", "out-of-range", "two-settings-disagree"],
+)
+def test_a_bad_setting_is_a_usage_error_naming_it_before_anything_runs(tmp_path, env, named):
+    """A bad ANE_* value used to surface as a pydantic traceback from deep in the command
+    (exit 1), after the command had started; now every command checks them first."""
+    out = tmp_path / "x.zip"
+    done = run(
+        "compile", "identity", "--params", '{"channels": 4, "spatial": 2}', "-o", str(out), **env
+    )
+    assert done.returncode == 2, done.stderr
+    assert named in done.stderr and "Traceback" not in done.stderr, done.stderr
+    assert not out.exists() and list(tmp_path.iterdir()) == []

@@ -3,6 +3,8 @@ the same clusters and the same centroid bytes on random, tied, evenly spaced (ev
 clustered, heavily weighted and degenerate inputs, for every k; and the palettes a weight gets
 through it equal to those of the per-group path through kmeans1d (coremltools' grouping)."""
 
+import os
+
 import numpy as np
 import pytest
 
@@ -10,6 +12,7 @@ from app.quantize import palettize as palettize_module
 from app.quantize.compress import quantize
 from app.quantize.config import PalettizeConfig
 from app.quantize.kmeans import cluster, compiled, group_palettes, kmeans_palette
+from app.quantize.palettize import palette_workers
 
 pytestmark = pytest.mark.skipif(
     not compiled(), reason="app/quantize/native/_kmeans1d not built (no C compiler at install)"
@@ -121,3 +124,15 @@ def test_palettize_through_the_compiled_module_is_through_kmeans1d(
         np.testing.assert_array_equal(got[name].array, want[name].array, err_msg=name)
         assert got[name].array.tobytes() == want[name].array.tobytes(), name
     assert got_weight.decompressed.tobytes() == want_weight.decompressed.tobytes()
+
+
+def test_palette_threads_default_to_the_cores_and_follow_the_setting(monkeypatch):
+    monkeypatch.delenv("ANE_PALETTE_WORKERS", raising=False)
+    palette_workers.cache_clear()
+    try:
+        assert palette_workers() == len(os.sched_getaffinity(0))
+        monkeypatch.setenv("ANE_PALETTE_WORKERS", "3")
+        palette_workers.cache_clear()
+        assert palette_workers() == 3
+    finally:
+        palette_workers.cache_clear()

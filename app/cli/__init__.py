@@ -34,8 +34,26 @@ from __future__ import annotations
 import argparse
 import sys
 
+from pydantic import ValidationError
+
 from app.cli import bundles, devices, estimate, kits, local, onnx, remote
 from app.cli.common import EXIT_USAGE, CLIError, check_output
+from app.settings import Settings
+
+
+def settings_problem() -> str | None:
+    """What is wrong with the ANE_* settings, each named as the environment spells it; checked
+    before any command runs, so a bad value is a usage error, not a traceback halfway through."""
+    try:
+        Settings()
+    except ValidationError as exc:
+        return "; ".join(
+            f"ANE_{'_'.join(map(str, e['loc'])).upper()}={e['input']!r}: {e['msg']}"
+            if e["loc"]
+            else e["msg"]  # a rule between settings: its message names them
+            for e in exc.errors()
+        )
+    return None
 
 
 def parser() -> argparse.ArgumentParser:
@@ -55,6 +73,10 @@ def parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
+    problem = settings_problem()
+    if problem is not None:
+        print(f"error: {problem}", file=sys.stderr)
+        return EXIT_USAGE
     try:
         if getattr(args, "output", None) is not None:
             check_output(args.output)

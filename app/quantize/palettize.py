@@ -14,7 +14,7 @@ weights our tables are coremltools' byte for byte.
 from __future__ import annotations
 
 import os
-from functools import partial
+from functools import cache, partial
 
 import numpy as np
 
@@ -28,11 +28,22 @@ from app.quantize.coremltools_parts import (
 )
 from app.quantize.kmeans import compiled, group_palettes, kmeans_palette
 from app.quantize.result import Compressed, ConstexprOp, Param, as_weight
+from app.settings import Settings
 
-# Threads clustering one weight's groups (the compiled k-means releases the GIL; the palettes
-# do not depend on how many). One: on the shared two-core machine two did not pay (BENCHMARKS.md,
-# "Quantized model kits"); ANE_PALETTE_WORKERS=2 is worth measuring on an idle one.
-PALETTE_WORKERS = max(1, int(os.environ.get("ANE_PALETTE_WORKERS") or 1))
+
+@cache
+def palette_workers() -> int:
+    """Threads clustering one weight's groups (the compiled k-means releases the GIL; the palettes
+    do not depend on how many): ANE_PALETTE_WORKERS, else every core this process may use. Two
+    on an idle two-core machine took a 4-bit kit per 32 channels from 2.8x to 1.9-2.0x the fp16
+    kit's time (BENCHMARKS.md, "Quantized model kits"); on a loaded one they did not pay."""
+    given = Settings().palette_workers
+    if given:
+        return given
+    if hasattr(os, "sched_getaffinity"):  # Linux: the cores this process may run on
+        return len(os.sched_getaffinity(0))
+    return os.cpu_count() or 1
+
 
 _INDEX_DTYPES = {
     1: DType.UINT1,
@@ -112,7 +123,7 @@ def _compiled_palettes(
         return None
     groups = channels // group
     bits = np.ascontiguousarray(swapped).view(np.uint16).reshape(groups, -1)
-    lut, indices = group_palettes(bits, nbits, PALETTE_WORKERS)
+    lut, indices = group_palettes(bits, nbits, palette_workers())
     lut_shape = [1] * (w.ndim + 2)
     lut_shape[0], lut_shape[-2] = groups, 1 << nbits
     lut, indices = lut.reshape(lut_shape), indices.reshape(swapped.shape)
