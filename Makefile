@@ -14,10 +14,11 @@ EXTRAS ?= dev,coreai,onnx
 # stay together, in order, on one worker). `make test WORKERS=1` runs them one after another.
 WORKERS ?= auto
 PYTEST := $(BIN)/python -m pytest -n $(WORKERS) --dist loadfile
-# The tests start hundreds of Python processes (the CLI, servers, workers, the Core AI child, the
-# docs' examples). Where PYTHONDONTWRITEBYTECODE is set (this project's CI shell sets it), none of
-# them caches bytecode and each compiles the app modules it imports again: 0.3-0.4 CPU-s a process.
-# compileall writes the caches anyway (it only recompiles what changed), and Python reads them.
+# The tests start some 500 Python processes (the CLI, servers, build workers, the Core AI child,
+# the docs' examples). Where PYTHONDONTWRITEBYTECODE is set (the shell of the machine the suite
+# was timed on sets it), none of them caches bytecode and each compiles the app modules it imports
+# again: 0.3-0.45 CPU-s a process. compileall writes the caches anyway (it only recompiles what
+# changed), and Python reads them whatever that variable says.
 BYTECODE := $(BIN)/python -m compileall -q app tests bench
 
 .PHONY: run test test-fast lint typecheck format bench clean
