@@ -85,22 +85,27 @@ def test_every_resample_mode_matches_the_reference_executor(dtype, low, high):
     assert errors[worst] < 5e-3, (worst, errors[worst])
 
 
-def test_integer_coordinates_read_whole_pixels():
+def _one_resample(x_shape, grid, padding: str, value: float, coordinates: str, corners: bool):
+    """A program of one bilinear resample of input x by input grid (`grid`: dtype, shape)."""
     b = Builder("ios18")
-    x = b.input("x", DType.FP16, (1, 2, 3, 4))
-    grid = b.input("grid", DType.INT32, (1, 5, 2, 2))
     y = b.op(
         "resample",
         "y",
-        x=x,
-        coordinates=grid,
+        x=b.input("x", DType.FP16, x_shape),
+        coordinates=b.input("grid", *grid),
         sampling_mode="bilinear",
-        padding_mode="constant",
-        padding_value=np.array(-1.0, np.float16),
-        coordinates_mode="unnormalized",
-        align_corners=False,
+        padding_mode=padding,
+        padding_value=np.array(value, np.float16),
+        coordinates_mode=coordinates,
+        align_corners=corners,
     )
-    program = b.build([y])
+    return b.build([y])
+
+
+def test_integer_coordinates_read_whole_pixels():
+    program = _one_resample(
+        (1, 2, 3, 4), (DType.INT32, (1, 5, 2, 2)), "constant", -1.0, "unnormalized", False
+    )
     rng = np.random.default_rng(1)
     inputs = {
         "x": rng.standard_normal((1, 2, 3, 4)).astype(np.float16),
@@ -128,20 +133,14 @@ def test_grid_sample_and_roi_align_run_on_apples_runtime_as_onnxruntime_does(cas
 
 
 def test_a_resample_is_one_interpolate_coordinates_and_no_gather():
-    b = Builder("ios18")
-    x = b.input("x", DType.FP16, (1, 2, 4, 5))
-    grid = b.input("grid", DType.FP16, (1, 3, 6, 2))
-    y = b.op(
-        "resample",
-        "y",
-        x=x,
-        coordinates=grid,
-        sampling_mode="bilinear",
-        padding_mode="reflection",
-        padding_value=np.array(0.0, np.float16),
-        coordinates_mode="normalized_minus_one_to_one",
-        align_corners=True,
+    program = _one_resample(
+        (1, 2, 4, 5),
+        (DType.FP16, (1, 3, 6, 2)),
+        "reflection",
+        0.0,
+        "normalized_minus_one_to_one",
+        True,
     )
-    text = str(translate(b.build([y])))
+    text = str(translate(program))
     assert text.count("coreai.interpolate_coordinates") == 1
     assert "coreai.gather" not in text
