@@ -22,7 +22,7 @@ from app.api.auth import ApiKeyMiddleware
 from app.api.problems import install_handlers
 from app.observability import logs
 from app.routers import blobs, docs, graphs, jobs, kernels, models, onnx, ops, plans, system
-from app.settings import Settings
+from app.settings import Settings, settings_problem
 from app.wiring import build_services
 
 DESCRIPTION = """
@@ -84,4 +84,13 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     return app
 
 
-app = create_app()
+def _from_environment() -> FastAPI:
+    """The app `uvicorn app.main:app` serves; a bad ANE_* value ends the start with a sentence
+    naming it (uvicorn would print the validation traceback)."""
+    problem = settings_problem()
+    if problem is not None:
+        raise SystemExit(f"error: {problem}")
+    return create_app()
+
+
+app = _from_environment()

@@ -13,7 +13,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import Literal
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import Field, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from app.core.sizes import (
@@ -254,3 +254,19 @@ class Settings(BaseSettings):
     @property
     def blob_dir(self) -> Path:
         return self.data_dir / "blobs"
+
+
+def settings_problem() -> str | None:
+    """What is wrong with the ANE_* settings of this environment, each named as the environment
+    spells it, or None. The entry points ask before anything runs, so a bad value stops
+    `ane-kernels` (exit 2) and the service's start with that sentence, not a traceback."""
+    try:
+        Settings()
+    except ValidationError as exc:
+        return "; ".join(
+            f"ANE_{'_'.join(map(str, e['loc'])).upper()}={e['input']!r}: {e['msg']}"
+            if e["loc"]
+            else e["msg"]  # a rule between settings: its message names them
+            for e in exc.errors()
+        )
+    return None

@@ -225,3 +225,20 @@ def test_a_bad_setting_is_a_usage_error_naming_it_before_anything_runs(tmp_path,
     assert done.returncode == 2, done.stderr
     assert named in done.stderr and "Traceback" not in done.stderr, done.stderr
     assert not out.exists() and list(tmp_path.iterdir()) == []
+
+
+def test_a_bad_setting_stops_the_service_at_start_naming_it():
+    """`uvicorn app.main:app` (what `make run` starts) with a bad ANE_* value: it used to print
+    pydantic's traceback; now one line naming the variable, and no server."""
+    port = free_port()
+    done = subprocess.run(
+        [sys.executable, "-m", "uvicorn", "app.main:app", "--port", str(port)],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, "ANE_WORKERS": "0"},
+        check=False,
+    )
+    assert done.returncode != 0
+    assert "error: ANE_WORKERS='0'" in done.stderr and "Traceback" not in done.stderr, done.stderr

@@ -34,26 +34,9 @@ from __future__ import annotations
 import argparse
 import sys
 
-from pydantic import ValidationError
-
 from app.cli import bundles, devices, estimate, kits, local, onnx, remote
 from app.cli.common import EXIT_USAGE, CLIError, check_output
-from app.settings import Settings
-
-
-def settings_problem() -> str | None:
-    """What is wrong with the ANE_* settings, each named as the environment spells it; checked
-    before any command runs, so a bad value is a usage error, not a traceback halfway through."""
-    try:
-        Settings()
-    except ValidationError as exc:
-        return "; ".join(
-            f"ANE_{'_'.join(map(str, e['loc'])).upper()}={e['input']!r}: {e['msg']}"
-            if e["loc"]
-            else e["msg"]  # a rule between settings: its message names them
-            for e in exc.errors()
-        )
-    return None
+from app.settings import settings_problem
 
 
 def parser() -> argparse.ArgumentParser:
