@@ -56,7 +56,7 @@ _PARSE_FAULTS = (
     IndexError,
     KeyError,
     OverflowError,
-    NotImplementedError,
+    NotImplementedError,  # zipfile's answer to a compression method it does not have
     UnicodeDecodeError,
 )
 

@@ -74,15 +74,19 @@ def apple_reports(builds: list[ProgramBuild], seed: int = 0) -> list[dict[str, A
     ]
 
 
+def _parts(build: ProgramBuild) -> dict[str, Any]:
+    """The build of each function by name (a build of several has `parts`; one is its own)."""
+    return getattr(build, "parts", None) or {build.program.default: build}
+
+
 def _planned(
     build: ProgramBuild, files: dict[str, bytes] | None, seed: int
 ) -> tuple[dict[str, bytes], list[Call], list[Any]]:
     """The asset's files, a call per function on the reference's seeded inputs, and what the
     definition gives for each."""
-    parts = getattr(build, "parts", None) or {build.program.default: build}
     files = files if files is not None else aimodel_files(translate(build.program))
     calls, expected = [], []
-    for name, part in parts.items():
+    for name, part in _parts(build).items():
         drawn, _ = draw_inputs(part, seed)
         fn = part.program.main
         states = {v.name: drawn[v.name] for v in fn.inputs if v.type != v.tensor}
@@ -94,7 +98,7 @@ def _planned(
 
 def _report(build: ProgramBuild, run: RunReport, expected: list[Any], seed: int) -> dict[str, Any]:
     """Apple's results against the definition's, within each output's tolerance."""
-    parts = getattr(build, "parts", None) or {build.program.default: build}
+    parts = _parts(build)
     dims = fp16_accumulations(build.program)
     allowance = float(sum(dims) * FP16_UNIT)
     functions = {}
