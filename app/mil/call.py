@@ -15,6 +15,9 @@ class Call:
 
     def __init__(self, op_type: str, name: str, inputs: Mapping[str, Input]):
         self.op_type, self.name, self.inputs = op_type, name, inputs
+        # the arguments whose values the rule read (through `value`): with the arguments' types,
+        # all its result follows from (app/mil/ops/check.py remembers results by them)
+        self.read: set[str] = set()
 
     def fail(self, arg: str | None, message: str) -> MILBuildError:
         return MILBuildError(f"{self.op_type} {self.name}", arg, message)
@@ -31,13 +34,21 @@ class Call:
         value = self.inputs[arg]
         return [v.tensor for v in (value if isinstance(value, tuple) else (value,))]
 
+    def value(self, arg: str) -> np.ndarray | str | None:
+        """A const argument's stored value; None when it is absent or not a const (a constexpr
+        op's output, made when the model loads). Rules read values through here only."""
+        self.read.add(arg)
+        var = self.inputs.get(arg)
+        if not isinstance(var, Var) or var.op is None or var.op.value is None:
+            return None
+        return var.op.value.stored()
+
     def const(self, arg: str, default=None):
         """The const value of an argument as plain Python (int, bool, str, list)."""
-        var = self.inputs.get(arg)
-        if var is None:
+        if arg not in self.inputs:
             return default
-        assert isinstance(var, Var) and var.op is not None and var.op.value is not None
-        value = var.op.value.stored()
+        value = self.value(arg)
+        assert value is not None, f"{arg} is not a const"
         return value if isinstance(value, str) else np.asarray(value).tolist()
 
     def axes(self, arg: str, rank: int, default=None) -> list[int]:

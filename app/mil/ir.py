@@ -30,7 +30,7 @@ class OpsetError(MILBuildError):
     """The op (or a state) is not in the target's opset: the target, not the program, is at fault."""
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, slots=True)
 class Var:
     name: str
     type: ValueType
@@ -80,7 +80,7 @@ class ConstValue:
 Input = Var | tuple[Var, ...]
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, slots=True)
 class Operation:
     type: str
     name: str

@@ -1,9 +1,18 @@
 """An op application checked against its record's declaration: arguments, dtypes, then the
-record's type rule, which gives the output types."""
+record's type rule, which gives the output types.
+
+A checked application's types are remembered: the checks read only the arguments' types and
+where they come from (a const, a constexpr op, another op), and the rule reads only those and the
+values it asks for (`Call.value`), so an application alike in all of these has the same types.
+The graph passes remake ops of the types they had (a conv with its bias folded, then its scale),
+and programs repeat ops alike (a layer after another): each is checked once.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
+
+import numpy as np
 
 from app.language.targets import Target
 from app.mil.call import Call
@@ -16,10 +25,64 @@ def check(
     record: OpRecord | None, op_type: str, name: str, inputs: Mapping[str, Input], target: Target
 ) -> list[TensorType]:
     """The output types of `op_type` applied to `inputs` in a target's opset."""
+    key = (op_type, target, tuple((arg, _typed(value)) for arg, value in inputs.items()))
+    alike = _CHECKED.get(key, [])
+    for known, read, remembered in alike:
+        if known is record and all(_fingerprint(inputs.get(a)) == f for a, f in read):
+            return list(remembered)
+    call = Call(record.name if record is not None else op_type, name, inputs)
+    types = _check(record, call, target)
+    read = tuple((a, _fingerprint(inputs.get(a))) for a in sorted(call.read))
+    if sum(len(f[2]) for _, f in read if f and f[0] != "str") <= _SMALL:
+        if len(_CHECKED) >= _REMEMBERED:
+            _CHECKED.clear()
+        if len(alike) >= _VARIANTS:  # the oldest goes: reshapes of one type to many shapes
+            del alike[0]
+        alike.append((record, read, tuple(types)))
+        _CHECKED[key] = alike
+    return types
+
+
+# (op type, target, each argument's types and sources) -> (record, the values its rule read,
+# the output types) for the applications checked; only those whose rule read small values (a
+# decompression's indices are compared as they are read: not kept)
+_CHECKED: dict[tuple, list[tuple[OpRecord | None, tuple, tuple[TensorType, ...]]]] = {}
+_REMEMBERED, _VARIANTS, _SMALL = 4096, 16, 4096
+
+
+def _typed(value: Input) -> tuple:
+    """What the checks read of an argument: each value's type, and whether a const or a
+    constexpr op makes it (`_fixed`)."""
+    return tuple((v.type, _source(v)) for v in (value if isinstance(value, tuple) else (value,)))
+
+
+def _source(var: Var) -> str | None:
+    op = var.op
+    if op is None or not (op.type == "const" or op.type.startswith("constexpr_")):
+        return None
+    return op.type
+
+
+def _fingerprint(value: Input | None) -> tuple | None:
+    """A value a rule read, to compare with another (None: absent or not a const)."""
+    if value is None:
+        return None
+    if isinstance(value, tuple):
+        return tuple(_fingerprint(v) for v in value)
+    if value.op is None or value.op.value is None:
+        return ()
+    stored = value.op.value.stored()
+    if isinstance(stored, str):
+        return ("str", stored)
+    array = np.asarray(stored)
+    return (array.dtype.str, array.shape, array.tobytes())
+
+
+def _check(record: OpRecord | None, call: Call, target: Target) -> list[TensorType]:
+    op_type, name, inputs = call.op_type, call.name, call.inputs
     form = record.form_in(target) if record is not None else None
     if record is None or form is None:
         raise MILBuildError(f"{op_type} {name}", None, f"unknown op type {op_type!r}")
-    call = Call(record.name, name, inputs)
     if not target.includes(record.since):
         raise OpsetError(
             f"{op_type} {name}", None, f"not in the {target} opset (available from {record.since})"

@@ -96,10 +96,8 @@ def operand(op: Operation, arg: str) -> Var:
 
 def known(call: Call, arg: str) -> np.ndarray | None:
     """A const argument's values; None when a constexpr op makes them (at load time)."""
-    var = call.inputs.get(arg)
-    if not isinstance(var, Var) or var.op is None or var.op.value is None:
-        return None
-    return np.asarray(var.op.value.stored())
+    value = call.value(arg)
+    return None if value is None else np.asarray(value)
 
 
 def elementwise(call: Call) -> list[TensorType]:

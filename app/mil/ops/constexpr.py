@@ -36,9 +36,8 @@ def _value(call: Call, arg: str) -> np.ndarray | None:
     assert isinstance(var, Var)
     if var.op is None or not (var.op.type == "const" or var.op.type.startswith("constexpr_")):
         raise call.fail(arg, f"must be a const or a constexpr output, got {var.name!r}")
-    if var.op.value is None:
-        return None
-    return np.asarray(var.op.value.stored())
+    value = call.value(arg)
+    return None if value is None else np.asarray(value)
 
 
 def _vector(call: Call, arg: str) -> TensorType:
