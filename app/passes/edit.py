@@ -41,8 +41,8 @@ class Editor:
         self._outputs = set(fn.outputs)
         self._inputs = set(fn.inputs)
         # holders of each name (ops and values): a removed op's names are free again
-        self._names: Counter[str] = Counter(v.name for v in fn.inputs)
-        self._types: Counter[str] = Counter()  # ops of each type in the function
+        self._names: dict[str, int] = dict(Counter(v.name for v in fn.inputs))
+        self._types: dict[str, int] = {}  # ops of each type in the function
         for op in fn.operations:
             self._hold(op, 1)
             self._read(op)
@@ -84,7 +84,7 @@ class Editor:
         """A name no op or value of the function holds (base, base_1, base_2, ...); it is taken
         when an op is made with it."""
         name, i = base, 0
-        while self._names[name] > 0:
+        while self._names.get(name, 0) > 0:
             i += 1
             name = f"{base}_{i}"
         return name
@@ -214,7 +214,7 @@ class Editor:
 
     def has(self, types: frozenset[str]) -> bool:
         """Whether the function holds an op of one of these types."""
-        return any(self._types[t] > 0 for t in types)
+        return any(self._types.get(t, 0) > 0 for t in types)
 
     # -- the usual rewrites -----------------------------------------------------------------------
     def swap(self, old: Operation, op_type: str, inputs: Mapping[str, Input]) -> Operation:
@@ -241,14 +241,16 @@ class Editor:
         """Remove ops a rewrite replaced, then the consts only they read."""
         self.remove(*ops)
         for op in ops:
-            self.remove_if_unused(
-                *(
-                    v.op
-                    for value in op.inputs.values()
-                    for v in _vars(value)
-                    if v.op is not None and v.op.type == "const"
-                )
-            )
+            for value in op.inputs.values():
+                for v in _vars(value):
+                    const = v.op
+                    if (
+                        const is not None
+                        and const.type == "const"
+                        and const not in self._removed
+                        and not self.used(v)
+                    ):
+                        self.remove(const)
 
     def repeat(self, sweep: Callable[[Editor], bool]) -> None:
         """Run `sweep` until it changes nothing (a fusion can expose the next one)."""
@@ -256,15 +258,17 @@ class Editor:
             self.commit()
 
     def _hold(self, op: Operation, count: int) -> None:
-        self._types[op.type] += count
-        self._names[op.name] += count
+        types, names = self._types, self._names
+        types[op.type] = types.get(op.type, 0) + count
+        names[op.name] = names.get(op.name, 0) + count
         for v in op.outputs:
-            self._names[v.name] += count
+            names[v.name] = names.get(v.name, 0) + count
 
     def rename(self, thing: Operation | Var, name: str) -> None:
         """Give an op or a value another name (the caller keeps names unique)."""
-        self._names[thing.name] -= 1
-        self._names[name] += 1
+        names = self._names
+        names[thing.name] -= 1
+        names[name] = names.get(name, 0) + 1
         thing.name = name
         self.changed = True
 
@@ -278,8 +282,8 @@ class Editor:
         if value is None:
             return
         for v in _vars(value):
-            readers = self._readers.get(v, [])
-            if op in readers:
+            readers = self._readers.get(v)
+            if readers and op in readers:
                 readers.remove(op)
 
     # -- settling ------------------------------------------------------------------------------

@@ -8,7 +8,7 @@ import weakref
 
 import numpy as np
 
-from app.mil.ir import Operation, Var
+from app.mil.ir import ConstValue, Operation, Var
 from app.tensors.fp16 import all_finite
 
 # fp16's unit roundoff: a constant written in fp16 is within this relative distance of the number
@@ -50,19 +50,36 @@ def wide(var: Var) -> np.ndarray | None:
 def uniform(var: Var) -> np.ndarray | None:
     """The one number a numeric const holds in every element, 0-d (in float64 for floats, as
     `wide` gives it), else None. Asked of its values as given, not widened: a weight is read
-    without a float64 copy, and most differ within their first elements."""
+    without a float64 copy, and most differ within their first elements. Remembered per const
+    value (values are never changed in place): noop_elimination asks it of every operand of
+    every binary op, each time it runs."""
     op = const_op(var)
     if op is None or op.value is None or isinstance(op.value.data, str):
         return None
-    data = np.asarray(op.value.data)
-    if data.dtype.kind not in "fb" and var.tensor.dtype.is_float:  # integers compared widened
+    known = _UNIFORM.get(op.value)
+    if known is None:
+        known = _UNIFORM[op.value] = (_uniform(op.value),)
+    return known[0]
+
+
+_UNIFORM: weakref.WeakKeyDictionary[ConstValue, tuple[np.ndarray | None]] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+def _uniform(value: ConstValue) -> np.ndarray | None:
+    is_float = value.type.dtype.is_float
+    data = np.asarray(value.data)
+    if data.dtype.kind not in "fb" and is_float:  # integers compared widened
         data = data.astype(np.float64)
     if data.size == 0:
         return None
     first = data.flat[0]
-    if not (np.all(data.flat[:64] == first) and np.all(data == first)):
+    if data.size > 64 and not (data.flat[:64] == first).all():
         return None
-    return np.asarray(first, np.float64) if var.tensor.dtype.is_float else np.asarray(first)
+    if not (data == first).all():
+        return None
+    return np.asarray(first, np.float64) if is_float else np.asarray(first)
 
 
 def scalar(var: Var) -> float | None:
@@ -96,7 +113,10 @@ def per_channel(value: np.ndarray, shape: tuple[int, ...], axis: int) -> np.ndar
     for i, (d, full) in enumerate(zip(padded.shape, shape, strict=True)):
         if d != 1 and (i != axis or d != full):
             return None
-    return np.broadcast_to(padded.reshape(-1), (shape[axis],)).astype(np.float64)
+    flat = padded.reshape(-1)
+    if flat.size == shape[axis]:
+        return flat.astype(np.float64)
+    return np.full(shape[axis], flat[0], np.float64)
 
 
 def value_key(var: Var) -> tuple:
@@ -192,6 +212,9 @@ def _sha256(array: np.ndarray) -> bytes:
     return h.digest()
 
 
+_LARGEST = {np.dtype(t).str: float(np.finfo(t).max) for t in (np.float16, np.float32, np.float64)}
+
+
 def fits(value: np.ndarray | None, var: Var) -> bool:
     """Whether `value`, stored in `var`'s dtype, stays finite (a folded weight must not overflow
     fp16 where the unfolded ops would not have)."""
@@ -200,8 +223,17 @@ def fits(value: np.ndarray | None, var: Var) -> bool:
     dtype = var.tensor.dtype
     if not dtype.is_float:
         return True
+    array = np.asarray(value)
+    # within the dtype's largest finite number: finite when stored, whatever the rounding (nan
+    # and inf compare false and are looked at below)
+    if (
+        array.dtype == np.float64
+        and array.size
+        and float(np.abs(array).max()) <= _LARGEST[dtype.numpy.str]
+    ):
+        return True
     # a value in that dtype already (a weight as the program holds it) is read as it is
-    array = np.asarray(value).astype(dtype.numpy, copy=False)
+    array = array.astype(dtype.numpy, copy=False)
     if array.dtype == np.float16:  # read off the bits: numpy's fp16 isfinite goes via float32
         return all_finite(array)
     return bool(np.isfinite(array).all())

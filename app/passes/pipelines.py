@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from functools import cache
+from functools import cache, cached_property
 from typing import Any
 
 from app.errors import RequestError
@@ -227,6 +227,16 @@ class Pipeline:
     steps: tuple[Step, ...]
     # Passes "default" leaves out because they would write an op the runtime reports failing.
     left_out: tuple[str, ...] = ()
+
+    @cached_property
+    def same_as(self) -> tuple[int, ...]:
+        """For each step, the first step running the same pass with the same options (the
+        runner skips a step whose twin left the function as it is)."""
+        first: dict[tuple[str, str], int] = {}
+        return tuple(
+            first.setdefault((s.graph_pass.name, repr(sorted(s.options.items()))), i)
+            for i, s in enumerate(self.steps)
+        )
 
     def key_json(self) -> dict[str, Any]:
         """What the request key holds of it: the choice, VERSION, and what was left out."""

@@ -92,12 +92,10 @@ def _count(program: Program) -> int:
     return sum(len(fn.operations) for fn in program.functions.values())
 
 
-def _run(program: Program, pipeline: Pipeline) -> tuple[Program, PassReport]:
+def _run(
+    program: Program, pipeline: Pipeline, *, check_each: bool = False
+) -> tuple[Program, PassReport]:
     result = copy_program(program)
-    # names are held unique only where they were (a program read from elsewhere may repeat one
-    # until dedup_op_and_var_names runs): asked of the program as given, when a pass changes
-    # the function first
-    unique: dict[str, bool] = {}
     changes = []
     # one editor a function for the whole pipeline: it keeps who reads what as the passes edit
     editors = {name: Editor(fn, result.target) for name, fn in result.functions.items()}
@@ -107,16 +105,15 @@ def _run(program: Program, pipeline: Pipeline) -> tuple[Program, PassReport]:
     # skipped: the cleanup passes the pipeline repeats cost one walk, not three, on a program
     # they leave as it is (a catalog kernel's, a kit's).
     changes_of = dict.fromkeys(result.functions, 0)
-    idle: dict[tuple[str, str, str], int] = {}  # (function, pass, options) -> count it left
-    for step in pipeline.steps:
+    idle: dict[tuple[str, int], int] = {}  # (function, step) -> the count its pass left
+    for index, step in enumerate(pipeline.steps):
         graph_pass = step.graph_pass
-        options = repr(sorted(step.options.items()))
         for name, fn in result.functions.items():
             edit = editors[name]
             edit.changed = edit.rewired = False
             if graph_pass.needs and not edit.has(graph_pass.needs):
                 continue
-            seen = (name, graph_pass.name, options)
+            seen = (name, pipeline.same_as[index])
             if idle.get(seen) == changes_of[name]:
                 continue
             before = list(fn.operations)
@@ -126,12 +123,21 @@ def _run(program: Program, pipeline: Pipeline) -> tuple[Program, PassReport]:
                 idle[seen] = changes_of[name]
                 continue
             changes_of[name] += 1
-            if name not in unique:
-                unique[name] = not _repeated(program.functions[name])
-            _check(fn, _signature(program.functions[name]), graph_pass.name, unique[name])
+            if check_each:
+                _check(fn, program.functions[name], graph_pass.name)
             change = _change(graph_pass.name, name, before, fn.operations, edit.rewired)
             if change is not None:
                 changes.append(change)
+    if not check_each:
+        # Each function the passes changed is checked once, at the end; when it is broken, the
+        # pipeline runs again checking after every pass, to name the pass that broke it (the
+        # passes are deterministic: the same pass breaks it again).
+        for name, count in changes_of.items():
+            if count:
+                try:
+                    _check(result.functions[name], program.functions[name], "")
+                except PassError:
+                    return _run(program, pipeline, check_each=True)
     return result, PassReport(pipeline, tuple(changes), _count(program), _count(result))
 
 
@@ -161,11 +167,15 @@ def _repeated(fn: Function) -> list[str]:
     return sorted({n for n, k in ops.items() if k > 1} | {n for n, k in values.items() if k > 1})
 
 
-def _check(fn: Function, signature: tuple, pass_name: str, unique: bool) -> None:
+def _check(fn: Function, given: Function, pass_name: str) -> None:
+    """That `fn`, rewritten from `given`, reads every value after it is made, keeps the
+    signature, and holds names unique where `given` did (a program read from elsewhere may
+    repeat one until dedup_op_and_var_names runs)."""
+
     def fail(message: str) -> PassError:
         return PassError(f"graph pass {pass_name} broke function {fn.name!r}: {message}")
 
-    if _signature(fn) != signature:
+    if _signature(fn) != _signature(given):
         raise fail("its inputs or outputs changed name, shape or dtype")
     made = set(fn.inputs)
     for op in fn.operations:
@@ -174,7 +184,7 @@ def _check(fn: Function, signature: tuple, pass_name: str, unique: bool) -> None
                 if v not in made:
                     raise fail(f"op {op.name!r} reads {v.name!r} before it is made")
         made.update(op.outputs)
-    if unique and (twice := _repeated(fn)):
+    if (twice := _repeated(fn)) and not _repeated(given):
         raise fail(f"names used twice: {twice[:5]}")
     if not all(v in made for v in fn.outputs):
         raise fail("an output is made by no op")

@@ -53,7 +53,9 @@ _REMEMBERED, _VARIANTS, _SMALL = 4096, 16, 4096
 def _typed(value: Input) -> tuple:
     """What the checks read of an argument: each value's type, and whether a const or a
     constexpr op makes it (`_fixed`)."""
-    return tuple((v.type, _source(v)) for v in (value if isinstance(value, tuple) else (value,)))
+    if isinstance(value, tuple):
+        return tuple((v.type, _source(v)) for v in value)
+    return (value.type, _source(value))
 
 
 def _source(var: Var) -> str | None:

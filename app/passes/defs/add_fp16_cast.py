@@ -32,12 +32,14 @@ def _fp32(var: Var) -> bool:
 
 
 def _fits_fp16(var: Var) -> bool:
+    """Whether an fp32 const's finite values are within fp16's range."""
     value = wide(var)
-    return (
-        value is None
-        or not value.size
-        or float(np.abs(value[np.isfinite(value)]).max(initial=0)) <= _FP16_MAX
-    )
+    if value is None or not value.size:
+        return True
+    largest = float(np.abs(value).max())  # inf or nan when one is: then the finite ones
+    if largest <= _FP16_MAX:
+        return True
+    return float(np.abs(value[np.isfinite(value)]).max(initial=0)) <= _FP16_MAX
 
 
 def run(edit: Editor, options: Options) -> None:
