@@ -1,5 +1,5 @@
-"""A convolution's constant parts, and the same convolution remade with new ones: what the
-passes that fold an operation into a conv (bias, scale) share."""
+"""A convolution's constant parts, and the same convolution with new ones: what the passes that
+fold an operation into a conv (bias, scale, batch norm) share."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import numpy as np
 
 from app.mil.ir import Operation, Var
 from app.passes.edit import Editor
-from app.passes.patterns import wide
+from app.passes.patterns import const_op, wide
 
 
 def out_channels(conv: Operation) -> int:
@@ -59,3 +59,35 @@ def remade(
     if bias is not None:
         args["bias"] = edit.const(f"{name}_bias", bias, dtype, anchor)
     return edit.op(conv.type, name, args, anchor, out=[out])
+
+
+def fold_into(
+    edit: Editor,
+    conv: Operation,
+    op: Operation,
+    weight: np.ndarray | None = None,
+    bias: np.ndarray | None = None,
+) -> None:
+    """`op`, the one reader of the conv's output and of its type, folded into `conv`: the conv
+    takes a new weight and/or bias (each stored in the weight's dtype, rounded once), op's
+    place, name and output, and op goes (with the consts only it, or the conv's old weight and
+    bias, read). The conv is renewed, not remade (its output's type stays): reported as the
+    conv replaced, as `remade` would be, at the cost of an edit."""
+    dtype = conv.var("weight").tensor.dtype
+    made = {}
+    if weight is not None:
+        made["weight"] = edit.const(f"{op.name}_weight", weight, dtype, op)
+    if bias is not None:
+        made["bias"] = edit.const(f"{op.name}_bias", bias, dtype, op)
+    replaced = [conv.inputs[a] for a in made if a in conv.inputs]
+    for arg, var in made.items():
+        edit.set_input(conv, arg, var)
+    y, out = conv.outputs[0], op.outputs[0]
+    edit.remove(op)  # its names are free for the conv
+    edit.renew(conv, name=op.name)
+    edit.rename(y, out.name)
+    edit.replace(out, y)
+    edit.move(conv, op)
+    edit.remove_if_unused(
+        *(v.op for v in (*replaced, *op.inputs.values()) if isinstance(v, Var) and const_op(v))
+    )

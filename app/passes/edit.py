@@ -5,7 +5,8 @@ A pass works on an `Editor` over a copy of the program (`copy_program`), so the 
 stays as it was: verification composes the graph's meaning from it. Readers of each value are
 kept up to date by every edit, so a pass sees the graph it has made so far; new ops are placed
 just before the op named as their anchor, and removed ops dropped, at `commit` (after each pass,
-or within one that walks the result again).
+or within one that walks the result again). A rewrite that keeps an op's outputs' types may renew
+the op in place (`renew`, `move`) instead of making another: it is reported as replaced.
 """
 
 from __future__ import annotations
@@ -37,7 +38,11 @@ class Editor:
         self._readers: dict[Var, list[Operation]] = {}  # ops reading each value (per argument)
         self._removed: set[Operation] = set()  # kept after commit: ops() may still list them
         self._dirty = False  # edits not yet written into the order
-        self._before: dict[Operation, list[Operation]] = {}  # anchor -> new ops placed before it
+        self._before: dict[Operation, list[Operation]] = {}  # anchor -> ops placed before it
+        self._moving: set[Operation] = set()  # ops placed elsewhere (`move`), until commit
+        # ops rewritten in place since the runner last reset it, with their (type, name) before:
+        # reported as replaced (`renew`)
+        self.renewed: dict[Operation, tuple[str, str]] = {}
         self._outputs = set(fn.outputs)
         self._inputs = set(fn.inputs)
         # holders of each name (ops and values): a removed op's names are free again
@@ -136,6 +141,27 @@ class Editor:
         self._place(op, before)
         self._read(op)
         return op
+
+    def move(self, op: Operation, before: Operation) -> None:
+        """Place an op of the function just before `before` (at commit), after what is placed
+        there already."""
+        self._moving.add(op)
+        self._place(op, before)
+
+    def renew(self, op: Operation, *, op_type: str | None = None, name: str | None = None) -> None:
+        """Rewrite `op` in place: another type or name, and whatever arguments the caller rewires
+        (`set_input`). Reported as the op it was replaced by the op it is (as `swap` would), at
+        the cost of an edit, not of a new op. The caller keeps the outputs' types as they were
+        (a type that reads differently is a new op: `swap`)."""
+        self.renewed.setdefault(op, (op.type, op.name))
+        if op_type is not None and op_type != op.type:
+            types = self._types
+            types[op.type] -= 1
+            types[op_type] = types.get(op_type, 0) + 1
+            op.type = op_type
+        if name is not None and name != op.name:
+            self.rename(op, name)
+        self.changed = True
 
     def _place(self, op: Operation, before: Operation) -> None:
         self._before.setdefault(before, []).append(op)
@@ -293,10 +319,13 @@ class Editor:
         if not self._dirty:
             return
         order: list[Operation] = []
+        moving = self._moving
 
-        def place(op: Operation) -> None:
+        def place(op: Operation, anchored: bool = False) -> None:
+            if op in moving and not anchored:  # placed where it moved to (and what is before it)
+                return
             for new in self._before.pop(op, ()):
-                place(new)
+                place(new, True)
             if op not in self._removed:
                 order.append(op)
 
@@ -304,6 +333,7 @@ class Editor:
             place(op)
         assert not self._before, "a new op anchored to an op outside the function"
         self.fn.operations = order
+        moving.clear()
         self._dirty = False
 
 

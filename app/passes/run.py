@@ -111,6 +111,7 @@ def _run(
         for name, fn in result.functions.items():
             edit = editors[name]
             edit.changed = edit.rewired = False
+            edit.renewed = {}
             if graph_pass.needs and not edit.has(graph_pass.needs):
                 continue
             seen = (name, pipeline.same_as[index])
@@ -125,7 +126,9 @@ def _run(
             changes_of[name] += 1
             if check_each:
                 _check(fn, program.functions[name], graph_pass.name)
-            change = _change(graph_pass.name, name, before, fn.operations, edit.rewired)
+            change = _change(
+                graph_pass.name, name, before, fn.operations, edit.rewired, edit.renewed
+            )
             if change is not None:
                 changes.append(change)
     if not check_each:
@@ -142,11 +145,20 @@ def _run(
 
 
 def _change(
-    name: str, function: str, before: list[Operation], after: list[Operation], rewired: bool
+    name: str,
+    function: str,
+    before: list[Operation],
+    after: list[Operation],
+    rewired: bool,
+    renewed: dict[Operation, tuple[str, str]],
 ) -> Change | None:
+    """What the pass changed; an op it renewed in place counts as removed (as it was) and added
+    (as it is), as an op it replaced."""
     kept, now = set(before), set(after)
-    removed = tuple((op.type, op.name) for op in before if op not in now)
-    added = tuple((op.type, op.name) for op in after if op not in kept)
+    removed = tuple(
+        renewed.get(op) or (op.type, op.name) for op in before if op not in now or op in renewed
+    )
+    added = tuple((op.type, op.name) for op in after if op not in kept or op in renewed)
     reordered = not removed and not added and before != after
     if not (removed or added or reordered):
         return Change(name, function, (), (), False, True) if rewired else None

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from app.mil.ir import Operation, Var
+from app.mil.ir import ConstValue, Operation, Var
 from app.mil.types import DType, TensorType
 from app.passes import facts
 from app.passes.edit import Editor
@@ -67,7 +67,9 @@ def run(edit: Editor, options: Options) -> None:
         if _in_place(edit, op, args):
             continue
         edit.remove(op)  # its names are free for what replaces it
-        edit.remove_if_unused(*(v.op for v in wide_inputs if v.op and const_op(v)))
+        edit.remove_if_unused(
+            *(v.op for v in wide_inputs if v.op and const_op(v) and halves.get(v) is not v)
+        )
         # an output that turns fp16 is cast back under its name; the op keeps its own name
         # unless one of its outputs does
         turned = [v.tensor.dtype is DType.FP32 for v in op.outputs]
@@ -105,9 +107,14 @@ def _half(edit: Editor, var: Var, before: Operation, halves: dict[Var, Var]) -> 
     if var not in halves:
         const, data = const_op(var), wide(var)  # an fp32 const's data: never a string
         if const is not None and data is not None and edit.readers(var) == [before]:
-            # read here alone: stored in fp16 under its own name (a weight keeps its name)
-            edit.remove(const)
-            halves[var] = edit.const(var.name, data, DType.FP16, before, fresh=False)
+            # read here alone: stored in fp16 under its own name (a weight keeps its name), the
+            # const renewed in place and placed before its reader
+            edit.renew(const)
+            half = data.astype(np.float16)
+            const.value = ConstValue(half, TensorType(DType.FP16, half.shape))
+            var.type = const.value.type
+            edit.move(const, before)
+            halves[var] = var
         elif const is not None and data is not None:
             halves[var] = edit.const(f"{var.name}_to_fp16", data, DType.FP16, before)
         else:

@@ -17,14 +17,17 @@ def run(edit: Editor, options: Options) -> None:
         x, y = op.var("x"), op.var("y")
         divisor = wide(y)
         dtype = y.tensor.dtype
-        if divisor is None or not dtype.is_float or not np.all(divisor != 0):
+        if divisor is None or x is y or not dtype.is_float or not np.all(divisor != 0):
             continue
         reciprocal = 1.0 / divisor
         if not np.isfinite(reciprocal.astype(dtype.numpy)).all():
             continue
-        edit.remove(op)  # first, so that the names it and its divisor held are free
-        edit.remove_if_unused(y.op)
-        edit.swap(op, "mul", {"x": x, "y": edit.const(f"{op.name}_y", reciprocal, dtype, op)})
+        # the division becomes the multiplication in place (the output's type is the same); a
+        # divisor read here alone goes first, so that its name is free for the reciprocal
+        if y.op is not None and edit.readers(y) == [op] and not edit.is_output(y):
+            edit.remove(y.op)
+        edit.set_input(op, "y", edit.const(f"{op.name}_y", reciprocal, dtype, op))
+        edit.renew(op, op_type="mul")
 
 
 PASS = GraphPass(

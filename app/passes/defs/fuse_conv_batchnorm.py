@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from app.passes.conv_parts import bias_of, remade, scale_out_channels, weight_of
+from app.passes.conv_parts import bias_of, fold_into, scale_out_channels, weight_of
 from app.passes.edit import Editor
 from app.passes.graph_pass import GraphPass, Options
 from app.passes.patterns import fits, wide
@@ -53,10 +53,7 @@ def run(edit: Editor, options: Options) -> None:
         w = conv.var("weight")
         if not np.all(np.isfinite(scale)) or not fits(weight, w) or not fits(bias, w):
             continue
-        out = norm.outputs[0]
-        new = remade(edit, conv, norm, norm.name, out.name, weight, bias)
-        edit.replace(out, new.outputs[0])
-        edit.drop(norm, conv)
+        fold_into(edit, conv, norm, weight, bias)
 
 
 PASS = GraphPass(

@@ -7,7 +7,7 @@ the conv negates the weight too, so the weight must then be a plain const."""
 from __future__ import annotations
 
 from app.mil.ir import Operation, Var
-from app.passes.conv_parts import bias_of, remade, weight_of
+from app.passes.conv_parts import bias_of, fold_into, remade, weight_of
 from app.passes.edit import Editor
 from app.passes.graph_pass import GraphPass, Options
 from app.passes.patterns import fits, operands, per_channel, wide
@@ -43,18 +43,16 @@ def _fold(edit: Editor, conv: Operation, moved: Operation | None, op: Operation,
         weight, bias = -weight, vector - bias
     if not fits(bias, conv.var("weight")):
         return False
-    out = op.outputs[0]
     if moved is None:
-        new = remade(edit, conv, op, op.name, out.name, weight, bias)
-    else:
-        inner = remade(
-            edit, conv, op, edit.fresh(conv.name), edit.fresh(conv.outputs[0].name), weight, bias
-        )
-        new = edit.op(
-            "transpose", op.name, {**moved.inputs, "x": inner.outputs[0]}, op, out=[out.name]
-        )
+        fold_into(edit, conv, op, weight, bias)
+        return True
+    out = op.outputs[0]
+    inner = remade(
+        edit, conv, op, edit.fresh(conv.name), edit.fresh(conv.outputs[0].name), weight, bias
+    )
+    new = edit.op("transpose", op.name, {**moved.inputs, "x": inner.outputs[0]}, op, out=[out.name])
     edit.replace(out, new.outputs[0])
-    edit.drop(op, *([moved] if moved else []), conv)
+    edit.drop(op, moved, conv)
     return True
 
 

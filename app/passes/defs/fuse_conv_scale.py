@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from app.passes.conv_parts import bias_of, remade, weight_of
+from app.passes.conv_parts import bias_of, fold_into, weight_of
 from app.passes.edit import Editor
 from app.passes.graph_pass import GraphPass, Options
 from app.passes.patterns import fits, operands, per_channel, wide
@@ -40,10 +40,7 @@ def _sweep(edit: Editor) -> bool:
         w = conv.var("weight")
         if not fits(weight, w) or not fits(bias, w):
             continue
-        out = op.outputs[0]
-        new = remade(edit, conv, op, op.name, out.name, weight, bias)
-        edit.replace(out, new.outputs[0])
-        edit.drop(op, conv)
+        fold_into(edit, conv, op, weight, bias)
         fused = True
     return fused
 
