@@ -47,7 +47,7 @@ class Editor:
         self._inputs = set(fn.inputs)
         # holders of each name (ops and values): a removed op's names are free again
         self._names: dict[str, int] = dict(Counter(v.name for v in fn.inputs))
-        self._types: dict[str, int] = {}  # ops of each type in the function
+        self._types: dict[str, int] = {}  # ops of each type the function holds (none: no key)
         for op in fn.operations:
             self._hold(op, 1)
             self._read(op)
@@ -155,9 +155,8 @@ class Editor:
         (a type that reads differently is a new op: `swap`)."""
         self.renewed.setdefault(op, (op.type, op.name))
         if op_type is not None and op_type != op.type:
-            types = self._types
-            types[op.type] -= 1
-            types[op_type] = types.get(op_type, 0) + 1
+            self._count_type(op.type, -1)
+            self._count_type(op_type, 1)
             op.type = op_type
         if name is not None and name != op.name:
             self.rename(op, name)
@@ -240,7 +239,7 @@ class Editor:
 
     def has(self, types: frozenset[str]) -> bool:
         """Whether the function holds an op of one of these types."""
-        return any(self._types.get(t, 0) > 0 for t in types)
+        return not types.isdisjoint(self._types)
 
     # -- the usual rewrites -----------------------------------------------------------------------
     def swap(self, old: Operation, op_type: str, inputs: Mapping[str, Input]) -> Operation:
@@ -284,11 +283,19 @@ class Editor:
             self.commit()
 
     def _hold(self, op: Operation, count: int) -> None:
-        types, names = self._types, self._names
-        types[op.type] = types.get(op.type, 0) + count
+        self._count_type(op.type, count)
+        names = self._names
         names[op.name] = names.get(op.name, 0) + count
         for v in op.outputs:
             names[v.name] = names.get(v.name, 0) + count
+
+    def _count_type(self, op_type: str, count: int) -> None:
+        types = self._types
+        held = types.get(op_type, 0) + count
+        if held:
+            types[op_type] = held
+        else:
+            del types[op_type]
 
     def rename(self, thing: Operation | Var, name: str) -> None:
         """Give an op or a value another name (the caller keeps names unique)."""

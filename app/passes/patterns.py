@@ -130,15 +130,26 @@ def value_key(var: Var) -> tuple:
 
 def value_hint(var: Var) -> tuple:
     """A cheap part of `value_key`: dtype, shape and a few of the bytes at each end. Consts with
-    different hints hold different values; with equal ones, `same_value` tells."""
+    different hints hold different values; with equal ones, `same_value` tells. Remembered per
+    const value, as `uniform`."""
     op = const_op(var)
     assert op is not None and op.value is not None
-    t = var.tensor
-    if isinstance(op.value.data, str):
-        return ("const", t.dtype, op.value.data)
+    known = _HINTS.get(op.value)
+    if known is None:
+        known = _HINTS[op.value] = _hint(op.value)
+    return known
+
+
+_HINTS: weakref.WeakKeyDictionary[ConstValue, tuple] = weakref.WeakKeyDictionary()
+
+
+def _hint(value: ConstValue) -> tuple:
+    t = value.type
+    if isinstance(value.data, str):
+        return ("const", t.dtype, value.data)
     # the ends of the data as given, each stored: a weight given wider is not converted whole,
     # nor one held as a view (a transposed weight) copied whole to reach them
-    given = np.asarray(op.value.data)
+    given = np.asarray(value.data)
     n = given.size
     ends = np.concatenate([given.flat[:4], given.flat[max(0, n - 4) :]]).astype(t.dtype.numpy)
     return ("const", t.dtype, t.shape, ends.tobytes())

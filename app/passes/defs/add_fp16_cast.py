@@ -31,9 +31,8 @@ def _fp32(var: Var) -> bool:
     return isinstance(t, TensorType) and t.dtype is DType.FP32
 
 
-def _fits_fp16(var: Var) -> bool:
-    """Whether an fp32 const's finite values are within fp16's range."""
-    value = wide(var)
+def _fits_fp16(value: np.ndarray | None) -> bool:
+    """Whether an fp32 const's finite values (`wide`) are within fp16's range."""
     if value is None or not value.size:
         return True
     largest = float(np.abs(value).max())  # inf or nan when one is: then the finite ones
@@ -45,25 +44,34 @@ def _fits_fp16(var: Var) -> bool:
 def run(edit: Editor, options: Options) -> None:
     skip = options["skip_ops_by_type"]
     halves: dict[Var, Var] = {}  # an fp32 value -> its fp16 stand-in
+    fp16_args: dict[tuple[str, ...], frozenset[str]] = {}  # (op type, *arguments) -> the fp16 ones
     for op in edit.ops():
         if op.type in ("const", "cast") or op.type in skip or facts.is_stateful(op.type):
             continue
         if facts.is_constexpr(op.type):
             continue
-        halving = {a for a in op.inputs if facts.takes_fp16(op.type, a, edit.target)}
+        form = (op.type, *op.inputs)
+        halving = fp16_args.get(form)
+        if halving is None:
+            halving = fp16_args[form] = frozenset(
+                a for a in op.inputs if facts.takes_fp16(op.type, a, edit.target)
+            )
         wide_inputs = [
             v for a, value in op.inputs.items() if a in halving for v in _vars(value) if _fp32(v)
         ]
-        if not wide_inputs or not all(_fits_fp16(v) for v in wide_inputs if const_op(v)):
+        if not wide_inputs:
+            continue
+        data = {v: wide(v) for v in wide_inputs if const_op(v)}  # the consts' values, widened
+        if not all(_fits_fp16(d) for d in data.values()):
             continue
         args = {}
         for arg, value in op.inputs.items():
             if arg not in halving:
                 args[arg] = value
             elif isinstance(value, tuple):
-                args[arg] = tuple(_half(edit, v, op, halves) for v in value)
+                args[arg] = tuple(_half(edit, v, op, halves, data.get(v)) for v in value)
             else:
-                args[arg] = _half(edit, value, op, halves)
+                args[arg] = _half(edit, value, op, halves, data.get(value))
         if _in_place(edit, op, args):
             continue
         edit.remove(op)  # its names are free for what replaces it
@@ -100,12 +108,15 @@ def _in_place(edit: Editor, op: Operation, args: dict) -> bool:
     return True
 
 
-def _half(edit: Editor, var: Var, before: Operation, halves: dict[Var, Var]) -> Var:
-    """`var` in fp16 (a cast, or a const stored in fp16), made once per value."""
+def _half(
+    edit: Editor, var: Var, before: Operation, halves: dict[Var, Var], data: np.ndarray | None
+) -> Var:
+    """`var` in fp16 (a cast, or a const stored in fp16: `data`, its value), made once per
+    value."""
     if not _fp32(var):
         return var
     if var not in halves:
-        const, data = const_op(var), wide(var)  # an fp32 const's data: never a string
+        const = const_op(var)
         if const is not None and data is not None and edit.readers(var) == [before]:
             # read here alone: stored in fp16 under its own name (a weight keeps its name), the
             # const renewed in place and placed before its reader
