@@ -73,10 +73,11 @@ class Editor:
     def sole_reader(self, var: Var) -> Operation | None:
         """The one op reading `var` when nothing else does (no other op, not a function output):
         the condition for folding the op that makes `var` into that reader."""
-        readers = self.readers(var)
-        if len(readers) != 1 or self.is_output(var):
+        readers = self._readers.get(var)
+        if not readers or var in self._outputs:
             return None
-        return readers[0]
+        first = readers[0]
+        return first if all(r is first for r in readers) else None
 
     def used(self, var: Var) -> bool:
         return bool(self._readers.get(var)) or self.is_output(var)

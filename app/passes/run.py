@@ -106,17 +106,17 @@ def _run(
     # they leave as it is (a catalog kernel's, a kit's).
     changes_of = dict.fromkeys(result.functions, 0)
     idle: dict[tuple[str, int], int] = {}  # (function, step) -> the count its pass left
-    for index, step in enumerate(pipeline.steps):
-        graph_pass = step.graph_pass
+    for step, same_as in zip(pipeline.steps, pipeline.same_as, strict=True):
+        graph_pass, needs = step.graph_pass, step.graph_pass.needs
         for name, fn in result.functions.items():
             edit = editors[name]
-            edit.changed = edit.rewired = False
-            edit.renewed = {}
-            if graph_pass.needs and not edit.has(graph_pass.needs):
+            if needs and not edit.has(needs):
                 continue
-            seen = (name, pipeline.same_as[index])
+            seen = (name, same_as)
             if idle.get(seen) == changes_of[name]:
                 continue
+            edit.changed = edit.rewired = False
+            edit.renewed = {}
             before = list(fn.operations)
             graph_pass.run(edit, step.options)
             edit.commit()
