@@ -74,14 +74,19 @@ def fold_into(
     bias, read). The conv is renewed, not remade (its output's type stays): reported as the
     conv replaced, as `remade` would be, at the cost of an edit."""
     dtype = conv.var("weight").tensor.dtype
-    made = {}
-    if weight is not None:
-        made["weight"] = edit.const(f"{op.name}_weight", weight, dtype, op)
-    if bias is not None:
-        made["bias"] = edit.const(f"{op.name}_bias", bias, dtype, op)
-    replaced = [conv.inputs[a] for a in made if a in conv.inputs]
-    for arg, var in made.items():
-        edit.set_input(conv, arg, var)
+    replaced = []
+    for arg, value in (("weight", weight), ("bias", bias)):
+        if value is None:
+            continue
+        old = conv.inputs.get(arg)
+        name = f"{op.name}_{arg}"
+        if isinstance(old, Var):
+            new = edit.const_for(old, conv, name, value, dtype, op)
+        else:
+            new = edit.const(name, value, dtype, op)
+        if new is not old:
+            replaced.append(old)
+            edit.set_input(conv, arg, new)
     y, out = conv.outputs[0], op.outputs[0]
     edit.remove(op)  # its names are free for the conv
     edit.renew(conv, name=op.name)

@@ -122,6 +122,37 @@ class Editor:
         self._place(op, before)
         return op.output
 
+    def const_for(
+        self,
+        var: Var,
+        reader: Operation,
+        name: str,
+        value: np.ndarray,
+        dtype: DType,
+        before: Operation,
+        *,
+        fresh: bool = True,
+    ) -> Var:
+        """A const holding `value` for `reader` to read in place of `var`, as `const` makes it;
+        when `var` is a const `reader` alone reads, that const is renewed in place instead (its
+        value, name and place): the caller rewires nothing."""
+        const = var.op
+        if (
+            const is None
+            or const.type != "const"
+            or var in self._outputs
+            or any(r is not reader for r in self._readers.get(var, ()))
+        ):
+            return self.const(name, value, dtype, before, fresh=fresh)
+        name = self.fresh(name) if fresh and name != const.name else name
+        array = np.asarray(value).astype(dtype.numpy, copy=False)
+        self.renew(const, name=name)
+        self.rename(var, name)
+        const.value = ConstValue(array, TensorType(dtype, tuple(array.shape)))
+        var.type = const.value.type
+        self.move(const, before)
+        return var
+
     def op(
         self,
         op_type: str,

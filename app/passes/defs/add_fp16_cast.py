@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from app.mil.ir import ConstValue, Operation, Var
+from app.mil.ir import Operation, Var
 from app.mil.types import DType, TensorType
 from app.passes import facts
 from app.passes.edit import Editor
@@ -120,12 +120,7 @@ def _half(
         if const is not None and data is not None and edit.readers(var) == [before]:
             # read here alone: stored in fp16 under its own name (a weight keeps its name), the
             # const renewed in place and placed before its reader
-            edit.renew(const)
-            half = data.astype(np.float16)
-            const.value = ConstValue(half, TensorType(DType.FP16, half.shape))
-            var.type = const.value.type
-            edit.move(const, before)
-            halves[var] = var
+            halves[var] = edit.const_for(var, before, var.name, data, DType.FP16, before)
         elif const is not None and data is not None:
             halves[var] = edit.const(f"{var.name}_to_fp16", data, DType.FP16, before)
         else:

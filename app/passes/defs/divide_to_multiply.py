@@ -22,11 +22,11 @@ def run(edit: Editor, options: Options) -> None:
         reciprocal = 1.0 / divisor
         if not np.isfinite(reciprocal.astype(dtype.numpy)).all():
             continue
-        # the division becomes the multiplication in place (the output's type is the same); a
-        # divisor read here alone goes first, so that its name is free for the reciprocal
-        if y.op is not None and edit.readers(y) == [op] and not edit.is_output(y):
-            edit.remove(y.op)
-        edit.set_input(op, "y", edit.const(f"{op.name}_y", reciprocal, dtype, op))
+        # the division becomes the multiplication in place (the output's type is the same), and
+        # a divisor read here alone holds the reciprocal in place
+        reciprocal_y = edit.const_for(y, op, f"{op.name}_y", reciprocal, dtype, op)
+        if reciprocal_y is not y:
+            edit.set_input(op, "y", reciprocal_y)
         edit.renew(op, op_type="mul")
 
 
