@@ -33,6 +33,7 @@ class _Kinds:
     stateful: frozenset[str]
     constexpr: frozenset[str]
     meaningful: frozenset[str]
+    foldable: frozenset[str]  # meaningful, neither stateful nor constexpr
 
     @classmethod
     def of(cls, records: tuple[OpRecord, ...]) -> _Kinds:
@@ -51,6 +52,11 @@ class _Kinds:
             stateful=of_family(Family.STATE),
             constexpr=of_family(Family.CONSTEXPR),
             meaningful=frozenset(r.name for r in records if r.meaning is not None),
+            foldable=frozenset(
+                r.name
+                for r in records
+                if r.meaning is not None and r.family not in (Family.STATE, Family.CONSTEXPR)
+            ),
         )
 
 
@@ -59,6 +65,12 @@ class _Kinds:
 # pipeline's time on a program with nothing to change: bench/bench_passes.py); a list that is
 # another one (a test's extension of it) is read again.
 _read: tuple[tuple[OpRecord, ...], _Kinds | None] = ((), None)
+
+
+def kinds() -> _Kinds:
+    """The op types of each kind, as sets: for a pass that asks of every op (cheaper than a
+    question a time)."""
+    return _kinds()
 
 
 def _kinds() -> _Kinds:
@@ -126,12 +138,7 @@ def state_write(op: Operation) -> tuple[Var, Var] | None:
 
 def has_meaning(op_type: str) -> bool:
     """Whether the op's value can be computed here (and so folded when its inputs are consts)."""
-    kinds = _kinds()
-    return (
-        op_type in kinds.meaningful
-        and op_type not in kinds.stateful
-        and op_type not in kinds.constexpr
-    )
+    return op_type in _kinds().foldable
 
 
 def meaning(op: Operation, values: Mapping[str, np.ndarray | str]) -> list[np.ndarray]:

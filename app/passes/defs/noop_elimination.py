@@ -119,8 +119,10 @@ def _passed_on(op: Operation) -> Var | None:
 
 
 def run(edit: Editor, options: Options) -> None:
+    kinds = facts.kinds()
+    candidates = kinds.binary | ((kinds.moves_data | kinds.reductions) & kinds.foldable)
     for op in edit.ops():
-        if len(op.outputs) != 1 or op.type == "const":
+        if op.type not in candidates or len(op.outputs) != 1:
             continue
         kept = _passed_on(op)
         if kept is not None:
