@@ -96,52 +96,62 @@ def _run(
     program: Program, pipeline: Pipeline, *, check_each: bool = False
 ) -> tuple[Program, PassReport]:
     result = copy_program(program)
-    changes = []
-    # one editor a function for the whole pipeline: it keeps who reads what as the passes edit
-    editors = {name: Editor(fn, result.target) for name, fn in result.functions.items()}
+    # A pass rewrites one function and reads no other: each function goes through the whole
+    # pipeline in turn, and the report lists the changes step by step, as the pipeline runs.
+    found: list[tuple[int, int, Change]] = []  # (step, function, what changed)
+    for order, (name, fn) in enumerate(result.functions.items()):
+        if _rewrite(name, fn, program.functions[name], result, pipeline, order, found, check_each):
+            try:
+                if not check_each:
+                    _check(fn, program.functions[name], "")
+            except PassError:
+                # Checked once, at the end; when broken, the pipeline runs again checking after
+                # every pass, to name the pass that broke it (the passes are deterministic).
+                return _run(program, pipeline, check_each=True)
+    found.sort(key=lambda f: (f[0], f[1]))
+    changes = tuple(change for _, _, change in found)
+    return result, PassReport(pipeline, changes, _count(program), _count(result))
+
+
+def _rewrite(
+    name: str,
+    fn: Function,
+    given: Function,
+    result: Program,
+    pipeline: Pipeline,
+    order: int,
+    found: list[tuple[int, int, Change]],
+    check_each: bool,
+) -> bool:
+    """`fn` through the pipeline (what changed added to `found`); whether any pass changed it."""
+    # one editor for the whole pipeline: it keeps who reads what as the passes edit
+    edit = Editor(fn, result.target)
     # A pass is a function of the function it rewrites and its options: one that changed nothing
-    # changes nothing again until another pass changes the function. Each function counts its
+    # changes nothing again until another pass changes the function. The function counts its
     # changes, and a step whose pass (with the same options) last left this count as it is, is
     # skipped: the cleanup passes the pipeline repeats cost one walk, not three, on a program
     # they leave as it is (a catalog kernel's, a kit's).
-    changes_of = dict.fromkeys(result.functions, 0)
-    idle: dict[tuple[str, int], int] = {}  # (function, step) -> the count its pass left
-    for step, same_as in zip(pipeline.steps, pipeline.same_as, strict=True):
-        graph_pass, needs = step.graph_pass, step.graph_pass.needs
-        for name, fn in result.functions.items():
-            edit = editors[name]
-            if needs and not edit.has(needs):
-                continue
-            seen = (name, same_as)
-            if idle.get(seen) == changes_of[name]:
-                continue
-            edit.changed = edit.rewired = False
-            edit.renewed = {}
-            before = list(fn.operations)
-            graph_pass.run(edit, step.options)
-            edit.commit()
-            if not edit.changed:
-                idle[seen] = changes_of[name]
-                continue
-            changes_of[name] += 1
-            if check_each:
-                _check(fn, program.functions[name], graph_pass.name)
-            change = _change(
-                graph_pass.name, name, before, fn.operations, edit.rewired, edit.renewed
-            )
-            if change is not None:
-                changes.append(change)
-    if not check_each:
-        # Each function the passes changed is checked once, at the end; when it is broken, the
-        # pipeline runs again checking after every pass, to name the pass that broke it (the
-        # passes are deterministic: the same pass breaks it again).
-        for name, count in changes_of.items():
-            if count:
-                try:
-                    _check(result.functions[name], program.functions[name], "")
-                except PassError:
-                    return _run(program, pipeline, check_each=True)
-    return result, PassReport(pipeline, tuple(changes), _count(program), _count(result))
+    changes = 0
+    idle = [-1] * len(pipeline.steps)  # by a step's first twin: the count its pass last left
+    for index, (step, twin) in enumerate(zip(pipeline.steps, pipeline.same_as, strict=True)):
+        graph_pass = step.graph_pass
+        if idle[twin] == changes or (graph_pass.needs and not edit.has(graph_pass.needs)):
+            continue
+        edit.changed = edit.rewired = False
+        edit.renewed = {}
+        before = list(fn.operations)
+        graph_pass.run(edit, step.options)
+        edit.commit()
+        if not edit.changed:
+            idle[twin] = changes
+            continue
+        changes += 1
+        if check_each:
+            _check(fn, given, graph_pass.name)
+        change = _change(graph_pass.name, name, before, fn.operations, edit.rewired, edit.renewed)
+        if change is not None:
+            found.append((index, order, change))
+    return changes > 0
 
 
 def _change(
