@@ -1,6 +1,7 @@
-"""Running a pipeline over a program: on a copy, every function, pass by pass, each result
+"""Running a pipeline over a program: on a copy, every function, pass by pass, the result
 checked (every op reads values made before it, names are unique, and the function's inputs and
-outputs keep their names, shapes and dtypes), and what each pass changed recorded."""
+outputs keep their names, shapes and dtypes; once at the end, and after every pass when that
+finds a fault, to name the pass), and what each pass changed recorded."""
 
 from __future__ import annotations
 
@@ -100,13 +101,14 @@ def _run(
     # pipeline in turn, and the report lists the changes step by step, as the pipeline runs.
     found: list[tuple[int, int, Change]] = []  # (step, function, what changed)
     for order, (name, fn) in enumerate(result.functions.items()):
-        if _rewrite(name, fn, program.functions[name], result, pipeline, order, found, check_each):
+        given = program.functions[name]
+        changed = _rewrite(name, fn, given, result, pipeline, order, found, check_each)
+        if changed and not check_each:
+            # Checked once, at the end; when broken, the pipeline runs again checking after
+            # every pass, to name the pass that broke it (the passes are deterministic).
             try:
-                if not check_each:
-                    _check(fn, program.functions[name], "")
+                _check(fn, given, "")
             except PassError:
-                # Checked once, at the end; when broken, the pipeline runs again checking after
-                # every pass, to name the pass that broke it (the passes are deterministic).
                 return _run(program, pipeline, check_each=True)
     found.sort(key=lambda f: (f[0], f[1]))
     changes = tuple(change for _, _, change in found)
