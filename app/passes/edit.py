@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Set as AbstractSet
 
 import numpy as np
 
@@ -56,8 +57,19 @@ class Editor:
     def ops(self, *types: str) -> Iterator[Operation]:
         """The ops in their order when the walk begins (of the given types), skipping those
         removed since; ops made meanwhile are not in it (until `commit`)."""
-        for op in list(self.fn.operations):
-            if op not in self._removed and (not types or op.type in types):
+        if types:
+            return self.ops_among(frozenset(types))
+        return self._walk(list(self.fn.operations))
+
+    def ops_among(self, types: AbstractSet[str]) -> Iterator[Operation]:
+        """`ops` of the types in a set (a pass that looks at a few kinds of op, not at every
+        const: the walk picks them out in one comprehension)."""
+        return self._walk([op for op in self.fn.operations if op.type in types])
+
+    def _walk(self, snapshot: list[Operation]) -> Iterator[Operation]:
+        removed = self._removed
+        for op in snapshot:
+            if op not in removed:
                 yield op
 
     def readers(self, var: Var) -> list[Operation]:

@@ -35,16 +35,23 @@ def numeric(var: Var) -> bool:
     return op is not None and op.value is not None and not isinstance(op.value.data, str)
 
 
-def wide(var: Var) -> np.ndarray | None:
-    """A numeric const's value as given, in float64 for floats: a float weight given in fp32 and
-    stored in fp16 is folded from its given values, rounded once when the result is stored."""
+def given(var: Var) -> np.ndarray | None:
+    """A numeric const's value as given (a float weight given in fp32 and declared fp16 is its
+    fp32 values), in its shape; read-only, never copied."""
     op = const_op(var)
     value = op.value if op is not None else None
     if value is None or isinstance(value.data, str):
         return None
-    t = var.tensor
-    data = np.asarray(value.data).reshape(t.shape)
-    return data.astype(np.float64) if t.dtype.is_float else data
+    return np.asarray(value.data).reshape(var.tensor.shape)
+
+
+def wide(var: Var) -> np.ndarray | None:
+    """A numeric const's value as given, in float64 for floats: a float weight given in fp32 and
+    stored in fp16 is folded from its given values, rounded once when the result is stored."""
+    data = given(var)
+    if data is None or not var.tensor.dtype.is_float:
+        return data
+    return data.astype(np.float64)
 
 
 def uniform(var: Var) -> np.ndarray | None:

@@ -21,7 +21,7 @@ from app.mil.types import DType, TensorType
 from app.passes import facts
 from app.passes.edit import Editor
 from app.passes.graph_pass import GraphPass, Option, Options, names
-from app.passes.patterns import const_op, wide
+from app.passes.patterns import const_op, given
 
 _FP16_MAX = float(np.finfo(np.float16).max)
 
@@ -32,7 +32,7 @@ def _fp32(var: Var) -> bool:
 
 
 def _fits_fp16(value: np.ndarray | None) -> bool:
-    """Whether an fp32 const's finite values (`wide`) are within fp16's range."""
+    """Whether an fp32 const's finite values (as given) are within fp16's range."""
     if value is None or not value.size:
         return True
     largest = float(np.abs(value).max())  # inf or nan when one is: then the finite ones
@@ -61,7 +61,8 @@ def run(edit: Editor, options: Options) -> None:
         ]
         if not wide_inputs:
             continue
-        data = {v: wide(v) for v in wide_inputs if const_op(v)}  # the consts' values, widened
+        # the consts' values as given (each rounded once to fp16 from them, as from `wide`)
+        data = {v: given(v) for v in wide_inputs if const_op(v)}
         if not all(_fits_fp16(d) for d in data.values()):
             continue
         args = {}

@@ -24,7 +24,7 @@ def run(edit: Editor, options: Options) -> None:
     # consts by a cheap hint of their value (dtype, shape, a few bytes), each compared with those
     # of its hint in full: a program's weights are hashed never, compared only when alike
     alike: dict[tuple, list[Operation]] = {}
-    for op in edit.ops():
+    for op in edit.ops_among(facts.kinds().constexpr | {"const"}):
         if op.type == "const":
             if op.value is None or op.value.type.size < threshold:
                 continue

@@ -28,9 +28,8 @@ def _skip_size(value) -> float | None:
 
 def run(edit: Editor, options: Options) -> None:
     limit = options["skip_const_by_size"]
-    foldable = facts.kinds().foldable
-    for op in edit.ops():
-        if op.type == "const" or op.type not in foldable or not op.outputs:
+    for op in edit.ops_among(facts.kinds().foldable):
+        if op.type == "const" or not op.outputs:
             continue
         args = [v for value in op.inputs.values() for v in _vars(value)]
         if not all(const_op(v) is not None for v in args):

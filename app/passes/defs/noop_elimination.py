@@ -121,8 +121,8 @@ def _passed_on(op: Operation) -> Var | None:
 def run(edit: Editor, options: Options) -> None:
     kinds = facts.kinds()
     candidates = kinds.binary | ((kinds.moves_data | kinds.reductions) & kinds.foldable)
-    for op in edit.ops():
-        if op.type not in candidates or len(op.outputs) != 1:
+    for op in edit.ops_among(candidates):
+        if len(op.outputs) != 1:
             continue
         kept = _passed_on(op)
         if kept is not None:
