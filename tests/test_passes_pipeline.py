@@ -708,3 +708,29 @@ def test_consts_are_the_same_value_by_their_bits_in_any_layout():
     assert not same_value(consts["t"], consts["later"])
     assert not same_value(consts["zeros"], consts["minus"])
     assert same_value(consts["nan"], consts["nan2"])
+
+
+def test_a_pass_handed_a_broken_program_is_not_blamed_for_it():
+    """The result is checked once, at the end; a pass that fails on what an earlier pass broke
+    sends the pipeline round again, checking after every pass: the error names the pass that
+    broke the program, not the one that tripped over it."""
+
+    def read_too_early(edit, options):
+        ops = edit.fn.operations
+        ops.insert(0, ops.pop())
+        edit.changed = True
+
+    def trips(edit, options):
+        made = set(edit.fn.inputs)
+        for op in edit.fn.operations:
+            assert all(v in made for v in op.inputs.values()), "handed a broken program"
+            made.update(op.outputs)
+
+    b = Builder("ios18")
+    y = b.op("relu", "y", x=b.input("x", DType.FP16, (1, 4)))
+    program = b.build([b.op("exp", "z", x=y)])
+    steps = tuple(
+        Step(GraphPass(f.__name__, "cleanup", "", f), {}) for f in (read_too_early, trips)
+    )
+    with pytest.raises(PassError, match="read_too_early"):
+        run_pipeline(program, Pipeline(parse_passes("none"), steps))

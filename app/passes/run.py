@@ -102,14 +102,17 @@ def _run(
     found: list[tuple[int, int, Change]] = []  # (step, function, what changed)
     for order, (name, fn) in enumerate(result.functions.items()):
         given = program.functions[name]
-        changed = _rewrite(name, fn, given, result, pipeline, order, found, check_each)
-        if changed and not check_each:
-            # Checked once, at the end; when broken, the pipeline runs again checking after
-            # every pass, to name the pass that broke it (the passes are deterministic).
-            try:
+        if check_each:
+            _rewrite(name, fn, given, result, pipeline, order, found, check_each)
+            continue
+        # Checked once, at the end. When broken, or when a pass failed (it may have been handed
+        # what an earlier pass broke), the pipeline runs again checking after every pass, to
+        # name the pass at fault (the passes are deterministic: the same one breaks it again).
+        try:
+            if _rewrite(name, fn, given, result, pipeline, order, found, check_each):
                 _check(fn, given, "")
-            except PassError:
-                return _run(program, pipeline, check_each=True)
+        except Exception:
+            return _run(program, pipeline, check_each=True)
     found.sort(key=lambda f: (f[0], f[1]))
     changes = tuple(change for _, _, change in found)
     return result, PassReport(pipeline, changes, _count(program), _count(result))
