@@ -58,3 +58,11 @@ def test_how_an_argument_is_made_is_part_of_what_is_remembered():
     computed = b.op("add", "a", x=axis, y=b.const("zero", np.int32(0)))  # the same type
     with pytest.raises(MILBuildError, match="must be a const"):
         b.op("softmax", "t", x=x, axis=computed)
+
+
+def test_what_is_kept_of_the_values_read_is_sized_whatever_their_form():
+    assert check._size(None) == check._size(()) == 0
+    assert check._size(("str", "valid")) == 5
+    assert check._size(("<i4", (2,), b"\0" * 8)) == 8
+    several = (("<i4", (1,), b"\0" * 4), (), ("str", "ab"))  # a variadic argument's values
+    assert check._size(several) == 6

@@ -33,7 +33,7 @@ def check(
     call = Call(record.name if record is not None else op_type, name, inputs)
     types = _check(record, call, target)
     read = tuple((a, _fingerprint(inputs.get(a))) for a in sorted(call.read))
-    if sum(len(f[2]) for _, f in read if f and f[0] != "str") <= _SMALL:
+    if sum(_size(f) for _, f in read) <= _SMALL:
         if len(_CHECKED) >= _REMEMBERED:
             _CHECKED.clear()
         if len(alike) >= _VARIANTS:  # the oldest goes: reshapes of one type to many shapes
@@ -44,10 +44,11 @@ def check(
 
 
 # (op type, target, each argument's types and sources) -> (record, the values its rule read,
-# the output types) for the applications checked; only those whose rule read small values (a
-# decompression's indices are compared as they are read: not kept)
+# the output types) for the applications checked; only those whose rule read at most _SMALL
+# bytes of values (shapes, axes, modes; not a decompression's indices or a per-channel alpha),
+# so that it holds a few MiB at the most
 _CHECKED: dict[tuple, list[tuple[OpRecord | None, tuple, tuple[TensorType, ...]]]] = {}
-_REMEMBERED, _VARIANTS, _SMALL = 4096, 16, 4096
+_REMEMBERED, _VARIANTS, _SMALL = 4096, 16, 256
 
 
 def _typed(value: Input) -> tuple:
@@ -78,6 +79,17 @@ def _fingerprint(value: Input | None) -> tuple | None:
         return ("str", stored)
     array = np.asarray(stored)
     return (array.dtype.str, array.shape, array.tobytes())
+
+
+def _size(fingerprint: tuple | None) -> int:
+    """Bytes a fingerprint keeps of the values it stands for."""
+    if not fingerprint:
+        return 0
+    if fingerprint[0] == "str":
+        return len(fingerprint[1])
+    if isinstance(fingerprint[0], str):  # (dtype, shape, bytes)
+        return len(fingerprint[2])
+    return sum(_size(f) for f in fingerprint)  # a variadic argument's values
 
 
 def _check(record: OpRecord | None, call: Call, target: Target) -> list[TensorType]:
