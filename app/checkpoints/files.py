@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 import mmap
+import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated
@@ -101,14 +102,20 @@ def _read_header(path: Path, shown: str) -> dict[str, Tensor]:
 
 
 def looks_like_safetensors(path: Path) -> bool:
-    """Whether a file starts as a safetensors file does (a length, then a JSON object); its header
-    is read and checked by `read_header`."""
+    """Whether a file starts as a safetensors file does: a little-endian u64 length, then a JSON
+    object of that many bytes, which the file holds. Its header is read and checked by
+    `read_header`; a file whose ninth byte is `{` by chance (one in 256 of random bytes) but
+    whose length does not fit in it is any other file."""
     try:
         with open(path, "rb") as f:
             head = f.read(9)
+            size = os.fstat(f.fileno()).st_size
     except OSError:
         return False
-    return len(head) == 9 and head[8:9] == b"{"
+    if len(head) != 9 or head[8:9] != b"{":
+        return False
+    length = int.from_bytes(head[:8], "little")
+    return 2 <= length <= size - 8
 
 
 def stored_whole(path: Path) -> int | None:
