@@ -68,55 +68,51 @@ _read: tuple[tuple[OpRecord, ...], _Kinds | None] = ((), None)
 
 
 def kinds() -> _Kinds:
-    """The op types of each kind, as sets: for a pass that asks of every op (cheaper than a
-    question a time)."""
-    return _kinds()
-
-
-def _kinds() -> _Kinds:
+    """The op types of each kind, as sets: the questions below ask it, and so may a pass that
+    asks of every op (cheaper than a question a time)."""
     global _read
     records = ops.records()
-    listed, kinds = _read
-    if kinds is None or listed is not records:
-        kinds = _Kinds.of(records)
-        _read = (records, kinds)
-    return kinds
+    listed, known = _read
+    if known is None or listed is not records:
+        known = _Kinds.of(records)
+        _read = (records, known)
+    return known
 
 
 def is_unary(op_type: str) -> bool:
     """y = f(x) element by element, the output shaped as x (const arguments such as rsqrt's
     epsilon or cast's dtype aside): a layout change before the op may move after it."""
-    return op_type in _kinds().unary
+    return op_type in kinds().unary
 
 
 def is_binary(op_type: str) -> bool:
     """z = f(x, y) element by element with NumPy broadcasting."""
-    return op_type in _kinds().binary
+    return op_type in kinds().binary
 
 
 def moves_data(op_type: str) -> bool:
     """No arithmetic: every output element is an input element (reshapes, transposes, slices)."""
-    return op_type in _kinds().moves_data
+    return op_type in kinds().moves_data
 
 
 def is_shape_only(op_type: str) -> bool:
     """The same elements in the same order, another shape (reshape, expand_dims, squeeze)."""
-    return op_type in _kinds().shape_only
+    return op_type in kinds().shape_only
 
 
 def is_reduction(op_type: str) -> bool:
     """A reduction over axes (its `axes` or `axis`; with keep_dims, the rank stays)."""
-    return op_type in _kinds().reductions
+    return op_type in kinds().reductions
 
 
 def is_stateful(op_type: str) -> bool:
     """Ops whose effect is not (only) their outputs: never removed, folded, merged or moved."""
-    return op_type in _kinds().stateful
+    return op_type in kinds().stateful
 
 
 def is_constexpr(op_type: str) -> bool:
     """Decompressed when the model loads: a constant, but one whose compressed form is the point."""
-    return op_type in _kinds().constexpr
+    return op_type in kinds().constexpr
 
 
 def state_write(op: Operation) -> tuple[Var, Var] | None:
@@ -138,7 +134,7 @@ def state_write(op: Operation) -> tuple[Var, Var] | None:
 
 def has_meaning(op_type: str) -> bool:
     """Whether the op's value can be computed here (and so folded when its inputs are consts)."""
-    return op_type in _kinds().foldable
+    return op_type in kinds().foldable
 
 
 def meaning(op: Operation, values: Mapping[str, np.ndarray | str]) -> list[np.ndarray]:
