@@ -48,6 +48,12 @@ class _Builder:
         ceilings: Ceilings,
     ):
         self.graph, self.given, self.seed = graph, dict(weights), random_seed
+        # each node's weights by their names within it ("<node>.<weight>"; an id holds no dot),
+        # gathered once: a graph of thousands of nodes is not searched whole for each node's
+        self.by_node: dict[str, dict[str, np.ndarray]] = {}
+        for key, array in self.given.items():
+            node_id, _, name = key.partition(".")
+            self.by_node.setdefault(node_id, {})[name] = array
         self.b = CompressingBuilder(target, ceilings=ceilings)
         self.values: dict[str, Value] = {}
         self.weights: dict[str, np.ndarray] = {}
@@ -115,8 +121,7 @@ class _Builder:
         return out
 
     def _weights_of(self, node: GraphNode) -> dict[str, np.ndarray]:
-        prefix = f"{node.id}."
-        return {k.removeprefix(prefix): a for k, a in self.given.items() if k.startswith(prefix)}
+        return dict(self.by_node.get(node.id, {}))
 
     # -- nodes --------------------------------------------------------------------------------
     def _node(self, index: int) -> None:

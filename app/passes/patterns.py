@@ -42,7 +42,10 @@ def given(var: Var) -> np.ndarray | None:
     value = op.value if op is not None else None
     if value is None or isinstance(value.data, str):
         return None
-    return np.asarray(value.data).reshape(var.tensor.shape)
+    data, shape = value.data, var.tensor.shape
+    if type(data) is not np.ndarray:
+        data = np.asarray(data)
+    return data if data.shape == shape else data.reshape(shape)
 
 
 def wide(var: Var) -> np.ndarray | None:
@@ -51,7 +54,7 @@ def wide(var: Var) -> np.ndarray | None:
     data = given(var)
     if data is None or not var.tensor.dtype.is_float:
         return data
-    return data.astype(np.float64)
+    return data.astype(np.float64)  # a copy even when float64: the caller may write into it
 
 
 def uniform(var: Var) -> np.ndarray | None:
@@ -116,11 +119,11 @@ def per_channel(value: np.ndarray, shape: tuple[int, ...], axis: int) -> np.ndar
     along that axis only and broadcasting it leaves `shape` as it is; else None."""
     if value.ndim > len(shape):
         return None
-    padded = value.reshape((1,) * (len(shape) - value.ndim) + value.shape)
-    for i, (d, full) in enumerate(zip(padded.shape, shape, strict=True)):
+    padded = (1,) * (len(shape) - value.ndim) + value.shape
+    for i, (d, full) in enumerate(zip(padded, shape, strict=True)):
         if d != 1 and (i != axis or d != full):
             return None
-    flat = padded.reshape(-1)
+    flat = value.reshape(-1)
     if flat.size == shape[axis]:
         return flat.astype(np.float64)
     return np.full(shape[axis], flat[0], np.float64)
@@ -241,7 +244,7 @@ def fits(value: np.ndarray | None, var: Var) -> bool:
     dtype = var.tensor.dtype
     if not dtype.is_float:
         return True
-    array = np.asarray(value)
+    array = value if type(value) is np.ndarray else np.asarray(value)
     # within the dtype's largest finite number: finite when stored, whatever the rounding (nan
     # and inf compare false and are looked at below)
     if (
