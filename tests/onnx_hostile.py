@@ -229,4 +229,67 @@ def dropout_mask_used(folder: Path) -> Made:
     return "model.onnx", "its output 'mask' has no lowering", "nodes"
 
 
-HOSTILE.update({f.__name__: f for f in (output_is_an_input, dropout_mask_used)})
+def missing_attribute(folder: Path) -> Made:
+    onnx.save(model_of(Case("m", [op("Cast", ["x"])], {"x": [4]})), folder / "model.onnx")
+    return "model.onnx", "Required attribute 'to' is missing", "nodes./Cast_y"
+
+
+def too_few_inputs(folder: Path) -> Made:
+    onnx.save(model_of(Case("m", [op("MatMul", ["x"])], {"x": [1, 4]})), folder / "model.onnx")
+    return "model.onnx", "input size 1 not in range [min=2, max=2]", "nodes./MatMul_y"
+
+
+def attribute_of_another_type(folder: Path) -> Made:
+    case = Case("m", [op("Concat", ["x", "x"], axis=0.5)], {"x": [4]})
+    onnx.save(model_of(case), folder / "model.onnx")
+    return "model.onnx", "Mismatched attribute type", "nodes./Concat_y"
+
+
+def reshape_copying_an_axis_the_input_lacks(folder: Path) -> Made:
+    shape = np.array([1, 4, 0], np.int64)  # 0 copies the input's axis 2: a [1, 4] has none
+    case = Case("m", [op("Reshape", ["x", "shape"])], {"x": [1, 4]}, consts={"shape": shape})
+    onnx.save(model_of(case), folder / "model.onnx")
+    return "model.onnx", "[1, 4] to [1, 4, 0]", "nodes./Reshape_y"
+
+
+def float_shape(folder: Path) -> Made:
+    shape = np.array([4.0, np.nan], np.float32)  # ONNX gives a shape as int64
+    case = Case("m", [op("Reshape", ["x", "shape"])], {"x": [4]}, consts={"shape": shape})
+    onnx.save(model_of(case), folder / "model.onnx")
+    return "model.onnx", "holds float32, not integers", "nodes./Reshape_y"
+
+
+def axis_out_of_range(folder: Path) -> Made:
+    case = Case("m", [op("LogSoftmax", ["x"], axis=7)], {"x": [2, 4]})
+    onnx.save(model_of(case), folder / "model.onnx")
+    return "model.onnx", "axis 7 of a rank-2 tensor", "nodes./LogSoftmax_y"
+
+
+def bool_output(folder: Path) -> Made:
+    case = Case(
+        "m",
+        [op("Less", ["x", "x"], ["mask"])],
+        {"x": [4]},
+        outputs=["mask"],
+        output_types={"mask": TensorProto.BOOL},
+    )
+    onnx.save(model_of(case), folder / "model.onnx")
+    return "model.onnx", "bool cannot be a Core ML model's output", "outputs.mask"
+
+
+HOSTILE.update(
+    {
+        f.__name__: f
+        for f in (
+            output_is_an_input,
+            dropout_mask_used,
+            missing_attribute,
+            too_few_inputs,
+            attribute_of_another_type,
+            reshape_copying_an_axis_the_input_lacks,
+            float_shape,
+            axis_out_of_range,
+            bool_output,
+        )
+    }
+)

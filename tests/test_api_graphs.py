@@ -5,6 +5,7 @@ primitives listed by /v1/ops, and bad graphs answered 4xx naming the node path."
 import copy
 import io
 import json
+import time
 import zipfile
 
 import numpy as np
@@ -294,3 +295,28 @@ def test_split_true_gives_a_chain_of_programs_within_the_budget(client, tmp_path
                 if item.startswith(f"deep_{i}.mlpackage/"):
                     out.writestr(item, zf.read(item))
         assert validate(path).ops > 0
+
+
+def test_a_bool_output_is_refused_for_core_ml_formats_naming_it_and_kept_for_the_others(client):
+    """A comparison's bool output has no Core ML feature type: the Core ML formats refuse it
+    naming the output (synchronously a 422; a job fails with the same field), before anything is
+    written; the raw bundle takes it."""
+    body = {
+        "inputs": {"x": {"shape": [1, 4]}},
+        "nodes": [{"id": "g", "op": "greater", "inputs": {"x": "x", "y": "x"}}],
+        "outputs": {"mask": "g"},
+    }
+    for fmt in ("mlpackage", "mlmodelc"):
+        problem = assert_problem(
+            client.post("/v1/graphs", json={**body, "format": fmt}), 422, "outputs.mask"
+        )
+        assert "bool cannot be a Core ML model's output" in problem["detail"]
+        job = client.post("/v1/jobs", json={**body, "format": fmt}).json()
+        for _ in range(600):
+            job = client.get(f"/v1/jobs/{job['id']}").json()
+            if job["state"] in ("succeeded", "failed"):
+                break
+            time.sleep(0.05)
+        assert job["state"] == "failed", job
+        assert job["error"]["field"] == "outputs.mask" and job["error"]["kind"] == "spec", job
+    assert client.post("/v1/graphs", json={**body, "format": "mil"}).status_code == 200

@@ -14,6 +14,9 @@ class Format:
     # Loaded by runtimes that drive the ANE directly, without Core ML: the ops the preflight
     # reports failing there are kept spelled out by the default graph passes (docs/passes.md).
     ane_direct: bool = False
+    # Described by a Core ML model description: its inputs and outputs are feature arrays, of
+    # the few dtypes that have a feature type (DType.can_be_io).
+    core_ml_io: bool = False
 
     @property
     def extension(self) -> str:
@@ -24,14 +27,24 @@ class Format:
 FORMATS: dict[str, Format] = {
     f.name: f
     for f in (
-        Format("mlpackage", "zipped .mlpackage (Core ML model package)", compiled=False),
+        Format(
+            "mlpackage",
+            "zipped .mlpackage (Core ML model package)",
+            compiled=False,
+            core_ml_io=True,
+        ),
         Format(
             "mil",
             "model.mil + weights/weight.bin (what ANE-direct runtimes load)",
             compiled=False,
             ane_direct=True,
         ),
-        Format("mlmodelc", "compiled .mlmodelc (needs a compiler backend)", compiled=True),
+        Format(
+            "mlmodelc",
+            "compiled .mlmodelc (needs a compiler backend)",
+            compiled=True,
+            core_ml_io=True,
+        ),
         Format("aimodel", "Core AI .aimodel (needs the coreai extra: coreai-core)", False),
     )
 }

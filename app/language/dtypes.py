@@ -125,6 +125,12 @@ class DType(Enum):
         return self._row.blob is not None
 
     @property
+    def can_be_io(self) -> bool:
+        """Whether a Core ML model's input or output may be of this dtype (it has a feature type:
+        fp16, fp32, int8, int32)."""
+        return self._row.feature is not None
+
+    @property
     def feature_type(self) -> int:
         """Core ML ArrayFeatureType for model inputs/outputs; only a few dtypes can be I/O."""
         code = self._row.feature

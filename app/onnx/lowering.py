@@ -98,6 +98,31 @@ class Node:
             f"--shape, or export with a constant {what})",
         )
 
+    def axis(self, axis: int, rank: int) -> int:
+        """An axis the node names (an attribute or an input), within [-rank, rank) as ONNX
+        requires, counted from the front."""
+        if not -rank <= axis < rank:
+            raise RequestError(
+                self.field,
+                f"{self.op_type} node {self.label!r}: axis {axis} of a rank-{rank} tensor",
+            )
+        return axis % rank
+
+    def ints(self, i: int, what: str) -> list[int]:
+        """Input `i`, known at import, as integers (an empty list when absent): ONNX gives
+        shapes, axes, pads and sizes as int64 tensors, and a tensor of another type there is
+        refused naming it."""
+        value = self.known(i, what)
+        if value is None:
+            return []
+        if value.dtype.kind not in "iu":
+            raise RequestError(
+                self.field,
+                f"{self.op_type} node {self.label!r}: its {what} ({self.proto.input[i]!r}) holds "
+                f"{value.dtype}, not integers",
+            )
+        return [int(v) for v in value.reshape(-1)]
+
 
 class Unlowered(Exception):
     """The node's primitive exists, but not for what this node asks (an attribute, a mode):
@@ -417,6 +442,13 @@ def _lower_node(
                 node.field, message, kind=ErrorKind.TOO_LARGE, title="Tensor too large"
             ) from None
         raise RequestError(node.field, message) from None
+    except (ArithmeticError, IndexError, KeyError, TypeError, ValueError) as exc:
+        # What a handler computes from values the file gives (sizes, axes, attributes) that
+        # no check above caught: the node is named, not a traceback given (each such case met
+        # has its own check and test: tests/onnx_hostile.py).
+        raise RequestError(
+            node.field, f"{proto.op_type} node {node.label!r} cannot be imported: {exc}"
+        ) from None
     missing = [name for name in proto.output[len(results) :] if name]
     if missing:  # e.g. Dropout's mask: not computed by the program
         return refused(f"its output {missing[0]!r} has no lowering")

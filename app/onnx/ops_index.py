@@ -19,7 +19,7 @@ from app.errors import RequestError
 from app.mil import Var
 from app.onnx import ops_layout as layout
 from app.onnx.lowering import Handler, Lowering, Node, Value
-from app.onnx.ops_layout import _axis, reshape_to
+from app.onnx.ops_layout import reshape_to
 
 ONE_HOT_ROWS = 2048
 MAX_RUNS = 64  # slices a known-index gather becomes before it is one gather instead
@@ -57,7 +57,7 @@ def gather(ctx: Lowering, node: Node) -> list[Value]:
         return layout.gather(ctx, node)
     table, ids = node.input(0), node.var(1)
     shape = table.shape if isinstance(table, np.ndarray) else node.var(0).tensor.shape
-    axis = _axis(node, int(node.attr("axis", 0)), len(shape))
+    axis = node.axis(int(node.attr("axis", 0)), len(shape))
     scalar = ids.tensor.rank == 0
     if scalar:
         ids = reshape_to(ctx, ids, [1], None)
@@ -83,7 +83,7 @@ def gather(ctx: Lowering, node: Node) -> list[Value]:
 
 def gather_elements(ctx: Lowering, node: Node) -> list[Value]:
     x = _operand(ctx, node, 0)
-    axis = _axis(node, int(node.attr("axis", 0)), x.tensor.rank)
+    axis = node.axis(int(node.attr("axis", 0)), x.tensor.rank)
     idx = _non_negative(ctx, node, node.given(1), x.tensor.shape[axis])
     return [_gathered(ctx, node, "gather_along_axis", x, indices=idx, axis=axis)]
 
@@ -129,7 +129,7 @@ def _mode(node: Node) -> str:
 
 def scatter_elements(ctx: Lowering, node: Node) -> list[Value]:
     data = _operand(ctx, node, 0)
-    axis = _axis(node, int(node.attr("axis", 0)), data.tensor.rank)
+    axis = node.axis(int(node.attr("axis", 0)), data.tensor.rank)
     idx = _non_negative(ctx, node, node.given(1), data.tensor.shape[axis])
     updates = _operand(ctx, node, 2)
     return [
@@ -229,7 +229,7 @@ def topk(ctx: Lowering, node: Node) -> list[Value]:
     x = node.var(0)
     k = node.known(1, "k", waits="topk (k computed from the data)")
     assert k is not None
-    axis = _axis(node, int(node.attr("axis", -1)), x.tensor.rank)
+    axis = node.axis(int(node.attr("axis", -1)), x.tensor.rank)
     names = node.out if len(node.out) == 2 else [*node.out, ctx.fresh(f"{node.out[0]}_indices")]
     return list(
         ctx.ops(
@@ -248,7 +248,7 @@ def arg_reduce(ctx: Lowering, node: Node) -> list[Value]:
     """ArgMax/ArgMin; select_last_index as the first index in the reversed axis."""
     x = node.var(0)
     rank = x.tensor.rank
-    axis = _axis(node, int(node.attr("axis", 0)), rank)
+    axis = node.axis(int(node.attr("axis", 0)), rank)
     keep = bool(node.attr("keepdims", 1))
     if not keep and rank == 1:
         raise RequestError(
@@ -278,7 +278,7 @@ def cumsum(ctx: Lowering, node: Node) -> list[Value]:
     x = node.var(0)
     given = node.known(1, "axis")
     assert given is not None
-    axis = _axis(node, int(np.asarray(given).reshape(-1)[0]), x.tensor.rank)
+    axis = node.axis(int(np.asarray(given).reshape(-1)[0]), x.tensor.rank)
     return [
         ctx.op(
             "cumsum",

@@ -14,18 +14,6 @@ from app.mil import Var
 from app.onnx.lowering import Handler, Lowering, Node, Value
 
 
-def _ints(array: np.ndarray | None) -> list[int]:
-    return [] if array is None else [int(v) for v in np.asarray(array).reshape(-1)]
-
-
-def _axis(node: Node, axis: int, rank: int) -> int:
-    if not -rank <= axis < rank:
-        raise RequestError(
-            node.field, f"{node.op_type} node {node.label!r}: axis {axis} of a rank-{rank} tensor"
-        )
-    return axis % rank
-
-
 def reshape_to(ctx: Lowering, x: Var, shape: list[int], out: str | None) -> Var:
     if list(x.tensor.shape) == shape and out is None:
         return x
@@ -34,8 +22,17 @@ def reshape_to(ctx: Lowering, x: Var, shape: list[int], out: str | None) -> Var:
 
 def reshape(ctx: Lowering, node: Node) -> list[Value]:
     x = node.var(0)
-    target = _ints(node.known(1, "shape"))
+    target = node.ints(1, "shape")
     allowzero = int(node.attr("allowzero", 0))
+    # 0 copies the input's size at that position (unless allowzero); one -1 is inferred
+    if (
+        any(d < -1 for d in target)
+        or target.count(-1) > 1
+        or (not allowzero and any(d == 0 and i >= x.tensor.rank for i, d in enumerate(target)))
+    ):
+        raise RequestError(
+            node.field, f"Reshape node {node.label!r}: {list(x.tensor.shape)} to {target}"
+        )
     shape = [x.tensor.shape[i] if d == 0 and not allowzero else d for i, d in enumerate(target)]
     if -1 in shape:
         known = math.prod(d for d in shape if d != -1)
@@ -64,10 +61,10 @@ def transpose(ctx: Lowering, node: Node) -> list[Value]:
 
 def squeeze(ctx: Lowering, node: Node) -> list[Value]:
     x = node.var(0)
-    axes = _ints(node.known(1, "axes")) if node.input(1) is not None else node.attr("axes")
+    axes = node.ints(1, "axes") if node.input(1) is not None else node.attr("axes")
     if axes is None:
         axes = [i for i, d in enumerate(x.tensor.shape) if d == 1]
-    axes = sorted(_axis(node, a, x.tensor.rank) for a in axes)
+    axes = sorted(node.axis(a, x.tensor.rank) for a in axes)
     shape = [d for i, d in enumerate(x.tensor.shape) if i not in axes]
     if not shape:
         raise RequestError(
@@ -78,9 +75,9 @@ def squeeze(ctx: Lowering, node: Node) -> list[Value]:
 
 def unsqueeze(ctx: Lowering, node: Node) -> list[Value]:
     x = node.var(0)
-    axes = _ints(node.known(1, "axes")) if node.input(1) is not None else node.attr("axes")
+    axes = node.ints(1, "axes") if node.input(1) is not None else node.attr("axes")
     rank = x.tensor.rank + len(axes)
-    axes = sorted(_axis(node, a, rank) for a in axes)
+    axes = sorted(node.axis(a, rank) for a in axes)
     dims = iter(x.tensor.shape)
     shape = [1 if i in axes else next(dims) for i in range(rank)]
     return [reshape_to(ctx, x, shape, node.out[0])]
@@ -89,7 +86,7 @@ def unsqueeze(ctx: Lowering, node: Node) -> list[Value]:
 def concat(ctx: Lowering, node: Node) -> list[Value]:
     values = [v for v in node.inputs if v is not None]
     rank = len(values[0].shape) if isinstance(values[0], np.ndarray) else values[0].tensor.rank
-    axis = _axis(node, int(node.attr("axis")), rank)
+    axis = node.axis(int(node.attr("axis")), rank)
     parts = tuple(ctx.tensor(v) if isinstance(v, np.ndarray) else v for v in values)
     parts = tuple(p for p in parts if p.tensor.shape[axis] > 0)
     if len(parts) == 1:
@@ -99,9 +96,9 @@ def concat(ctx: Lowering, node: Node) -> list[Value]:
 
 def split(ctx: Lowering, node: Node) -> list[Value]:
     x = node.var(0)
-    axis = _axis(node, int(node.attr("axis", 0)), x.tensor.rank)
+    axis = node.axis(int(node.attr("axis", 0)), x.tensor.rank)
     size = x.tensor.shape[axis]
-    sizes = _ints(node.known(1, "split sizes")) if node.input(1) is not None else node.attr("split")
+    sizes = node.ints(1, "split sizes") if node.input(1) is not None else node.attr("split")
     if not sizes:
         count = int(node.attr("num_outputs", len(node.out)))
         step = -(-size // count)  # opset 18: the last part is smaller when count does not divide
@@ -115,13 +112,13 @@ def slice_(ctx: Lowering, node: Node) -> list[Value]:
     x = node.var(0)
     shape = x.tensor.shape
     rank = len(shape)
-    starts, ends = _ints(node.known(1, "starts")), _ints(node.known(2, "ends"))
-    axes = _ints(node.known(3, "axes")) if node.input(3) is not None else list(range(len(starts)))
-    steps = _ints(node.known(4, "steps")) if node.input(4) is not None else [1] * len(starts)
+    starts, ends = node.ints(1, "starts"), node.ints(2, "ends")
+    axes = node.ints(3, "axes") if node.input(3) is not None else list(range(len(starts)))
+    steps = node.ints(4, "steps") if node.input(4) is not None else [1] * len(starts)
     begin, end, stride = [0] * rank, list(shape), [1] * rank
     begin_mask, end_mask = [True] * rank, [True] * rank
     for start, stop, axis, step in zip(starts, ends, axes, steps, strict=True):
-        axis = _axis(node, axis, rank)
+        axis = node.axis(axis, rank)
         if step == 0:
             raise RequestError(node.field, f"Slice node {node.label!r}: a step of 0")
         first, last, step = slice(start, stop, step).indices(shape[axis])  # ONNX clamps as Python
@@ -154,7 +151,7 @@ def gather(ctx: Lowering, node: Node) -> list[Value]:
     x = node.var(0)
     indices = node.known(1, "indices")
     assert indices is not None
-    axis = _axis(node, int(node.attr("axis", 0)), x.tensor.rank)
+    axis = node.axis(int(node.attr("axis", 0)), x.tensor.rank)
     size = x.tensor.shape[axis]
     flat = [int(i) for i in indices.reshape(-1)]
     if any(not -size <= i < size for i in flat):
@@ -210,7 +207,7 @@ def take(
 
 def expand(ctx: Lowering, node: Node) -> list[Value]:
     x = node.var(0)
-    target = _ints(node.known(1, "shape"))
+    target = node.ints(1, "shape")
     shape = list(x.tensor.shape)
     rank = max(len(shape), len(target))
     shape = [1] * (rank - len(shape)) + shape
@@ -229,7 +226,7 @@ def expand(ctx: Lowering, node: Node) -> list[Value]:
 
 
 def tile(ctx: Lowering, node: Node) -> list[Value]:
-    reps = _ints(node.known(1, "repeats"))
+    reps = node.ints(1, "repeats")
     return [ctx.op("tile", node.out[0], x=node.var(0), reps=np.array(reps, np.int32))]
 
 

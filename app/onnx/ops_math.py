@@ -180,7 +180,7 @@ def mish(ctx: Lowering, node: Node) -> list[Value]:
 
 def log_softmax(ctx: Lowering, node: Node) -> list[Value]:
     x = node.var(0)
-    axes = np.array([int(node.attr("axis", -1)) % x.tensor.rank], np.int32)
+    axes = np.array([node.axis(int(node.attr("axis", -1)), x.tensor.rank)], np.int32)
     top = ctx.op("reduce_max", x=x, axes=axes, keep_dims=True)
     d = ctx.op("sub", x=x, y=top)
     total = ctx.op("reduce_sum", x=ctx.op("exp", x=d), axes=axes, keep_dims=True)

@@ -164,7 +164,7 @@ def _affine(ctx: Lowering, node: Node, y: Var, scale: Value | None, bias: Value 
 def layer_norm(ctx: Lowering, node: Node) -> list[Value]:
     x = node.var(0)
     rank = x.tensor.rank
-    axis = int(node.attr("axis", -1)) % rank
+    axis = node.axis(int(node.attr("axis", -1)), rank)
     scale, bias = node.input(1), node.input(2)
     last = scale is None and bias is None
     y = normalize(
@@ -229,7 +229,7 @@ def reduce(ctx: Lowering, node: Node) -> list[Value]:
         if node.attr("noop_with_empty_axes", 0):
             return [x]
         axes = list(range(x.tensor.rank))
-    axes = sorted(a % x.tensor.rank for a in axes)
+    axes = sorted(node.axis(a, x.tensor.rank) for a in axes)
     if not keep and len(axes) == x.tensor.rank:
         raise RequestError(
             node.field, f"{node.op_type} node {node.label!r}: a program holds no rank-0 tensor"

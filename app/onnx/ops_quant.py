@@ -33,7 +33,7 @@ def _params(node: Node, x: Var) -> tuple[np.ndarray, np.ndarray, dict]:
         raise Unlowered(f"{node.op_type} to {zero.dtype} (MIL quantizes to int8 and uint8)")
     if scale.ndim == 0 or scale.size == 1:
         return scale.reshape(()), zero.reshape(()), {}
-    axis = int(node.attr("axis", 1)) % x.tensor.rank
+    axis = node.axis(int(node.attr("axis", 1)), x.tensor.rank)
     return scale, zero, {"axis": axis}
 
 

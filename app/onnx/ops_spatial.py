@@ -22,7 +22,6 @@ import numpy as np
 from app.errors import RequestError
 from app.mil import Var
 from app.onnx.lowering import Handler, Lowering, Node, Unlowered, Value
-from app.onnx.ops_layout import _ints
 
 
 def _text(node: Node, name: str, default: str) -> str:
@@ -38,9 +37,9 @@ def _paired(pads: list[int], n: int) -> list[int]:
 def pad(ctx: Lowering, node: Node) -> list[Value]:
     x = node.var(0)
     rank = x.tensor.rank
-    given = _ints(node.known(1, "pads"))
-    axes = _ints(node.known(3, "axes")) if node.input(3) is not None else list(range(rank))
-    axes = [a % rank for a in axes]
+    given = node.ints(1, "pads")
+    axes = node.ints(3, "axes") if node.input(3) is not None else list(range(rank))
+    axes = [node.axis(a, rank) for a in axes]
     if len(given) != 2 * len(axes):
         raise RequestError(node.field, f"Pad node {node.label!r}: {len(given)} pads for {axes}")
     before, after = [0] * rank, [0] * rank
@@ -193,23 +192,35 @@ def space_to_depth(ctx: Lowering, node: Node) -> list[Value]:
     return [ctx.op("space_to_depth", node.out[0], x=x, block_size=block)]
 
 
+def _one_per_axis(node: Node, what: str, values: list, axes: list[int]) -> None:
+    if len(values) != len(axes):
+        raise RequestError(
+            node.field,
+            f"Resize node {node.label!r}: {len(values)} {what} for {len(axes)} axes",
+        )
+
+
 def resize(ctx: Lowering, node: Node) -> list[Value]:
     x = node.var(0)
     rank = x.tensor.rank
     shape = list(x.tensor.shape)
     scales_in = node.known(2, "scales")
     sizes_in = node.known(3, "sizes")
-    axes = [a % rank for a in (node.attr("axes") or range(rank))]
+    axes = [node.axis(a, rank) for a in (node.attr("axes") or range(rank))]
     scales = [1.0] * rank
     out = list(shape)
     if sizes_in is not None and sizes_in.size:
         policy = _text(node, "keep_aspect_ratio_policy", "stretch")
         if policy != "stretch":
             raise Unlowered(f"Resize with keep_aspect_ratio_policy {policy!r}")
-        for axis, size in zip(axes, _ints(sizes_in), strict=True):
+        sizes = node.ints(3, "sizes")
+        _one_per_axis(node, "sizes", sizes, axes)
+        for axis, size in zip(axes, sizes, strict=True):
             out[axis], scales[axis] = size, size / shape[axis]
     elif scales_in is not None and scales_in.size:
-        for axis, scale in zip(axes, [float(s) for s in scales_in.reshape(-1)], strict=True):
+        factors = [float(s) for s in scales_in.reshape(-1)]
+        _one_per_axis(node, "scales", factors, axes)
+        for axis, scale in zip(axes, factors, strict=True):
             scales[axis], out[axis] = scale, math.floor(shape[axis] * scale)
     else:
         raise RequestError(node.field, f"Resize node {node.label!r}: neither scales nor sizes")

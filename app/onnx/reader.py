@@ -17,6 +17,7 @@ from pathlib import Path
 
 import numpy as np
 import onnx
+import onnx.checker
 import onnx.inliner
 from google.protobuf.message import DecodeError
 from onnx import GraphProto, ModelProto, NodeProto, TensorProto, ValueInfoProto
@@ -124,6 +125,7 @@ def read_model(files: ModelFiles, limits: ReadLimits = ReadLimits()) -> OnnxMode
     if not outputs:
         raise RequestError(MODEL_FIELD, "the graph has no outputs")
     nodes = _ordered(graph, {*initializers, *(i.name for i in inputs)}, outputs)
+    _check_nodes(graph, proto.ir_version, opset)
     return OnnxModel(files, proto, opset, inputs, outputs, nodes, initializers, embedded)
 
 
@@ -305,6 +307,36 @@ def _ordered(graph: GraphProto, given: set[str], outputs: list[str]) -> list[Nod
             "the graph has a cycle: " + " -> ".join(node_label(graph.node[i], i) for i in cycle),
         )
     return [graph.node[i] for i in order]
+
+
+def _check_nodes(graph: GraphProto, ir_version: int, opset: int) -> None:
+    """Each node of the default domain against its operator's schema in the model's opset, by
+    onnx's own checker: its number of inputs and outputs, its required attributes, each
+    attribute's type, no attribute the operator lacks (onnxruntime refuses such a node too). The
+    lowering reads a node's inputs and attributes by position and name trusting this. An op the
+    opset does not define, one of another domain, or one holding subgraphs (whose names reach
+    into the graph around it) is left to the lowering, which refuses what it cannot translate;
+    so is one whose schema onnx marks deprecated (GroupNormalization of opset 18: onnxruntime
+    runs it, the checker refuses it)."""
+    context = onnx.checker.C.CheckerContext()
+    context.ir_version = ir_version
+    context.opset_imports = {domain: opset for domain in DEFAULT_DOMAINS}
+    scope = onnx.checker.C.LexicalScopeContext()
+    for i, node in enumerate(graph.node):
+        if (
+            node.domain not in DEFAULT_DOMAINS
+            or any(a.HasField("g") or a.graphs for a in node.attribute)
+            or not onnx.defs.has(node.op_type, opset, "")
+            or onnx.defs.get_schema(node.op_type, opset, "").deprecated
+        ):
+            continue
+        try:
+            onnx.checker.C.check_node(node.SerializeToString(), context, scope)
+        except onnx.checker.ValidationError as exc:
+            reason = str(exc).strip().splitlines()[0]
+            raise RequestError(
+                node_field(node, i), f"{node.op_type} node {node_label(node, i)!r}: {reason}"
+            ) from None
 
 
 def _inputs_of(node: NodeProto) -> Iterator[str]:
