@@ -194,6 +194,7 @@ def prepare(
     findings = preflight_findings(build, chain, budget)
     if request.preflight == "strict":
         refuse_errors(build, findings)
+    packager.check_io(build, chain)
     files = packager.translate(build)  # refused before anything is verified or written
     verification = None
     if request.verifies:

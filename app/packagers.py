@@ -63,6 +63,25 @@ class Packager:
         if not self.holds_chain:
             raise RequestError("format", "a split program is packaged as mlpackage or mil programs")
 
+    def check_io(self, build: ProgramBuild, chain: Chain | None) -> None:
+        """Refuse, naming it, an input or output of the program (or of a chain's parts) that
+        the format cannot describe: a Core ML model's are arrays of a few dtypes only (a
+        comparison's bool output is not one of them)."""
+        if not FORMATS[self.format].core_ml_io:
+            return
+        for part in chain.parts if chain is not None else (build,):
+            for fn in part.program.functions.values():
+                for where, values in (("inputs", fn.inputs), ("outputs", fn.outputs)):
+                    for value in values:
+                        dtype = value.tensor.dtype
+                        if not dtype.can_be_io:
+                            raise RequestError(
+                                f"{where}.{value.name}",
+                                f"{dtype.value} cannot be a Core ML model's {where[:-1]} (fp16, "
+                                f"fp32, int8 and int32 can) in format {self.format}: cast it in "
+                                'the graph, or ask for format "mil" or "aimodel"',
+                            )
+
     def translate(self, build: ProgramBuild) -> dict[str, bytes] | None:
         """The format's own form of the program, made (and refused) before anything is
         verified or written; None: the format writes the program itself."""

@@ -44,7 +44,6 @@ from app.kernels.compressed import check_quantize, read_quantize
 from app.kernels.functions import check_functions
 from app.mil import DEFAULT_TARGET, TARGETS
 from app.mil.ceilings import Ceilings
-from app.mil.ir import Program
 from app.onnx.params import ONNX_OP, OnnxParams, file_problem, require_onnx
 from app.passes import (
     DEFAULT_CHOICE,
@@ -407,10 +406,7 @@ class KernelRequest:
             return built.as_written_through(
                 hand_written(ane_direct=self.artifact_format.ane_direct)
             )
-        result = built.through(self.pipeline)
-        if self.artifact_format.core_ml_io:
-            _check_core_ml_io(result.program, self.artifact_format.name)
-        return result
+        return built.through(self.pipeline)
 
     def _as_built(
         self, random_seed: int | None, ceilings: Ceilings, weight_budget: int | None
@@ -711,20 +707,3 @@ def check_architectures(names: Sequence[str]) -> tuple[str, ...]:
     if len(set(names)) != len(names):
         raise RequestError("architectures", "an architecture is named twice")
     return tuple(names)
-
-
-def _check_core_ml_io(program: Program, format_name: str) -> None:
-    """A Core ML model describes its inputs and outputs as arrays of a few dtypes only: a graph
-    or an import whose output is of another (a comparison's bool) is refused naming it, before
-    anything is written."""
-    for fn in program.functions.values():
-        for where, values in (("inputs", fn.inputs), ("outputs", fn.outputs)):
-            for value in values:
-                dtype = value.tensor.dtype
-                if not dtype.can_be_io:
-                    raise RequestError(
-                        f"{where}.{value.name}",
-                        f"{dtype.value} cannot be a Core ML model's {where[:-1]} (fp16, fp32, "
-                        f"int8 and int32 can) in format {format_name}: cast it in the graph, or "
-                        'ask for format "mil" or "aimodel"',
-                    )
