@@ -265,6 +265,19 @@ def axis_out_of_range(folder: Path) -> Made:
     return "model.onnx", "axis 7 of a rank-2 tensor", "nodes./LogSoftmax_y"
 
 
+def lookup_on_an_axis_the_table_lacks(folder: Path) -> Made:
+    table = np.ones((8, 4), np.float32)
+    case = Case(
+        "m",
+        [op("Gather", ["table", "ids"], axis=5)],
+        {"ids": [1, 3]},
+        consts={"table": table},
+        input_types={"ids": TensorProto.INT64},
+    )
+    onnx.save(model_of(case), folder / "model.onnx")
+    return "model.onnx", "axis 5 of a rank-2 tensor", "nodes./Gather_y"
+
+
 def bool_output(folder: Path) -> Made:
     case = Case(
         "m",
@@ -289,6 +302,7 @@ HOSTILE.update(
             reshape_copying_an_axis_the_input_lacks,
             float_shape,
             axis_out_of_range,
+            lookup_on_an_axis_the_table_lacks,
             bool_output,
         )
     }

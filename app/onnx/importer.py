@@ -207,7 +207,8 @@ def _id_range(model: OnnxModel, name: str) -> int | None:
         if node.op_type == "Gather" and len(node.input) > 1 and node.input[1] in reads:
             table = model.initializers.get(node.input[0])
             axis = next((a.i for a in node.attribute if a.name == "axis"), 0)
-            if table is not None and table.dims:
+            # an axis the table lacks is the Gather's own fault, refused when it is lowered
+            if table is not None and -len(table.dims) <= axis < len(table.dims):
                 sizes.append(int(table.dims[axis]))
     return min(sizes) if sizes else None
 
