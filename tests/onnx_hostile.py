@@ -278,6 +278,12 @@ def lookup_on_an_axis_the_table_lacks(folder: Path) -> Made:
     return "model.onnx", "axis 5 of a rank-2 tensor", "nodes./Gather_y"
 
 
+def perm_not_an_order(folder: Path) -> Made:
+    case = Case("m", [op("Transpose", ["x"], perm=[0, 1 << 40])], {"x": [2, 4]})
+    onnx.save(model_of(case), folder / "model.onnx")
+    return "model.onnx", "is not an order of the 2 axes", "nodes./Transpose_y"
+
+
 def bool_output(folder: Path) -> Made:
     case = Case(
         "m",
@@ -303,6 +309,7 @@ HOSTILE.update(
             float_shape,
             axis_out_of_range,
             lookup_on_an_axis_the_table_lacks,
+            perm_not_an_order,
             bool_output,
         )
     }

@@ -55,7 +55,13 @@ def flatten(ctx: Lowering, node: Node) -> list[Value]:
 
 def transpose(ctx: Lowering, node: Node) -> list[Value]:
     x = node.var(0)
-    perm = node.attr("perm") or list(range(x.tensor.rank))[::-1]
+    rank = x.tensor.rank
+    perm = list(node.attr("perm") or range(rank - 1, -1, -1))  # by default, the axes reversed
+    if sorted(perm) != list(range(rank)):
+        raise RequestError(
+            node.field,
+            f"Transpose node {node.label!r}: perm {list(perm)} is not an order of the {rank} axes",
+        )
     return [ctx.op("transpose", node.out[0], x=x, perm=np.array(perm, np.int32))]
 
 
