@@ -25,6 +25,7 @@ import socket
 import ssl
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -220,6 +221,17 @@ def server(tmp_path_factory) -> Iterator[LiveServer]:
 # One TLS context for the per-test clients (httpx loads the CA bundle for each new client, ~30 ms
 # of CPU; the suite's servers speak plain HTTP on loopback and never use it).
 _TLS = ssl.create_default_context()
+
+
+@pytest.fixture
+def tmpdir_env(tmp_path, monkeypatch) -> Path:
+    """A $TMPDIR of the test's own, for this process and the servers it starts, so that what a
+    run leaves there shows."""
+    path = tmp_path / "tmpdir"
+    path.mkdir()
+    monkeypatch.setenv("TMPDIR", str(path))
+    monkeypatch.setattr(tempfile, "tempdir", None)  # tempfile reads $TMPDIR again
+    return path
 
 
 @pytest.fixture

@@ -72,8 +72,8 @@ def kernel_json(content: bytes) -> dict:
         return json.loads(zf.read("kernel.json"))
 
 
-def job_artifact(client: httpx.Client, body: dict) -> tuple[dict, bytes]:
-    """Submit `body` to POST /v1/jobs, wait for the job to end, and return it with its zip."""
+def job_ended(client: httpx.Client, body: dict) -> dict:
+    """Submit `body` to POST /v1/jobs and wait for the job to end (or 30 s): the job."""
     import time
 
     job = client.post("/v1/jobs", json=body).json()
@@ -82,5 +82,11 @@ def job_artifact(client: httpx.Client, body: dict) -> tuple[dict, bytes]:
         if job["state"] in ("succeeded", "failed"):
             break
         time.sleep(0.05)
+    return job
+
+
+def job_artifact(client: httpx.Client, body: dict) -> tuple[dict, bytes]:
+    """Submit `body` to POST /v1/jobs, wait for the job to end, and return it with its zip."""
+    job = job_ended(client, body)
     assert job["state"] == "succeeded", job
     return job, client.get(f"/v1/jobs/{job['id']}/artifact").content

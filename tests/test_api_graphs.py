@@ -5,11 +5,17 @@ primitives listed by /v1/ops, and bad graphs answered 4xx naming the node path."
 import copy
 import io
 import json
-import time
 import zipfile
 
 import numpy as np
-from http_support import assert_problem, job_artifact, kernel_json, npy_bytes, zip_names
+from http_support import (
+    assert_problem,
+    job_artifact,
+    job_ended,
+    kernel_json,
+    npy_bytes,
+    zip_names,
+)
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -311,12 +317,7 @@ def test_a_bool_output_is_refused_for_core_ml_formats_naming_it_and_kept_for_the
             client.post("/v1/graphs", json={**body, "format": fmt}), 422, "outputs.mask"
         )
         assert "bool cannot be a Core ML model's output" in problem["detail"]
-        job = client.post("/v1/jobs", json={**body, "format": fmt}).json()
-        for _ in range(600):
-            job = client.get(f"/v1/jobs/{job['id']}").json()
-            if job["state"] in ("succeeded", "failed"):
-                break
-            time.sleep(0.05)
+        job = job_ended(client, {**body, "format": fmt})
         assert job["state"] == "failed", job
         assert job["error"]["field"] == "outputs.mask" and job["error"]["kind"] == "spec", job
     assert client.post("/v1/graphs", json={**body, "format": "mil"}).status_code == 200

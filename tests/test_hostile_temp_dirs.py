@@ -42,15 +42,6 @@ def scratch(data_dir: Path, tmpdir: Path) -> list[Path]:
     return found + [p for p in tmpdir.iterdir() if "kit" in p.name or p.name.startswith("ane")]
 
 
-@pytest.fixture
-def tmpdir_env(tmp_path, monkeypatch) -> Path:
-    """A $TMPDIR of the test's own for the servers it starts, so what they leave there shows."""
-    path = tmp_path / "tmpdir"
-    path.mkdir()
-    monkeypatch.setenv("TMPDIR", str(path))
-    return path
-
-
 def building(url: str, folder: Path) -> str:
     """Upload the checkpoint and ask for its verified kit: the job's id."""
     with Client(url) as client:

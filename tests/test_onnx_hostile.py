@@ -6,21 +6,9 @@ from __future__ import annotations
 import subprocess
 import sys
 
-import pytest
 from onnx_hostile import HOSTILE, weights_over
 
 from app.cli import main
-
-
-@pytest.fixture
-def tmpdir_env(tmp_path, monkeypatch):
-    scratch = tmp_path / "scratch"
-    scratch.mkdir()
-    monkeypatch.setenv("TMPDIR", str(scratch))
-    import tempfile
-
-    monkeypatch.setattr(tempfile, "tempdir", None)
-    return scratch
 
 
 def test_every_hostile_file_is_refused_with_exit_2(tmp_path, tmpdir_env, capsys):

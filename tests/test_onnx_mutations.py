@@ -10,11 +10,9 @@ from __future__ import annotations
 
 import copy
 import random
-import tempfile
 from pathlib import Path
 
 import onnx
-import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from onnx import AttributeProto, ModelProto, numpy_helper
@@ -104,15 +102,6 @@ def mutate(model: ModelProto, rng: random.Random) -> str:
     return "unchanged"
 
 
-@pytest.fixture
-def scratch(tmp_path, monkeypatch):
-    folder = tmp_path / "scratch"
-    folder.mkdir()
-    monkeypatch.setenv("TMPDIR", str(folder))
-    monkeypatch.setattr(tempfile, "tempdir", None)
-    return folder
-
-
 @settings(
     max_examples=100,
     deadline=None,
@@ -120,7 +109,7 @@ def scratch(tmp_path, monkeypatch):
 )
 @given(st.sampled_from(sorted(MODELS)), st.integers(0, 2**32), st.integers(1, 3))
 def test_a_broken_model_is_imported_or_refused_never_a_traceback(
-    tmp_path, scratch, capsys, name, seed, count
+    tmp_path, tmpdir_env, capsys, name, seed, count
 ):
     rng = random.Random(seed)
     model = copy.deepcopy(MODELS[name])
@@ -136,4 +125,4 @@ def test_a_broken_model_is_imported_or_refused_never_a_traceback(
         assert str(path) in err and not out.exists(), (done, err)
     out.unlink(missing_ok=True)
     path.unlink()
-    assert list(scratch.iterdir()) == [], done
+    assert list(tmpdir_env.iterdir()) == [], done
