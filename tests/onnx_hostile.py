@@ -284,6 +284,16 @@ def perm_not_an_order(folder: Path) -> Made:
     return "model.onnx", "is not an order of the 2 axes", "nodes./Transpose_y"
 
 
+def slice_of_uneven_lists(folder: Path) -> Made:
+    consts = {
+        "starts": np.array([0, 1], np.int64),
+        "ends": np.array([2], np.int64),
+    }
+    case = Case("m", [op("Slice", ["x", "starts", "ends"])], {"x": [4, 4]}, consts=consts)
+    onnx.save(model_of(case), folder / "model.onnx")
+    return "model.onnx", "2 starts, 1 ends", "nodes./Slice_y"
+
+
 def bool_output(folder: Path) -> Made:
     case = Case(
         "m",
@@ -310,6 +320,7 @@ HOSTILE.update(
             axis_out_of_range,
             lookup_on_an_axis_the_table_lacks,
             perm_not_an_order,
+            slice_of_uneven_lists,
             bool_output,
         )
     }

@@ -121,6 +121,12 @@ def slice_(ctx: Lowering, node: Node) -> list[Value]:
     starts, ends = node.ints(1, "starts"), node.ints(2, "ends")
     axes = node.ints(3, "axes") if node.input(3) is not None else list(range(len(starts)))
     steps = node.ints(4, "steps") if node.input(4) is not None else [1] * len(starts)
+    if not len(starts) == len(ends) == len(axes) == len(steps):
+        raise RequestError(
+            node.field,
+            f"Slice node {node.label!r}: {len(starts)} starts, {len(ends)} ends, {len(axes)} "
+            f"axes and {len(steps)} steps (one of each per axis sliced)",
+        )
     begin, end, stride = [0] * rank, list(shape), [1] * rank
     begin_mask, end_mask = [True] * rank, [True] * rank
     for start, stop, axis, step in zip(starts, ends, axes, steps, strict=True):
