@@ -1,4 +1,4 @@
-"""Real exported models (tests/fixtures/onnx), broken at random the ways a file can be: an
+"""Real exported models (tests/fixtures/onnx: BERT, ViT, a Whisper encoder), broken at random the ways a file can be: an
 attribute given an odd value or another type, an op type swapped, an input rewired, an
 initializer's type, size, values or bytes changed, a node dropped or repeated, the opset or an
 output changed. The command line imports each with exit 0 or refuses it with exit 2 naming the
@@ -20,7 +20,7 @@ from onnx import AttributeProto, ModelProto, numpy_helper
 from app.cli import main
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "onnx"
-MODELS = {name: onnx.load(FIXTURES / f"{name}.onnx") for name in ("vit", "whisper_encoder")}
+MODELS = {name: onnx.load(FIXTURES / f"{name}.onnx") for name in ("bert", "vit", "whisper_encoder")}
 ODD_INTS = [0, -1, 1, 2, 3, -2, 7, 64, 2**31 - 1, -(2**31), 2**40]
 ODD_FLOATS = [0.0, -1.0, float("nan"), float("inf"), 1e30]
 
