@@ -1,10 +1,10 @@
-"""Real exported models (tests/fixtures/onnx: BERT, ViT, a Whisper encoder), broken at random the ways a file can be: an
-attribute given an odd value or another type, an op type swapped, an input rewired, an
-initializer's type, size, values or bytes changed, a node dropped or repeated, the opset or an
-output changed. The command line imports each with exit 0 or refuses it with exit 2 naming the
-file, node or tensor; never a traceback, nothing left in $TMPDIR. (A fuzzer of the same kind
-found nodes breaking their schema, non-integer shapes, axes out of range and bool outputs
-reaching a traceback: tests/onnx_hostile.py holds one case of each.)"""
+"""Real exported models (tests/fixtures/onnx: BERT, ViT, a Whisper encoder), broken at random
+the ways a file can be: an attribute given an odd value or another type, an op type swapped, an
+input rewired, an initializer's type, size, values or bytes changed, a node dropped or repeated,
+the opset or an output changed. The command line imports each with exit 0 or refuses it with
+exit 2 naming the file, node or tensor; never a traceback, nothing left in $TMPDIR. (A fuzzer of
+the same kind found nodes breaking their schema, non-integer shapes, axes out of range and bool
+outputs reaching a traceback: tests/onnx_hostile.py holds one case of each.)"""
 
 from __future__ import annotations
 
