@@ -22,6 +22,7 @@ from app.coreai.package import aimodel_of, write_aimodel_zip
 from app.errors import RequestError
 from app.graphs.split import Chain
 from app.kernels import ProgramBuild
+from app.language.dtypes import DType
 from app.packaging import Entry, ZipSink, write_chain_zip, write_kernel_zip
 from app.reference.apple import with_apple_runtime
 
@@ -69,18 +70,20 @@ class Packager:
         comparison's bool output is not one of them)."""
         if not FORMATS[self.format].core_ml_io:
             return
-        for part in chain.parts if chain is not None else (build,):
-            for fn in part.program.functions.values():
-                for where, values in (("inputs", fn.inputs), ("outputs", fn.outputs)):
-                    for value in values:
-                        dtype = value.tensor.dtype
-                        if not dtype.can_be_io:
-                            raise RequestError(
-                                f"{where}.{value.name}",
-                                f"{dtype.value} cannot be a Core ML model's {where[:-1]} (fp16, "
-                                f"fp32, int8 and int32 can) in format {self.format}: cast it in "
-                                'the graph, or ask for format "mil" or "aimodel"',
-                            )
+        parts = chain.parts if chain is not None else (build,)
+        functions = [fn for part in parts for fn in part.program.functions.values()]
+        ends = [("inputs", v) for fn in functions for v in fn.inputs]
+        ends += [("outputs", v) for fn in functions for v in fn.outputs]
+        for where, value in ends:
+            dtype = value.tensor.dtype
+            if not dtype.can_be_io:
+                allowed = ", ".join(d.value for d in DType if d.can_be_io)
+                raise RequestError(
+                    f"{where}.{value.name}",
+                    f"{dtype.value} cannot be a Core ML model's {where[:-1]} ({allowed} can) in "
+                    f'format {self.format}: cast it in the graph, or ask for format "mil" or '
+                    '"aimodel"',
+                )
 
     def translate(self, build: ProgramBuild) -> dict[str, bytes] | None:
         """The format's own form of the program, made (and refused) before anything is
