@@ -22,7 +22,13 @@ example), summed over all examples. And a tiny kit (a 2-layer Llama of hidden 64
 512, written into a temporary folder) built as a mil kit with its pipeline and with it
 replaced by "none", in turn, the best of 9 each.
 
-    .venv/bin/python -m bench.bench_passes [--only graphs|catalog|kit]
+And what the pipeline costs the programs it exists for, exports of real models: the ONNX
+fixtures torch exported (tests/fixtures/onnx: BERT, ViT and a Whisper encoder, small) and the
+BERT-base-shaped 12-layer export bench_onnx writes (external data, 415 MiB): each model's import
+(its build: read, lowered, built) against the default pipeline over the program it built, in
+turn, the best of 5 (2 for BERT-base).
+
+    .venv/bin/python -m bench.bench_passes [--only graphs|catalog|kit|onnx]
 """
 
 from __future__ import annotations
@@ -224,11 +230,56 @@ def kit() -> dict:
     return {k: min(v) for k, v in times.items()}
 
 
+def onnx_models() -> list[dict]:
+    import tempfile
+    import time
+    from pathlib import Path
+
+    from app.language.targets import get_target
+    from app.onnx.files import ModelFiles
+    from app.onnx.importer import import_onnx
+    from app.passes import parse_passes, resolve, run_pipeline
+    from app.request import OnnxParams
+    from bench import bench_onnx
+
+    default = resolve(parse_passes("default"))
+
+    def timed(name: str, path: Path, rounds: int) -> dict:
+        imports, passes = [], []
+        for _ in range(rounds):
+            start = time.perf_counter()
+            built = import_onnx(
+                OnnxParams(model=path.name),
+                ModelFiles.in_folder(path),
+                target=get_target("ios18"),
+                name="bench",
+            )
+            middle = time.perf_counter()
+            _, report = run_pipeline(built.program, default)
+            imports.append(middle - start)
+            passes.append(time.perf_counter() - middle)
+        return {
+            "model": name,
+            "ops": (report.ops_before, report.ops_after),
+            "import": min(imports),
+            "passes": min(passes),
+        }
+
+    fixtures = Path(__file__).resolve().parent.parent / "tests" / "fixtures" / "onnx"
+    rows = [timed(n, fixtures / f"{n}.onnx", 5) for n in ("bert", "vit", "whisper_encoder")]
+    with tempfile.TemporaryDirectory() as tmp:
+        paths = bench_onnx.save(bench_onnx.bert(12), Path(tmp), "bert")
+        rows.append(timed("BERT-base-shaped (12 layers, external data)", paths["external"], 2))
+    return rows
+
+
 def main() -> None:
     import argparse
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--only", choices=("graphs", "catalog", "kit"), help="one part only")
+    parser.add_argument(
+        "--only", choices=("graphs", "catalog", "kit", "onnx"), help="one part only"
+    )
     only = parser.parse_args().only
     for title, make in (
         ("nothing to fuse", _primitives),
@@ -269,6 +320,18 @@ def main() -> None:
             f"| {k['without'] * 1e3:.0f} ms | {k['with'] * 1e3:.0f} ms "
             f"({k['with'] / k['without']:.2f}×) |"
         )
+    if only in (None, "onnx"):
+        print("\nONNX exports: the import against the default pipeline over what it built\n")
+        print(
+            "| model | program ops before → after | import | default pipeline | pipeline / import |"
+        )
+        print("|---|---:|---:|---:|---:|")
+        for r in onnx_models():
+            before, after = r["ops"]
+            print(
+                f"| {r['model']} | {before} → {after} | {r['import'] * 1e3:.1f} ms "
+                f"| {r['passes'] * 1e3:.1f} ms | {r['passes'] / r['import']:.2f} |"
+            )
 
 
 if __name__ == "__main__":

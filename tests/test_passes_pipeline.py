@@ -38,6 +38,7 @@ from app.passes import (
 from app.passes import pipelines as pipelines_module
 from app.passes.graph_pass import GraphPass
 from app.passes.pipelines import VERSION, Pipeline, Step
+from app.reference.verify import verify_build
 from app.request import KernelRequest
 from tests.graph_passes import assert_agrees, build, changed_by, graph, kinds, node, values
 from tests.http_support import assert_problem
@@ -264,6 +265,21 @@ def test_the_program_as_built_is_kept_and_verification_composes_it():
     assert prepared.verified
     assert kinds(prepared.build.built_program) == ["conv", "add", "real_div", "relu"]
     assert kinds(prepared.build.program) == ["conv", "relu"]
+
+
+def test_an_fp32_graph_that_overflows_fp16_fails_verification_under_the_default_only():
+    """docs/passes.md: computing in fp16 (add_fp16_cast) overflows where fp32 did not, and the
+    verification report names the output; under "none" the same graph computes in fp32."""
+    body = graph(
+        [node("m", "mul", {"x": "x"}), node("e", "exp", {"x": "m"})],
+        {"y": "e"},
+        x=([1, 4, 1, 4], "fp32"),
+    )
+    weights = {"m.y": np.array([20.0], np.float32)}  # exp of up to 20: past fp16's 65,504
+    with np.errstate(over="ignore"):
+        fp32, fp16 = (verify_build(build(body, weights, p)) for p in ("none", "default"))
+    assert fp32["passed"] and fp32["outputs"]["y"]["passed"]
+    assert not fp16["passed"] and not fp16["outputs"]["y"]["passed"]
 
 
 # -- the edges ------------------------------------------------------------------------------------
