@@ -438,6 +438,24 @@ SPATIAL = [
         strides=[2, 2],
         ceil_mode=1,
     ),
+    # ceil mode, a kernel smaller than its stride, no pads: ONNX drops the last window, which
+    # would start past the input; MIL keeps it (it drops it only with pads)
+    one(
+        "avg_pool_ceil_past_the_input",
+        "AveragePool",
+        {"x": [1, 2, 5, 4]},
+        kernel_shape=[1, 1],
+        strides=[1, 2],
+        ceil_mode=1,
+    ),
+    one(
+        "max_pool_ceil_past_the_input",
+        "MaxPool",
+        {"x": [1, 2, 5, 5]},
+        kernel_shape=[1, 2],
+        strides=[3, 3],
+        ceil_mode=1,
+    ),
     one("avg_pool_1d", "AveragePool", {"x": [1, 3, 9]}, kernel_shape=[3], strides=[2]),
     one("max_pool", "MaxPool", X4, kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1]),
     one(

@@ -103,10 +103,43 @@ def _pool_args(node: Node, x: Var) -> dict:
 def pool(ctx: Lowering, node: Node) -> list[Value]:
     x = node.var(0)
     args = _pool_args(node, x)
+    sizes = _onnx_sizes(x, args)
+    name = node.out[0] if sizes is None else None
     if node.op_type == "MaxPool":
-        return [ctx.op("max_pool", node.out[0], **args)]
-    exclude = not node.attr("count_include_pad", 0)
-    return [ctx.op("avg_pool", node.out[0], exclude_padding_from_average=exclude, **args)]
+        y = ctx.op("max_pool", name, **args)
+    else:
+        exclude = not node.attr("count_include_pad", 0)
+        y = ctx.op("avg_pool", name, exclude_padding_from_average=exclude, **args)
+    if sizes is None:
+        return [y]
+    end = [*y.tensor.shape[:2], *sizes]
+    return [
+        ctx.op(
+            "slice_by_index",
+            node.out[0],
+            x=y,
+            begin=np.zeros(len(end), np.int32),
+            end=np.array(end, np.int32),
+        )
+    ]
+
+
+def _onnx_sizes(x: Var, args: dict) -> list[int] | None:
+    """In ceil mode ONNX drops a last window that would start past the input and its leading
+    pads (the operator's spec; onnxruntime and PyTorch size it so); MIL drops it only where
+    there are pads (coremltools' rule, app/mil/ops/windows.py). Without pads, where that leaves
+    MIL a window more (a kernel smaller than its stride): ONNX's sizes, to slice it off; else
+    None."""
+    pads = [int(p) for p in args.get("pad", ())]
+    if not args["ceil_mode"] or args["pad_type"] not in ("custom", "valid") or any(pads):
+        return None
+    sizes, dropped = [], False
+    for size, k, s in zip(x.tensor.shape[2:], args["kernel_sizes"], args["strides"], strict=True):
+        out = -(-(size - int(k)) // int(s)) + 1  # MIL's, without pads
+        if (out - 1) * int(s) >= size:  # the last window starts past the input
+            out, dropped = out - 1, True
+        sizes.append(out)
+    return sizes if dropped else None
 
 
 def lp_pool(ctx: Lowering, node: Node) -> list[Value]:
