@@ -17,7 +17,7 @@ from app.errors import RequestError
 from app.kernels import CATALOG
 from app.packaging import write_kernel_zip
 from app.reference import Executor
-from app.reference.verify import MAX_VERIFY_ELEMENTS, verification_entry, verify_build
+from app.reference.verify import MAX_VERIFY_ELEMENTS, compare, verification_entry, verify_build
 
 
 def _cases():
@@ -237,3 +237,13 @@ def test_run_errors_exit_2_and_write_nothing(tmp_path, capsys):
         capsys, "run", str(tmp_path / "junk.zip"), "--output-dir", str(tmp_path / "o")
     )
     assert code == 1 and err.startswith("invalid:")
+
+
+def test_an_output_of_another_shape_fails_naming_both_shapes():
+    """An import whose output's shape differs from its model's (a pool one window longer than
+    onnxruntime's was) fails its verification; it does not broadcast, or raise."""
+    got, exact = np.zeros((1, 2, 5, 3)), np.zeros((1, 2, 5, 2))
+    report = compare(got, exact, 0.01)
+    assert report["passed"] is False and report["max_rel_error"] is None
+    assert (report["shape"], report["expected_shape"]) == ([1, 2, 5, 3], [1, 2, 5, 2])
+    assert "shape" not in compare(exact, exact, 0.01) and compare(exact, exact, 0.01)["passed"]
