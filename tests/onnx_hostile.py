@@ -306,6 +306,13 @@ def bool_output(folder: Path) -> Made:
     return "model.onnx", "bool cannot be a Core ML model's output", "outputs.mask"
 
 
+def constant_where_data_is_lowered(folder: Path) -> Made:
+    slope = np.full((4,), 0.1, np.float32)  # PRelu of a constant by a slope from the data
+    case = Case("m", [op("PRelu", ["c", "x"])], {"x": [4]}, consts={"c": slope})
+    onnx.save(model_of(case), folder / "model.onnx")
+    return "model.onnx", "its input 0 ('c') is a constant", "nodes./PRelu_y"
+
+
 HOSTILE.update(
     {
         f.__name__: f
@@ -322,6 +329,7 @@ HOSTILE.update(
             perm_not_an_order,
             slice_of_uneven_lists,
             bool_output,
+            constant_where_data_is_lowered,
         )
     }
 )

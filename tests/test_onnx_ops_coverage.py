@@ -118,6 +118,14 @@ MATH = [
         consts={"e": _i(4)},
         opset=15,
     ),
+    # a constant base: 2 ** x, and a per-element base
+    Case("pow_const_base", [op("Pow", ["two", "x"])], X, consts={"two": _f(2.0)}),
+    Case(
+        "pow_const_base_array",
+        [op("Pow", ["b", "x"])],
+        {"x": [2, 8]},
+        consts={"b": np.linspace(0.5, 3.0, 8, dtype=np.float32)},
+    ),
     Case(
         "pow_data_exponent",
         [op("Abs", ["x"], ["a"]), op("Add", ["a", "one"], ["p"]), op("Pow", ["p", "z"])],

@@ -78,9 +78,15 @@ class Node:
         return value
 
     def var(self, i: int) -> Var:
-        value = self.input(i)
+        """Input `i` computed from the data, which the op cannot do without (a constant there is
+        refused, naming it: the handler lowers the op for a computed value only)."""
+        value = self.given(i)
         if not isinstance(value, Var):
-            raise RequestError(self.field, f"{self.op_type} input {i} is missing")
+            raise RequestError(
+                self.field,
+                f"{self.op_type} node {self.label!r}: its input {i} ({self.proto.input[i]!r}) is "
+                "a constant; the importer lowers this op for a value computed from the data there",
+            )
         return value
 
     def known(self, i: int, what: str, *, waits: str | None = None) -> np.ndarray | None:

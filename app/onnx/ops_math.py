@@ -91,10 +91,16 @@ def variadic(ctx: Lowering, node: Node) -> list[Value]:
 
 def pow_(ctx: Lowering, node: Node) -> list[Value]:
     """A constant exponent of 2, 3, 0.5, -0.5, -1 or 1 as the cheaper op it is; any other, or one
-    computed from the data, as `pow`."""
-    x = node.var(0)
-    exponent = node.input(1)
+    computed from the data, as `pow`; a constant base (2 ** x) as `pow` of that constant."""
+    base = node.given(0)
     out = node.out[0]
+    if isinstance(base, np.ndarray):
+        exponent_var = node.var(1)
+        if (base.dtype.kind == "f") != exponent_var.tensor.dtype.is_float:
+            raise Unlowered("Pow of a constant base to an exponent of another type")
+        return [ctx.op("pow", out, x=_like(exponent_var, base), y=exponent_var)]
+    x = base
+    exponent = node.input(1)
     if not isinstance(exponent, np.ndarray) or exponent.size != 1:
         return [ctx.op("pow", out, x=x, y=_like(x, exponent))]
     e = float(exponent.reshape(-1)[0])

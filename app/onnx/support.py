@@ -46,7 +46,7 @@ SUPPORTED: dict[str, str] = {
     "Exp": "exp",
     "Sqrt": "sqrt",
     "Pow": "pow; a constant exponent 2 → square, 3 → square·x, 0.5 → sqrt, -0.5 → rsqrt, "
-    "-1 → real_div, 1 → removed",
+    "-1 → real_div, 1 → removed; a constant base (2 ** x) as pow of it",
     "Softmax": "softmax",
     "Gelu": "gelu (EXACT, or TANH_APPROXIMATION for approximate='tanh')",
     "Erf": "erf; in the GELU pattern x·½·(1+erf(x/√2)), one gelu EXACT",
