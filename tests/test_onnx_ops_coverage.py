@@ -582,6 +582,58 @@ SPATIAL = [
         consts={"z": _i([9, 12])},
         opset=18,
     ),
+    # nearest where MIL's upsampling reads other rows: a gather of ONNX's rows, axis by axis
+    *(
+        Case(
+            f"resize_nearest_{coords}_{rounding}",
+            [
+                op(
+                    "Resize",
+                    ["x", "", "s"],
+                    coordinate_transformation_mode=coords,
+                    nearest_mode=rounding,
+                )
+            ],
+            X4,
+            consts={"s": _f([1, 1, 1.5, 0.6])},
+            opset=18,
+        )
+        for coords, rounding in (
+            ("half_pixel", "round_prefer_ceil"),
+            ("align_corners", "round_prefer_floor"),
+            ("tf_half_pixel_for_nn", "ceil"),
+            ("pytorch_half_pixel", "floor"),
+            ("asymmetric", "floor"),
+        )
+    ),
+    Case(  # the channels too, and an axis of 1D audio-like features
+        "resize_nearest_channels_and_length",
+        [op("Resize", ["x", "", "", "z"], nearest_mode="floor")],
+        {"x": [1, 3, 10]},
+        consts={"z": _i([1, 6, 7])},
+        opset=18,
+    ),
+    Case(  # sizes whose ratio, stored in fp32, would upsample to one row short (7 of 5·1.4)
+        "resize_nearest_sizes_fp32_ratio",
+        [
+            op(
+                "Resize",
+                ["x", "", "", "z"],
+                coordinate_transformation_mode="asymmetric",
+                nearest_mode="floor",
+            )
+        ],
+        {"x": [1, 2, 5, 5]},
+        consts={"z": _i([1, 2, 1, 7])},
+        opset=18,
+    ),
+    Case(  # a scale that keeps the size: onnxruntime copies the input
+        "resize_nearest_same_size",
+        [op("Resize", ["x", "", "s"], nearest_mode="floor")],
+        {"x": [1, 2, 3, 4]},
+        consts={"s": _f([1, 1, 1.3, 1.2])},
+        opset=18,
+    ),
     *(
         Case(
             f"resize_linear_{coords}",

@@ -4,10 +4,11 @@ ConvTranspose, DepthToSpace, SpaceToDepth, Resize and GridSample (RoiAlign: app/
 ONNX lists pads as every start then every end; MIL pairs them per axis. LpPool is a sum pool
 (an average over a window that counts its padding, times the window's size) of |x| (p = 1) or
 x² then √ (p = 2). DepthToSpace's DCR order is MIL's depth_to_space, its CRD order MIL's
-pixel_shuffle. Resize keeps the batch and channel axes and scales the last two:
-nearest-neighbour as upsample_nearest_neighbor, whose source row floor(i / scale) is ONNX's for
-asymmetric coordinates rounded down at any scale, and for half-pixel ones rounded to nearest at
-a whole scale ((i + ½)/s − ½ lies within ½ of floor(i / s)); linear as upsample_bilinear.
+pixel_shuffle. Resize, nearest-neighbour: the source row of each output row is known at import,
+so the op is MIL's upsample_nearest_neighbor (source row floor(i / scale): ONNX's for
+asymmetric coordinates rounded down, and for half-pixel ones rounded to nearest at a whole
+scale) where that reads ONNX's rows, else a gather of them on each axis that moves; linear, on
+the last two axes, upsample_bilinear.
 GridSample is MIL's resample with the grid as normalized coordinates: its zeros padding the
 constant 0, and its reflection, which mirrors the coordinate about the outer pixels' centres
 (align_corners) or their edges, resample's reflection or symmetric padding.
@@ -225,6 +226,90 @@ def space_to_depth(ctx: Lowering, node: Node) -> list[Value]:
     return [ctx.op("space_to_depth", node.out[0], x=x, block_size=block)]
 
 
+def _nearest(
+    ctx: Lowering,
+    node: Node,
+    x: Var,
+    out: list[int],
+    scales: list[float],
+    coords: str,
+    rounding: str,
+) -> Var:
+    """Nearest-neighbour Resize: the input row ONNX reads for each output row, axis by axis
+    (the coordinates `_nearest_rows` lowers, any rounding, scale or axes; antialias does not
+    apply to nearest). MIL's upsample_nearest_neighbor where it reads the same rows of the last
+    two axes (floor(i / scale), its scale in fp32), else a gather per axis that moves."""
+    shape = list(x.tensor.shape)
+    if out == shape:  # onnxruntime copies the input, whatever the scales
+        return ctx.op("identity", node.out[0], x=x)
+    rows = []
+    for size, resized, scale in zip(shape, out, scales, strict=True):
+        # an axis of scale 1 keeps its rows, in onnxruntime, whatever the coordinates say
+        picked = (
+            np.arange(size)
+            if scale == 1.0
+            else _nearest_rows(size, resized, scale, coords, rounding)
+        )
+        if picked is None:
+            raise Unlowered(f"nearest Resize with {coords} coordinates rounded {rounding}")
+        rows.append(picked)
+    moved = [a for a, r in enumerate(rows) if not np.array_equal(r, np.arange(shape[a]))]
+    if len(shape) >= 3 and min(moved) >= len(shape) - 2:
+        factors = [float(np.float32(s)) for s in scales[-2:]]
+        upsampled = [
+            np.minimum(np.floor(np.arange(math.floor(d * f)) / f), d - 1)
+            for d, f in zip(shape[-2:], factors, strict=True)
+        ]
+        if all(np.array_equal(u, r) for u, r in zip(upsampled, rows[-2:], strict=True)):
+            return ctx.op(
+                "upsample_nearest_neighbor",
+                node.out[0],
+                x=x,
+                scale_factor_height=factors[0],
+                scale_factor_width=factors[1],
+            )
+    y = x
+    for k, axis in enumerate(moved):
+        name = node.out[0] if k == len(moved) - 1 else None
+        y = ctx.op("gather", name, x=y, indices=rows[axis].astype(np.int32), axis=axis)
+    return y
+
+
+def _nearest_rows(
+    size: int, resized: int, scale: float, coords: str, rounding: str
+) -> np.ndarray | None:
+    """For each output row along an axis, the input row ONNX's nearest Resize reads: its
+    coordinate transformation and rounding in float32, as onnxruntime computes them; None for a
+    transformation not lowered: tf_crop_and_resize (it reads a region of interest), and
+    half_pixel_symmetric (onnxruntime's rows differ from the operator's formula in float32 where
+    it shrinks an axis, so neither could be matched exactly)."""
+    i = np.arange(resized, dtype=np.float32)
+    s, half = np.float32(scale), np.float32(0.5)
+    if coords in ("half_pixel", "pytorch_half_pixel"):
+        x = (i + half) / s - half
+        if coords == "pytorch_half_pixel" and resized == 1:
+            x = np.zeros_like(i)
+    elif coords == "asymmetric":
+        x = i / s
+    elif coords == "tf_half_pixel_for_nn":
+        x = (i + half) / s
+    elif coords == "align_corners":
+        x = np.zeros_like(i) if resized == 1 else i * np.float32(size - 1) / np.float32(resized - 1)
+    else:
+        return None
+    low = np.floor(x)
+    fraction = x - low
+    picked = {
+        "floor": low,
+        "ceil": np.ceil(x),
+        "round_prefer_ceil": low + (fraction >= half),
+        "round_prefer_floor": low + (fraction > half),
+    }.get(rounding)
+    if picked is None:
+        return None
+    return np.clip(picked, 0, size - 1).astype(np.int64)
+
+
 def _one_per_axis(node: Node, what: str, values: list, axes: list[int]) -> None:
     if len(values) != len(axes):
         raise RequestError(
@@ -257,38 +342,21 @@ def resize(ctx: Lowering, node: Node) -> list[Value]:
             scales[axis], out[axis] = scale, math.floor(shape[axis] * scale)
     else:
         raise RequestError(node.field, f"Resize node {node.label!r}: neither scales nor sizes")
-    if out[:-2] != shape[:-2] or rank < 3:
-        raise Unlowered("Resize of other axes than the last two (MIL's upsamplings scale H and W)")
+    if min(out) < 1:
+        raise RequestError(
+            node.field,
+            f"Resize node {node.label!r}: to {out}, an empty tensor (a program holds none)",
+        )
     mode = _text(node, "mode", "nearest")
     coords = _text(node, "coordinate_transformation_mode", "half_pixel")
+    if mode == "nearest":
+        rounding = _text(node, "nearest_mode", "round_prefer_floor")
+        return [_nearest(ctx, node, x, out, scales, coords, rounding)]
+    if out[:-2] != shape[:-2] or rank < 3:
+        raise Unlowered("Resize of other axes than the last two (MIL's upsamplings scale H and W)")
     if node.attr("antialias", 0) and min(scales[-2:]) < 1:
         raise Unlowered("Resize with antialias when it shrinks")
     sh, sw = scales[-2:]
-    if mode == "nearest":
-        rounding = _text(node, "nearest_mode", "round_prefer_floor")
-        whole = all(s >= 1 and float(s).is_integer() for s in (sh, sw))
-        floor_any = coords == "asymmetric" and rounding == "floor"
-        half = coords in ("half_pixel", "pytorch_half_pixel") and rounding.startswith("round")
-        if not (floor_any or (half and whole)):
-            raise Unlowered(
-                f"nearest Resize with {coords} coordinates rounded {rounding} at scales "
-                f"{sh:g}, {sw:g} (lowered: asymmetric + floor, or half-pixel + round at whole "
-                "scales)"
-            )
-        if any(
-            math.floor(d * np.float32(s)) != o
-            for d, s, o in zip(shape[-2:], (sh, sw), out[-2:], strict=True)
-        ):
-            raise Unlowered(f"nearest Resize to {out[-2:]} (not a float32 scale of {shape[-2:]})")
-        return [
-            ctx.op(
-                "upsample_nearest_neighbor",
-                node.out[0],
-                x=x,
-                scale_factor_height=float(sh),
-                scale_factor_width=float(sw),
-            )
-        ]
     if mode != "linear":
         raise Unlowered(f"Resize mode {mode!r} (lowered: nearest, linear)")
     flags = {

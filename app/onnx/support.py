@@ -113,9 +113,11 @@ SUPPORTED: dict[str, str] = {
     "groups, dilations)",
     "DepthToSpace": "depth_to_space (DCR), pixel_shuffle (CRD)",
     "SpaceToDepth": "space_to_depth",
-    "Resize": "the last two axes: nearest as upsample_nearest_neighbor (asymmetric + floor, or "
-    "half-pixel + round at whole scales), linear as upsample_bilinear (half_pixel, "
-    "pytorch_half_pixel, align_corners, asymmetric); not cubic",
+    "Resize": "nearest as upsample_nearest_neighbor where it reads ONNX's rows (the last two "
+    "axes; asymmetric + floor, or half-pixel + round at whole scales), else as a gather of "
+    "ONNX's rows on each axis that moves (any axes, scales and rounding; not "
+    "tf_crop_and_resize or half_pixel_symmetric); linear as upsample_bilinear on the last two "
+    "axes (half_pixel, pytorch_half_pixel, align_corners, asymmetric); not cubic",
     "GridSample": "resample (4-D; bilinear/linear, nearest; zeros, border, reflection padding; "
     "align_corners); not cubic",
     "RoiAlign": "resample of each region's sample points (border padding, a mask for points "
