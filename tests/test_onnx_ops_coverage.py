@@ -446,6 +446,19 @@ SPATIAL = [
         strides=[2, 2],
         ceil_mode=1,
     ),
+    one("lp_normalization_2", "LpNormalization", X4),
+    one("lp_normalization_1_axis1", "LpNormalization", X4, axis=1, p=1),
+    Case(  # a zero vector: zeros, as onnxruntime gives it, not a division by zero
+        "lp_normalization_of_zeros",
+        [
+            op("Relu", ["x"], ["r"]),
+            op("Neg", ["r"], ["n"]),
+            op("Relu", ["n"], ["z"]),
+            op("Mul", ["z", "x"], ["zz"]),
+            op("LpNormalization", ["zz"], axis=0),
+        ],
+        {"x": [1, 4]},
+    ),
     # ceil mode, a kernel smaller than its stride, no pads: ONNX drops the last window, which
     # would start past the input; MIL keeps it (it drops it only with pads)
     one(

@@ -254,6 +254,27 @@ def reduce(ctx: Lowering, node: Node) -> list[Value]:
     return [ctx.op(_REDUCE[node.op_type], out, x=x, **args)]
 
 
+# The smallest fp16 number: a vector whose norm is zero divides by it, and comes out zero, as
+# onnxruntime gives it (it does not divide by a zero norm).
+_TINIEST = float(np.finfo(np.float16).smallest_subnormal)
+
+
+def lp_normalization(ctx: Lowering, node: Node) -> list[Value]:
+    """x / ||x||_p along an axis: p = 2 reduce_l2_norm, p = 1 the sum of |x|."""
+    x = node.var(0)
+    axis = node.axis(int(node.attr("axis", -1)), x.tensor.rank)
+    p = int(node.attr("p", 2))
+    if p not in (1, 2):
+        raise RequestError(node.field, f"LpNormalization node {node.label!r}: p = {p} (1 or 2)")
+    args: dict[str, Any] = {"axes": np.array([axis], np.int32), "keep_dims": True}
+    if p == 2:
+        norm = ctx.op("reduce_l2_norm", x=x, **args)
+    else:
+        norm = ctx.op("reduce_sum", x=ctx.op("abs", x=x), **args)
+    guarded = ctx.op("maximum", x=norm, y=_f32(_TINIEST))
+    return [ctx.op("real_div", node.out[0], x=x, y=guarded)]
+
+
 def global_pool(ctx: Lowering, node: Node) -> list[Value]:
     x = node.var(0)
     op = "reduce_mean" if node.op_type == "GlobalAveragePool" else "reduce_max"
@@ -275,4 +296,5 @@ HANDLERS: dict[str, Handler] = {
     ),
     "GlobalAveragePool": global_pool,
     "GlobalMaxPool": global_pool,
+    "LpNormalization": lp_normalization,
 }

@@ -129,6 +129,8 @@ SUPPORTED: dict[str, str] = {
     "Einsum": "one or two operands: transposes, reshapes, reduce_sum and one matmul "
     "(bhid,bhjd->bhij reads k with transpose_y)",
     "GlobalMaxPool": "reduce_max over the spatial axes",
+    "LpNormalization": "real_div by reduce_l2_norm (p = 2) or reduce_sum of abs (p = 1), a zero "
+    "norm giving zeros as onnxruntime does",
     "Transpose": "transpose",
     "Reshape": "reshape (the shape known at import; 0 copies a dimension)",
     "Flatten": "reshape",
