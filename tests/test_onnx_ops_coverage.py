@@ -459,6 +459,8 @@ SPATIAL = [
         ],
         {"x": [1, 4]},
     ),
+    one("mean_variance_normalization", "MeanVarianceNormalization", X4),
+    one("mean_variance_normalization_axes", "MeanVarianceNormalization", X4, axes=[1, -1]),
     # ceil mode, a kernel smaller than its stride, no pads: ONNX drops the last window, which
     # would start past the input; MIL keeps it (it drops it only with pads)
     one(
@@ -1105,3 +1107,27 @@ def test_roi_align_bad_attributes_and_indices_are_4xx_naming_the_node(
     assert main(["onnx", str(save(case, tmp_path)), "-o", str(out), "--format", "mil"]) == 2
     err = capsys.readouterr().err
     assert "nodes./RoiAlign_y" in err and message in err and not out.exists()
+
+
+def test_a_constant_slice_normalizes_to_zeros_as_onnx_defines_it(tmp_path):
+    """MeanVarianceNormalization's function divides by σ + 1e-9: a constant slice gives zeros
+    (onnxruntime's kernel gives NaN there, so the verification above cannot hold this)."""
+    from onnx_support import save
+
+    from app.language.targets import get_target
+    from app.onnx.files import ModelFiles
+    from app.onnx.importer import import_onnx
+    from app.reference import Executor
+    from app.request import OnnxParams
+
+    case = Case("mvn", [op("MeanVarianceNormalization", ["x"])], {"x": [1, 2, 2, 2]})
+    path = save(case, tmp_path)
+    build = import_onnx(
+        OnnxParams(model=path.name),
+        ModelFiles.in_folder(path),
+        target=get_target("ios18"),
+        name="m",
+    )
+    for value in (0.0, 3.0):
+        got = Executor(build.program).run({"x": np.full((1, 2, 2, 2), value, np.float16)})
+        assert np.array_equal(got.outputs["y"], np.zeros((1, 2, 2, 2))), got.outputs["y"]

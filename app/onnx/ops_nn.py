@@ -275,6 +275,22 @@ def lp_normalization(ctx: Lowering, node: Node) -> list[Value]:
     return [ctx.op("real_div", node.out[0], x=x, y=guarded)]
 
 
+def mean_variance_normalization(ctx: Lowering, node: Node) -> list[Value]:
+    """(x − mean) / (σ + 1e-9) over `axes` (by default 0, 2, 3), as ONNX's function body
+    writes it; σ held above the smallest fp16 number instead of 1e-9 added (fp16 has no 1e-9),
+    so a constant slice comes out zero, as the function gives it (onnxruntime's kernel gives
+    NaN there)."""
+    x = node.var(0)
+    rank = x.tensor.rank
+    axes = np.array(sorted({node.axis(a, rank) for a in node.attr("axes") or (0, 2, 3)}), np.int32)
+    mean = ctx.op("reduce_mean", x=x, axes=axes, keep_dims=True)
+    centered = ctx.op("sub", x=x, y=mean)
+    squares = ctx.op("mul", x=centered, y=centered)
+    sigma = ctx.op("sqrt", x=ctx.op("reduce_mean", x=squares, axes=axes, keep_dims=True))
+    guarded = ctx.op("maximum", x=sigma, y=_f32(_TINIEST))
+    return [ctx.op("real_div", node.out[0], x=centered, y=guarded)]
+
+
 def global_pool(ctx: Lowering, node: Node) -> list[Value]:
     x = node.var(0)
     op = "reduce_mean" if node.op_type == "GlobalAveragePool" else "reduce_max"
@@ -297,4 +313,5 @@ HANDLERS: dict[str, Handler] = {
     "GlobalAveragePool": global_pool,
     "GlobalMaxPool": global_pool,
     "LpNormalization": lp_normalization,
+    "MeanVarianceNormalization": mean_variance_normalization,
 }

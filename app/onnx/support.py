@@ -131,6 +131,8 @@ SUPPORTED: dict[str, str] = {
     "GlobalMaxPool": "reduce_max over the spatial axes",
     "LpNormalization": "real_div by reduce_l2_norm (p = 2) or reduce_sum of abs (p = 1), a zero "
     "norm giving zeros as onnxruntime does",
+    "MeanVarianceNormalization": "reduce_mean, sub, mul, reduce_mean, sqrt, maximum, real_div "
+    "(a constant slice giving zeros, as ONNX's function; onnxruntime gives NaN)",
     "Transpose": "transpose",
     "Reshape": "reshape (the shape known at import; 0 copies a dimension)",
     "Flatten": "reshape",
