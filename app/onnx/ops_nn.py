@@ -141,14 +141,20 @@ def batch_norm(ctx: Lowering, node: Node) -> list[Value]:
     return [ctx.op("add", node.out[0], x=scaled, y=shift.astype(np.float32).reshape(shape))]
 
 
-def normalize(ctx: Lowering, x: Var, axes: list[int], epsilon: float, out: str | None) -> Var:
-    """(x − mean) / √(var + ε) over `axes`, spelled in primitives."""
+def _moments(ctx: Lowering, x: Var, axes: list[int]) -> tuple[Var, Var]:
+    """x − mean and the variance over `axes` (kept as axes of 1), spelled in primitives."""
     axes_arg = np.array(axes, np.int32)
     mean = ctx.op("reduce_mean", x=x, axes=axes_arg, keep_dims=True)
     centered = ctx.op("sub", x=x, y=mean)
     var = ctx.op(
         "reduce_mean", x=ctx.op("mul", x=centered, y=centered), axes=axes_arg, keep_dims=True
     )
+    return centered, var
+
+
+def normalize(ctx: Lowering, x: Var, axes: list[int], epsilon: float, out: str | None) -> Var:
+    """(x − mean) / √(var + ε) over `axes`, spelled in primitives."""
+    centered, var = _moments(ctx, x, axes)
     inv = ctx.op("rsqrt", x=ctx.op("add", x=var, y=_f32(epsilon)))
     return ctx.op("mul", out, x=centered, y=inv)
 
@@ -282,11 +288,9 @@ def mean_variance_normalization(ctx: Lowering, node: Node) -> list[Value]:
     NaN there)."""
     x = node.var(0)
     rank = x.tensor.rank
-    axes = np.array(sorted({node.axis(a, rank) for a in node.attr("axes") or (0, 2, 3)}), np.int32)
-    mean = ctx.op("reduce_mean", x=x, axes=axes, keep_dims=True)
-    centered = ctx.op("sub", x=x, y=mean)
-    squares = ctx.op("mul", x=centered, y=centered)
-    sigma = ctx.op("sqrt", x=ctx.op("reduce_mean", x=squares, axes=axes, keep_dims=True))
+    axes = sorted({node.axis(a, rank) for a in node.attr("axes") or (0, 2, 3)})
+    centered, var = _moments(ctx, x, axes)
+    sigma = ctx.op("sqrt", x=var)
     guarded = ctx.op("maximum", x=sigma, y=_f32(_TINIEST))
     return [ctx.op("real_div", node.out[0], x=centered, y=guarded)]
 

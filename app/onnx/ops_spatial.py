@@ -22,6 +22,7 @@ import numpy as np
 
 from app.errors import RequestError
 from app.mil import Var
+from app.mil.ops.spatial import nearest_rows
 from app.onnx.lowering import Handler, Lowering, Node, Unlowered, Value
 
 
@@ -255,11 +256,8 @@ def _nearest(
         rows.append(picked)
     moved = [a for a, r in enumerate(rows) if not np.array_equal(r, np.arange(shape[a]))]
     if len(shape) >= 3 and min(moved) >= len(shape) - 2:
-        factors = [float(np.float32(s)) for s in scales[-2:]]
-        upsampled = [
-            np.minimum(np.floor(np.arange(math.floor(d * f)) / f), d - 1)
-            for d, f in zip(shape[-2:], factors, strict=True)
-        ]
+        factors = [float(np.float32(s)) for s in scales[-2:]]  # the op stores them in fp32
+        upsampled = [nearest_rows(d, f) for d, f in zip(shape[-2:], factors, strict=True)]
         if all(np.array_equal(u, r) for u, r in zip(upsampled, rows[-2:], strict=True)):
             return ctx.op(
                 "upsample_nearest_neighbor",
